@@ -1,0 +1,28 @@
+"""bayesval: private, Bayesian data valuation on NumPyro and JAX.
+
+bayesval turns on JAX's 64-bit mode at import: perturbed sufficient statistics are sums of
+fourth powers whose small eigenvalues float32 loses (docs/architecture.md).
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from bayesval import models  # noqa: E402
+from bayesval.parties import Bounds, Party, PerturbedStatistic  # noqa: E402
+from bayesval.presets import SamplerConfig  # noqa: E402
+from bayesval.privacy import DPGuarantee, PrivacyLedger  # noqa: E402
+from bayesval.results import ValuationResult  # noqa: E402
+from bayesval.valuate import valuate  # noqa: E402
+
+__all__ = [
+    "Bounds",
+    "DPGuarantee",
+    "Party",
+    "PerturbedStatistic",
+    "PrivacyLedger",
+    "SamplerConfig",
+    "ValuationResult",
+    "models",
+    "valuate",
+]

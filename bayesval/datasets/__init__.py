@@ -1,0 +1,1 @@
+"""Synthetic generators and loaders for the shared data files."""

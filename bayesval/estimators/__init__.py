@@ -1,0 +1,23 @@
+"""Data-point valuation: KNN-Shapley, TKNN-Shapley, DP-TKNN-Shapley and the naive DP-KNN baseline."""
+
+from bayesval.estimators.evaluation import (
+    add_feature_noise,
+    balanced_split,
+    detection_auroc,
+    detection_aurocs,
+    flip_labels,
+    standardise,
+)
+from bayesval.estimators.knn import DPKNNShapley, KNNShapley, TKNNShapley
+
+__all__ = [
+    "DPKNNShapley",
+    "KNNShapley",
+    "TKNNShapley",
+    "add_feature_noise",
+    "balanced_split",
+    "detection_auroc",
+    "detection_aurocs",
+    "flip_labels",
+    "standardise",
+]

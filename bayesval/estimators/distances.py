@@ -1,0 +1,77 @@
+"""Distances from one validation point to every training point, for the nearest-neighbour valuations.
+
+Two metrics (Wang et al. 2023, Sec. 6 and App. E.3.1; spec Sec. 5.1):
+
+* ``"cosine"``: d(x, x') = -cos(x, x'), in [-1, 1]. Rows are L2-normalised once in
+  :func:`prepare_features`, so the distance is a dot product. tau = -0.5 means "cosine
+  similarity >= 0.5".
+* ``"euclidean"``: d(x, x') = ||x - x'||, in [0, inf).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+DISTANCES = ("cosine", "euclidean")
+_TAU_RANGE = {"cosine": (-1.0, 1.0), "euclidean": (0.0, math.inf)}
+
+
+def check_distance(distance: str) -> str:
+    """`distance` must name a supported metric."""
+    if distance not in DISTANCES:
+        raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
+    return distance
+
+
+def check_tau(tau: float, distance: str) -> float:
+    """The threshold tau must lie in the range of `distance`: [-1, 1] (cosine) or [0, inf) (euclidean)."""
+    low, high = _TAU_RANGE[check_distance(distance)]
+    try:
+        tau = float(tau)
+    except (TypeError, ValueError):
+        raise TypeError(f"tau must be a number, got {tau!r}") from None
+    if not (math.isfinite(tau) and low <= tau <= high):
+        raise ValueError(
+            f"tau must lie in [{low:g}, {high:g}] for the {distance} distance, got {tau!r}"
+        )
+    return tau
+
+
+def prepare_features(name: str, features: np.ndarray, distance: str) -> np.ndarray:
+    """Rows ready for :func:`distance_row`: L2-normalised for cosine, unchanged for euclidean."""
+    if check_distance(distance) == "euclidean":
+        return features
+    norms = np.linalg.norm(features, axis=1, keepdims=True)
+    zero = np.flatnonzero(norms[:, 0] == 0)
+    if zero.size:
+        raise ValueError(
+            f"{name} has {zero.size} all-zero rows (first at row {zero[0]}); the cosine distance "
+            "is undefined for them: drop them or use distance='euclidean'"
+        )
+    return features / norms
+
+
+def squared_norms(features) -> jnp.ndarray:
+    """Row-wise squared L2 norms, computed once per training set for the euclidean metric."""
+    return jnp.sum(jnp.square(features), axis=1)
+
+
+def distance_row(x_val, x_train, train_sq_norms, distance: str) -> jnp.ndarray:
+    """d(x_train[i], x_val) for every training row i (shape (N,)); rows prepared by `prepare_features`."""
+    inner = x_train @ x_val
+    if distance == "cosine":
+        return -inner
+    return jnp.sqrt(jnp.maximum(train_sq_norms - 2.0 * inner + jnp.dot(x_val, x_val), 0.0))
+
+
+__all__ = [
+    "DISTANCES",
+    "check_distance",
+    "check_tau",
+    "distance_row",
+    "prepare_features",
+    "squared_norms",
+]

@@ -1,0 +1,278 @@
+"""Closed-form Shapley values of the nearest-neighbour games, per validation point and summed.
+
+Per validation point (arguments: distances ``dist`` (N,) and ``agree`` (N,) = 1[y_i = y_val]):
+
+* :func:`knn_shapley_soft`: soft-label KNN-Shapley, Wang et al. 2023, Thm 7 (Eq. 2 utility).
+* :func:`knn_shapley_original`: KNN-Shapley of Jia et al. 2019 ("KNN-OLD"), Wang et al. 2023, Thm 8
+  (Eq. 5 utility), in its non-recursive form (App. B.3.1).
+* :func:`tknn_shapley`: Threshold-KNN-Shapley, Thm 13 (Eq. 7) with A2 = H_m - 1 (spec Sec. 1.4).
+* :func:`private_tknn_shapley`: DP-TKNN-Shapley, Sec. 5 / App. D.2: noisy counts on a Poisson
+  subsample, shared by all owners (Thm 16), then Eq. 7 as post-processing.
+* :func:`subsampled_knn_shapley_original`: KNN-OLD on a Poisson subsample, for the naive DP-KNN
+  baseline of App. B.4 (noise is added by the caller).
+
+The ``*_values`` functions are jitted and sum these over a validation set in chunks (Thm 1).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesval.estimators.batching import sum_over_validation
+from bayesval.estimators.distances import distance_row, squared_norms
+
+
+def harmonic(m: jax.Array) -> jax.Array:
+    """H_m = sum_{j<=m} 1/j for real m >= 0 (digamma(m + 1) + Euler's gamma)."""
+    return jax.scipy.special.digamma(m + 1.0) + np.euler_gamma
+
+
+def tknn_from_counts(agree: jax.Array, m: jax.Array, p: jax.Array, inv_classes: float) -> jax.Array:
+    """TKNN-Shapley of a point inside the ball, from its counts (Thm 13, Eq. 7; spec Sec. 1.4 box).
+
+    m: ball size including the point (c_x of the paper), clipped to >= 1; p: same-label ball
+    members other than the point (c_+); inv_classes: 1/C. A2 = H_m - 1 (independent of |D|).
+    """
+    a = agree.astype(m.dtype)
+    m = jnp.maximum(m, 1.0)
+    a1 = a / m - p / jnp.maximum(m * (m - 1.0), 1.0)
+    return (a - inv_classes) / m + jnp.where(m >= 2.0, a1 * (harmonic(m) - 1.0), 0.0)
+
+
+def tknn_shapley(dist: jax.Array, agree: jax.Array, tau: float, inv_classes: float) -> jax.Array:
+    """TKNN-Shapley of every training point for one validation point (Thm 13; 0 outside the ball)."""
+    in_ball = dist <= tau
+    m = jnp.sum(in_ball).astype(dist.dtype)
+    p = jnp.sum(in_ball & agree).astype(dist.dtype) - agree
+    return jnp.where(in_ball, tknn_from_counts(agree, m, p, inv_classes), 0.0)
+
+
+def noisy_tknn_counts(key: jax.Array, counts: jax.Array, noise_std: float) -> jax.Array:
+    """Release (c, c_x, c_+) + N(0, noise_std^2 I_3), rounded and clamped (Thm 14, App. D.2.3).
+
+    Clamping (spec Sec. 5.7): c >= 0, c_x >= 0 and 0 <= c_+ <= c_x. The l2 sensitivity of the
+    count vector is sqrt(3) under add/remove-one adjacency.
+    """
+    noisy = jnp.round(counts + noise_std * jax.random.normal(key, (3,), dtype=counts.dtype))
+    in_ball = jnp.maximum(noisy[1], 0.0)
+    return jnp.stack([jnp.maximum(noisy[0], 0.0), in_ball, jnp.clip(noisy[2], 0.0, in_ball)])
+
+
+def private_tknn_shapley(
+    sample_key: jax.Array,
+    noise_key: jax.Array,
+    dist: jax.Array,
+    agree: jax.Array,
+    tau: float,
+    inv_classes: float,
+    sampling_probability: float,
+    noise_std: float,
+) -> tuple[jax.Array, jax.Array]:
+    """DP-TKNN-Shapley for one validation point, and the released noisy counts (Sec. 5, App. D.2).
+
+    One Poisson subsample B (rate q) and one noisy count vector on it, reused by every owner
+    (Thm 16, joint DP). Every in-ball point of the full D is valued as a player joining
+    B \\ {z_i}: its own sample membership is subtracted, m_i = c_x - 1[z_i in B] + 1 >= 1 and
+    0 <= p_i = c_+ - 1[z_i in B] a_i <= m_i - 1 (spec Sec. 2.7; the paper's rule ignores B).
+    """
+    dtype = dist.dtype
+    sampled = jax.random.bernoulli(sample_key, sampling_probability, dist.shape)
+    in_ball = dist <= tau
+    hits = in_ball & sampled
+    counts = jnp.stack([jnp.sum(sampled), jnp.sum(hits), jnp.sum(hits & agree)]).astype(dtype)
+    released = noisy_tknn_counts(noise_key, counts, noise_std)
+    own = sampled.astype(dtype)
+    m = jnp.maximum(released[1] - own + 1.0, 1.0)
+    p = jnp.clip(released[2] - own * agree, 0.0, m - 1.0)
+    return jnp.where(in_ball, tknn_from_counts(agree, m, p, inv_classes), 0.0), released
+
+
+def _in_distance_order(dist: jax.Array, sorted_fn, *arrays: jax.Array) -> jax.Array:
+    """Apply `sorted_fn` to `arrays` sorted by ascending distance, and return in the original order."""
+    order = jnp.argsort(dist, stable=True)
+    return jnp.zeros(dist.shape, dtype=dist.dtype).at[order].set(sorted_fn(*(x[order] for x in arrays)))
+
+
+def _knn_original_sorted(agree: jax.Array, sampled: jax.Array, k: int, dtype) -> jax.Array:
+    """KNN-OLD value of each sorted point l in the game on (B \\ {l}) + {l} (App. B.3.1, non-recursive).
+
+    With rank i of l and t = max(K, i): phi_l = a_l / t - sum_{j > t} a_(j) / ((j - 1) j), j running
+    over ranks in (B \\ {l}) + {l}. Suffix sums over positions in B give all N values in O(N);
+    ranks after an unsampled l shift by one, hence the two weightings.
+    """
+    n = agree.shape[0]
+    a = agree.astype(dtype)
+    before = jnp.cumsum(sampled) - sampled
+    threshold = jnp.maximum(k, before + 1).astype(dtype)
+    positions = jnp.where(sampled, before + 1, n + 1)
+    label_at = jnp.zeros(n + 2, dtype=dtype).at[positions].add(a * sampled)
+    j = jnp.arange(n + 2, dtype=dtype)
+    weight_in = jnp.where(j >= 2, label_at / jnp.maximum((j - 1.0) * j, 1.0), 0.0)
+    weight_out = label_at / jnp.maximum(j * (j + 1.0), 1.0)
+
+    def suffix(weights):
+        return jnp.concatenate([jnp.cumsum(weights[::-1])[::-1], jnp.zeros(1, dtype=dtype)])
+
+    t = threshold.astype(jnp.int32)
+    tail = jnp.where(
+        sampled,
+        suffix(weight_in)[jnp.minimum(t + 1, n + 2)],
+        suffix(weight_out)[jnp.minimum(t, n + 2)],
+    )
+    return a / threshold - tail
+
+
+def knn_shapley_original(dist: jax.Array, agree: jax.Array, k: int) -> jax.Array:
+    """KNN-Shapley of Jia et al. 2019 (utility Eq. 5, base case 1[y_N = y_val] / max(K, N); Thm 8)."""
+    everyone = jnp.ones(dist.shape, dtype=bool)
+    return _in_distance_order(
+        dist, lambda a, s: _knn_original_sorted(a, s, k, dist.dtype), agree, everyone
+    )
+
+
+def subsampled_knn_shapley_original(
+    key: jax.Array, dist: jax.Array, agree: jax.Array, k: int, sampling_probability: float
+) -> jax.Array:
+    """KNN-OLD of each z_l on Poisson-subsample(D_{-z_l}) + {z_l} (App. B.3.2).
+
+    One subsample B per validation point serves all owners: B \\ {z_l} is a Poisson subsample of
+    D_{-z_l}, so each owner's release has the distribution of App. B.3.2 (fresh sample per owner)
+    at O(N log N) instead of O(N^2) per validation point.
+    """
+    sampled = jax.random.bernoulli(key, sampling_probability, dist.shape)
+    return _in_distance_order(
+        dist, lambda a, s: _knn_original_sorted(a, s, k, dist.dtype), agree, sampled
+    )
+
+
+def _knn_soft_sorted(a: jax.Array, k: int, inv_classes: float) -> jax.Array:
+    """Soft-label KNN-Shapley recursion on points sorted by distance (Thm 7; spec Sec. 1.2).
+
+    For N < K the printed increment is wrong; the game is then the TKNN game with every point a
+    neighbour, so Eq. 7 with m = N is used (spec Sec. 1.2).
+    """
+    n = a.shape[0]
+    if n < k:
+        return tknn_from_counts(a > 0, jnp.asarray(n, a.dtype), jnp.sum(a) - a, inv_classes)
+    if n == 1:
+        return a - inv_classes
+    h_k = harmonic(jnp.asarray(k, a.dtype))
+    last = (a[-1] - jnp.sum(a[:-1]) / (n - 1)) * (h_k - 1.0) / n + (a[-1] - inv_classes) / n
+    i = jnp.arange(1, n, dtype=a.dtype)
+    increments = (a[:-1] - a[1:]) / (n - 1) * (h_k + (jnp.minimum(i, k) * (n - 1) / i - k) / k)
+    return last + jnp.concatenate([jnp.cumsum(increments[::-1])[::-1], jnp.zeros(1, a.dtype)])
+
+
+def knn_shapley_soft(dist: jax.Array, agree: jax.Array, k: int, inv_classes: float) -> jax.Array:
+    """Soft-label KNN-Shapley (utility Eq. 2 with v(empty) = 1/C; Wang et al. 2023, Thm 7)."""
+    return _in_distance_order(
+        dist, lambda a: _knn_soft_sorted(a, k, inv_classes), agree.astype(dist.dtype)
+    )
+
+
+def _point_geometry(x_train, y_train, distance: str):
+    """(x_val, y_val) -> (distances to every training point, same-label indicators)."""
+    train_sq_norms = squared_norms(x_train) if distance == "euclidean" else None
+
+    def geometry(x_val, y_val):
+        return distance_row(x_val, x_train, train_sq_norms, distance), y_train == y_val
+
+    return geometry
+
+
+@partial(jax.jit, static_argnames=("k", "variant", "distance", "batch_size"))
+def knn_shapley_values(
+    x_train, y_train, x_val, y_val, inv_classes, *, k: int, variant: str, distance: str, batch_size: int
+) -> jax.Array:
+    """KNN-Shapley of every training point summed over the validation set; variant 'soft' | 'original'."""
+    geometry = _point_geometry(x_train, y_train, distance)
+
+    def point(x_v, y_v):
+        dist, agree = geometry(x_v, y_v)
+        if variant == "soft":
+            return knn_shapley_soft(dist, agree, k, inv_classes), ()
+        return knn_shapley_original(dist, agree, k), ()
+
+    return sum_over_validation(point, (x_val, y_val), x_train.shape[0], batch_size)[0]
+
+
+@partial(jax.jit, static_argnames=("distance", "batch_size"))
+def tknn_shapley_values(
+    x_train, y_train, x_val, y_val, tau, inv_classes, *, distance: str, batch_size: int
+) -> tuple[jax.Array, jax.Array]:
+    """TKNN-Shapley summed over the validation set, and each validation point's ball size."""
+    geometry = _point_geometry(x_train, y_train, distance)
+
+    def point(x_v, y_v):
+        dist, agree = geometry(x_v, y_v)
+        return tknn_shapley(dist, agree, tau, inv_classes), jnp.sum(dist <= tau)
+
+    return sum_over_validation(point, (x_val, y_val), x_train.shape[0], batch_size)
+
+
+@partial(jax.jit, static_argnames=("distance", "batch_size"))
+def private_tknn_shapley_values(
+    key, x_train, y_train, x_val, y_val, tau, inv_classes, sampling_probability, noise_std,
+    *, distance: str, batch_size: int,
+) -> tuple[jax.Array, jax.Array]:
+    """DP-TKNN-Shapley summed over the validation set, and the released counts (N_val, 3).
+
+    Subsampling and privacy noise draw from separate key streams, one key per validation point.
+    """
+    geometry = _point_geometry(x_train, y_train, distance)
+    n_val = x_val.shape[0]
+    sample_root, noise_root = jax.random.split(key)
+
+    def point(x_v, y_v, sample_key, noise_key):
+        dist, agree = geometry(x_v, y_v)
+        return private_tknn_shapley(
+            sample_key, noise_key, dist, agree, tau, inv_classes, sampling_probability, noise_std
+        )
+
+    per_point = (x_val, y_val, jax.random.split(sample_root, n_val), jax.random.split(noise_root, n_val))
+    return sum_over_validation(point, per_point, x_train.shape[0], batch_size)
+
+
+@partial(jax.jit, static_argnames=("k", "subsample", "distance", "batch_size"))
+def noisy_knn_shapley_values(
+    key, x_train, y_train, x_val, y_val, sampling_probability, noise_std,
+    *, k: int, subsample: bool, distance: str, batch_size: int,
+) -> jax.Array:
+    """Naive DP-KNN-Shapley (App. B.4): KNN-OLD (on a subsample if `subsample`) + N(0, noise_std^2).
+
+    Independent noise per (owner, validation point), summed over the validation set (spec Sec. 5.8).
+    """
+    geometry = _point_geometry(x_train, y_train, distance)
+    n_val = x_val.shape[0]
+    sample_root, noise_root = jax.random.split(key)
+
+    def point(x_v, y_v, sample_key, noise_key):
+        dist, agree = geometry(x_v, y_v)
+        if subsample:
+            values = subsampled_knn_shapley_original(sample_key, dist, agree, k, sampling_probability)
+        else:
+            values = knn_shapley_original(dist, agree, k)
+        return values + noise_std * jax.random.normal(noise_key, dist.shape, dist.dtype), ()
+
+    per_point = (x_val, y_val, jax.random.split(sample_root, n_val), jax.random.split(noise_root, n_val))
+    return sum_over_validation(point, per_point, x_train.shape[0], batch_size)[0]
+
+
+__all__ = [
+    "harmonic",
+    "knn_shapley_original",
+    "knn_shapley_soft",
+    "knn_shapley_values",
+    "noisy_knn_shapley_values",
+    "noisy_tknn_counts",
+    "private_tknn_shapley",
+    "private_tknn_shapley_values",
+    "subsampled_knn_shapley_original",
+    "tknn_from_counts",
+    "tknn_shapley",
+    "tknn_shapley_values",
+]

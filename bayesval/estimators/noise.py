@@ -1,0 +1,95 @@
+"""Noise scale and privacy spent for the KNN family's DP releases (one per validation point).
+
+The releases are composed over the N_val validation points, each optionally on a Poisson
+subsample of rate q (Wang et al. 2023, App. D.2.3 and D.3). The noise multiplier comes from
+`bayesval.privacy.gaussian_sigma_for_approx_dp` (dp-accounting's PLD accountant, in place of the
+paper's PRV accountant); the epsilon recorded in the ledger is the one the PLD accountant certifies
+for the calibrated noise, which is at most the target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import dp_accounting
+from dp_accounting.pld import PLDAccountant
+
+from bayesval.privacy.accounting import gaussian_sigma_for_approx_dp
+from bayesval.privacy.ledger import Release
+
+
+@dataclass(frozen=True)
+class NoiseCalibration:
+    """Noise std of each release, its multiplier (std / sensitivity) and the epsilon actually spent."""
+
+    noise_std: float
+    noise_multiplier: float
+    epsilon_spent: float
+    delta: float
+    sensitivity: float
+    compositions: int
+    sampling_probability: float
+
+    def release(self, *, owner: str, what: str, dimension: int) -> Release:
+        """The ledger record of these releases."""
+        mechanism = "gaussian" if self.sampling_probability == 1 else "poisson-subsampled gaussian"
+        return Release(
+            owner=owner,
+            what=what,
+            mechanism=mechanism,
+            sensitivity=self.sensitivity,
+            noise_std=self.noise_std,
+            dimension=dimension,
+            epsilon=self.epsilon_spent,
+            delta=self.delta,
+            compositions=self.compositions,
+            sampling_probability=self.sampling_probability,
+        )
+
+
+def _epsilon_of(noise_multiplier: float, delta: float, compositions: int, sampling_probability: float) -> float:
+    """epsilon certified by the PLD accountant for `compositions` (subsampled) Gaussian releases."""
+    if sampling_probability == 1:
+        # n Gaussian releases with multiplier s compose exactly into one with multiplier s / sqrt(n)
+        # (Dong, Roth & Su 2019, Cor. 3.3), which the accountant handles in milliseconds.
+        event = dp_accounting.GaussianDpEvent(noise_multiplier / math.sqrt(compositions))
+    else:
+        event = dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(
+                sampling_probability, dp_accounting.GaussianDpEvent(noise_multiplier)
+            ),
+            compositions,
+        )
+    return float(PLDAccountant(value_discretization_interval=1e-4).compose(event).get_epsilon(delta))
+
+
+@lru_cache(maxsize=64)
+def calibrate_noise(
+    epsilon: float, delta: float, sensitivity: float, compositions: int, sampling_probability: float
+) -> NoiseCalibration:
+    """Gaussian noise for (epsilon, delta)-DP of `compositions` releases of l2 `sensitivity`.
+
+    E.g. epsilon=0.1, delta=1e-4, q=0.01 and 201 compositions give a multiplier of 3.63 (the
+    reference PRV accountant: 3.795; PLD is tighter). Without subsampling, calibration uses the
+    exact Gaussian composition (multiplier of one release times sqrt(compositions)).
+    """
+    if sampling_probability == 1:
+        multiplier = gaussian_sigma_for_approx_dp(epsilon, delta) * math.sqrt(compositions)
+    else:
+        multiplier = gaussian_sigma_for_approx_dp(
+            epsilon, delta, num_compositions=compositions, sampling_probability=sampling_probability
+        )
+    return NoiseCalibration(
+        noise_std=multiplier * sensitivity,
+        noise_multiplier=multiplier,
+        epsilon_spent=_epsilon_of(multiplier, delta, compositions, sampling_probability),
+        delta=delta,
+        sensitivity=sensitivity,
+        compositions=compositions,
+        sampling_probability=sampling_probability,
+    )
+
+
+__all__ = ["NoiseCalibration", "calibrate_noise"]

@@ -1,0 +1,195 @@
+"""Noise-aware Gibbs sampler for Bayesian linear regression (Sim et al. 2023, Algorithm 1;
+Bernstein & Sheldon 2019), batched over coalitions and chains.
+
+The latent exact statistics s_i, the data models omega_i = (mu_i, Sigma_i) and theta = (w, sigma^2)
+are updated in turn:
+  s_i | theta, omega_i, o_i  ~  N(c_i mu_t, c_i Sigma_t) x N(o_i; s_i, sigma_z,i^2 I)   (step 7)
+  omega_i | s_i              ~  NIW posterior from sum x, sum x x^T                     (steps 9/13)
+  theta | s_C                ~  NIG posterior from sum over the coalition of s_i          (steps 15-16)
+A coalition is a boolean mask over parties: every party's s_i is sampled, but only members enter
+the theta update (and, for a shared data model, the omega update). One jitted program therefore
+serves all 2^n coalitions, vmapped over (coalition, chain); `lax.scan` runs the iterations.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
+from bayesval.inference.conjugate import NIG, NIW, nig_update, niw_update, sample_nig, sample_niw
+from bayesval.statistics import LinearRegressionStatistic
+
+
+class NoiseAwareData(NamedTuple):
+    """What the mediator holds per party: perturbed statistic (n, P), count (n,), noise std (n,)."""
+
+    perturbed: jnp.ndarray
+    counts: jnp.ndarray
+    noise_std: jnp.ndarray
+
+    def tempered(self, kappa: float) -> NoiseAwareData:
+        """Inputs of the kappa-tempered posterior: kappa c, kappa o, kappa Z (Sim et al. 2023, App. E.3)."""
+        return NoiseAwareData(kappa * self.perturbed, kappa * self.counts, kappa * self.noise_std)
+
+
+class GibbsState(NamedTuple):
+    weights: jnp.ndarray  # (D,) slope then bias
+    noise_var: jnp.ndarray  # ()
+    x_mean: jnp.ndarray  # (n, w)
+    x_cov: jnp.ndarray  # (n, w, w)
+
+    @property
+    def theta(self) -> jnp.ndarray:
+        return jnp.append(self.weights, self.noise_var)
+
+
+class BLRPriors(NamedTuple):
+    model: NIG
+    data: NIW
+
+
+def _sample_latent_statistic(key, statistic, state_i, perturbed, count, noise_std):
+    """Step 7: draw s_i from the product of its CLT prior N(c mu_t, A = c Sigma_t) and the DP-noise
+    likelihood N(o_i; s_i, sigma_z^2 I), by Matheron's rule: with s0 ~ N(c mu_t, A) and
+    e ~ N(0, sigma_z^2 I), s0 + A (A + sigma_z^2 I)^-1 (o_i - s0 - e) has exactly that law.
+    Two Cholesky factorisations replace the eigendecomposition of the direct form.
+    """
+    weights, noise_var, x_mean, x_cov = state_i
+    rows, cols = statistic.pairs
+    z_mean, z_cov = linear_regression_record_moments(weights, noise_var, x_mean, x_cov)
+    t_mean, t_cov = pair_product_moments(z_mean, z_cov, rows, cols)
+    clt_cov = count * t_cov
+    eye = jnp.eye(clt_cov.shape[0])
+    jitter = 1e-10 * jnp.trace(clt_cov) / clt_cov.shape[0]
+    key_prior, key_noise = jax.random.split(key)
+    prior_draw = count * t_mean + jnp.linalg.cholesky(clt_cov + jitter * eye) @ jax.random.normal(
+        key_prior, t_mean.shape
+    )
+    residual = perturbed - prior_draw - noise_std * jax.random.normal(key_noise, t_mean.shape)
+    total = jax.scipy.linalg.cho_factor(clt_cov + (noise_std**2 + jitter) * eye, lower=True)
+    return prior_draw + clt_cov @ jax.scipy.linalg.cho_solve(total, residual)
+
+
+def gibbs_step(
+    key: jax.Array,
+    state: GibbsState,
+    data: NoiseAwareData,
+    mask: jnp.ndarray,
+    priors: BLRPriors,
+    statistic: LinearRegressionStatistic,
+    shared_data_model: bool,
+) -> GibbsState:
+    """One sweep of Algorithm 1 for the coalition `mask` (steps 5-16)."""
+    n = data.counts.shape[0]
+    w = statistic.num_features
+    key_s, key_omega, key_theta = jax.random.split(key, 3)
+    stats = jax.vmap(
+        lambda k, mu, cov, o, c, sz: _sample_latent_statistic(
+            k, statistic, (state.weights, state.noise_var, mu, cov), o, c, sz
+        )
+    )(jax.random.split(key_s, n), state.x_mean, state.x_cov, data.perturbed, data.counts, data.noise_std)
+    matrices = jax.vmap(statistic.to_matrix)(stats, data.counts)
+
+    def data_model_draw(k, matrix, count):
+        posterior = niw_update(priors.data, matrix[:w, w], matrix[:w, :w], count)
+        return sample_niw(k, posterior)
+
+    weight = mask.astype(matrices.dtype)
+    if shared_data_model:
+        x_mean, x_cov = data_model_draw(
+            key_omega, jnp.tensordot(weight, matrices, 1), weight @ data.counts
+        )
+        x_mean, x_cov = jnp.broadcast_to(x_mean, (n, w)), jnp.broadcast_to(x_cov, (n, w, w))
+    else:
+        x_mean, x_cov = jax.vmap(data_model_draw)(jax.random.split(key_omega, n), matrices, data.counts)
+
+    posterior = nig_update(priors.model, jnp.tensordot(weight, matrices, 1), weight @ data.counts)
+    weights, noise_var = sample_nig(key_theta, posterior)
+    return GibbsState(weights, noise_var, x_mean, x_cov)
+
+
+def initial_state(key: jax.Array, priors: BLRPriors, num_parties: int) -> GibbsState:
+    """theta^(0) from the NIG prior and omega_i^(0) from the NIW prior (Algorithm 1, lines 1-2)."""
+    key_theta, key_omega = jax.random.split(key)
+    weights, noise_var = sample_nig(key_theta, priors.model)
+    x_mean, x_cov = jax.vmap(lambda k: sample_niw(k, priors.data))(jax.random.split(key_omega, num_parties))
+    return GibbsState(weights, noise_var, x_mean, x_cov)
+
+
+def _sweeps(key, state, data, mask, priors, statistic, shared_data_model, num_sweeps):
+    """`num_sweeps` Gibbs sweeps (a traced count, so any length reuses one compiled program)."""
+
+    def body(i, state):
+        return gibbs_step(jax.random.fold_in(key, i), state, data, mask, priors, statistic, shared_data_model)
+
+    return jax.lax.fori_loop(0, num_sweeps, body, state)
+
+
+_STATIC = ("statistic", "shared_data_model", "num_kept")
+
+
+@partial(jax.jit, static_argnames=_STATIC)
+def _advance(keys, states, data, masks, priors, statistic, shared_data_model, num_kept, thinning):
+    """Run every (coalition, chain) for num_kept * thinning sweeps, keeping every thinning-th theta."""
+
+    def run_chain(key, state, mask):
+        def kept(state, key):
+            state = _sweeps(key, state, data, mask, priors, statistic, shared_data_model, thinning)
+            return state, state.theta
+
+        return jax.lax.scan(kept, state, jax.random.split(key, num_kept))
+
+    per_coalition = jax.vmap(run_chain, in_axes=(0, 0, None))
+    return jax.vmap(per_coalition, in_axes=(0, 0, 0))(keys, states, masks)
+
+
+def sample_coalition_posteriors(
+    key: jax.Array,
+    data: NoiseAwareData,
+    masks: np.ndarray,
+    priors: BLRPriors,
+    statistic: LinearRegressionStatistic,
+    *,
+    shared_data_model: bool = False,
+    num_chains: int = 4,
+    num_warmup: int = 500,
+    num_samples: int = 2000,
+    thinning: int = 1,
+    segments: int = 10,
+    progress_bar: bool = True,
+) -> np.ndarray:
+    """Posterior draws of theta = (w, sigma^2) for every coalition mask: (K, chains, kept, D + 1).
+
+    `num_samples` sweeps follow `num_warmup` burn-in sweeps and every `thinning`-th is kept, as in
+    NumPyro's MCMC. The sweeps run as `segments` calls of one compiled program, to show progress.
+    """
+    masks = jnp.asarray(masks, dtype=bool)
+    num_coalitions, num_parties = masks.shape
+    if num_samples % thinning:
+        raise ValueError(f"num_samples={num_samples} must be a multiple of thinning={thinning}")
+    total_kept = num_samples // thinning
+    per_segment = -(-total_kept // segments)
+    key_init, key_run = jax.random.split(key)
+    states = jax.vmap(jax.vmap(lambda k: initial_state(k, priors, num_parties)))(
+        jax.random.split(key_init, (num_coalitions, num_chains))
+    )
+    # Warm-up reuses the sampling program with its draws discarded (at least num_warmup sweeps).
+    warmup = [-(-len(b) // per_segment) for b in np.array_split(np.arange(num_warmup), segments) if len(b)]
+    plan = [(False, sweeps) for sweeps in warmup] + [(True, thinning)] * -(-total_kept // per_segment)
+    kept = []
+    with tqdm(total=len(plan), desc="Gibbs", disable=not progress_bar, unit="segment") as bar:
+        for index, (keep, sweeps) in enumerate(plan):
+            keys = jax.random.split(jax.random.fold_in(key_run, index), (num_coalitions, num_chains))
+            states, draws = _advance(
+                keys, states, data, masks, priors, statistic, shared_data_model, per_segment, sweeps
+            )
+            if keep:
+                kept.append(np.asarray(draws))
+            bar.update()
+    return np.concatenate(kept, axis=2)[:, :, :total_kept]

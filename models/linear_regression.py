@@ -1,0 +1,170 @@
+"""Noise-aware Bayesian linear regression (Sim et al. 2023, Sec. 2 and App. A.3, Fig. 4).
+
+Generative process for the parties of a coalition C (plate over parties):
+    sigma^2 ~ InvGamma(a0, b0),  w | sigma^2 ~ N(mu0, sigma^2 Lambda0^-1)            theta
+    (mu_i, Sigma_i) ~ NIW(m0, kappa0, Psi0, nu0)       (one shared draw if shared)   omega
+    s_i | theta, omega_i ~ N(c_i mu_t, c_i Sigma_t)    (CLT over the c_i records)
+    o_i | s_i ~ N(s_i, sigma_z,i^2 I)                  (the Gaussian DP mechanism)
+`noise_aware_linear_regression` writes it in NumPyro; `LinearRegression` bundles the priors with
+the samplers bayesval uses for it: the batched Gibbs sampler (Algorithm 1) for coalition
+posteriors, i.i.d. prior draws, and the closed-form NIG posteriors of the exact-statistics and
+noise-naive baselines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
+from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_update
+from bayesval.inference.gibbs import BLRPriors, NoiseAwareData, sample_coalition_posteriors
+from bayesval.presets import SamplerConfig
+from bayesval.statistics import LinearRegressionStatistic
+
+
+def syn_model_prior(num_features: int = 2) -> NIG:
+    """Sim et al.'s Syn prior: sigma^2 ~ InvGamma(5, 0.1), w | sigma^2 ~ N(0, sigma^2 / 0.025 I) (slope and bias)."""
+    dim = num_features + 1
+    return NIG(jnp.zeros(dim), 0.025 * jnp.eye(dim), jnp.asarray(5.0), jnp.asarray(0.1))
+
+
+def syn_data_prior(num_features: int = 2) -> NIW:
+    """Sim et al.'s Syn data model: Sigma ~ InvWishart(I, 50), mu | Sigma ~ N(0, Sigma)."""
+    return NIW(jnp.zeros(num_features), jnp.asarray(1.0), jnp.eye(num_features), jnp.asarray(50.0))
+
+
+def noise_aware_linear_regression(
+    perturbed: jnp.ndarray,
+    counts: jnp.ndarray,
+    noise_std: jnp.ndarray,
+    mask: jnp.ndarray,
+    *,
+    statistic: LinearRegressionStatistic,
+    prior: NIG,
+    data_prior: NIW,
+    shared_data_model: bool = False,
+    latent_statistics: bool = False,
+) -> None:
+    """The noise-aware BLR model over the perturbed statistics `perturbed` (n, P) of the parties in `mask`.
+
+    With latent_statistics=False the exact statistics are integrated out, o_i ~ N(c_i mu_t,
+    c_i Sigma_t + sigma_z,i^2 I), which is the form gradient-based samplers (NUTS) need.
+    """
+    num_parties = perturbed.shape[0]
+    noise_var = numpyro.sample("noise_var", dist.InverseGamma(prior.shape, prior.scale))
+    weights = numpyro.sample(
+        "weights", dist.MultivariateNormal(prior.mean, precision_matrix=prior.precision / noise_var)
+    )
+    plate_size = 1 if shared_data_model else num_parties
+    with numpyro.plate("data_models", plate_size):
+        x_cov = numpyro.sample("x_cov", dist.InverseWishart(data_prior.dof, data_prior.scale))
+        x_mean = numpyro.sample(
+            "x_mean", dist.MultivariateNormal(data_prior.mean, x_cov / data_prior.kappa[..., None, None])
+        )
+    x_mean = jnp.broadcast_to(x_mean, (num_parties,) + x_mean.shape[1:])
+    x_cov = jnp.broadcast_to(x_cov, (num_parties,) + x_cov.shape[1:])
+    rows, cols = statistic.pairs
+
+    def statistic_moments(mean, cov):
+        return pair_product_moments(*linear_regression_record_moments(weights, noise_var, mean, cov), rows, cols)
+
+    t_mean, t_cov = jax.vmap(statistic_moments)(x_mean, x_cov)
+    clt_mean, clt_cov = counts[:, None] * t_mean, counts[:, None, None] * t_cov
+    dp_cov = (noise_std**2)[:, None, None] * jnp.eye(t_mean.shape[-1])
+    with numpyro.plate("parties", num_parties), numpyro.handlers.mask(mask=mask):
+        if latent_statistics:
+            exact = numpyro.sample("statistics", dist.MultivariateNormal(clt_mean, clt_cov + 1e-9 * dp_cov))
+            numpyro.sample("perturbed", dist.MultivariateNormal(exact, dp_cov), obs=perturbed)
+        else:
+            numpyro.sample("perturbed", dist.MultivariateNormal(clt_mean, clt_cov + dp_cov), obs=perturbed)
+
+
+@dataclass(frozen=True)
+class LinearRegression:
+    """Bayesian linear regression with a bias, valued from DP-perturbed sufficient statistics.
+
+    prior: NIG over theta = (w, sigma^2), w = (slope..., bias); data_prior: NIW over each party's
+    input distribution (one shared draw if shared_data_model). None gives Sim et al.'s Syn
+    hyperparameters for the number of features in the data.
+    """
+
+    prior: NIG | None = None
+    data_prior: NIW | None = None
+    shared_data_model: bool = False
+
+    name = "noise-aware Bayesian linear regression (Gibbs)"
+
+    def statistic(self, num_features: int) -> LinearRegressionStatistic:
+        return LinearRegressionStatistic(num_features)
+
+    def priors(self, num_features: int) -> BLRPriors:
+        return BLRPriors(
+            self.prior if self.prior is not None else syn_model_prior(num_features),
+            self.data_prior if self.data_prior is not None else syn_data_prior(num_features),
+        )
+
+    @staticmethod
+    def parameter_names(num_features: int) -> list[str]:
+        return [f"w{j + 1}" for j in range(num_features)] + ["bias", "noise_var"]
+
+    def prior_draws(self, key: jax.Array, num_features: int, num_draws: int) -> np.ndarray:
+        """i.i.d. draws of theta = (w, sigma^2) from the NIG prior: (num_draws, D + 1)."""
+        return np.asarray(nig_draws(key, self.priors(num_features).model, num_draws))
+
+    def posterior_draws(
+        self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig
+    ) -> np.ndarray:
+        """Draws of p(theta | o_C) for every coalition mask, by Gibbs: (K, chains, kept, D + 1)."""
+        num_features = _num_features(data)
+        return sample_coalition_posteriors(
+            key,
+            data,
+            masks,
+            self.priors(num_features),
+            self.statistic(num_features),
+            shared_data_model=self.shared_data_model,
+            num_chains=config.num_chains,
+            num_warmup=config.num_warmup,
+            num_samples=config.num_samples,
+            thinning=config.thinning,
+            progress_bar=config.progress_bar,
+        )
+
+    def exact_posterior(self, statistics: np.ndarray, count: float, num_features: int) -> NIG:
+        """Conjugate NIG posterior given summed exact statistics (the non-private baseline), or
+        given summed perturbed statistics plugged in as if exact (the noise-naive baseline,
+        Sim et al. 2023, App. A.3; the matrix is projected to PSD first)."""
+        statistic = self.statistic(num_features)
+        matrix = statistic.to_matrix(jnp.asarray(statistics), jnp.asarray(count, jnp.float64))
+        return nig_update(self.priors(num_features).model, matrix, jnp.asarray(count, jnp.float64))
+
+    def model(self, data: NoiseAwareData, mask: jnp.ndarray, latent_statistics: bool = False) -> None:
+        """The NumPyro model of one coalition, for NUTS or any NumPyro inference."""
+        num_features = _num_features(data)
+        priors = self.priors(num_features)
+        noise_aware_linear_regression(
+            data.perturbed,
+            data.counts,
+            data.noise_std,
+            mask,
+            statistic=self.statistic(num_features),
+            prior=priors.model,
+            data_prior=priors.data,
+            shared_data_model=self.shared_data_model,
+            latent_statistics=latent_statistics,
+        )
+
+
+def _num_features(data: NoiseAwareData) -> int:
+    """w from the statistic length P = (w+2)(w+3)/2 - 1."""
+    size = data.perturbed.shape[-1]
+    num_features = int(round((-5 + np.sqrt(25 - 4 * (6 - 2 * (size + 1)))) / 2))
+    if LinearRegressionStatistic(num_features).size != size:
+        raise ValueError(f"a statistic of length {size} is not a linear-regression statistic")
+    return num_features

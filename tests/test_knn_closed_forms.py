@@ -1,0 +1,159 @@
+"""Every closed form of the KNN family equals exact Shapley values by subset enumeration (N <= 9)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesval  # noqa: F401  (64-bit mode)
+from bayesval.estimators.knn_values import (
+    knn_shapley_original,
+    knn_shapley_soft,
+    private_tknn_shapley,
+    subsampled_knn_shapley_original,
+    tknn_shapley,
+)
+
+
+def brute_force_shapley(n: int, utility) -> np.ndarray:
+    """Shapley values by Eq. (1): weighted marginal contributions over all subsets of the others."""
+    value = {s: utility(s) for r in range(n + 1) for s in itertools.combinations(range(n), r)}
+    phi = np.zeros(n)
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        for r in range(n):
+            weight = math.factorial(r) * math.factorial(n - r - 1) / math.factorial(n)
+            for s in itertools.combinations(others, r):
+                phi[i] += weight * (value[tuple(sorted(s + (i,)))] - value[s])
+    return phi
+
+
+def knn_soft_utility(dist, agree, k, n_classes):
+    def utility(s):
+        if not s:
+            return 1.0 / n_classes
+        nearest = sorted(s, key=lambda j: (dist[j], j))[: min(k, len(s))]
+        return float(np.mean(agree[nearest]))
+
+    return utility
+
+
+def knn_original_utility(dist, agree, k):
+    def utility(s):
+        nearest = sorted(s, key=lambda j: (dist[j], j))[: min(k, len(s))]
+        return float(np.sum(agree[nearest])) / k
+
+    return utility
+
+
+def tknn_utility(dist, agree, tau, n_classes):
+    def utility(s):
+        ball = [j for j in s if dist[j] <= tau]
+        return float(np.mean(agree[ball])) if ball else 1.0 / n_classes
+
+    return utility
+
+
+def random_games(seed: int, count: int):
+    """Random multi-class games: distinct distances in [-1, 1], labels in C in {2, 3, 4} classes."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = int(rng.integers(1, 10))
+        n_classes = int(rng.integers(2, 5))
+        dist = rng.permutation(np.linspace(-0.95, 0.95, n)) if n > 1 else np.array([0.1])
+        labels = rng.integers(0, n_classes, n)
+        agree = labels == rng.integers(0, n_classes)
+        yield n, n_classes, dist, agree, rng
+
+
+def owners_game(sampled, l):
+    """Indices of the players of owner l's game on (B minus {l}) plus {l}."""
+    return [j for j in range(len(sampled)) if sampled[j] or j == l]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_soft_label_knn_shapley_equals_brute_force(k):
+    for n, c, dist, agree, _ in random_games(seed=10 + k, count=25):
+        exact = brute_force_shapley(n, knn_soft_utility(dist, agree, k, c))
+        closed = knn_shapley_soft(jnp.asarray(dist), jnp.asarray(agree), k, 1.0 / c)
+        np.testing.assert_allclose(closed, exact, atol=1e-12, err_msg=f"N={n} K={k} C={c}")
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_original_knn_shapley_equals_brute_force(k):
+    for n, _, dist, agree, _ in random_games(seed=20 + k, count=25):
+        exact = brute_force_shapley(n, knn_original_utility(dist, agree, k))
+        closed = knn_shapley_original(jnp.asarray(dist), jnp.asarray(agree), k)
+        np.testing.assert_allclose(closed, exact, atol=1e-12, err_msg=f"N={n} K={k}")
+
+
+@pytest.mark.parametrize("tau", [-0.5, 0.0, 0.6, 1.0])
+def test_tknn_shapley_equals_brute_force(tau):
+    for n, c, dist, agree, _ in random_games(seed=int(100 * tau) + 107, count=25):
+        exact = brute_force_shapley(n, tknn_utility(dist, agree, tau, c))
+        closed = tknn_shapley(jnp.asarray(dist), jnp.asarray(agree), tau, 1.0 / c)
+        np.testing.assert_allclose(closed, exact, atol=1e-12, err_msg=f"N={n} tau={tau} C={c}")
+        assert np.all(np.asarray(closed)[dist > tau] == 0)  # points outside the ball are null players
+        inside = dist <= tau
+        assert np.all(np.asarray(closed)[inside & agree] > 0)  # sign property (spec Sec. 1.4)
+        assert np.all(np.asarray(closed)[inside & ~agree] < 0)
+
+
+def test_tknn_efficiency_sums_to_utility_gain():
+    for n, c, dist, agree, _ in random_games(seed=3, count=20):
+        utility = tknn_utility(dist, agree, -0.2, c)
+        closed = tknn_shapley(jnp.asarray(dist), jnp.asarray(agree), -0.2, 1.0 / c)
+        assert float(jnp.sum(closed)) == pytest.approx(utility(tuple(range(n))) - utility(()), abs=1e-12)
+
+
+@pytest.mark.parametrize("q", [1.0, 0.5])
+def test_dp_tknn_without_noise_equals_brute_force_on_each_owners_subsample(q):
+    """DP-TKNN with noise_std = 0: owner l's value is the TKNN-Shapley of l in (B minus {l}) plus {l}."""
+    for seed, (n, c, dist, agree, _) in enumerate(random_games(seed=31, count=25)):
+        sample_key, noise_key = jax.random.split(jax.random.PRNGKey(seed))
+        closed, released = private_tknn_shapley(
+            sample_key, noise_key, jnp.asarray(dist), jnp.asarray(agree), 0.3, 1.0 / c, q, 0.0
+        )
+        sampled = np.asarray(jax.random.bernoulli(sample_key, q, (n,)))
+        assert released[0] == sampled.sum()
+        for l in range(n):
+            members = owners_game(sampled, l)
+            exact = brute_force_shapley(len(members), tknn_utility(dist[members], agree[members], 0.3, c))
+            assert float(closed[l]) == pytest.approx(exact[members.index(l)], abs=1e-12)
+
+
+def test_subsampled_original_knn_shapley_equals_brute_force_on_each_owners_subsample():
+    for seed, (n, _, dist, agree, _) in enumerate(random_games(seed=41, count=25)):
+        k = 1 + seed % 4
+        key = jax.random.PRNGKey(seed)
+        closed = subsampled_knn_shapley_original(key, jnp.asarray(dist), jnp.asarray(agree), k, 0.5)
+        sampled = np.asarray(jax.random.bernoulli(key, 0.5, (n,)))
+        for l in range(n):
+            members = owners_game(sampled, l)
+            exact = brute_force_shapley(len(members), knn_original_utility(dist[members], agree[members], k))
+            assert float(closed[l]) == pytest.approx(exact[members.index(l)], abs=1e-12)
+
+
+def test_original_knn_shapley_sensitivity_is_one_over_k_k_plus_one():
+    """Thm 10: adding one point changes any KNN-OLD value by at most 1/(K(K+1)), and that is attained."""
+    rng = np.random.default_rng(5)
+    for k in (1, 3, 5):
+        worst = 0.0
+        for _ in range(300):
+            n = int(rng.integers(2, 9))
+            dist = rng.random(n)
+            agree = rng.random(n) < 0.5
+            before = np.asarray(knn_shapley_original(jnp.asarray(dist), jnp.asarray(agree), k))
+            after = np.asarray(
+                knn_shapley_original(
+                    jnp.asarray(np.append(dist, rng.random())), jnp.asarray(np.append(agree, rng.random() < 0.5)), k
+                )
+            )[:n]
+            worst = max(worst, float(np.max(np.abs(after - before))))
+        assert worst <= 1.0 / (k * (k + 1)) + 1e-12
+        assert worst >= 0.9 / (k * (k + 1))
