@@ -157,3 +157,25 @@ def test_original_knn_shapley_sensitivity_is_one_over_k_k_plus_one():
             worst = max(worst, float(np.max(np.abs(after - before))))
         assert worst <= 1.0 / (k * (k + 1)) + 1e-12
         assert worst >= 0.9 / (k * (k + 1))
+
+
+def test_estimators_sum_brute_force_values_over_validation_points():
+    """End to end (string labels, 3 classes, euclidean, padded chunks): value = sum over validation points."""
+    from bayesval.estimators import KNNShapley, TKNNShapley
+
+    rng = np.random.default_rng(0)
+    names = np.array(["cat", "dog", "eel"])
+    x_train, y_train = rng.normal(size=(7, 3)), names[rng.integers(0, 3, 7)]
+    x_val, y_val = rng.normal(size=(3, 3)), names[rng.integers(0, 3, 3)]
+    dists = np.linalg.norm(x_val[:, None, :] - x_train[None, :, :], axis=2)
+    tau = float(np.median(dists))
+    games = {
+        KNNShapley(3, distance="euclidean", batch_size=2): lambda d, a: knn_soft_utility(d, a, 3, 3),
+        KNNShapley(3, variant="original", distance="euclidean", batch_size=2): lambda d, a: knn_original_utility(d, a, 3),
+        TKNNShapley(tau, distance="euclidean", batch_size=2): lambda d, a: tknn_utility(d, a, tau, 3),
+    }
+    for estimator, utility in games.items():
+        exact = sum(brute_force_shapley(7, utility(dists[v], y_train == y_val[v])) for v in range(3))
+        result = estimator.fit(x_train, y_train).value(x_val, y_val)
+        np.testing.assert_allclose(result.values, exact, atol=1e-12, err_msg=estimator.method)
+        assert result.names == [str(i) for i in range(7)] and not result.stderr.any()

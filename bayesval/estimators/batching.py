@@ -44,9 +44,9 @@ def sum_over_validation(
     n_val = per_point_args[0].shape[0]
     n_chunks = -(-n_val // batch_size)
     padding = n_chunks * batch_size - n_val
-    weights = jnp.concatenate([jnp.ones(n_val), jnp.zeros(padding)])
+    weights = jnp.concatenate([jnp.ones(n_val), jnp.zeros(padding)]).reshape(n_chunks, batch_size)
 
-    def chunked(array):
+    def chunked(array):  # padding repeats the last point, whose copies get weight 0
         padded = jnp.concatenate([array, jnp.repeat(array[-1:], padding, axis=0)])
         return padded.reshape((n_chunks, batch_size) + array.shape[1:])
 
@@ -56,7 +56,7 @@ def sum_over_validation(
         return total + chunk_weights @ values, extras
 
     init = jnp.zeros(n_train, dtype=jnp.result_type(float))
-    total, extras = jax.lax.scan(step, init, (chunked(weights), tuple(map(chunked, per_point_args))))
+    total, extras = jax.lax.scan(step, init, (weights, tuple(map(chunked, per_point_args))))
     extras = jax.tree_util.tree_map(lambda e: e.reshape((-1,) + e.shape[2:])[:n_val], extras)
     return total, extras
 

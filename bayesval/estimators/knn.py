@@ -203,9 +203,10 @@ class TKNNShapley(_NearestNeighbourValuation):
                 "mean_neighbours": float(neighbours.mean()),
                 "validation_points_without_neighbours": int((neighbours == 0).sum()),
             }
+        key = self._require_key(key, "DP-TKNN-Shapley")
         calibration = calibrate_noise(self.epsilon, self.delta, math.sqrt(3.0), len(y_val), self.sampling_probability)
         values, released = private_tknn_shapley_values(
-            self._require_key(key, "DP-TKNN-Shapley"), self.x_train_, self.y_train_, x_val, y_val,
+            key, self.x_train_, self.y_train_, x_val, y_val,
             self.tau, self._inv_classes, self.sampling_probability, calibration.noise_std,
             distance=self.distance, batch_size=batch_size,
         )
@@ -257,9 +258,10 @@ class DPKNNShapley(_NearestNeighbourValuation):
 
     def _values(self, x_val, y_val, key, batch_size):
         k = self.n_neighbors
+        key = self._require_key(key, "DP-KNN-Shapley")
         calibration = calibrate_noise(self.epsilon, self.delta, 1.0 / (k * (k + 1)), len(y_val), self.sampling_probability)
         values = noisy_knn_shapley_values(
-            self._require_key(key, "DP-KNN-Shapley"), self.x_train_, self.y_train_, x_val, y_val,
+            key, self.x_train_, self.y_train_, x_val, y_val,
             self.sampling_probability, calibration.noise_std,
             k=k, subsample=self.sampling_probability < 1, distance=self.distance, batch_size=batch_size,
         )

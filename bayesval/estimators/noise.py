@@ -19,6 +19,11 @@ from dp_accounting.pld import PLDAccountant
 from bayesval.privacy.accounting import gaussian_sigma_for_approx_dp
 from bayesval.privacy.ledger import Release
 
+# Width of the privacy-loss grid. 1e-3 instead of dp-accounting's 1e-4 makes calibration ~10x
+# faster for < 1 % more noise (3.661 vs 3.628 at eps=0.1, delta=1e-4, q=0.01, 201 releases); the
+# pessimistic PLD stays an upper bound on epsilon either way.
+_GRID = 1e-3
+
 
 @dataclass(frozen=True)
 class NoiseCalibration:
@@ -62,7 +67,7 @@ def _epsilon_of(noise_multiplier: float, delta: float, compositions: int, sampli
             ),
             compositions,
         )
-    return float(PLDAccountant(value_discretization_interval=1e-4).compose(event).get_epsilon(delta))
+    return float(PLDAccountant(value_discretization_interval=_GRID).compose(event).get_epsilon(delta))
 
 
 @lru_cache(maxsize=64)
@@ -71,15 +76,21 @@ def calibrate_noise(
 ) -> NoiseCalibration:
     """Gaussian noise for (epsilon, delta)-DP of `compositions` releases of l2 `sensitivity`.
 
-    E.g. epsilon=0.1, delta=1e-4, q=0.01 and 201 compositions give a multiplier of 3.63 (the
+    E.g. epsilon=0.1, delta=1e-4, q=0.01 and 201 compositions give a multiplier of 3.66 (the
     reference PRV accountant: 3.795; PLD is tighter). Without subsampling, calibration uses the
     exact Gaussian composition (multiplier of one release times sqrt(compositions)).
     """
     if sampling_probability == 1:
-        multiplier = gaussian_sigma_for_approx_dp(epsilon, delta) * math.sqrt(compositions)
+        multiplier = gaussian_sigma_for_approx_dp(
+            epsilon, delta, value_discretization_interval=_GRID
+        ) * math.sqrt(compositions)
     else:
         multiplier = gaussian_sigma_for_approx_dp(
-            epsilon, delta, num_compositions=compositions, sampling_probability=sampling_probability
+            epsilon,
+            delta,
+            num_compositions=compositions,
+            sampling_probability=sampling_probability,
+            value_discretization_interval=_GRID,
         )
     return NoiseCalibration(
         noise_std=multiplier * sensitivity,

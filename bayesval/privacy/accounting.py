@@ -16,6 +16,10 @@ from dp_accounting.pld import PLDAccountant
 
 from bayesval.validation import check_positive, check_probability
 
+# The PLD of a Gaussian with a tiny noise multiplier needs a huge grid; below this multiplier
+# (epsilon in the tens) the search stops with an error instead of exhausting memory.
+_SMALLEST_NOISE_MULTIPLIER = 0.25
+
 
 @dataclass(frozen=True)
 class DPGuarantee:
@@ -86,7 +90,7 @@ def gaussian_sigma_for_approx_dp(
         event,
         epsilon,
         delta,
-        dp_accounting.LowerEndpointAndGuess(1e-3, 1.0),
+        dp_accounting.LowerEndpointAndGuess(_SMALLEST_NOISE_MULTIPLIER, 1.0),
         tol=1e-4,
     )
     return float(multiplier) * sensitivity

@@ -1,0 +1,97 @@
+"""Bad input gets a clear error naming the party / argument, or a recorded clip (DESIGN.md Sec. 6)."""
+
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.presets import SamplerConfig
+
+MODEL = bv.models.LinearRegression()
+
+
+def test_non_finite_data_names_the_party(syn):
+    X, y = syn.parties[0]
+    X = X.copy()
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"alice: X has 1 non-finite entries \(first at index \[3, 1\]\)"):
+        bv.Party(X, y, epsilon=0.2, bounds=syn.bounds, name="alice")
+    with pytest.raises(ValueError, match="bob: y"):
+        bv.Party(syn.parties[0][0], np.full(len(X), np.inf), epsilon=0.2, bounds=syn.bounds, name="bob")
+
+
+def test_mismatched_feature_dimensions(syn):
+    (X1, y1), (X2, y2) = syn.parties[:2]
+    parties = [
+        bv.Party(X1, y1, epsilon=0.2, bounds=syn.bounds, name="a"),
+        bv.Party(np.column_stack([X2, X2[:, :1]]), y2, epsilon=0.2, bounds=syn.bounds, name="b"),
+    ]
+    with pytest.raises(ValueError, match=r"disagree on the number of features.*'a': 2, 'b': 3"):
+        bv.valuate(MODEL, parties)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, -0.5])
+def test_non_positive_epsilon(syn, epsilon):
+    with pytest.raises(ValueError, match="carol: epsilon must be a finite number > 0"):
+        bv.Party(*syn.parties[0], epsilon=epsilon, bounds=syn.bounds, name="carol")
+
+
+def test_fewer_than_two_parties(syn_parties):
+    with pytest.raises(ValueError, match="at least 2 parties, got 1"):
+        bv.valuate(MODEL, syn_parties()[:1])
+
+
+def test_empty_party(syn):
+    with pytest.raises(ValueError, match="dave has no data"):
+        bv.Party(np.zeros((0, 2)), np.zeros(0), epsilon=0.2, bounds=syn.bounds, name="dave")
+
+
+def test_rows_and_labels_must_match(syn):
+    X, y = syn.parties[0]
+    with pytest.raises(ValueError, match=f"X has {len(X)} rows but y has {len(y) - 1}"):
+        bv.Party(X, y[:-1], epsilon=0.2, bounds=syn.bounds, name="erin")
+
+
+def test_bounds_are_required_and_valid(syn):
+    with pytest.raises(TypeError, match="bounds must be bayesval.Bounds"):
+        bv.Party(*syn.parties[0], epsilon=0.2, bounds=None)
+    with pytest.raises(ValueError, match="x_norm must be a finite number > 0"):
+        bv.Bounds(x_norm=-1.0, y_abs=1.0)
+
+
+def test_data_beyond_bounds_is_clipped_and_recorded(syn):
+    X, y = syn.parties[0]
+    X, y = X.copy(), y.copy()
+    X[:5] *= 100.0  # 5 rows far outside ||x|| <= 1
+    y[5:8] = 1e3  # 3 labels outside |y| <= y_abs
+    party = bv.Party(X, y, epsilon=0.2, bounds=syn.bounds, name="frank", noise_seed=0)
+    released = party.release()
+    assert released.release.clipped_rows == 8
+    clipped_exact = party.exact_statistic()
+    from bayesval.parties import clip_records
+
+    Xc, yc, count = clip_records(X, y, syn.bounds)
+    assert count == 8
+    assert np.linalg.norm(Xc, axis=1).max() <= syn.bounds.x_norm + 1e-12
+    assert np.abs(yc).max() <= syn.bounds.y_abs
+    # the released statistic is of the clipped data: its noise is what the sensitivity promises
+    assert np.abs(released.perturbed - clipped_exact).max() < 8 * released.noise_std
+
+
+def test_clipping_warns_in_valuate(syn):
+    X, y = syn.parties[0]
+    X = X * 100.0
+    parties = [
+        bv.Party(X, y, epsilon=0.2, bounds=syn.bounds, name="a", noise_seed=1),
+        bv.Party(*syn.parties[1], epsilon=0.2, bounds=syn.bounds, name="b", noise_seed=2),
+    ]
+    config = SamplerConfig(num_chains=2, num_warmup=10, num_samples=100, thinning=1, num_repeats=2)
+    with pytest.warns(UserWarning, match=r"clipped to the declared bounds.*'a': 100"):
+        result = bv.valuate(MODEL, parties, config=config, progress_bar=False)
+    assert result.privacy.releases[0].clipped_rows == 100
+
+
+def test_unknown_preset_and_bad_config():
+    with pytest.raises(ValueError, match="unknown preset 'slow'"):
+        SamplerConfig.preset("slow")
+    with pytest.raises(ValueError, match="multiple of thinning"):
+        SamplerConfig(num_samples=10, thinning=3)

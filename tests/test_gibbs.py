@@ -1,0 +1,87 @@
+"""Noise-aware Gibbs sampler (Sim et al. 2023, Algorithm 1): agreement with closed forms and with
+NUTS on the same NumPyro model, and numerical stability."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer import MCMC, NUTS
+
+import bayesval as bv
+from bayesval.inference.diagnostics import chain_diagnostics
+from bayesval.inference.gibbs import NoiseAwareData
+from bayesval.valuate import release_all
+
+MODEL = bv.models.LinearRegression()
+
+
+def mediator_data(parties):
+    releases = release_all(MODEL, parties)
+    return NoiseAwareData(
+        jnp.asarray(np.stack([r.perturbed for r in releases])),
+        jnp.asarray([float(r.count) for r in releases]),
+        jnp.asarray([r.noise_std for r in releases]),
+    )
+
+
+def gibbs(data, masks, **budget):
+    config = bv.SamplerConfig(progress_bar=False, **budget)
+    return MODEL.posterior_draws(jax.random.key(7), data, np.asarray(masks, bool), config)
+
+
+def summary(draws):
+    """Mean, sd and Monte Carlo standard error (from the bulk ESS) per parameter of (chains, kept, d)."""
+    _, ess = chain_diagnostics(draws[None])
+    flat = draws.reshape(-1, draws.shape[-1])
+    return flat.mean(axis=0), flat.std(axis=0), flat.std(axis=0) / np.sqrt(ess[0])
+
+
+def test_negligible_noise_matches_exact_statistics_posterior(syn_parties):
+    parties = syn_parties(epsilons=(1e9, 1e9, 1e9))
+    masks = [[True, False, False], [False, True, True], [True, True, True]]
+    draws = gibbs(mediator_data(parties), masks, num_chains=4, num_warmup=200, num_samples=2000, thinning=1)
+    for mask, coalition in zip(masks, draws):
+        members = [p for p, m in zip(parties, mask) if m]
+        posterior = MODEL.exact_posterior(
+            sum(p.exact_statistic() for p in members), sum(len(p.X) for p in members), 2
+        )
+        mean, sd, mcse = summary(coalition)
+        noise_var_mean = float(posterior.scale / (posterior.shape - 1))
+        noise_var_sd = noise_var_mean / float(np.sqrt(posterior.shape - 2))
+        weight_sd = np.sqrt(np.diag(np.linalg.inv(posterior.precision)) * float(posterior.scale / (posterior.shape - 1)))
+        exact_mean = np.append(np.asarray(posterior.mean), noise_var_mean)
+        exact_sd = np.append(weight_sd, noise_var_sd)
+        assert np.all(np.abs(mean - exact_mean) < 5 * mcse + 1e-3 * exact_sd), (mean, exact_mean, mcse)
+        np.testing.assert_allclose(sd, exact_sd, rtol=0.06)
+
+
+def test_agrees_with_nuts_on_the_marginalised_model(syn_parties):
+    """Same noise-aware model, two samplers: Gibbs on (theta, omega, s) and NUTS with s integrated out."""
+    parties = syn_parties(epsilons=(2.0, 2.0, 2.0))[:2]
+    data = mediator_data(parties)
+    mask = jnp.array([True, True])
+    draws = gibbs(data, [mask], num_chains=8, num_warmup=2000, num_samples=20_000, thinning=10)[0]
+    mcmc = MCMC(NUTS(MODEL.model), num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False,
+                chain_method="vectorized")
+    mcmc.run(jax.random.key(3), data, mask)
+    samples = mcmc.get_samples(group_by_chain=True)
+    nuts = np.concatenate([np.asarray(samples["weights"]), np.asarray(samples["noise_var"])[..., None]], axis=-1)
+    g_mean, g_sd, g_mcse = summary(draws)
+    n_mean, n_sd, n_mcse = summary(nuts)
+    assert np.all(np.abs(g_mean - n_mean) < 4 * np.hypot(g_mcse, n_mcse)), (g_mean, n_mean, g_mcse, n_mcse)
+    np.testing.assert_allclose(g_sd, n_sd, rtol=0.15)
+
+
+@pytest.mark.parametrize("epsilon,scale", [(0.004, 1), (0.2, 30)])
+def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, scale):
+    from bayesval.datasets.synthetic import make_syn
+
+    data = syn if scale == 1 else make_syn(seed=1, sizes=(3000, 3000, 3000))
+    parties = [
+        bv.Party(X, y, epsilon=epsilon, bounds=data.bounds, name=f"p{i}", noise_seed=i)
+        for i, (X, y) in enumerate(data.parties)
+    ]
+    draws = gibbs(mediator_data(parties), [[True, True, True], [True, False, False]],
+                  num_chains=4, num_warmup=300, num_samples=1000, thinning=1)
+    assert np.isfinite(draws).all()
+    assert (draws[..., -1] > 0).all()  # sigma^2 > 0

@@ -1,0 +1,141 @@
+"""The KNN-family estimators: fit / value API, chunking, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import bayesval  # noqa: F401  (64-bit mode)
+from bayesval.estimators import DPKNNShapley, KNNShapley, TKNNShapley
+from bayesval.results import ValuationResult
+
+rng = np.random.default_rng(0)
+X, Y = rng.normal(size=(60, 4)), rng.integers(0, 3, 60)
+X_VAL, Y_VAL = rng.normal(size=(9, 4)), rng.integers(0, 3, 9)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        KNNShapley(3),
+        KNNShapley(3, variant="original", distance="euclidean"),
+        TKNNShapley(-0.2),
+        TKNNShapley(2.5, distance="euclidean"),
+        TKNNShapley(-0.2, epsilon=1.0, delta=1e-4),
+        DPKNNShapley(3, epsilon=1.0, delta=1e-4),
+    ],
+    ids=lambda e: f"{type(e).__name__}-{e.distance}",
+)
+def test_fit_value_returns_a_valuation_result(estimator):
+    result = estimator.fit(X, Y).value(X_VAL, Y_VAL, key=jax.random.PRNGKey(0))
+    assert isinstance(result, ValuationResult)
+    assert result.values.shape == (60,) and np.isfinite(result.values).all()
+    assert result.names == [str(i) for i in range(60)]
+    assert result.diagnostics["n_train"] == 60 and result.diagnostics["n_val"] == 9
+    assert (len(result.privacy) == 1) == result.method.startswith("dp_")
+
+
+@pytest.mark.parametrize("estimator", [KNNShapley(4), TKNNShapley(-0.1)])
+def test_chunk_size_does_not_change_values(estimator):
+    whole = estimator.fit(X, Y).value(X_VAL, Y_VAL).values
+    estimator.batch_size = 2
+    np.testing.assert_allclose(estimator.fit(X, Y).value(X_VAL, Y_VAL).values, whole, atol=1e-12)
+
+
+def test_tknn_diagnostics_count_neighbours():
+    result = TKNNShapley(-0.999).fit(X, Y).value(X_VAL, Y_VAL)
+    assert result.diagnostics["validation_points_without_neighbours"] == 9
+    assert not result.values.any()  # no neighbours: every point is a null player
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True, "5"])
+def test_bad_k(k):
+    with pytest.raises(ValueError, match="n_neighbors must be an integer >= 1"):
+        KNNShapley(k)
+    with pytest.raises(ValueError, match="n_neighbors"):
+        DPKNNShapley(k, epsilon=1.0, delta=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("tau", "distance", "match"),
+    [
+        (-1.5, "cosine", r"tau must lie in \[-1, 1\] for the cosine distance"),
+        (1.01, "cosine", r"\[-1, 1\]"),
+        (-0.1, "euclidean", r"tau must lie in \[0, inf\] for the euclidean distance"),
+        (float("nan"), "cosine", "tau must lie"),
+        (float("inf"), "euclidean", "tau must lie"),
+    ],
+)
+def test_tau_outside_the_distances_range(tau, distance, match):
+    with pytest.raises(ValueError, match=match):
+        TKNNShapley(tau, distance=distance)
+
+
+def test_bad_distance():
+    with pytest.raises(ValueError, match="distance must be one of"):
+        TKNNShapley(-0.5, distance="manhattan")
+
+
+def test_single_class():
+    with pytest.raises(ValueError, match="single class"):
+        TKNNShapley().fit(X, np.zeros(60, dtype=int))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_features(bad):
+    features = X.copy()
+    features[3, 1] = bad
+    with pytest.raises(ValueError, match=r"X has 1 non-finite entries \(first at index \[3, 1\]\)"):
+        KNNShapley().fit(features, Y)
+    with pytest.raises(ValueError, match="X_val has 1 non-finite"):
+        KNNShapley().fit(X, Y).value(np.where(X_VAL == X_VAL[0, 0], bad, X_VAL), Y_VAL)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "match"),
+    [
+        (0.0, 1e-5, "epsilon must be a finite number > 0"),
+        (-1.0, 1e-5, "epsilon must be a finite number > 0"),
+        (float("inf"), 1e-5, "epsilon must be a finite number > 0"),
+        (1.0, 0.0, r"delta must lie in \(0, 1\)"),
+        (1.0, 1.0, r"delta must lie in \(0, 1\)"),
+        (1.0, None, "epsilon and delta must be given together"),
+        (None, 1e-5, "epsilon and delta must be given together"),
+    ],
+)
+def test_invalid_epsilon_or_delta(epsilon, delta, match):
+    with pytest.raises(ValueError, match=match):
+        TKNNShapley(epsilon=epsilon, delta=delta)
+    with pytest.raises(ValueError, match=match):
+        DPKNNShapley(epsilon=epsilon, delta=delta)
+
+
+@pytest.mark.parametrize("q", [0.0, 1.5, -0.1])
+def test_invalid_sampling_probability(q):
+    with pytest.raises(ValueError, match=r"sampling_probability must lie in \(0, 1\]"):
+        TKNNShapley(epsilon=1.0, delta=1e-5, sampling_probability=q)
+
+
+def test_mismatched_or_unknown_validation_data():
+    estimator = TKNNShapley().fit(X, Y)
+    with pytest.raises(ValueError, match="X_val has 3 features but X had 4"):
+        estimator.value(X_VAL[:, :3], Y_VAL)
+    with pytest.raises(ValueError, match="y_val must be 1-D with one label per row"):
+        estimator.value(X_VAL, Y_VAL[:5])
+    with pytest.raises(ValueError, match=r"y_val has labels not seen in y: \[7\]"):
+        estimator.value(X_VAL, np.full(9, 7))
+    with pytest.raises(ValueError, match="y must be 1-D with one label per row of X"):
+        TKNNShapley().fit(X, Y[:10])
+
+
+def test_cosine_needs_non_zero_rows():
+    with pytest.raises(ValueError, match="all-zero rows"):
+        TKNNShapley().fit(np.vstack([X, np.zeros(4)]), np.append(Y, 0))
+
+
+def test_dp_needs_a_key_and_value_needs_fit():
+    with pytest.raises(ValueError, match="pass key=jax.random.PRNGKey"):
+        TKNNShapley(epsilon=1.0, delta=1e-5).fit(X, Y).value(X_VAL, Y_VAL)
+    with pytest.raises(RuntimeError, match=r"call TKNNShapley.fit\(X, y\) before"):
+        TKNNShapley().value(X_VAL, Y_VAL)

@@ -1,0 +1,129 @@
+"""Calibration, mechanism noise scale and sensitivity bounds (DESIGN.md Sec. 7)."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+import bayesval as bv
+from bayesval.privacy import (
+    DPGuarantee,
+    PrivacyLedger,
+    gaussian_mechanism,
+    gaussian_sigma_for_approx_dp,
+    gaussian_sigma_for_rdp,
+    rdp_to_approx_dp,
+)
+from bayesval.statistics import Bounds, LinearRegressionStatistic
+
+
+def analytic_gaussian_sigma(epsilon, delta, sensitivity):
+    """Balle & Wang (2018), Thm 8: the exact delta(epsilon) of the Gaussian mechanism, solved for sigma."""
+
+    def delta_of(sigma):
+        a = sensitivity / (2 * sigma)
+        b = epsilon * sigma / sensitivity
+        return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b) - delta
+
+    return brentq(delta_of, 1e-3, 1e3, xtol=1e-10)
+
+
+def test_rdp_sigma_matches_sim_et_al_formula():
+    # sigma^2 = 0.5 (lambda / eps) Delta^2 (Sim et al. 2023, Sec. 2)
+    assert gaussian_sigma_for_rdp(0.1, 3.0, 2.0) == pytest.approx(math.sqrt(0.5 * 2 / 0.1 * 9))
+    # and the mechanism at that sigma is (lambda, eps)-RDP: lambda Delta^2 / (2 sigma^2) = eps
+    sigma = gaussian_sigma_for_rdp(0.37, 2.5, 10.0)
+    assert 10.0 * 2.5**2 / (2 * sigma**2) == pytest.approx(0.37)
+
+
+@pytest.mark.parametrize("epsilon,delta", [(0.5, 1e-5), (1.0, 1e-6), (3.0, 1e-3)])
+def test_approx_dp_calibration_agrees_with_analytic_gaussian(epsilon, delta):
+    ours = gaussian_sigma_for_approx_dp(epsilon, delta, sensitivity=2.0)
+    exact = analytic_gaussian_sigma(epsilon, delta, 2.0)
+    assert ours == pytest.approx(exact, rel=2e-3)
+
+
+def test_rdp_to_approx_dp_is_dp_accounting_conversion():
+    # RDP of order 2 at eps=0.2 converts (Canonne-Kamath-Steinke bound) to an eps below the classic
+    # eps + log(1/delta)/(lambda-1) and above the RDP eps itself
+    converted = rdp_to_approx_dp(2.0, 0.2, 1e-5)
+    assert 0.2 < converted < 0.2 + math.log(1e5)
+
+
+def test_mechanism_noise_has_calibrated_std_and_is_recorded():
+    guarantee = DPGuarantee(epsilon=0.5, rdp_order=2.0)
+    ledger = PrivacyLedger()
+    value = np.zeros(200_000)
+    released, record = gaussian_mechanism(
+        jax.random.key(3), value, 4.0, guarantee, owner="alice", what="test", ledger=ledger
+    )
+    sigma = gaussian_sigma_for_rdp(0.5, 4.0, 2.0)
+    assert record.noise_std == pytest.approx(sigma)
+    assert np.std(released) == pytest.approx(sigma, rel=0.01)
+    assert abs(np.mean(released)) < 4 * sigma / math.sqrt(value.size)
+    assert ledger.releases == [record] and record.owner == "alice" and record.dimension == value.size
+
+
+def test_same_noise_key_gives_nested_noise_across_epsilon():
+    a, _ = gaussian_mechanism(jax.random.key(1), np.zeros(5), 1.0, DPGuarantee(0.1), owner="p", what="s")
+    b, _ = gaussian_mechanism(jax.random.key(1), np.zeros(5), 1.0, DPGuarantee(0.4), owner="p", what="s")
+    np.testing.assert_allclose(a, 2.0 * b)
+
+
+def test_sensitivity_bound_holds_on_worst_case_neighbours(rng):
+    """Search bounded records for the largest ||t(d) - t(d')||; it must stay below Delta_2 and the
+    per-record norm bound must be attained (the bound is tight for one record)."""
+    bounds = Bounds(x_norm=1.5, y_abs=2.0)
+    statistic = LinearRegressionStatistic(3)
+    delta = statistic.sensitivity(bounds)
+
+    def record(direction, radius, y):
+        x = direction / np.linalg.norm(direction) * radius
+        return statistic.compute(x[None, :], np.array([y]))
+
+    candidates = []
+    for axis_sign in [1, -1]:
+        for y in [bounds.y_abs, -bounds.y_abs]:
+            candidates.append(record(axis_sign * np.eye(3)[0], bounds.x_norm, y))
+    for _ in range(3000):
+        candidates.append(
+            record(rng.normal(size=3), bounds.x_norm * rng.uniform() ** 0.3, rng.uniform(-1, 1) * bounds.y_abs)
+        )
+    candidates = np.array(candidates)
+    norms = np.linalg.norm(candidates, axis=1)
+    assert norms.max() == pytest.approx(delta / 2, rel=1e-9)
+    differences = np.linalg.norm(candidates[:, None, :] - candidates[None, :300, :], axis=2)
+    assert differences.max() <= delta
+    assert differences.max() > 0.5 * delta  # the triangle-inequality bound is within 2x of the worst case
+
+
+def test_party_release_uses_declared_bounds_and_ledger(syn):
+    party = bv.Party(*syn.parties[0], epsilon=0.2, bounds=syn.bounds, name="p", noise_seed=0)
+    released = party.release()
+    statistic = LinearRegressionStatistic(2)
+    assert released.release.sensitivity == pytest.approx(statistic.sensitivity(syn.bounds))
+    assert released.noise_std == pytest.approx(gaussian_sigma_for_rdp(0.2, released.release.sensitivity, 2.0))
+    assert released.count == len(syn.parties[0][0])
+
+
+def test_party_with_delta_uses_pld_calibration(syn):
+    party = bv.Party(*syn.parties[0], epsilon=1.0, delta=1e-5, bounds=syn.bounds, noise_seed=0)
+    released = party.release()
+    expected = analytic_gaussian_sigma(1.0, 1e-5, released.release.sensitivity)
+    assert released.noise_std == pytest.approx(expected, rel=2e-3)
+    assert released.release.rdp_order is None and released.release.delta == 1e-5
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
+def test_invalid_epsilon_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="epsilon"):
+        DPGuarantee(epsilon=bad)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 2.0])
+def test_invalid_delta_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="delta"):
+        gaussian_sigma_for_approx_dp(1.0, bad)
