@@ -15,9 +15,9 @@ class SamplerConfig:
     """
 
     num_chains: int = 4
-    num_warmup: int = 500
-    num_samples: int = 4000
-    thinning: int = 2
+    num_warmup: int = 1000
+    num_samples: int = 6000
+    thinning: int = 3
     num_repeats: int = 3
     progress_bar: bool = True
 

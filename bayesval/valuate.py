@@ -9,10 +9,9 @@ follow exactly (up to `exact_up_to` parties) or by permutation sampling.
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bayesval.divergence import knn_kl
@@ -52,11 +51,7 @@ def valuate(
     key = jax.random.key(key) if isinstance(key, int) else key
     releases = release_all(model, parties)
     names = [r.owner for r in releases]
-    data = NoiseAwareData(
-        jnp.asarray(np.stack([r.perturbed for r in releases])),
-        jnp.asarray([r.count for r in releases], dtype=jnp.float64),
-        jnp.asarray([r.noise_std for r in releases]),
-    )
+    data = NoiseAwareData.from_releases(releases)
     ledger = PrivacyLedger([r.release for r in releases])
     surprise = CoalitionSurprise(model, data, config, k)
     n = len(releases)

@@ -12,6 +12,7 @@ the same data files. Results are recorded in docs/benchmarks.md and docs/knn.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -68,8 +69,8 @@ def pydvl_python(venv_dir: Path) -> Path:
     return python
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Best wall time of `repeats` calls after one warm-up call (which compiles), and the result."""
+def timed(fn, repeats: int) -> tuple[float, object, float]:
+    """Best wall time of `repeats` calls after a first call (which compiles), the result, the first time."""
     start = time.perf_counter()
     out = fn()
     first = time.perf_counter() - start
@@ -85,18 +86,25 @@ def speed(args: argparse.Namespace) -> None:
     python = pydvl_python(Path(args.venv))
     pydvl_version = subprocess.run(
         [str(python), "-c", "import pydvl, numpy; print(pydvl.__version__, numpy.__version__)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
-    print(f"# KNN family speed, {platform.node()}, {os.cpu_count()} CPU cores, jax {jax.__version__}, "
-          f"pyDVL {pydvl_version[0]} (numpy {pydvl_version[1]}), pyDVL n_jobs={args.pydvl_jobs}\n")
-    print("| N_train / N_val (d=10) | bayesval KNN-Shapley (s, warm) | first call incl. compile (s) "
-          "| pyDVL KNNShapleyValuation (s) | speed-up (warm) | speed-up (cold) | max abs value diff |")
+    print(
+        f"# KNN family speed, {platform.node()}, {os.cpu_count()} CPU cores, jax {jax.__version__}, "
+        f"pyDVL {pydvl_version[0]} (numpy {pydvl_version[1]}), pyDVL n_jobs={args.pydvl_jobs}\n"
+    )
+    print(
+        "| N_train / N_val (d=10) | bayesval KNN-Shapley (s, warm) | first call incl. compile (s) "
+        "| pyDVL KNNShapleyValuation (s) | speed-up (warm) | speed-up (cold) | max abs value diff |"
+    )
     print("|---|---|---|---|---|---|---|")
     for n_train, n_val in ((2_000, 200), (10_000, 1_000)):
         x, y = synthetic(n_train + n_val, 10, seed=n_train)
         x_train, y_train, x_val, y_val = x[:n_train], y[:n_train], x[n_train:], y[n_train:]
         estimator = KNNShapley(5, variant="original", distance="euclidean")
-        ours, result, cold = timed(lambda: estimator.fit(x_train, y_train).value(x_val, y_val), args.repeats)
+        run = functools.partial(lambda e, *data: e.fit(*data[:2]).value(*data[2:]), estimator)
+        ours, result, cold = timed(functools.partial(run, x_train, y_train, x_val, y_val), args.repeats)
         with tempfile.TemporaryDirectory() as tmp:
             data, values = Path(tmp) / "data.npz", Path(tmp) / "values.npy"
             np.savez(data, x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val)
@@ -104,16 +112,23 @@ def speed(args: argparse.Namespace) -> None:
             script.write_text(PYDVL_SCRIPT)
             out = subprocess.run(
                 [str(python), str(script), str(data), "5", str(args.pydvl_jobs), str(values)],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             )
             theirs = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
             # pyDVL averages over validation points; bayesval sums (Wang et al. 2023, Thm 1)
             diff = float(np.max(np.abs(np.load(values) * n_val - result.values)))
-        print(f"| {n_train:,} / {n_val:,} | {ours:.3f} | {cold:.2f} | {theirs:.2f} | {theirs / ours:.0f}x "
-              f"| {theirs / cold:.0f}x | {diff:.1e} |", flush=True)
+        print(
+            f"| {n_train:,} / {n_val:,} | {ours:.3f} | {cold:.2f} | {theirs:.2f} | {theirs / ours:.0f}x "
+            f"| {theirs / cold:.0f}x | {diff:.1e} |",
+            flush=True,
+        )
 
-    print("\n| N_train (N_val=1,000, d=10) | TKNN-Shapley (s) | per 10^5 x 10^3 pairs (s) "
-          "| soft KNN-Shapley (s) | DP-TKNN eps=1 (s, incl. calibration) |")
+    print(
+        "\n| N_train (N_val=1,000, d=10) | TKNN-Shapley (s) | per 10^5 x 10^3 pairs (s) "
+        "| soft KNN-Shapley (s) | DP-TKNN eps=1 (s, incl. calibration) |"
+    )
     print("|---|---|---|---|---|")
     sizes = (12_500, 25_000, 50_000, 100_000)
     tknn_times = []
@@ -121,14 +136,17 @@ def speed(args: argparse.Namespace) -> None:
         x, y = synthetic(n_train + 1_000, 10, seed=n_train)
         x_train, y_train, x_val, y_val = x[:n_train], y[:n_train], x[n_train:], y[n_train:]
         tknn = TKNNShapley(-0.5).fit(x_train, y_train)
-        seconds, _, _ = timed(lambda: tknn.value(x_val, y_val), args.repeats)
+        seconds, _, _ = timed(functools.partial(tknn.value, x_val, y_val), args.repeats)
         tknn_times.append(seconds)
         knn = KNNShapley(5).fit(x_train, y_train)
-        knn_seconds, _, _ = timed(lambda: knn.value(x_val, y_val), 1)
+        knn_seconds, _, _ = timed(functools.partial(knn.value, x_val, y_val), 1)
         dp = TKNNShapley(-0.5, epsilon=1.0, delta=1e-5).fit(x_train, y_train)
-        dp_seconds, _, _ = timed(lambda: dp.value(x_val, y_val, key=jax.random.PRNGKey(0)), 1)
-        print(f"| {n_train:,} | {seconds:.3f} | {seconds * 1e5 / n_train:.3f} | {knn_seconds:.3f} "
-              f"| {dp_seconds:.3f} |", flush=True)
+        dp_seconds, _, _ = timed(functools.partial(dp.value, x_val, y_val, key=jax.random.PRNGKey(0)), 1)
+        print(
+            f"| {n_train:,} | {seconds:.3f} | {seconds * 1e5 / n_train:.3f} | {knn_seconds:.3f} "
+            f"| {dp_seconds:.3f} |",
+            flush=True,
+        )
     slope = np.polyfit(np.log(sizes), np.log(tknn_times), 1)[0]
     print(f"\nlog-log slope of TKNN time in N_train: {slope:.2f} (1 = linear)")
 
@@ -140,8 +158,10 @@ def auroc(args: argparse.Namespace) -> None:
         methods[f"DP-TKNN {eps:g}"] = TKNNShapley(-0.5, epsilon=eps, delta=1e-4, sampling_probability=0.01)
         methods[f"DP-KNN {eps:g}"] = DPKNNShapley(5, epsilon=eps, delta=1e-4)
         methods[f"DP-KNN-sub {eps:g}"] = DPKNNShapley(5, epsilon=eps, delta=1e-4, sampling_probability=0.01)
-    print(f"# Detection AUROC, mean (std) of {args.runs} runs: 2,000 train / 200 val, 10% corrupted, "
-          "K=5, tau=-0.5, delta=1e-4, q=0.01\n")
+    print(
+        f"# Detection AUROC, mean (std) of {args.runs} runs: 2,000 train / 200 val, 10% corrupted, "
+        "K=5, tau=-0.5, delta=1e-4, q=0.01\n"
+    )
     for task in args.tasks:
         print(f"\n## {task}\n")
         print("| dataset | TKNN | KNN | eps | DP-TKNN | DP-KNN (no subsampling) | DP-KNN (q=0.01) |")
@@ -149,20 +169,26 @@ def auroc(args: argparse.Namespace) -> None:
         for name in args.datasets:
             x, y = load_openml(name, args.data_dir)
             start = time.perf_counter()
+            key = jax.random.fold_in(jax.random.PRNGKey(args.seed), OPENML_DATASETS.index(name))
             scores = {
-                label: detection_aurocs(est, x, y, key=jax.random.PRNGKey(args.seed), task=task, n_runs=args.runs)
+                label: detection_aurocs(est, x, y, key=key, task=task, n_runs=args.runs)
                 for label, est in methods.items()
             }
             cell = {label: f"{s.mean():.3f} ({s.std():.3f})" for label, s in scores.items()}
             for i, eps in enumerate(epsilons):
                 lead = f"| {name} | {cell['TKNN']} | {cell['KNN']} |" if i == 0 else "| | | |"
-                print(f"{lead} {eps:g} | {cell[f'DP-TKNN {eps:g}']} | {cell[f'DP-KNN {eps:g}']} "
-                      f"| {cell[f'DP-KNN-sub {eps:g}']} |", flush=True)
+                print(
+                    f"{lead} {eps:g} | {cell[f'DP-TKNN {eps:g}']} | {cell[f'DP-KNN {eps:g}']} "
+                    f"| {cell[f'DP-KNN-sub {eps:g}']} |",
+                    flush=True,
+                )
             print(f"<!-- {name} {task}: {time.perf_counter() - start:.1f} s -->", file=sys.stderr)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("speed", help="KNN-Shapley vs pyDVL; TKNN scaling")
     s.add_argument("--venv", default="/tmp/bayesval_pydvl_venv")

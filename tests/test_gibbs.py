@@ -16,12 +16,7 @@ MODEL = bv.models.LinearRegression()
 
 
 def mediator_data(parties):
-    releases = release_all(MODEL, parties)
-    return NoiseAwareData(
-        jnp.asarray(np.stack([r.perturbed for r in releases])),
-        jnp.asarray([float(r.count) for r in releases]),
-        jnp.asarray([r.noise_std for r in releases]),
-    )
+    return NoiseAwareData.from_releases(release_all(MODEL, parties))
 
 
 def gibbs(data, masks, **budget):
@@ -48,7 +43,7 @@ def test_negligible_noise_matches_exact_statistics_posterior(syn_parties):
         mean, sd, mcse = summary(coalition)
         noise_var_mean = float(posterior.scale / (posterior.shape - 1))
         noise_var_sd = noise_var_mean / float(np.sqrt(posterior.shape - 2))
-        weight_sd = np.sqrt(np.diag(np.linalg.inv(posterior.precision)) * float(posterior.scale / (posterior.shape - 1)))
+        weight_sd = np.sqrt(np.diag(np.linalg.inv(posterior.precision)) * noise_var_mean)
         exact_mean = np.append(np.asarray(posterior.mean), noise_var_mean)
         exact_sd = np.append(weight_sd, noise_var_sd)
         assert np.all(np.abs(mean - exact_mean) < 5 * mcse + 1e-3 * exact_sd), (mean, exact_mean, mcse)

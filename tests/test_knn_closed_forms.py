@@ -71,9 +71,9 @@ def random_games(seed: int, count: int):
         yield n, n_classes, dist, agree, rng
 
 
-def owners_game(sampled, l):
-    """Indices of the players of owner l's game on (B minus {l}) plus {l}."""
-    return [j for j in range(len(sampled)) if sampled[j] or j == l]
+def owners_game(sampled, owner):
+    """Indices of the players of `owner`'s game on (B minus {owner}) plus {owner}."""
+    return [j for j in range(len(sampled)) if sampled[j] or j == owner]
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
@@ -121,10 +121,10 @@ def test_dp_tknn_without_noise_equals_brute_force_on_each_owners_subsample(q):
         )
         sampled = np.asarray(jax.random.bernoulli(sample_key, q, (n,)))
         assert released[0] == sampled.sum()
-        for l in range(n):
-            members = owners_game(sampled, l)
+        for owner in range(n):
+            members = owners_game(sampled, owner)
             exact = brute_force_shapley(len(members), tknn_utility(dist[members], agree[members], 0.3, c))
-            assert float(closed[l]) == pytest.approx(exact[members.index(l)], abs=1e-12)
+            assert float(closed[owner]) == pytest.approx(exact[members.index(owner)], abs=1e-12)
 
 
 def test_subsampled_original_knn_shapley_equals_brute_force_on_each_owners_subsample():
@@ -133,10 +133,10 @@ def test_subsampled_original_knn_shapley_equals_brute_force_on_each_owners_subsa
         key = jax.random.PRNGKey(seed)
         closed = subsampled_knn_shapley_original(key, jnp.asarray(dist), jnp.asarray(agree), k, 0.5)
         sampled = np.asarray(jax.random.bernoulli(key, 0.5, (n,)))
-        for l in range(n):
-            members = owners_game(sampled, l)
+        for owner in range(n):
+            members = owners_game(sampled, owner)
             exact = brute_force_shapley(len(members), knn_original_utility(dist[members], agree[members], k))
-            assert float(closed[l]) == pytest.approx(exact[members.index(l)], abs=1e-12)
+            assert float(closed[owner]) == pytest.approx(exact[members.index(owner)], abs=1e-12)
 
 
 def test_original_knn_shapley_sensitivity_is_one_over_k_k_plus_one():
@@ -151,7 +151,9 @@ def test_original_knn_shapley_sensitivity_is_one_over_k_k_plus_one():
             before = np.asarray(knn_shapley_original(jnp.asarray(dist), jnp.asarray(agree), k))
             after = np.asarray(
                 knn_shapley_original(
-                    jnp.asarray(np.append(dist, rng.random())), jnp.asarray(np.append(agree, rng.random() < 0.5)), k
+                    jnp.asarray(np.append(dist, rng.random())),
+                    jnp.asarray(np.append(agree, rng.random() < 0.5)),
+                    k,
                 )
             )[:n]
             worst = max(worst, float(np.max(np.abs(after - before))))
@@ -171,7 +173,9 @@ def test_estimators_sum_brute_force_values_over_validation_points():
     tau = float(np.median(dists))
     games = {
         KNNShapley(3, distance="euclidean", batch_size=2): lambda d, a: knn_soft_utility(d, a, 3, 3),
-        KNNShapley(3, variant="original", distance="euclidean", batch_size=2): lambda d, a: knn_original_utility(d, a, 3),
+        KNNShapley(3, variant="original", distance="euclidean", batch_size=2): lambda d, a: (
+            knn_original_utility(d, a, 3)
+        ),
         TKNNShapley(tau, distance="euclidean", batch_size=2): lambda d, a: tknn_utility(d, a, tau, 3),
     }
     for estimator, utility in games.items():

@@ -34,9 +34,7 @@ def check_tau(tau: float, distance: str) -> float:
     except (TypeError, ValueError):
         raise TypeError(f"tau must be a number, got {tau!r}") from None
     if not (math.isfinite(tau) and low <= tau <= high):
-        raise ValueError(
-            f"tau must lie in [{low:g}, {high:g}] for the {distance} distance, got {tau!r}"
-        )
+        raise ValueError(f"tau must lie in [{low:g}, {high:g}] for the {distance} distance, got {tau!r}")
     return tau
 
 

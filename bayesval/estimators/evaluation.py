@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from sklearn.metrics import roc_auc_score
+from scipy.stats import rankdata
 
 from bayesval.validation import check_probability
 
@@ -29,7 +29,10 @@ def _corrupted_rows(key: jax.Array, n: int, fraction: float) -> np.ndarray:
 
 
 def flip_labels(key: jax.Array, y, fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
-    """Give `fraction` of the points another class, chosen uniformly (App. E.3.1); (labels, corrupted mask)."""
+    """Give `fraction` of the points another class, chosen uniformly (App. E.3.1).
+
+    Returns the new labels and the boolean mask of corrupted points.
+    """
     y = np.asarray(y)
     classes, codes = np.unique(y, return_inverse=True)
     if classes.size < 2:
@@ -63,11 +66,16 @@ def add_feature_noise(
 
 
 def detection_auroc(values, corrupted) -> float:
-    """AUROC of detecting the corrupted points by low value: roc_auc_score(corrupted, -values)."""
+    """AUROC of detecting the corrupted points by low value (= sklearn's roc_auc_score(corrupted, -values)).
+
+    Mann-Whitney form: the probability that a corrupted point has the lower value, ties counting 1/2.
+    """
     corrupted = np.asarray(corrupted, dtype=bool)
-    if corrupted.all() or not corrupted.any():
+    n_bad = int(corrupted.sum())
+    if n_bad in (0, corrupted.size):
         raise ValueError("corrupted must mark some points but not all")
-    return float(roc_auc_score(corrupted, -np.asarray(values)))
+    ranks = rankdata(-np.asarray(values, dtype=np.float64))
+    return float((ranks[corrupted].sum() - n_bad * (n_bad + 1) / 2) / (n_bad * (corrupted.size - n_bad)))
 
 
 def balanced_split(
@@ -84,7 +92,7 @@ def balanced_split(
     over_key, perm_key, train_key = jax.random.split(key, 3)
     largest = max(int((y == c).sum()) for c in classes)
     rows = []
-    for k, c in zip(jax.random.split(over_key, classes.size), classes):
+    for k, c in zip(jax.random.split(over_key, classes.size), classes, strict=True):
         members = np.flatnonzero(y == c)
         extra = np.asarray(jax.random.choice(k, members, (largest - members.size,), replace=True))
         rows.extend([members, extra])
@@ -94,13 +102,14 @@ def balanced_split(
     per_class = np.full(classes.size, n_train // classes.size)
     per_class[: n_train % classes.size] += 1
     train_rows = []
-    for k, c, count in zip(jax.random.split(train_key, classes.size), classes, per_class):
+    for k, c, count in zip(jax.random.split(train_key, classes.size), classes, per_class, strict=True):
         candidates = pool[y[pool] == c]
         if candidates.size < count:
             raise ValueError(f"class {c!r} has {candidates.size} rows left, fewer than the {count} asked for")
         train_rows.append(np.asarray(jax.random.choice(k, candidates, (int(count),), replace=False)))
     train_rows = np.concatenate(train_rows)
-    train_rows = train_rows[np.asarray(jax.random.permutation(jax.random.fold_in(train_key, 1), train_rows.size))]
+    shuffle = jax.random.permutation(jax.random.fold_in(train_key, 1), train_rows.size)
+    train_rows = train_rows[np.asarray(shuffle)]
     return X[train_rows], y[train_rows], X[val_rows], y[val_rows]
 
 

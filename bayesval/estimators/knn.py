@@ -1,4 +1,4 @@
-"""Nearest-neighbour data valuation as scikit-learn-style estimators: fit on training data, value against a validation set.
+"""Nearest-neighbour data valuation as scikit-learn-style estimators: fit on training data, then value.
 
 * :class:`KNNShapley`: KNN-Shapley, soft-label (Wang & Jia 2023; Wang et al. 2023, Thm 7) or the
   original of Jia et al. (2019) (Thm 8).
@@ -45,7 +45,9 @@ def _check_sampling_probability(value: float) -> float:
     return float(value)
 
 
-def _check_privacy(epsilon: float | None, delta: float | None, *, required: bool) -> tuple[float, float] | None:
+def _check_privacy(
+    epsilon: float | None, delta: float | None, *, required: bool
+) -> tuple[float, float] | None:
     """(epsilon, delta) checked: epsilon > 0 and delta in (0, 1), both or neither (unless `required`)."""
     if epsilon is None and delta is None and not required:
         return None
@@ -71,13 +73,16 @@ class _NearestNeighbourValuation:
         features = check_finite_array("X", X, ndim=2)
         labels = np.asarray(y)
         if labels.ndim != 1 or labels.shape[0] != features.shape[0]:
-            raise ValueError(f"y must be 1-D with one label per row of X ({features.shape[0]}), got shape {labels.shape}")
+            raise ValueError(
+                f"y must be 1-D with one label per row of X ({features.shape[0]}), got shape {labels.shape}"
+            )
         if features.shape[0] == 0:
             raise ValueError("X has no rows: there is nothing to value")
         self.classes_ = np.unique(labels)
         if self.classes_.size < 2:
             raise ValueError(
-                f"y has a single class ({self.classes_[0]!r}); KNN valuation needs labels of at least 2 classes"
+                f"y has a single class ({self.classes_[0]!r}); "
+                "KNN valuation needs labels of at least 2 classes"
             )
         self.n_features_in_ = features.shape[1]
         self.x_train_ = prepare_features("X", features, self.distance)
@@ -94,13 +99,15 @@ class _NearestNeighbourValuation:
         labels = np.asarray(y_val)
         if labels.ndim != 1 or labels.shape[0] != features.shape[0] or labels.size == 0:
             raise ValueError(
-                f"y_val must be 1-D with one label per row of X_val ({features.shape[0]} >= 1), got shape {labels.shape}"
+                f"y_val must be 1-D with one label per row of X_val ({features.shape[0]} >= 1), "
+                f"got shape {labels.shape}"
             )
         codes = np.searchsorted(self.classes_, labels).clip(0, self.classes_.size - 1)
         unknown = self.classes_[codes] != labels
         if unknown.any():
             raise ValueError(
-                f"y_val has labels not seen in y: {sorted(set(labels[unknown].tolist()))}; known: {self.classes_.tolist()}"
+                f"y_val has labels not seen in y: {sorted(set(labels[unknown].tolist()))}; "
+                f"known: {self.classes_.tolist()}"
             )
         x_val = prepare_features("X_val", features, self.distance)
         batch = auto_batch_size(self.x_train_.shape[0], x_val.shape[0], self.batch_size)
@@ -146,7 +153,12 @@ class KNNShapley(_NearestNeighbourValuation):
     """
 
     def __init__(
-        self, n_neighbors: int = 5, *, variant: str = "soft", distance: str = "cosine", batch_size: int | None = None
+        self,
+        n_neighbors: int = 5,
+        *,
+        variant: str = "soft",
+        distance: str = "cosine",
+        batch_size: int | None = None,
     ) -> None:
         super().__init__(distance, batch_size)
         self.n_neighbors = _check_count("n_neighbors", n_neighbors)
@@ -157,8 +169,15 @@ class KNNShapley(_NearestNeighbourValuation):
 
     def _values(self, x_val, y_val, key, batch_size):
         values = knn_shapley_values(
-            self.x_train_, self.y_train_, x_val, y_val, self._inv_classes,
-            k=self.n_neighbors, variant=self.variant, distance=self.distance, batch_size=batch_size,
+            self.x_train_,
+            self.y_train_,
+            x_val,
+            y_val,
+            self._inv_classes,
+            k=self.n_neighbors,
+            variant=self.variant,
+            distance=self.distance,
+            batch_size=batch_size,
         )
         return values, PrivacyLedger(), {"n_neighbors": self.n_neighbors}
 
@@ -194,40 +213,65 @@ class TKNNShapley(_NearestNeighbourValuation):
         settings = {"tau": self.tau}
         if self.epsilon is None:
             values, neighbours = tknn_shapley_values(
-                self.x_train_, self.y_train_, x_val, y_val, self.tau, self._inv_classes,
-                distance=self.distance, batch_size=batch_size,
+                self.x_train_,
+                self.y_train_,
+                x_val,
+                y_val,
+                self.tau,
+                self._inv_classes,
+                distance=self.distance,
+                batch_size=batch_size,
             )
             neighbours = np.asarray(neighbours)
-            return values, PrivacyLedger(), {
-                **settings,
-                "mean_neighbours": float(neighbours.mean()),
-                "validation_points_without_neighbours": int((neighbours == 0).sum()),
-            }
+            return (
+                values,
+                PrivacyLedger(),
+                {
+                    **settings,
+                    "mean_neighbours": float(neighbours.mean()),
+                    "validation_points_without_neighbours": int((neighbours == 0).sum()),
+                },
+            )
         key = self._require_key(key, "DP-TKNN-Shapley")
-        calibration = calibrate_noise(self.epsilon, self.delta, math.sqrt(3.0), len(y_val), self.sampling_probability)
+        calibration = calibrate_noise(
+            self.epsilon, self.delta, math.sqrt(3.0), len(y_val), self.sampling_probability
+        )
         values, released = private_tknn_shapley_values(
-            key, self.x_train_, self.y_train_, x_val, y_val,
-            self.tau, self._inv_classes, self.sampling_probability, calibration.noise_std,
-            distance=self.distance, batch_size=batch_size,
+            key,
+            self.x_train_,
+            self.y_train_,
+            x_val,
+            y_val,
+            self.tau,
+            self._inv_classes,
+            self.sampling_probability,
+            calibration.noise_std,
+            distance=self.distance,
+            batch_size=batch_size,
         )
         ledger = PrivacyLedger()
         ledger.record(
             calibration.release(
                 owner=_OWNERS,
-                what="TKNN counts (|B|, |NB(B)|, same-label |NB(B)|) on a Poisson subsample B, per validation point",
+                what="TKNN counts (|B|, |NB(B)|, same-label |NB(B)|) on a Poisson subsample B, "
+                "per validation point",
                 dimension=3,
             )
         )
-        return values, ledger, {
-            **settings,
-            "epsilon_target": self.epsilon,
-            "epsilon_spent": calibration.epsilon_spent,
-            "delta": self.delta,
-            "sampling_probability": self.sampling_probability,
-            "noise_std": calibration.noise_std,
-            "noise_multiplier": calibration.noise_multiplier,
-            "mean_released_neighbours": float(np.asarray(released)[:, 1].mean()),
-        }
+        return (
+            values,
+            ledger,
+            {
+                **settings,
+                "epsilon_target": self.epsilon,
+                "epsilon_spent": calibration.epsilon_spent,
+                "delta": self.delta,
+                "sampling_probability": self.sampling_probability,
+                "noise_std": calibration.noise_std,
+                "noise_multiplier": calibration.noise_multiplier,
+                "mean_released_neighbours": float(np.asarray(released)[:, 1].mean()),
+            },
+        )
 
 
 class DPKNNShapley(_NearestNeighbourValuation):
@@ -259,23 +303,39 @@ class DPKNNShapley(_NearestNeighbourValuation):
     def _values(self, x_val, y_val, key, batch_size):
         k = self.n_neighbors
         key = self._require_key(key, "DP-KNN-Shapley")
-        calibration = calibrate_noise(self.epsilon, self.delta, 1.0 / (k * (k + 1)), len(y_val), self.sampling_probability)
+        calibration = calibrate_noise(
+            self.epsilon, self.delta, 1.0 / (k * (k + 1)), len(y_val), self.sampling_probability
+        )
         values = noisy_knn_shapley_values(
-            key, self.x_train_, self.y_train_, x_val, y_val,
-            self.sampling_probability, calibration.noise_std,
-            k=k, subsample=self.sampling_probability < 1, distance=self.distance, batch_size=batch_size,
+            key,
+            self.x_train_,
+            self.y_train_,
+            x_val,
+            y_val,
+            self.sampling_probability,
+            calibration.noise_std,
+            k=k,
+            subsample=self.sampling_probability < 1,
+            distance=self.distance,
+            batch_size=batch_size,
         )
         ledger = PrivacyLedger()
-        ledger.record(calibration.release(owner=_OWNERS, what="own KNN-Shapley value per validation point", dimension=1))
-        return values, ledger, {
-            "n_neighbors": k,
-            "epsilon_target": self.epsilon,
-            "epsilon_spent": calibration.epsilon_spent,
-            "delta": self.delta,
-            "sampling_probability": self.sampling_probability,
-            "noise_std": calibration.noise_std,
-            "noise_multiplier": calibration.noise_multiplier,
-        }
+        ledger.record(
+            calibration.release(owner=_OWNERS, what="own KNN-Shapley value per validation point", dimension=1)
+        )
+        return (
+            values,
+            ledger,
+            {
+                "n_neighbors": k,
+                "epsilon_target": self.epsilon,
+                "epsilon_spent": calibration.epsilon_spent,
+                "delta": self.delta,
+                "sampling_probability": self.sampling_probability,
+                "noise_std": calibration.noise_std,
+                "noise_multiplier": calibration.noise_multiplier,
+            },
+        )
 
 
 __all__ = ["DPKNNShapley", "KNNShapley", "TKNNShapley"]

@@ -129,9 +129,7 @@ def _knn_original_sorted(agree: jax.Array, sampled: jax.Array, k: int, dtype) ->
 def knn_shapley_original(dist: jax.Array, agree: jax.Array, k: int) -> jax.Array:
     """KNN-Shapley of Jia et al. 2019 (utility Eq. 5, base case 1[y_N = y_val] / max(K, N); Thm 8)."""
     everyone = jnp.ones(dist.shape, dtype=bool)
-    return _in_distance_order(
-        dist, lambda a, s: _knn_original_sorted(a, s, k, dist.dtype), agree, everyone
-    )
+    return _in_distance_order(dist, lambda a, s: _knn_original_sorted(a, s, k, dist.dtype), agree, everyone)
 
 
 def subsampled_knn_shapley_original(
@@ -144,9 +142,7 @@ def subsampled_knn_shapley_original(
     at O(N log N) instead of O(N^2) per validation point.
     """
     sampled = jax.random.bernoulli(key, sampling_probability, dist.shape)
-    return _in_distance_order(
-        dist, lambda a, s: _knn_original_sorted(a, s, k, dist.dtype), agree, sampled
-    )
+    return _in_distance_order(dist, lambda a, s: _knn_original_sorted(a, s, k, dist.dtype), agree, sampled)
 
 
 def _knn_soft_sorted(a: jax.Array, k: int, inv_classes: float) -> jax.Array:
@@ -169,9 +165,7 @@ def _knn_soft_sorted(a: jax.Array, k: int, inv_classes: float) -> jax.Array:
 
 def knn_shapley_soft(dist: jax.Array, agree: jax.Array, k: int, inv_classes: float) -> jax.Array:
     """Soft-label KNN-Shapley (utility Eq. 2 with v(empty) = 1/C; Wang et al. 2023, Thm 7)."""
-    return _in_distance_order(
-        dist, lambda a: _knn_soft_sorted(a, k, inv_classes), agree.astype(dist.dtype)
-    )
+    return _in_distance_order(dist, lambda a: _knn_soft_sorted(a, k, inv_classes), agree.astype(dist.dtype))
 
 
 def _point_geometry(x_train, y_train, distance: str):
@@ -216,8 +210,18 @@ def tknn_shapley_values(
 
 @partial(jax.jit, static_argnames=("distance", "batch_size"))
 def private_tknn_shapley_values(
-    key, x_train, y_train, x_val, y_val, tau, inv_classes, sampling_probability, noise_std,
-    *, distance: str, batch_size: int,
+    key,
+    x_train,
+    y_train,
+    x_val,
+    y_val,
+    tau,
+    inv_classes,
+    sampling_probability,
+    noise_std,
+    *,
+    distance: str,
+    batch_size: int,
 ) -> tuple[jax.Array, jax.Array]:
     """DP-TKNN-Shapley summed over the validation set, and the released counts (N_val, 3).
 
@@ -239,8 +243,18 @@ def private_tknn_shapley_values(
 
 @partial(jax.jit, static_argnames=("k", "subsample", "distance", "batch_size"))
 def noisy_knn_shapley_values(
-    key, x_train, y_train, x_val, y_val, sampling_probability, noise_std,
-    *, k: int, subsample: bool, distance: str, batch_size: int,
+    key,
+    x_train,
+    y_train,
+    x_val,
+    y_val,
+    sampling_probability,
+    noise_std,
+    *,
+    k: int,
+    subsample: bool,
+    distance: str,
+    batch_size: int,
 ) -> jax.Array:
     """Naive DP-KNN-Shapley (App. B.4): KNN-OLD (on a subsample if `subsample`) + N(0, noise_std^2).
 

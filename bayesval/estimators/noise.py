@@ -54,7 +54,9 @@ class NoiseCalibration:
         )
 
 
-def _epsilon_of(noise_multiplier: float, delta: float, compositions: int, sampling_probability: float) -> float:
+def _epsilon_of(
+    noise_multiplier: float, delta: float, compositions: int, sampling_probability: float
+) -> float:
     """epsilon certified by the PLD accountant for `compositions` (subsampled) Gaussian releases."""
     if sampling_probability == 1:
         # n Gaussian releases with multiplier s compose exactly into one with multiplier s / sqrt(n)

@@ -6,8 +6,8 @@ indexed by the bitmask sum_i mask_i 2^i (index 0 = the empty coalition, value 0)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import comb
-from typing import Callable
 
 import jax
 import numpy as np

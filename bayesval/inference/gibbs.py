@@ -33,6 +33,15 @@ class NoiseAwareData(NamedTuple):
     counts: jnp.ndarray
     noise_std: jnp.ndarray
 
+    @classmethod
+    def from_releases(cls, releases) -> NoiseAwareData:
+        """Stack released statistics (anything with .perturbed, .count, .noise_std), one row per party."""
+        return cls(
+            jnp.asarray(np.stack([r.perturbed for r in releases])),
+            jnp.asarray([float(r.count) for r in releases]),
+            jnp.asarray([r.noise_std for r in releases]),
+        )
+
     def tempered(self, kappa: float) -> NoiseAwareData:
         """Inputs of the kappa-tempered posterior: kappa c, kappa o, kappa Z (Sim et al. 2023, App. E.3)."""
         return NoiseAwareData(kappa * self.perturbed, kappa * self.counts, kappa * self.noise_std)

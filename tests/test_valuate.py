@@ -1,0 +1,68 @@
+"""The front door end to end: values, standard errors, diagnostics, privacy, persistence."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.games.shapley import coalition_masks
+
+BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=200, num_samples=1000, thinning=2, num_repeats=2, progress_bar=False)
+
+
+@pytest.fixture(scope="module")
+def result(syn):
+    parties = [
+        bv.Party(X, y, epsilon=eps, bounds=syn.bounds, name=name, noise_seed=seed)
+        for (X, y), eps, name, seed in zip(syn.parties, (0.5, 0.5, 2.0), ("ann", "bob", "cy"), (1, 2, 3))
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return bv.valuate(bv.models.LinearRegression(), parties, key=4, config=BUDGET)
+
+
+def test_result_carries_values_coalitions_diagnostics_and_privacy(result):
+    assert result.names == ["ann", "bob", "cy"]
+    np.testing.assert_array_equal(result.coalition_masks, coalition_masks(3))
+    assert np.all(result.coalition_values > 0) and np.all(result.coalition_stderr > 0)
+    assert result.values.sum() == pytest.approx(result.coalition_value(["ann", "bob", "cy"]))
+    assert np.all(result.stderr > 0)
+    assert len(result.diagnostics["r_hat"]) == 7 and len(result.diagnostics["ess"]) == 7
+    assert result.privacy_spent() == {"ann": "(2, 0.5)-RDP", "bob": "(2, 0.5)-RDP", "cy": "(2, 2)-RDP"}
+    assert [r.owner for r in result.privacy.releases] == ["ann", "bob", "cy"]
+    frame = result.to_dataframe()
+    assert list(frame.index) == ["ann", "bob", "cy"] and list(frame.columns) == ["value", "stderr"]
+
+
+def test_save_and_load_round_trip(result, tmp_path):
+    loaded = bv.ValuationResult.load(result.save(tmp_path / "result.npz"))
+    np.testing.assert_array_equal(loaded.values, result.values)
+    np.testing.assert_array_equal(loaded.coalition_masks, result.coalition_masks)
+    assert loaded.privacy.releases == result.privacy.releases
+    assert loaded.diagnostics["r_hat"] == pytest.approx(result.diagnostics["r_hat"])
+
+
+def test_mediator_can_value_released_statistics_without_raw_data(syn):
+    parties = [bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
+               for i, (X, y) in enumerate(syn.parties)]
+    releases = [p.release() for p in parties]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        from_releases = bv.valuate(bv.models.LinearRegression(), releases, key=0, config=BUDGET)
+        from_parties = bv.valuate(bv.models.LinearRegression(), parties, key=0, config=BUDGET)
+    np.testing.assert_allclose(from_releases.values, from_parties.values)
+
+
+def test_many_parties_use_permutation_sampling(syn):
+    """With more parties than exact_up_to, values come from permutation sampling over on-demand coalitions."""
+    X = np.concatenate([p[0] for p in syn.parties])
+    y = np.concatenate([p[1] for p in syn.parties])
+    chunks = np.array_split(np.arange(len(X)), 4)
+    parties = [bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, noise_seed=i) for i, c in enumerate(chunks)]
+    budget = BUDGET.with_(num_samples=400, num_warmup=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = bv.valuate(bv.models.LinearRegression(), parties, config=budget, exact_up_to=3, tolerance=0.3)
+    assert result.method.endswith("permutations)")
+    assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]))
