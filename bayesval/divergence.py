@@ -54,31 +54,37 @@ def knn_kl(
     if not (np.isfinite(posterior).all() and np.isfinite(prior).all()):
         raise ValueError("posterior and prior draws must be finite")
     posterior, prior = whiten(posterior, prior)
-    depth = min(k + _EXTRA_NEIGHBOURS, n - 1, len(prior))
     if backend == "auto":
         backend = "kdtree" if jax.default_backend() == "cpu" else "brute"
-    if backend == "kdtree":
-        within = cKDTree(posterior).query(posterior, k=depth + 1, workers=-1)[0][:, 1:]
-        across = cKDTree(prior).query(posterior, k=depth, workers=-1)[0].reshape(n, depth)
-    elif backend == "brute":
-        within = np.asarray(_brute_knn(posterior, posterior, depth + 1, chunk_size))[:, 1:]
-        across = np.asarray(_brute_knn(posterior, prior, depth, chunk_size))
-    else:
+    if backend not in ("kdtree", "brute"):
         raise ValueError(f"backend must be 'auto', 'kdtree' or 'brute', got {backend!r}")
-    rank = _first_positive(within, k)
-    rho = np.take_along_axis(within, rank[:, None], 1)[:, 0]
-    nu = np.take_along_axis(across, rank[:, None], 1)[:, 0]
+    rho, nu = _kth_distances(posterior, prior, k, k, backend, chunk_size)
+    tied = np.flatnonzero(rho == 0)  # MCMC repeats: look deeper only where needed
+    if tied.size:
+        depth = min(k + _EXTRA_NEIGHBOURS, n - 1, len(prior))
+        rho[tied], nu[tied] = _kth_distances(posterior, prior, k, depth, backend, chunk_size, rows=tied)
     if not (rho > 0).all() or not (nu > 0).all():
         raise ValueError(
-            f"more than {depth} identical draws around some point: the sampler is stuck (check diagnostics)"
+            f"more than {_EXTRA_NEIGHBOURS} identical draws around some point: the sampler is stuck "
+            "(check diagnostics)"
         )
     return float(d * np.mean(np.log(nu / rho)) + np.log(len(prior) / (n - 1)))
 
 
-def _first_positive(distances: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the 0-based column of the first distance > 0 at or after the k-th neighbour."""
-    positive = distances[:, k - 1 :] > 0
-    return k - 1 + np.where(positive.any(axis=1), positive.argmax(axis=1), 0)
+def _kth_distances(posterior, prior, k, depth, backend, chunk_size, rows=None):
+    """rho and nu at each query's rank: the k-th neighbour, or the first one past zero distances
+    among the `depth` nearest (the posterior draw itself excluded from its own neighbours)."""
+    queries = posterior if rows is None else posterior[rows]
+    if backend == "kdtree":
+        within = cKDTree(posterior).query(queries, k=depth + 1, workers=-1)[0][:, 1:]
+        across = cKDTree(prior).query(queries, k=depth, workers=-1)[0].reshape(len(queries), depth)
+    else:
+        within = np.asarray(_brute_knn(queries, posterior, depth + 1, chunk_size))[:, 1:]
+        across = np.asarray(_brute_knn(queries, prior, depth, chunk_size))
+    positive = within[:, k - 1 :] > 0
+    rank = k - 1 + np.where(positive.any(axis=1), positive.argmax(axis=1), 0)
+    pick = lambda a: np.take_along_axis(a, rank[:, None], 1)[:, 0]  # noqa: E731
+    return pick(within), pick(across)
 
 
 @partial(jax.jit, static_argnames=("num_neighbours", "chunk_size"))
