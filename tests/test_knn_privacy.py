@@ -37,9 +37,7 @@ def test_unsubsampled_calibration_uses_exact_gaussian_composition():
 
 def test_released_counts_have_the_calibrated_noise_std():
     counts = jnp.array([10_000.0, 5_000.0, 2_000.0])
-    released = jax.vmap(lambda k: noisy_tknn_counts(k, counts, 6.27))(
-        jax.random.split(jax.random.PRNGKey(0), 40_000)
-    )
+    released = jax.vmap(lambda k: noisy_tknn_counts(k, counts, 6.27))(jax.random.split(jax.random.PRNGKey(0), 40_000))
     noise = np.asarray(released - counts)
     assert np.all(noise == np.round(noise))  # rounded to integers
     expected = math.sqrt(6.27**2 + 1 / 12)  # rounding adds a uniform(-1/2, 1/2) error
@@ -87,9 +85,7 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
 def test_dp_tknn_ledger_records_the_release():
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(120, 3)), rng.integers(0, 3, 120)
-    result = (
-        TKNNShapley(-0.2, epsilon=0.5, delta=1e-5).fit(x, y).value(x[:40], y[:40], key=jax.random.PRNGKey(0))
-    )
+    result = TKNNShapley(-0.2, epsilon=0.5, delta=1e-5).fit(x, y).value(x[:40], y[:40], key=jax.random.PRNGKey(0))
     (release,) = result.privacy.releases
     assert release.sensitivity == pytest.approx(math.sqrt(3.0))
     assert (release.dimension, release.compositions, release.sampling_probability) == (3, 40, 0.01)
@@ -104,16 +100,11 @@ def test_dp_tknn_is_reproducible_from_its_key_and_independent_of_chunking():
     x, y = rng.normal(size=(150, 3)), rng.integers(0, 2, 150)
     key = jax.random.PRNGKey(7)
     values = [
-        TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, batch_size=b)
-        .fit(x, y)
-        .value(x[:30], y[:30], key=key)
-        .values
+        TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, batch_size=b).fit(x, y).value(x[:30], y[:30], key=key).values
         for b in (30, 7)
     ]
     np.testing.assert_allclose(values[0], values[1], atol=1e-12)
-    other = (
-        TKNNShapley(-0.3, epsilon=1.0, delta=1e-4).fit(x, y).value(x[:30], y[:30], key=jax.random.PRNGKey(8))
-    )
+    other = TKNNShapley(-0.3, epsilon=1.0, delta=1e-4).fit(x, y).value(x[:30], y[:30], key=jax.random.PRNGKey(8))
     assert not np.allclose(values[0], other.values)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bayesval.estimators.batching import auto_batch_size
@@ -45,9 +46,7 @@ def _check_sampling_probability(value: float) -> float:
     return float(value)
 
 
-def _check_privacy(
-    epsilon: float | None, delta: float | None, *, required: bool
-) -> tuple[float, float] | None:
+def _check_privacy(epsilon: float | None, delta: float | None, *, required: bool) -> tuple[float, float] | None:
     """(epsilon, delta) checked: epsilon > 0 and delta in (0, 1), both or neither (unless `required`)."""
     if epsilon is None and delta is None and not required:
         return None
@@ -81,12 +80,11 @@ class _NearestNeighbourValuation:
         self.classes_ = np.unique(labels)
         if self.classes_.size < 2:
             raise ValueError(
-                f"y has a single class ({self.classes_[0]!r}); "
-                "KNN valuation needs labels of at least 2 classes"
+                f"y has a single class ({self.classes_[0]!r}); KNN valuation needs labels of at least 2 classes"
             )
         self.n_features_in_ = features.shape[1]
-        self.x_train_ = prepare_features("X", features, self.distance)
-        self.y_train_ = np.searchsorted(self.classes_, labels)
+        self.x_train_ = jnp.asarray(prepare_features("X", features, self.distance))
+        self.y_train_ = jnp.asarray(np.searchsorted(self.classes_, labels))
         return self
 
     def value(self, X_val, y_val, *, key: jax.Array | None = None) -> ValuationResult:
@@ -233,9 +231,7 @@ class TKNNShapley(_NearestNeighbourValuation):
                 },
             )
         key = self._require_key(key, "DP-TKNN-Shapley")
-        calibration = calibrate_noise(
-            self.epsilon, self.delta, math.sqrt(3.0), len(y_val), self.sampling_probability
-        )
+        calibration = calibrate_noise(self.epsilon, self.delta, math.sqrt(3.0), len(y_val), self.sampling_probability)
         values, released = private_tknn_shapley_values(
             key,
             self.x_train_,
@@ -253,8 +249,7 @@ class TKNNShapley(_NearestNeighbourValuation):
         ledger.record(
             calibration.release(
                 owner=_OWNERS,
-                what="TKNN counts (|B|, |NB(B)|, same-label |NB(B)|) on a Poisson subsample B, "
-                "per validation point",
+                what="TKNN counts (|B|, |NB(B)|, same-label |NB(B)|) on a Poisson subsample B, per validation point",
                 dimension=3,
             )
         )

@@ -54,9 +54,7 @@ class NoiseCalibration:
         )
 
 
-def _epsilon_of(
-    noise_multiplier: float, delta: float, compositions: int, sampling_probability: float
-) -> float:
+def _epsilon_of(noise_multiplier: float, delta: float, compositions: int, sampling_probability: float) -> float:
     """epsilon certified by the PLD accountant for `compositions` (subsampled) Gaussian releases."""
     if sampling_probability == 1:
         # n Gaussian releases with multiplier s compose exactly into one with multiplier s / sqrt(n)
@@ -64,9 +62,7 @@ def _epsilon_of(
         event = dp_accounting.GaussianDpEvent(noise_multiplier / math.sqrt(compositions))
     else:
         event = dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(
-                sampling_probability, dp_accounting.GaussianDpEvent(noise_multiplier)
-            ),
+            dp_accounting.PoissonSampledDpEvent(sampling_probability, dp_accounting.GaussianDpEvent(noise_multiplier)),
             compositions,
         )
     return float(PLDAccountant(value_discretization_interval=_GRID).compose(event).get_epsilon(delta))
@@ -83,9 +79,9 @@ def calibrate_noise(
     exact Gaussian composition (multiplier of one release times sqrt(compositions)).
     """
     if sampling_probability == 1:
-        multiplier = gaussian_sigma_for_approx_dp(
-            epsilon, delta, value_discretization_interval=_GRID
-        ) * math.sqrt(compositions)
+        multiplier = gaussian_sigma_for_approx_dp(epsilon, delta, value_discretization_interval=_GRID) * math.sqrt(
+            compositions
+        )
     else:
         multiplier = gaussian_sigma_for_approx_dp(
             epsilon,

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 from tqdm.auto import tqdm
 
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
@@ -63,26 +64,71 @@ class BLRPriors(NamedTuple):
     data: NIW
 
 
+def _clt_moments(statistic, weights, noise_var, x_mean, x_cov, count):
+    """c mu_t and a Cholesky factor of c Sigma_t (plus a relative jitter) for one party."""
+    rows, cols = statistic.pairs
+    z_mean, z_cov = linear_regression_record_moments(weights, noise_var, x_mean, x_cov)
+    t_mean, t_cov = pair_product_moments(z_mean, z_cov, rows, cols)
+    clt_cov = count * t_cov
+    jitter = 1e-10 * jnp.trace(clt_cov) / clt_cov.shape[0]
+    return count * t_mean, clt_cov + jitter * jnp.eye(clt_cov.shape[0])
+
+
 def _sample_latent_statistic(key, statistic, state_i, perturbed, count, noise_std):
     """Step 7: draw s_i from the product of its CLT prior N(c mu_t, A = c Sigma_t) and the DP-noise
     likelihood N(o_i; s_i, sigma_z^2 I), by Matheron's rule: with s0 ~ N(c mu_t, A) and
     e ~ N(0, sigma_z^2 I), s0 + A (A + sigma_z^2 I)^-1 (o_i - s0 - e) has exactly that law.
     Two Cholesky factorisations replace the eigendecomposition of the direct form.
     """
-    weights, noise_var, x_mean, x_cov = state_i
-    rows, cols = statistic.pairs
-    z_mean, z_cov = linear_regression_record_moments(weights, noise_var, x_mean, x_cov)
-    t_mean, t_cov = pair_product_moments(z_mean, z_cov, rows, cols)
-    clt_cov = count * t_cov
+    clt_mean, clt_cov = _clt_moments(statistic, *state_i, count)
     eye = jnp.eye(clt_cov.shape[0])
-    jitter = 1e-10 * jnp.trace(clt_cov) / clt_cov.shape[0]
     key_prior, key_noise = jax.random.split(key)
-    prior_draw = count * t_mean + jnp.linalg.cholesky(clt_cov + jitter * eye) @ jax.random.normal(
-        key_prior, t_mean.shape
-    )
-    residual = perturbed - prior_draw - noise_std * jax.random.normal(key_noise, t_mean.shape)
-    total = jax.scipy.linalg.cho_factor(clt_cov + (noise_std**2 + jitter) * eye, lower=True)
+    prior_draw = clt_mean + jnp.linalg.cholesky(clt_cov) @ jax.random.normal(key_prior, clt_mean.shape)
+    residual = perturbed - prior_draw - noise_std * jax.random.normal(key_noise, clt_mean.shape)
+    total = jax.scipy.linalg.cho_factor(clt_cov + noise_std**2 * eye, lower=True)
     return prior_draw + clt_cov @ jax.scipy.linalg.cho_solve(total, residual)
+
+
+def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats, data, mask, prior, statistic):
+    """Metropolis moves of theta with the standardised statistics eta_i = L_i^-1 (s_i - c_i mu_t) held
+    fixed: the ancillary parameterisation of Yu & Meng's (2011) interweaving. When DP noise dominates,
+    p(o | s) is flat, so theta moves far where the conjugate update (s held fixed) barely moves; when
+    noise is small the moves are rejected and the conjugate update mixes well. Random-walk scales are
+    drawn log-uniformly in [0.01, 1] of the prior's (state-independent, so the proposal is symmetric).
+    Since s is redrawn at the start of the next sweep, only theta is returned.
+    """
+
+    def standardise(w, v):
+        means, covs = jax.vmap(lambda mu, cov, c: _clt_moments(statistic, w, v, mu, cov, c))(
+            x_mean, x_cov, data.counts
+        )
+        return means, jnp.linalg.cholesky(covs)
+
+    def log_target(w, v, means, chols):
+        log_prior = dist.InverseGamma(prior.shape, prior.scale).log_prob(v) + dist.MultivariateNormal(
+            prior.mean, precision_matrix=prior.precision / v
+        ).log_prob(w)
+        moved = means + jnp.einsum("nij,nj->ni", chols, eta)
+        misfit = jnp.sum((data.perturbed - moved) ** 2, axis=1) / data.noise_std**2
+        return log_prior - 0.5 * jnp.sum(jnp.where(mask, misfit, 0.0))
+
+    means, chols = standardise(weights, noise_var)
+    eta = jax.vmap(lambda l, r: jax.scipy.linalg.solve_triangular(l, r, lower=True))(chols, stats - means)
+    prior_chol = jnp.linalg.cholesky(jnp.linalg.inv(prior.precision))
+
+    def move(carry, key):
+        w, v, current = carry
+        key_scale, key_w, key_v, key_accept = jax.random.split(key, 4)
+        scale = 10.0 ** jax.random.uniform(key_scale, minval=-2.0, maxval=0.0)
+        new_v = v * jnp.exp(scale * 0.5 * jax.random.normal(key_v))
+        new_w = w + scale * jnp.sqrt(v) * prior_chol @ jax.random.normal(key_w, w.shape)
+        proposed = log_target(new_w, new_v, *standardise(new_w, new_v))
+        accept = jnp.log(jax.random.uniform(key_accept)) < proposed - current + jnp.log(new_v / v)
+        return (jnp.where(accept, new_w, w), jnp.where(accept, new_v, v), jnp.where(accept, proposed, current)), None
+
+    initial = (weights, noise_var, log_target(weights, noise_var, means, chols))
+    (weights, noise_var, _), _ = jax.lax.scan(move, initial, jax.random.split(key, num_moves))
+    return weights, noise_var
 
 
 def gibbs_step(
@@ -93,11 +139,13 @@ def gibbs_step(
     priors: BLRPriors,
     statistic: LinearRegressionStatistic,
     shared_data_model: bool,
+    interweaving_moves: int = 4,
 ) -> GibbsState:
-    """One sweep of Algorithm 1 for the coalition `mask` (steps 5-16)."""
+    """One sweep of Algorithm 1 for the coalition `mask` (steps 5-16), then `interweaving_moves`
+    Metropolis moves of theta in the ancillary parameterisation (see `_interweaving_move`)."""
     n = data.counts.shape[0]
     w = statistic.num_features
-    key_s, key_omega, key_theta = jax.random.split(key, 3)
+    key_s, key_omega, key_theta, key_move = jax.random.split(key, 4)
     stats = jax.vmap(
         lambda k, mu, cov, o, c, sz: _sample_latent_statistic(
             k, statistic, (state.weights, state.noise_var, mu, cov), o, c, sz
@@ -120,6 +168,10 @@ def gibbs_step(
 
     posterior = nig_update(priors.model, jnp.tensordot(weight, matrices, 1), weight @ data.counts)
     weights, noise_var = sample_nig(key_theta, posterior)
+    if interweaving_moves:
+        weights, noise_var = _interweaving_moves(
+            key_move, interweaving_moves, weights, noise_var, x_mean, x_cov, stats, data, mask, priors.model, statistic
+        )
     return GibbsState(weights, noise_var, x_mean, x_cov)
 
 
