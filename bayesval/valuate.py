@@ -26,8 +26,9 @@ from bayesval.results import ValuationResult
 
 def valuate(
     model,
-    parties: Sequence[Party | PerturbedStatistic],
+    parties: Sequence[Party | PerturbedStatistic] | tuple[np.ndarray, np.ndarray],
     *,
+    validation: tuple[np.ndarray, np.ndarray] | None = None,
     key: int | jax.Array = 0,
     config: SamplerConfig | str = "fast",
     k: int = 4,
@@ -35,9 +36,12 @@ def valuate(
     tolerance: float = 0.05,
     progress_bar: bool | None = None,
 ) -> ValuationResult:
-    """Value each party by the Shapley value of the Bayesian surprise v_C = KL(p(theta | o_C) || p(theta)).
+    """Value each party by the Shapley value of the Bayesian surprise v_C = KL(p(theta | o_C) || p(theta)),
+    or, given a data-point estimator, each training point.
 
-    model: a party model such as `bayesval.models.LinearRegression()`.
+    model: a party model such as `bayesval.models.LinearRegression()`, or a data-point estimator
+        such as `bayesval.estimators.TKNNShapley()`; then `parties` is the training data (X, y),
+        `validation` is (X_val, y_val), and `key` also drives any privacy noise of the estimator.
     parties: `Party` objects (released here, with their own noise keys) or `PerturbedStatistic`s
         already released; the mediator side below never sees raw data.
     key: the sampling key (an int seed or a jax key); privacy noise never comes from it.
@@ -45,10 +49,15 @@ def valuate(
     k: neighbours in the KL estimator. exact_up_to: largest party count valued by enumerating
     all 2^n coalitions; beyond it, permutation sampling until every stderr < tolerance.
     """
+    key = jax.random.key(key) if isinstance(key, int) else key
+    if hasattr(model, "fit") and hasattr(model, "value"):
+        if validation is None:
+            raise ValueError(f"{type(model).__name__} values data points: pass validation=(X_val, y_val)")
+        X, y = parties
+        return model.fit(X, y).value(*validation, key=key)
     config = SamplerConfig.preset(config) if isinstance(config, str) else config
     if progress_bar is not None:
         config = config.with_(progress_bar=progress_bar)
-    key = jax.random.key(key) if isinstance(key, int) else key
     releases = release_all(model, parties)
     names = [r.owner for r in releases]
     data = NoiseAwareData.from_releases(releases)

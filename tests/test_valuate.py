@@ -66,3 +66,18 @@ def test_many_parties_use_permutation_sampling(syn):
         result = bv.valuate(bv.models.LinearRegression(), parties, config=budget, exact_up_to=3, tolerance=0.3)
     assert result.method.endswith("permutations)")
     assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]))
+
+
+def test_valuate_dispatches_data_point_estimators(rng):
+    """The front door also values training points; same values as the estimator object."""
+    from bayesval.estimators import TKNNShapley
+
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] > 0).astype(int)
+    X_val = rng.normal(size=(40, 4))
+    y_val = (X_val[:, 0] > 0).astype(int)
+    direct = TKNNShapley(tau=-0.5).fit(X, y).value(X_val, y_val)
+    result = bv.valuate(TKNNShapley(tau=-0.5), (X, y), validation=(X_val, y_val))
+    np.testing.assert_allclose(result.values, direct.values)
+    with pytest.raises(ValueError, match="pass validation=\\(X_val, y_val\\)"):
+        bv.valuate(TKNNShapley(), (X, y))

@@ -113,7 +113,7 @@ def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats
         return log_prior - 0.5 * jnp.sum(jnp.where(mask, misfit, 0.0))
 
     means, chols = standardise(weights, noise_var)
-    eta = jax.vmap(lambda l, r: jax.scipy.linalg.solve_triangular(l, r, lower=True))(chols, stats - means)
+    eta = jax.vmap(lambda chol, r: jax.scipy.linalg.solve_triangular(chol, r, lower=True))(chols, stats - means)
     prior_chol = jnp.linalg.cholesky(jnp.linalg.inv(prior.precision))
 
     def move(carry, key):
