@@ -26,6 +26,7 @@ def syn_parties(syn):
     return build
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture()
 def rng():
+    """A fresh generator per test, so no test's numbers depend on which tests ran before it."""
     return np.random.default_rng(20261122)

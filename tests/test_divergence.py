@@ -11,13 +11,17 @@ from bayesval.inference.conjugate import nig_draws
 
 @pytest.mark.parametrize("dim", [4, 8])
 def test_knn_kl_within_3_percent_of_gaussian_closed_form(dim, rng):
-    factor = rng.normal(size=(dim, dim))
-    cov_p = factor @ factor.T / dim * 0.05 + 0.01 * np.eye(dim)
-    mean_p = rng.normal(size=dim) * 0.5
-    posterior = rng.multivariate_normal(mean_p, cov_p, 30_000)
-    prior = rng.multivariate_normal(np.zeros(dim), np.eye(dim), 30_000)
+    """Posterior N(0.5, 0.1 R) with AR(1) correlation R_ij = 0.5^|i-j| against the prior N(0, I),
+    m = 30,000 draws each. As in valuation, the estimate is the mean of repeats on fresh draws
+    (here 3): at d = 8 one repeat scatters by ~2.5 % around a ~+2 % bias (docs/benchmarks.md)."""
+    lags = np.abs(np.arange(dim)[:, None] - np.arange(dim)[None, :])
+    cov_p, mean_p = 0.1 * 0.5**lags, np.full(dim, 0.5)
     exact = gaussian_kl(mean_p, cov_p, np.zeros(dim), np.eye(dim))
-    assert knn_kl(posterior, prior) == pytest.approx(exact, rel=0.03)
+    estimates = [
+        knn_kl(rng.multivariate_normal(mean_p, cov_p, 30_000), rng.normal(size=(30_000, dim))) for _ in range(3)
+    ]
+    assert np.mean(estimates) == pytest.approx(exact, rel=0.03), estimates
+    assert np.all(np.abs(np.array(estimates) / exact - 1) < 0.08), estimates
 
 
 def test_knn_kl_within_3_percent_for_exact_nig_posterior_on_syn(syn, syn_parties):

@@ -76,8 +76,10 @@ def test_reported_stderr_matches_spread_over_runs(rng):
         permutation_shapley(
             lambda m: values[mask_codes(m)], n, jax.random.key(seed), tolerance=0.0, max_permutations=200
         )
-        for seed in range(30)
+        for seed in range(60)
     ]
     spread = np.std([r[0] for r in runs], axis=0, ddof=1)
     reported = np.mean([r[1] for r in runs], axis=0)
-    np.testing.assert_allclose(reported, spread, rtol=0.4)
+    # the spread of 60 runs is itself uncertain by ~9 % per player; pooled over 6 players, ~4 %
+    assert 0.85 < np.mean(reported / spread) < 1.15, reported / spread
+    np.testing.assert_allclose(reported, spread, rtol=0.5)
