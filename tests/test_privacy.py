@@ -12,6 +12,7 @@ import bayesval as bv
 from bayesval.privacy import (
     DPGuarantee,
     PrivacyLedger,
+    gaussian_epsilon_spent,
     gaussian_mechanism,
     gaussian_sigma_for_approx_dp,
     gaussian_sigma_for_rdp,
@@ -127,3 +128,11 @@ def test_invalid_epsilon_is_a_clear_error(bad):
 def test_invalid_delta_is_a_clear_error(bad):
     with pytest.raises(ValueError, match="delta"):
         gaussian_sigma_for_approx_dp(1.0, bad)
+
+
+def test_composed_gaussian_calibration_is_exact_composition():
+    """n unsubsampled Gaussian releases need sqrt(n) times one release's noise (Dong, Roth & Su 2019)."""
+    single = gaussian_sigma_for_approx_dp(1.0, 1e-5)
+    assert gaussian_sigma_for_approx_dp(1.0, 1e-5, num_compositions=25) == pytest.approx(5 * single, rel=5e-4)
+    spent = gaussian_epsilon_spent(5 * single, 1e-5, num_compositions=25)
+    assert spent == pytest.approx(1.0, abs=2e-3)

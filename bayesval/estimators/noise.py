@@ -9,14 +9,10 @@ for the calibrated noise, which is at most the target.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-import dp_accounting
-from dp_accounting.pld import PLDAccountant
-
-from bayesval.privacy.accounting import gaussian_sigma_for_approx_dp
+from bayesval.privacy.accounting import gaussian_epsilon_spent, gaussian_sigma_for_approx_dp
 from bayesval.privacy.ledger import Release
 
 # Width of the privacy-loss grid. 1e-3 instead of dp-accounting's 1e-4 makes calibration ~10x
@@ -54,20 +50,6 @@ class NoiseCalibration:
         )
 
 
-def _epsilon_of(noise_multiplier: float, delta: float, compositions: int, sampling_probability: float) -> float:
-    """epsilon certified by the PLD accountant for `compositions` (subsampled) Gaussian releases."""
-    if sampling_probability == 1:
-        # n Gaussian releases with multiplier s compose exactly into one with multiplier s / sqrt(n)
-        # (Dong, Roth & Su 2019, Cor. 3.3), which the accountant handles in milliseconds.
-        event = dp_accounting.GaussianDpEvent(noise_multiplier / math.sqrt(compositions))
-    else:
-        event = dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(sampling_probability, dp_accounting.GaussianDpEvent(noise_multiplier)),
-            compositions,
-        )
-    return float(PLDAccountant(value_discretization_interval=_GRID).compose(event).get_epsilon(delta))
-
-
 @lru_cache(maxsize=64)
 def calibrate_noise(
     epsilon: float, delta: float, sensitivity: float, compositions: int, sampling_probability: float
@@ -75,25 +57,18 @@ def calibrate_noise(
     """Gaussian noise for (epsilon, delta)-DP of `compositions` releases of l2 `sensitivity`.
 
     E.g. epsilon=0.1, delta=1e-4, q=0.01 and 201 compositions give a multiplier of 3.66 (the
-    reference PRV accountant: 3.795; PLD is tighter). Without subsampling, calibration uses the
-    exact Gaussian composition (multiplier of one release times sqrt(compositions)).
+    reference PRV accountant: 3.795; PLD is tighter).
     """
-    if sampling_probability == 1:
-        multiplier = gaussian_sigma_for_approx_dp(epsilon, delta, value_discretization_interval=_GRID) * math.sqrt(
-            compositions
-        )
-    else:
-        multiplier = gaussian_sigma_for_approx_dp(
-            epsilon,
-            delta,
-            num_compositions=compositions,
-            sampling_probability=sampling_probability,
-            value_discretization_interval=_GRID,
-        )
+    composition = {
+        "num_compositions": compositions,
+        "sampling_probability": sampling_probability,
+        "value_discretization_interval": _GRID,
+    }
+    multiplier = gaussian_sigma_for_approx_dp(epsilon, delta, **composition)
     return NoiseCalibration(
         noise_std=multiplier * sensitivity,
         noise_multiplier=multiplier,
-        epsilon_spent=_epsilon_of(multiplier, delta, compositions, sampling_probability),
+        epsilon_spent=gaussian_epsilon_spent(multiplier, delta, **composition),
         delta=delta,
         sensitivity=sensitivity,
         compositions=compositions,

@@ -2,6 +2,7 @@
 
 from bayesval.privacy.accounting import (
     DPGuarantee,
+    gaussian_epsilon_spent,
     gaussian_sigma_for_approx_dp,
     gaussian_sigma_for_rdp,
     rdp_to_approx_dp,
@@ -13,6 +14,7 @@ __all__ = [
     "DPGuarantee",
     "PrivacyLedger",
     "Release",
+    "gaussian_epsilon_spent",
     "gaussian_mechanism",
     "gaussian_sigma_for_approx_dp",
     "gaussian_sigma_for_rdp",
