@@ -152,14 +152,3 @@ def detection_aurocs(
         aurocs.append(detection_auroc(result.values, corrupted))
     return np.asarray(aurocs)
 
-
-__all__ = [
-    "NOISE_SCALES",
-    "TASKS",
-    "add_feature_noise",
-    "balanced_split",
-    "detection_auroc",
-    "detection_aurocs",
-    "flip_labels",
-    "standardise",
-]
