@@ -91,12 +91,14 @@ class LinearRegression:
 
     prior: NIG over theta = (w, sigma^2), w = (slope..., bias); data_prior: NIW over each party's
     input distribution (one shared draw if shared_data_model). None gives Sim et al.'s Syn
-    hyperparameters for the number of features in the data.
+    hyperparameters for the number of features in the data. interweaving_moves: Metropolis moves
+    of theta per Gibbs sweep in the ancillary parameterisation (0 = Algorithm 1 as printed).
     """
 
     prior: NIG | None = None
     data_prior: NIW | None = None
     shared_data_model: bool = False
+    interweaving_moves: int = 4
 
     name = "noise-aware Bayesian linear regression (Gibbs)"
 
@@ -129,6 +131,7 @@ class LinearRegression:
             self.priors(num_features),
             self.statistic(num_features),
             shared_data_model=self.shared_data_model,
+            interweaving_moves=self.interweaving_moves,
             num_chains=config.num_chains,
             num_warmup=config.num_warmup,
             num_samples=config.num_samples,
