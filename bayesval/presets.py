@@ -16,7 +16,7 @@ class SamplerConfig:
 
     num_chains: int = 4
     num_warmup: int = 1000
-    num_samples: int = 6000
+    num_samples: int = 4800
     thinning: int = 3
     num_repeats: int = 3
     progress_bar: bool = True
