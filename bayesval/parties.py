@@ -26,10 +26,13 @@ class PerturbedStatistic:
 
 
 def clip_records(X: np.ndarray, y: np.ndarray, bounds: Bounds) -> tuple[np.ndarray, np.ndarray, int]:
-    """Scale rows with ||x|| > x_norm onto the ball and clip |y| to y_abs; also return how many rows changed."""
+    """Scale rows with ||x|| > x_norm onto the ball and clip |y| to y_abs (when declared); also return how
+    many rows changed."""
     norms = np.linalg.norm(X, axis=1)
     over_x = norms > bounds.x_norm
     X = np.where(over_x[:, None], X * (bounds.x_norm / np.maximum(norms, 1e-300))[:, None], X)
+    if bounds.y_abs is None:
+        return X, y, int(np.sum(over_x))
     over_y = np.abs(y) > bounds.y_abs
     return X, np.clip(y, -bounds.y_abs, bounds.y_abs), int(np.sum(over_x | over_y))
 
@@ -72,15 +75,22 @@ class Party:
     def num_features(self) -> int:
         return self.X.shape[1]
 
-    def release(self, statistic: LinearRegressionStatistic | None = None) -> PerturbedStatistic:
-        """Clip, compute the exact statistic s_i and release o_i = s_i + N(0, sigma_i^2 I)."""
+    def release(self, statistic=None) -> PerturbedStatistic:
+        """Clip, compute the exact statistic s_i and release o_i = s_i + N(0, sigma_i^2 I).
+
+        statistic: anything with compute(X, y) and sensitivity(bounds); linear regression's by default.
+        """
         statistic = statistic or LinearRegressionStatistic(self.num_features)
         X, y, clipped = clip_records(self.X, self.y, self.bounds)
+        try:
+            exact, sensitivity = statistic.compute(X, y), statistic.sensitivity(self.bounds)
+        except ValueError as error:
+            raise ValueError(f"{self.name or 'party'}: {error}") from None
         seed = self.noise_seed if self.noise_seed is not None else secrets.randbits(63)
         perturbed, release = gaussian_mechanism(
             jax.random.key(seed),
-            statistic.compute(X, y),
-            statistic.sensitivity(self.bounds),
+            exact,
+            sensitivity,
             self.guarantee,
             owner=self.name or "party",
             what="sufficient statistic",
@@ -88,7 +98,7 @@ class Party:
         )
         return PerturbedStatistic(self.name or "party", perturbed, len(X), release.noise_std, release)
 
-    def exact_statistic(self, statistic: LinearRegressionStatistic | None = None) -> np.ndarray:
+    def exact_statistic(self, statistic=None) -> np.ndarray:
         """s_i of the clipped data, for experiments that compare against the non-private setting."""
         statistic = statistic or LinearRegressionStatistic(self.num_features)
         return statistic.compute(*clip_records(self.X, self.y, self.bounds)[:2])

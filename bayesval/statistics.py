@@ -1,10 +1,16 @@
-"""Sufficient statistics of Bayesian linear regression and their l2 sensitivity.
+"""Sufficient statistics a party releases, their layout and their l2 sensitivity (Sim et al. 2023, App. A.1).
 
-Sim et al. (2023, App. A.1): s = (y^T y, X~^T y, X~^T X~) with the bias-augmented x~ = [x; 1].
-We write one record as z = [x; 1; y] in R^(w+2); its statistic is the upper triangle of z z^T
-without the constant bias*bias entry (= 1 per record; the count c is public). Every entry of
-s is thus a pair (a, b) of coordinates of z, which is what the Gibbs sampler's CLT moments and
-the mediator's matrix assembly index by.
+Linear regression: s = (y^T y, X~^T y, X~^T X~) with the bias-augmented x~ = [x; 1]. We write one
+record as z = [x; 1; y] in R^(w+2); its statistic is the upper triangle of z z^T without the
+constant bias*bias entry (= 1 per record; the count c is public). Every entry of s is thus a pair
+(a, b) of coordinates of z, which is what the Gibbs sampler's CLT moments and the mediator's
+matrix assembly index by.
+
+Logistic regression: the degree-2 PASS-GLM statistic (Huggins et al. 2017) with y in {-1, +1}:
+t = (y x~, upper triangle of x~ x~^T without the constant entry), since y^2 = 1.
+
+A statistic is anything with `size`, `compute(X, y)` and `sensitivity(bounds)`: `Party.release`
+needs nothing else, so user-defined models bring their own.
 """
 
 from __future__ import annotations
@@ -19,16 +25,41 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Bounds:
-    """Declared data bounds every party clips to: ||x||_2 <= x_norm and |y| <= y_abs."""
+    """Declared data bounds every party clips to: ||x||_2 <= x_norm and |y| <= y_abs.
+
+    y_abs=None declares no bound on y (class labels need none); statistics that need it say so.
+    """
 
     x_norm: float
-    y_abs: float
+    y_abs: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("x_norm", "y_abs"):
             value = getattr(self, name)
+            if value is None and name == "y_abs":
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"Bounds.{name} must be a finite number > 0, got {value!r}")
+
+
+def second_moment_pairs(dim: int, constant_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column of each entry of the upper triangle of a dim x dim z z^T, minus the constant entry."""
+    rows, cols = np.triu_indices(dim)
+    keep = ~((rows == constant_index) & (cols == constant_index))
+    return rows[keep], cols[keep]
+
+
+def _sum_of_products(z: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    rows, cols = pairs
+    return np.einsum("ni,ni->i", z[:, rows], z[:, cols])
+
+
+def _max_pair_norm_sq(radius_sq: float) -> float:
+    """max of sum over pairs a <= b of v_a^2 v_b^2 minus the constant 1 for v = [x; 1], ||x||^2 <= radius_sq.
+
+    sum_{a<=b} v_a^2 v_b^2 = (||v||^4 + sum_a v_a^4) / 2 is largest when x lies on one axis.
+    """
+    return ((radius_sq + 1) ** 2 + radius_sq**2 + 1) / 2 - 1
 
 
 @dataclass(frozen=True)
@@ -53,9 +84,7 @@ class LinearRegressionStatistic:
     @cached_property
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Row and column index into z z^T of each statistic entry (upper triangle, no bias*bias)."""
-        rows, cols = np.triu_indices(self.record_dim)
-        keep = ~((rows == self.bias_index) & (cols == self.bias_index))
-        return rows[keep], cols[keep]
+        return second_moment_pairs(self.record_dim, self.bias_index)
 
     @property
     def size(self) -> int:
@@ -67,9 +96,7 @@ class LinearRegressionStatistic:
 
     def compute(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The exact statistic s = sum over records of vech(z z^T) without the constant entry."""
-        z = self.records(X, y)
-        rows, cols = self.pairs
-        return np.einsum("ni,ni->i", z[:, rows], z[:, cols])
+        return _sum_of_products(self.records(X, y), self.pairs)
 
     def sensitivity(self, bounds: Bounds) -> float:
         """l2 sensitivity under replace-one neighbours: 2 max_z ||t(z)||_2 over the bounded records.
@@ -78,9 +105,10 @@ class LinearRegressionStatistic:
         on one axis, so ||t||^2 <= ((r^2+1)^2 + r^4 + 1)/2 - 1 + (r^2+1) y^2 + y^4 (Sim et al. 2023,
         Sec. 5.1 leave the bound open; spec Sec. 1.3 gives the looser vec() version).
         """
+        if bounds.y_abs is None:
+            raise ValueError("linear regression needs a bound on y: Bounds(x_norm=..., y_abs=...)")
         r2, y2 = bounds.x_norm**2, bounds.y_abs**2
-        squared = ((r2 + 1) ** 2 + r2**2 + 1) / 2 - 1 + (r2 + 1) * y2 + y2**2
-        return 2.0 * math.sqrt(squared)
+        return 2.0 * math.sqrt(_max_pair_norm_sq(r2) + (r2 + 1) * y2 + y2**2)
 
     def to_matrix(self, statistic: jnp.ndarray, count: jnp.ndarray) -> jnp.ndarray:
         """The symmetric (w+2)x(w+2) matrix sum z z^T from a statistic vector and its count."""
@@ -88,3 +116,57 @@ class LinearRegressionStatistic:
         upper = jnp.zeros((self.record_dim, self.record_dim), statistic.dtype)
         upper = upper.at[rows, cols].set(statistic).at[self.bias_index, self.bias_index].set(count)
         return upper + jnp.triu(upper, 1).T
+
+
+@dataclass(frozen=True)
+class LogisticRegressionStatistic:
+    """Degree-2 PASS-GLM statistic of logistic regression with a bias (Huggins et al. 2017; Sim et al. 2023,
+    App. A.1): per record t = (y x~, x~_a x~_b for a <= b except the constant bias*bias), y in {-1, +1}.
+
+    The approximate log-likelihood is sum_l log sigmoid(y_l x~_l^T theta)
+    ~= c b0 + b1 theta^T sum_l y_l x~_l + b2 theta^T (sum_l x~_l x~_l^T) theta (`chebyshev_coefficients`).
+    """
+
+    num_features: int
+
+    @property
+    def dim(self) -> int:
+        """Length of x~ = [x; 1]; theta = (w, bias) has this length too."""
+        return self.num_features + 1
+
+    @cached_property
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Row and column index into x~ x~^T of each second-order entry."""
+        return second_moment_pairs(self.dim, self.num_features)
+
+    @property
+    def size(self) -> int:
+        return self.dim + len(self.pairs[0])
+
+    @staticmethod
+    def signed_labels(y: np.ndarray) -> np.ndarray:
+        """Labels in {0, 1} or {-1, +1} as floats in {-1, +1}; anything else is an error."""
+        values = set(np.unique(y).tolist())
+        if not values <= {0.0, 1.0} and not values <= {-1.0, 1.0}:
+            raise ValueError(f"logistic regression needs labels in {{0, 1}} or {{-1, +1}}, got {sorted(values)[:6]}")
+        return np.where(y > 0, 1.0, -1.0)
+
+    def compute(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The exact statistic: (sum y x~, sum x~_a x~_b over the pairs)."""
+        x_tilde = np.column_stack([X, np.ones(len(X))])
+        return np.concatenate([self.signed_labels(y) @ x_tilde, _sum_of_products(x_tilde, self.pairs)])
+
+    def sensitivity(self, bounds: Bounds) -> float:
+        """l2 sensitivity under replace-one neighbours, 2 max ||t||_2 with ||x||_2 <= x_norm:
+        ||y x~||^2 = ||x||^2 + 1 and the second-order block is bounded as for linear regression."""
+        r2 = bounds.x_norm**2
+        return 2.0 * math.sqrt(r2 + 1 + _max_pair_norm_sq(r2))
+
+    @staticmethod
+    def chebyshev_coefficients(radius: float = 4.0) -> np.ndarray:
+        """(b0, b1, b2): the degree-2 Chebyshev interpolant of log sigmoid(s) on [-radius, radius] in the
+        power basis (PASS-GLM, Huggins et al. 2017, Sec. 3)."""
+        from numpy.polynomial import chebyshev
+
+        series = chebyshev.Chebyshev.interpolate(lambda s: -np.logaddexp(0.0, -s), 2, domain=[-radius, radius])
+        return series.convert(kind=np.polynomial.Polynomial).coef

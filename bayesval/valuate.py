@@ -45,7 +45,7 @@ def valuate(
     parties: `Party` objects (released here, with their own noise keys) or `PerturbedStatistic`s
         already released; the mediator side below never sees raw data.
     key: the sampling key (an int seed or a jax key); privacy noise never comes from it.
-    config: a `SamplerConfig` or a preset name ('fast', 'paper').
+    config: a `SamplerConfig` or a preset name ('fast', 'paper') of the model's sampler.
     k: neighbours in the KL estimator. exact_up_to: largest party count valued by enumerating
     all 2^n coalitions; beyond it, permutation sampling until every stderr < tolerance.
     """
@@ -55,7 +55,7 @@ def valuate(
             raise ValueError(f"{type(model).__name__} values data points: pass validation=(X_val, y_val)")
         X, y = parties
         return model.fit(X, y).value(*validation, key=key)
-    config = SamplerConfig.preset(config) if isinstance(config, str) else config
+    config = SamplerConfig.preset(config, model.sampler) if isinstance(config, str) else config
     if progress_bar is not None:
         config = config.with_(progress_bar=progress_bar)
     releases = release_all(model, parties)
@@ -91,8 +91,8 @@ def valuate(
         method = f"permutation Shapley ({count} permutations)"
     if not surprise.diagnostics["converged"]:
         warnings.warn(
-            f"some coalition posteriors did not converge (R-hat above {R_HAT_THRESHOLD}); "
-            "see result.diagnostics and raise num_warmup / num_samples",
+            f"some coalition posteriors did not converge (R-hat above {R_HAT_THRESHOLD}, or every chain "
+            "dropped for low BFMI); see result.diagnostics and raise num_warmup / num_samples",
             stacklevel=2,
         )
     return ValuationResult(
@@ -139,30 +139,50 @@ def _width(party: Party | PerturbedStatistic) -> int:
 
 
 class CoalitionSurprise:
-    """v_C for batches of coalition masks: all repeats x coalitions in one sampler call, then k-NN KL."""
+    """v_C for batches of coalition masks: all repeats x coalitions in one sampler call, then k-NN KL.
+
+    Chains the sampler drops (NUTS chains with low BFMI) are left out of that posterior's sample, and
+    the prior sample it is compared with has the same size; the drops are counted in the diagnostics.
+    """
 
     def __init__(self, model, data: NoiseAwareData, config: SamplerConfig, k: int) -> None:
         self.model, self.data, self.config, self.k = model, data, config, k
-        self.diagnostics: dict = {"converged": True, "r_hat": [], "ess": [], "coalitions": []}
+        self.diagnostics: dict = {
+            "converged": True,
+            "r_hat": [],
+            "ess": [],
+            "coalitions": [],
+            "dropped_chains": [],
+            "divergences": [],
+        }
 
     def __call__(self, key: jax.Array, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        repeats = self.config.num_repeats
+        repeats, num_masks = self.config.num_repeats, len(masks)
         key_posterior, key_prior = jax.random.split(key)
-        tiled = np.tile(masks, (repeats, 1))
-        draws = self.model.posterior_draws(key_posterior, self.data, tiled, self.config)
-        num_draws = draws.shape[1] * draws.shape[2]
+        sample = self.model.posterior_draws(key_posterior, self.data, np.tile(masks, (repeats, 1)), self.config)
+        draws, kept = sample.draws, sample.kept_chains
         prior_keys = jax.random.split(key_prior, repeats)
-        num_features = draws.shape[-1] - 2
-        priors = [self.model.prior_draws(pk, num_features, num_draws) for pk in prior_keys]
-        kl = np.array(
-            [knn_kl(d.reshape(num_draws, -1), priors[i // len(masks)], self.k) for i, d in enumerate(draws)]
-        ).reshape(repeats, len(masks))
-        r_hat, ess = chain_diagnostics(draws)
-        r_hat = r_hat.reshape(repeats, len(masks), -1).max(axis=(0, 2))
-        ess = ess.reshape(repeats, len(masks), -1).min(axis=(0, 2))
+        priors = [self.model.prior_draws(pk, self.data, draws.shape[1] * draws.shape[2]) for pk in prior_keys]
+        kl, r_hat, ess = np.full(len(draws), np.nan), np.full(len(draws), np.inf), np.zeros(len(draws))
+        for i, (chains, keep) in enumerate(zip(draws, kept)):
+            if keep.sum() == 0:
+                continue
+            posterior = chains[keep].reshape(-1, chains.shape[-1])
+            kl[i] = knn_kl(posterior, priors[i // num_masks][: len(posterior)], self.k)
+            chain_r_hat, chain_ess = chain_diagnostics(chains[keep][None])
+            r_hat[i], ess[i] = chain_r_hat.max(), chain_ess.min()
+        kl, by_mask = kl.reshape(repeats, num_masks), (repeats, num_masks)
+        if np.isnan(kl).all(axis=0).any():
+            raise RuntimeError("every chain of some coalition posterior was dropped (BFMI); raise num_warmup")
+        r_hat, ess = r_hat.reshape(by_mask).max(axis=0), ess.reshape(by_mask).min(axis=0)
         self.diagnostics["coalitions"] += masks.astype(int).tolist()
         self.diagnostics["r_hat"] += r_hat.tolist()
         self.diagnostics["ess"] += ess.tolist()
+        self.diagnostics["dropped_chains"] += (~kept).reshape(repeats, num_masks, -1).sum(axis=(0, 2)).tolist()
+        divergences = sample.info.get("divergences", np.zeros(kept.shape, int))
+        self.diagnostics["divergences"] += divergences.reshape(repeats, num_masks, -1).sum(axis=(0, 2)).tolist()
         self.diagnostics["converged"] &= bool((r_hat < R_HAT_THRESHOLD).all())
-        stderr = kl.std(axis=0, ddof=1) / np.sqrt(repeats) if repeats > 1 else np.full(len(masks), np.nan)
-        return kl.mean(axis=0), stderr
+        count = np.sum(~np.isnan(kl), axis=0)
+        mean = np.nanmean(kl, axis=0)
+        stderr = np.where(count > 1, np.nanstd(kl, axis=0, ddof=1) / np.sqrt(np.maximum(count, 1)), np.nan)
+        return mean, stderr

@@ -50,7 +50,7 @@ def main() -> None:
     config = bv.SamplerConfig(num_chains=args.chains, num_warmup=args.gibbs_warmup,
                               num_samples=args.gibbs_samples, thinning=1, progress_bar=False)
     start = time.perf_counter()
-    draws = model.posterior_draws(jax.random.key(0), data, masks, config)
+    draws = model.posterior_draws(jax.random.key(0), data, masks, config).draws
     gibbs_seconds = time.perf_counter() - start
     gibbs_ess = chain_diagnostics(draws)[1].min(axis=1)
 

@@ -6,5 +6,15 @@ from bayesval.models.linear_regression import (
     syn_data_prior,
     syn_model_prior,
 )
+from bayesval.models.logistic_regression import LogisticRegression, noise_aware_logistic_regression
+from bayesval.models.numpyro_model import NumPyroModel
 
-__all__ = ["LinearRegression", "noise_aware_linear_regression", "syn_data_prior", "syn_model_prior"]
+__all__ = [
+    "LinearRegression",
+    "LogisticRegression",
+    "NumPyroModel",
+    "noise_aware_linear_regression",
+    "noise_aware_logistic_regression",
+    "syn_data_prior",
+    "syn_model_prior",
+]

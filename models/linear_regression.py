@@ -24,6 +24,7 @@ import numpyro.distributions as dist
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_update
 from bayesval.inference.gibbs import BLRPriors, NoiseAwareData, sample_coalition_posteriors
+from bayesval.inference.nuts import CoalitionDraws
 from bayesval.presets import SamplerConfig
 from bayesval.statistics import LinearRegressionStatistic
 
@@ -101,6 +102,7 @@ class LinearRegression:
     interweaving_moves: int = 4
 
     name = "noise-aware Bayesian linear regression (Gibbs)"
+    sampler = "gibbs"
 
     def statistic(self, num_features: int) -> LinearRegressionStatistic:
         return LinearRegressionStatistic(num_features)
@@ -115,16 +117,16 @@ class LinearRegression:
     def parameter_names(num_features: int) -> list[str]:
         return [f"w{j + 1}" for j in range(num_features)] + ["bias", "noise_var"]
 
-    def prior_draws(self, key: jax.Array, num_features: int, num_draws: int) -> np.ndarray:
+    def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> np.ndarray:
         """i.i.d. draws of theta = (w, sigma^2) from the NIG prior: (num_draws, D + 1)."""
-        return np.asarray(nig_draws(key, self.priors(num_features).model, num_draws))
+        return np.asarray(nig_draws(key, self.priors(_num_features(data)).model, num_draws))
 
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig
-    ) -> np.ndarray:
+    ) -> CoalitionDraws:
         """Draws of p(theta | o_C) for every coalition mask, by Gibbs: (K, chains, kept, D + 1)."""
         num_features = _num_features(data)
-        return sample_coalition_posteriors(
+        draws = sample_coalition_posteriors(
             key,
             data,
             masks,
@@ -138,6 +140,7 @@ class LinearRegression:
             thinning=config.thinning,
             progress_bar=config.progress_bar,
         )
+        return CoalitionDraws.all_kept(np.asarray(draws))
 
     def exact_posterior(self, statistics: np.ndarray, count: float, num_features: int) -> NIG:
         """Conjugate NIG posterior given summed exact statistics (the non-private baseline), or

@@ -21,7 +21,7 @@ def mediator_data(parties):
 
 def gibbs(data, masks, **budget):
     config = bv.SamplerConfig(progress_bar=False, **budget)
-    return MODEL.posterior_draws(jax.random.key(7), data, np.asarray(masks, bool), config)
+    return MODEL.posterior_draws(jax.random.key(7), data, np.asarray(masks, bool), config).draws
 
 
 def summary(draws):
