@@ -65,8 +65,7 @@ def knn_kl(
         rho[tied], nu[tied] = _kth_distances(posterior, prior, k, depth, backend, chunk_size, rows=tied)
     if not (rho > 0).all() or not (nu > 0).all():
         raise ValueError(
-            f"more than {_EXTRA_NEIGHBOURS} identical draws around some point: the sampler is stuck "
-            "(check diagnostics)"
+            f"more than {_EXTRA_NEIGHBOURS} identical draws around some point: the sampler is stuck (check diagnostics)"
         )
     return float(d * np.mean(np.log(nu / rho)) + np.log(len(prior) / (n - 1)))
 

@@ -75,13 +75,8 @@ class ValuationResult:
 
         if self.coalition_masks is None:
             raise ValueError(f"the {self.method} valuation did not value coalitions")
-        members = [
-            "{" + ", ".join(n for n, m in zip(self.names, row) if m) + "}"
-            for row in self.coalition_masks
-        ]
-        return pd.DataFrame(
-            {"value": self.coalition_values, "stderr": self.coalition_stderr}, index=members
-        )
+        members = ["{" + ", ".join(n for n, m in zip(self.names, row) if m) + "}" for row in self.coalition_masks]
+        return pd.DataFrame({"value": self.coalition_values, "stderr": self.coalition_stderr}, index=members)
 
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz file (arrays) with its metadata as JSON inside."""

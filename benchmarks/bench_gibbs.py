@@ -47,8 +47,13 @@ def main() -> None:
     parties, data = syn_data(model)
     masks = coalition_masks(3)
 
-    config = bv.SamplerConfig(num_chains=args.chains, num_warmup=args.gibbs_warmup,
-                              num_samples=args.gibbs_samples, thinning=1, progress_bar=False)
+    config = bv.SamplerConfig(
+        num_chains=args.chains,
+        num_warmup=args.gibbs_warmup,
+        num_samples=args.gibbs_samples,
+        thinning=1,
+        progress_bar=False,
+    )
     start = time.perf_counter()
     draws = model.posterior_draws(jax.random.key(0), data, masks, config).draws
     gibbs_seconds = time.perf_counter() - start
@@ -56,8 +61,14 @@ def main() -> None:
 
     nuts_seconds, nuts_ess = [], []
     for mask in masks:
-        mcmc = MCMC(NUTS(model.model), num_warmup=args.nuts_warmup, num_samples=args.nuts_samples,
-                    num_chains=args.chains, chain_method="vectorized", progress_bar=False)
+        mcmc = MCMC(
+            NUTS(model.model),
+            num_warmup=args.nuts_warmup,
+            num_samples=args.nuts_samples,
+            num_chains=args.chains,
+            chain_method="vectorized",
+            progress_bar=False,
+        )
         start = time.perf_counter()
         mcmc.run(jax.random.key(1), data, mask)
         samples = mcmc.get_samples(group_by_chain=True)
@@ -67,24 +78,32 @@ def main() -> None:
     nuts_seconds, nuts_ess = np.array(nuts_seconds), np.array(nuts_ess)
 
     print(f"Syn, 3 parties, epsilon = (0.2, 0.1, 0.2); {args.chains} chains per coalition; {jax.devices()[0]}")
-    print(f"Gibbs, all 7 coalitions in one program: {gibbs_seconds:.1f} s for "
-          f"{args.gibbs_warmup} + {args.gibbs_samples} sweeps; min ESS per coalition {np.round(gibbs_ess)}")
-    print(f"NUTS, coalition by coalition: {nuts_seconds.sum():.1f} s for {args.nuts_warmup} + {args.nuts_samples} "
-          f"iterations; min ESS per coalition {np.round(nuts_ess)}")
+    print(
+        f"Gibbs, all 7 coalitions in one program: {gibbs_seconds:.1f} s for "
+        f"{args.gibbs_warmup} + {args.gibbs_samples} sweeps; min ESS per coalition {np.round(gibbs_ess)}"
+    )
+    print(
+        f"NUTS, coalition by coalition: {nuts_seconds.sum():.1f} s for {args.nuts_warmup} + {args.nuts_samples} "
+        f"iterations; min ESS per coalition {np.round(nuts_ess)}"
+    )
     # seconds per effective draw, the batched Gibbs time shared equally by its coalitions
     gibbs_cost = (gibbs_seconds / len(masks) / gibbs_ess).sum()
     nuts_cost = (nuts_seconds / nuts_ess).sum()
-    print(f"seconds per effective draw, summed over coalitions: Gibbs {gibbs_cost:.4f}, NUTS {nuts_cost:.4f}; "
-          f"speed-up at equal ESS = {nuts_cost / gibbs_cost:.2f}x")
+    print(
+        f"seconds per effective draw, summed over coalitions: Gibbs {gibbs_cost:.4f}, NUTS {nuts_cost:.4f}; "
+        f"speed-up at equal ESS = {nuts_cost / gibbs_cost:.2f}x"
+    )
 
     if args.paper:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             result = bv.valuate(model, parties, key=0, config="paper", progress_bar=False)
-        print(f"paper preset valuation end to end (7 coalitions x 5 repeats x 16 chains x 40,000 sweeps, "
-              f"KL, Shapley): {time.perf_counter() - start:.0f} s; values {np.round(result.values, 3)} "
-              f"± {np.round(result.stderr, 3)}; max R-hat {max(result.diagnostics['r_hat']):.3f}")
+        print(
+            f"paper preset valuation end to end (7 coalitions x 5 repeats x 16 chains x 40,000 sweeps, "
+            f"KL, Shapley): {time.perf_counter() - start:.0f} s; values {np.round(result.values, 3)} "
+            f"± {np.round(result.stderr, 3)}; max R-hat {max(result.diagnostics['r_hat']):.3f}"
+        )
 
 
 if __name__ == "__main__":

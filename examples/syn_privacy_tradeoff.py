@@ -54,8 +54,14 @@ def main() -> None:
     for percentile in (25, 50, 75, 100):
         cut = np.percentile(pooled_first, percentile)
         parties = [
-            bv.Party(X[X[:, 0] <= cut], y[X[:, 0] <= cut], epsilon=1.0, bounds=syn.bounds, name=f"party {i + 1}",
-                     noise_seed=200 + i)
+            bv.Party(
+                X[X[:, 0] <= cut],
+                y[X[:, 0] <= cut],
+                epsilon=1.0,
+                bounds=syn.bounds,
+                name=f"party {i + 1}",
+                noise_seed=200 + i,
+            )
             for i, (X, y) in enumerate(syn.parties)
         ]
         exact = nig_kl(

@@ -142,7 +142,8 @@ def noise_aware_logistic_regression(
         else NormTruncatedNormal(dim, max_sq_norm)
     )
     theta = numpyro.sample("theta", theta_prior)
-    scales = numpyro.sample("iota", dist.TruncatedNormal(1.0, 1.0, low=0.0, high=2.0).expand([num_features]).to_event(1))
+    scale_prior = dist.TruncatedNormal(1.0, 1.0, low=0.0, high=2.0).expand([num_features]).to_event(1)
+    scales = numpyro.sample("iota", scale_prior)
     corr_cholesky = numpyro.sample("L_omega", dist.LKJCholesky(num_features, lkj_concentration))
     x_cov_cholesky = scales[:, None] * corr_cholesky
     rows, cols = statistic.pairs
@@ -213,4 +214,3 @@ def num_features_statistic(data: NoiseAwareData) -> LogisticRegressionStatistic:
     if layout.size != size:
         raise ValueError(f"a statistic of length {size} is not a logistic-regression PASS-GLM statistic")
     return layout
-

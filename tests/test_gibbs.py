@@ -37,9 +37,7 @@ def test_negligible_noise_matches_exact_statistics_posterior(syn_parties):
     draws = gibbs(mediator_data(parties), masks, num_chains=4, num_warmup=200, num_samples=2000, thinning=1)
     for mask, coalition in zip(masks, draws):
         members = [p for p, m in zip(parties, mask) if m]
-        posterior = MODEL.exact_posterior(
-            sum(p.exact_statistic() for p in members), sum(len(p.X) for p in members), 2
-        )
+        posterior = MODEL.exact_posterior(sum(p.exact_statistic() for p in members), sum(len(p.X) for p in members), 2)
         mean, sd, mcse = summary(coalition)
         noise_var_mean = float(posterior.scale / (posterior.shape - 1))
         noise_var_sd = noise_var_mean / float(np.sqrt(posterior.shape - 2))
@@ -56,8 +54,9 @@ def test_agrees_with_nuts_on_the_marginalised_model(syn_parties):
     data = mediator_data(parties)
     mask = jnp.array([True, True])
     draws = gibbs(data, [mask], num_chains=8, num_warmup=2000, num_samples=20_000, thinning=10)[0]
-    mcmc = MCMC(NUTS(MODEL.model), num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False,
-                chain_method="vectorized")
+    mcmc = MCMC(
+        NUTS(MODEL.model), num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False, chain_method="vectorized"
+    )
     mcmc.run(jax.random.key(3), data, mask)
     samples = mcmc.get_samples(group_by_chain=True)
     nuts = np.concatenate([np.asarray(samples["weights"]), np.asarray(samples["noise_var"])[..., None]], axis=-1)
@@ -76,7 +75,13 @@ def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, sca
         bv.Party(X, y, epsilon=epsilon, bounds=data.bounds, name=f"p{i}", noise_seed=i)
         for i, (X, y) in enumerate(data.parties)
     ]
-    draws = gibbs(mediator_data(parties), [[True, True, True], [True, False, False]],
-                  num_chains=4, num_warmup=300, num_samples=1000, thinning=1)
+    draws = gibbs(
+        mediator_data(parties),
+        [[True, True, True], [True, False, False]],
+        num_chains=4,
+        num_warmup=300,
+        num_samples=1000,
+        thinning=1,
+    )
     assert np.isfinite(draws).all()
     assert (draws[..., -1] > 0).all()  # sigma^2 > 0

@@ -14,8 +14,7 @@ from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.valuate import CoalitionSurprise, release_all
 
 MODEL = bv.models.LinearRegression()
-BUDGET = bv.SamplerConfig(num_chains=4, num_warmup=500, num_samples=3000, thinning=3, num_repeats=5,
-                          progress_bar=False)
+BUDGET = bv.SamplerConfig(num_chains=4, num_warmup=500, num_samples=3000, thinning=3, num_repeats=5, progress_bar=False)
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +58,7 @@ def test_table_1_surprise_grows_with_coverage_and_perturbed_is_below_exact(syn):
             bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=200 + i)
             for i, (X, y) in enumerate(data)
         ]
-        posterior = MODEL.exact_posterior(
-            sum(p.exact_statistic() for p in parties), sum(len(p.X) for p in parties), 2
-        )
+        posterior = MODEL.exact_posterior(sum(p.exact_statistic() for p in parties), sum(len(p.X) for p in parties), 2)
         prior = MODEL.priors(2).model
         exact.append(nig_kl(posterior, prior))
         estimate = knn_kl(

@@ -44,8 +44,10 @@ def test_save_and_load_round_trip(result, tmp_path):
 
 
 def test_mediator_can_value_released_statistics_without_raw_data(syn):
-    parties = [bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
-               for i, (X, y) in enumerate(syn.parties)]
+    parties = [
+        bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
     releases = [p.release() for p in parties]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -151,4 +151,3 @@ def detection_aurocs(
         result = estimator.fit(X_train, y_train).value(X_val, y_val, key=value_key)
         aurocs.append(detection_auroc(result.values, corrupted))
     return np.asarray(aurocs)
-

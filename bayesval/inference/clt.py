@@ -41,9 +41,7 @@ def linear_regression_record_moments(
     return mean, cov
 
 
-def pair_product_moments(
-    mean: jnp.ndarray, cov: jnp.ndarray, rows, cols
-) -> tuple[jnp.ndarray, jnp.ndarray]:
+def pair_product_moments(mean: jnp.ndarray, cov: jnp.ndarray, rows, cols) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Mean vector and covariance matrix of t_k = z[rows_k] z[cols_k] for Gaussian z ~ N(mean, cov)."""
     a, b = rows[:, None], cols[:, None]
     c, d = rows[None, :], cols[None, :]
@@ -78,7 +76,7 @@ def logistic_statistic_moments(
     y in {-1, +1} with p(y = 1 | x) = sigmoid(theta^T x~), so E[y | x] = tanh(theta^T x~ / 2).
     """
     num_features = x_mean.shape[-1]
-    slope, bias = theta[:num_features], theta[num_features]
+    slope = theta[:num_features]
     mean_tilde = jnp.append(x_mean, 1.0)
     cov_tilde = jnp.zeros((num_features + 1, num_features + 1)).at[:num_features, :num_features].set(x_cov)
     # u = theta^T x~ = mean_u + scale * eta; x~ = mean_tilde + direction * eta + r, Cov r = residual.

@@ -45,9 +45,7 @@ def nig_update(prior: NIG, second_moments: jnp.ndarray, count: jnp.ndarray) -> N
     xx, xy, yy = moments[:-1, :-1], moments[:-1, -1], moments[-1, -1]
     precision = xx + prior.precision
     mean = jnp.linalg.solve(precision, xy + prior.precision @ prior.mean)
-    scale = prior.scale + 0.5 * (
-        yy + prior.mean @ prior.precision @ prior.mean - mean @ precision @ mean
-    )
+    scale = prior.scale + 0.5 * (yy + prior.mean @ prior.precision @ prior.mean - mean @ precision @ mean)
     return NIG(mean, precision, prior.shape + 0.5 * count, jnp.maximum(scale, prior.scale))
 
 
@@ -72,9 +70,7 @@ def sample_nig(key: jax.Array, params: NIG) -> tuple[jnp.ndarray, jnp.ndarray]:
     noise_var = dist.InverseGamma(params.shape, params.scale).sample(key_var)
     chol = jnp.linalg.cholesky(params.precision)
     standard = jax.random.normal(key_w, params.mean.shape)
-    weights = params.mean + jnp.sqrt(noise_var) * jax.scipy.linalg.solve_triangular(
-        chol.T, standard, lower=False
-    )
+    weights = params.mean + jnp.sqrt(noise_var) * jax.scipy.linalg.solve_triangular(chol.T, standard, lower=False)
     return weights, noise_var
 
 

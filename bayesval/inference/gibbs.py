@@ -102,9 +102,7 @@ def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats
     """
 
     def standardise(w, v):
-        means, covs = jax.vmap(lambda mu, cov, c: _clt_moments(statistic, w, v, mu, cov, c))(
-            x_mean, x_cov, data.counts
-        )
+        means, covs = jax.vmap(lambda mu, cov, c: _clt_moments(statistic, w, v, mu, cov, c))(x_mean, x_cov, data.counts)
         return means, jnp.linalg.cholesky(covs)
 
     def log_target(w, v, means, chols):
@@ -162,9 +160,7 @@ def gibbs_step(
 
     weight = mask.astype(matrices.dtype)
     if shared_data_model:
-        x_mean, x_cov = data_model_draw(
-            key_omega, jnp.tensordot(weight, matrices, 1), weight @ data.counts
-        )
+        x_mean, x_cov = data_model_draw(key_omega, jnp.tensordot(weight, matrices, 1), weight @ data.counts)
         x_mean, x_cov = jnp.broadcast_to(x_mean, (n, w)), jnp.broadcast_to(x_cov, (n, w, w))
     else:
         x_mean, x_cov = jax.vmap(data_model_draw)(jax.random.split(key_omega, n), matrices, data.counts)

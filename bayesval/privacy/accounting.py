@@ -124,9 +124,7 @@ def gaussian_epsilon_spent(
 def rdp_to_approx_dp(rdp_order: float, rdp_epsilon: float, delta: float) -> float:
     """epsilon of (epsilon, delta)-DP implied by (rdp_order, rdp_epsilon)-RDP (dp-accounting's conversion)."""
     check_probability("delta", delta)
-    return float(
-        dp_accounting.rdp.compute_epsilon([rdp_order], [rdp_epsilon], delta)[0]
-    )
+    return float(dp_accounting.rdp.compute_epsilon([rdp_order], [rdp_epsilon], delta)[0])
 
 
 __all__ = [
