@@ -206,6 +206,21 @@ class LogisticRegression(NumPyroModel):
         return cov @ (b1 * np.asarray(statistic[: layout.dim])), cov
 
 
+def non_private_cap(X: np.ndarray, y: np.ndarray, factor: float = 2.5, iterations: int = 50) -> float:
+    """Sim et al.'s cap on ||theta||^2: factor * ||theta*||^2 with theta* the maximum-likelihood logistic fit
+    of the pooled non-private data (Newton's method). The paper spends no privacy on it; a deployment
+    would fix the cap from public knowledge instead."""
+    x_tilde = np.column_stack([X, np.ones(len(X))])
+    signs = LogisticRegressionStatistic.signed_labels(np.asarray(y))
+    theta = np.zeros(x_tilde.shape[1])
+    for _ in range(iterations):
+        margin = signs * (x_tilde @ theta)
+        gradient = x_tilde.T @ (signs / (1 + np.exp(margin)))
+        curvature = (x_tilde * (np.exp(-np.logaddexp(0, margin) - np.logaddexp(0, -margin)))[:, None]).T @ x_tilde
+        theta = theta + np.linalg.solve(curvature, gradient)
+    return float(factor * theta @ theta)
+
+
 def num_features_statistic(data: NoiseAwareData) -> LogisticRegressionStatistic:
     """The statistic layout from its length P = D + D (D + 1) / 2 - 1, D = w + 1."""
     size = data.perturbed.shape[-1]

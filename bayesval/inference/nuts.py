@@ -16,9 +16,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
 from numpyro.infer.hmc import hmc
-from numpyro.infer.initialization import init_to_sample
-from numpyro.infer.util import initialize_model
+from numpyro.infer.util import potential_energy
 from tqdm.auto import tqdm
 
 
@@ -42,6 +43,85 @@ def bfmi(energy: np.ndarray) -> np.ndarray:
     )
 
 
+class _NUTSProgram:
+    """The jitted pieces of batched NUTS for one model and one set of sampler settings.
+
+    Data and masks are traced arguments and iteration counts are dynamic, so a program compiles
+    once per array shape and is reused across calls (`_program` caches it per model).
+    """
+
+    def __init__(self, model, data, settings: tuple) -> None:
+        num_warmup, target_accept_prob, max_tree_depth, thinning = settings
+        everyone = jnp.ones(data.counts.shape[0], bool)
+        example = handlers.trace(handlers.seed(model, 0)).get_trace(data, everyone)
+        transforms = {
+            name: biject_to(site["fn"].support)
+            for name, site in example.items()
+            if site["type"] == "sample" and not site["is_observed"]
+        }
+        init_kernel, sample_kernel = hmc(
+            potential_fn_gen=lambda data, mask: partial(potential_energy, model, (data, mask), {}), algo="NUTS"
+        )
+
+        def start(keys, data, masks):
+            """Each chain starts from its own prior draw, mapped to the unconstrained space."""
+
+            def one(key, mask):
+                key_prior, key_run = jax.random.split(key)
+                prior = handlers.trace(handlers.seed(model, key_prior)).get_trace(data, jnp.zeros_like(mask))
+                params = {name: transform.inv(prior[name]["value"]) for name, transform in transforms.items()}
+                return init_kernel(
+                    params,
+                    num_warmup,
+                    target_accept_prob=target_accept_prob,
+                    max_tree_depth=max_tree_depth,
+                    model_args=(data, mask),
+                    rng_key=key_run,
+                )
+
+            return jax.vmap(one)(keys, masks)
+
+        def run(states, trace, data, masks, begin, end, transitions):
+            """Draws begin..end-1, each after `transitions` NUTS transitions, written to trace[index]
+            (z, energy, divergence); warm-up uses negative indices, all written to slot 0 and later
+            overwritten, so warm-up and sampling share one compiled kernel."""
+
+            def one(state, trace, mask):
+                def draw(index, carry):
+                    state, trace = carry
+                    state = jax.lax.fori_loop(
+                        0, transitions, lambda _, s: sample_kernel(s, model_args=(data, mask)), state
+                    )
+                    record = (state.z, state.energy, state.diverging)
+                    slot = jnp.maximum(index, 0)
+                    trace = jax.tree.map(lambda buffer, value: buffer.at[slot].set(value), trace, record)
+                    return state, trace
+
+                return jax.lax.fori_loop(begin, end, draw, (state, trace))
+
+            return jax.vmap(one)(states, trace, masks)
+
+        def constrain(z, data, masks, sites):
+            def one(z, mask):
+                draws = [jax.vmap(transforms[site])(z[site]) for site in sites]
+                return jnp.concatenate([d.reshape(d.shape[0], -1) for d in draws], -1)
+
+            return jax.vmap(one)(z, masks)
+
+        self.start = jax.jit(start)
+        self.run = jax.jit(run)
+        self.constrain = jax.jit(constrain, static_argnums=3)
+
+
+_PROGRAMS: dict = {}
+
+
+def _program(model, data, settings: tuple) -> _NUTSProgram:
+    if (model, settings) not in _PROGRAMS:
+        _PROGRAMS[model, settings] = _NUTSProgram(model, data, settings)
+    return _PROGRAMS[model, settings]
+
+
 def sample_coalition_posteriors_nuts(
     key: jax.Array,
     model,
@@ -62,84 +142,46 @@ def sample_coalition_posteriors_nuts(
     """Draws of the `sites` of p(theta | o_C) for every coalition mask (K, n) by NUTS.
 
     Returns draws (K, num_chains, num_samples / thinning, d), the chains kept by the BFMI rule and,
-    in info, per-chain 'bfmi', 'divergences' and 'mean_accept_prob'.
+    in info, per-chain 'bfmi', 'divergences' and 'mean_accept_prob'. Chains start from prior draws.
     """
     masks = jnp.asarray(masks, bool)
-    num_coalitions = masks.shape[0]
-    key_init, key_run = jax.random.split(key)
+    num_coalitions, num_parties = masks.shape
     batch = num_coalitions * num_chains
-    init_keys = jax.random.key_data(jax.random.split(key_init, batch))
-    info = initialize_model(
-        init_keys,
-        model,
-        init_strategy=init_to_sample,
-        dynamic_args=True,
-        model_args=(data, jnp.ones(masks.shape[1], bool)),
-    )
-    init_params = info.param_info.z
     chain_masks = jnp.repeat(masks, num_chains, axis=0)
-    run_keys = jax.random.key_data(jax.random.split(key_run, batch))
-    init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
+    program = _program(model, data, (num_warmup, target_accept_prob, max_tree_depth, thinning))
+    states = program.start(jax.random.split(key, batch), data, chain_masks)
 
-    @jax.jit
-    def start(init_params, run_keys, chain_masks):
-        def one(params, run_key, mask):
-            return init_kernel(
-                params,
-                num_warmup,
-                target_accept_prob=target_accept_prob,
-                max_tree_depth=max_tree_depth,
-                model_args=(data, mask),
-                rng_key=run_key,
-            )
-
-        return jax.vmap(one)(init_params, run_keys, chain_masks)
-
-    @partial(jax.jit, static_argnums=(2, 3))
-    def advance(states, chain_masks, length, collect):
-        def one(state, mask):
-            def sweep(state, _):
-                state = jax.lax.fori_loop(
-                    0, thinning if collect else 1, lambda _, s: sample_kernel(s, model_args=(data, mask)), state
-                )
-                return state, (state.z, state.energy, state.diverging)
-
-            return jax.lax.scan(sweep, state, None, length=length)
-
-        return jax.vmap(one)(states, chain_masks)
-
-    states = start(init_params, run_keys, chain_masks)
-    total = num_warmup + num_samples
-    bar = tqdm(total=total, desc=f"NUTS, {num_coalitions} coalitions x {num_chains} chains", disable=not progress_bar)
-    if num_warmup:
-        states, _ = advance(states, chain_masks, num_warmup, False)
-        bar.update(num_warmup)
     kept = num_samples // thinning
-    chunks = [len(c) for c in np.array_split(np.arange(kept), min(segments, kept))]
-    traces = []
-    for length in chunks:
-        states, trace = advance(states, chain_masks, length, True)
-        traces.append(trace)
-        bar.update(length * thinning)
+    bar = tqdm(
+        total=num_warmup + num_samples,
+        desc=f"NUTS, {num_coalitions} coalitions x {num_chains} chains",
+        disable=not progress_bar,
+    )
+    trace = jax.tree.map(
+        lambda leaf: jnp.zeros((batch, kept) + leaf.shape[1:], leaf.dtype), (states.z, states.energy, states.diverging)
+    )
+    phases = [(n, 1) for n in _chunks(num_warmup, segments)] + [(n, thinning) for n in _chunks(kept, segments)]
+    begin = -num_warmup
+    for length, transitions in phases:
+        states, trace = program.run(states, trace, data, chain_masks, begin, begin + length, transitions)
+        begin += length
+        bar.update(length * transitions)
     bar.close()
-    z, energy, diverging = jax.tree.map(lambda *parts: jnp.concatenate(parts, axis=1), *traces)
-    postprocess = info.postprocess_fn
-
-    @jax.jit
-    def constrain(z, mask):
-        samples = jax.vmap(postprocess(data, mask))(z)
-        return jnp.concatenate([samples[s].reshape(kept, -1) for s in sites], -1)
-
-    draws = np.asarray(jax.vmap(constrain)(z, chain_masks))
+    z, energy, diverging = trace
+    draws = np.asarray(program.constrain(z, data, chain_masks, tuple(sites)))
     energy = np.asarray(energy).reshape(num_coalitions, num_chains, kept)
     chain_bfmi = bfmi(energy)
-    mean_accept = np.asarray(states.mean_accept_prob).reshape(num_coalitions, num_chains)
     return CoalitionDraws(
         draws.reshape(num_coalitions, num_chains, kept, -1),
         chain_bfmi >= min_bfmi,
         {
             "bfmi": chain_bfmi,
             "divergences": np.asarray(diverging).reshape(num_coalitions, num_chains, kept).sum(-1),
-            "mean_accept_prob": mean_accept,
+            "mean_accept_prob": np.asarray(states.mean_accept_prob).reshape(num_coalitions, num_chains),
         },
     )
+
+
+def _chunks(total: int, segments: int) -> list[int]:
+    """Split `total` iterations into at most `segments` progress-bar steps (none when total is 0)."""
+    return [len(c) for c in np.array_split(np.arange(total), min(segments, total))] if total else []
