@@ -40,6 +40,12 @@ class SamplerConfig:
     def draws_per_repeat(self) -> int:
         return self.num_chains * self.num_samples // self.thinning
 
+    @property
+    def chain_settings(self) -> dict:
+        """The per-call settings every coalition sampler takes (num_chains ... progress_bar)."""
+        names = ("num_chains", "num_warmup", "num_samples", "thinning", "progress_bar")
+        return {name: getattr(self, name) for name in names}
+
     def with_(self, **changes) -> SamplerConfig:
         return replace(self, **changes)
 

@@ -134,11 +134,7 @@ class LinearRegression:
             self.statistic(num_features),
             shared_data_model=self.shared_data_model,
             interweaving_moves=self.interweaving_moves,
-            num_chains=config.num_chains,
-            num_warmup=config.num_warmup,
-            num_samples=config.num_samples,
-            thinning=config.thinning,
-            progress_bar=config.progress_bar,
+            **config.chain_settings,
         )
         return CoalitionDraws.all_kept(np.asarray(draws))
 

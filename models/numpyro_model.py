@@ -83,12 +83,8 @@ class NumPyroModel:
             data,
             masks,
             self.parameters,
-            num_chains=config.num_chains,
-            num_warmup=config.num_warmup,
-            num_samples=config.num_samples,
-            thinning=config.thinning,
             target_accept_prob=config.target_accept_prob,
             max_tree_depth=self.max_tree_depth,
             min_bfmi=config.min_bfmi,
-            progress_bar=config.progress_bar,
+            **config.chain_settings,
         )

@@ -197,3 +197,21 @@ def test_short_chains_are_reported_as_not_converged(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.isfinite(result.values).all()
+
+
+def test_features_beyond_the_bound_are_clipped_counted_and_warned_about(rng):
+    from bayesval.valuate import release_all
+
+    X = rng.normal(size=(50, 2))
+    X[:7] *= 10 / np.linalg.norm(X[:7], axis=1, keepdims=True)  # 7 rows at norm 10 > 3
+    parties = [
+        bv.Party(X, rng.choice([0, 1], 50), epsilon=1.0, bounds=Bounds(x_norm=3.0), name=f"p{i}", noise_seed=i)
+        for i in range(2)
+    ]
+    with pytest.warns(UserWarning, match=r"rows clipped to the declared bounds.*'p0': 7"):
+        releases = release_all(bv.models.LogisticRegression(), parties)
+    assert [r.release.clipped_rows for r in releases] == [7, 7]
+    clipped = X.copy()
+    clipped[:7] *= 3.0 / 10
+    layout = LogisticRegressionStatistic(2)
+    np.testing.assert_allclose(parties[0].exact_statistic(layout), layout.compute(clipped, parties[0].y))
