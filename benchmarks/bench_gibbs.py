@@ -40,10 +40,11 @@ def main() -> None:
     parser.add_argument("--gibbs-samples", type=int, default=20_000)
     parser.add_argument("--nuts-warmup", type=int, default=300)
     parser.add_argument("--nuts-samples", type=int, default=500)
-    parser.add_argument("--interweaving-moves", type=int, default=4, help="0 = Algorithm 1 as printed")
+    parser.add_argument("--interweaving-moves", type=int, default=0, help="ancillary-parameterisation theta moves")
+    parser.add_argument("--collapsed-moves", type=int, default=4, help="theta | omega, o moves (0 and 0 = Algorithm 1)")
     parser.add_argument("--paper", action="store_true", help="also time the paper-preset valuation end to end")
     args = parser.parse_args()
-    model = bv.models.LinearRegression(interweaving_moves=args.interweaving_moves)
+    model = bv.models.LinearRegression(interweaving_moves=args.interweaving_moves, collapsed_moves=args.collapsed_moves)
     parties, data = syn_data(model)
     masks = coalition_masks(3)
 

@@ -19,9 +19,9 @@ def mediator_data(parties):
     return NoiseAwareData.from_releases(release_all(MODEL, parties))
 
 
-def gibbs(data, masks, **budget):
+def gibbs(data, masks, model=MODEL, **budget):
     config = bv.SamplerConfig(progress_bar=False, **budget)
-    return MODEL.posterior_draws(jax.random.key(7), data, np.asarray(masks, bool), config).draws
+    return model.posterior_draws(jax.random.key(7), data, np.asarray(masks, bool), config).draws
 
 
 def summary(draws):
@@ -48,12 +48,18 @@ def test_negligible_noise_matches_exact_statistics_posterior(syn_parties):
         np.testing.assert_allclose(sd, exact_sd, rtol=0.06)
 
 
-def test_agrees_with_nuts_on_the_marginalised_model(syn_parties):
-    """Same noise-aware model, two samplers: Gibbs on (theta, omega, s) and NUTS with s integrated out."""
+@pytest.mark.parametrize("moves", [(4, 0), (0, 4)], ids=["interweaving", "collapsed"])
+def test_agrees_with_nuts_on_the_marginalised_model(syn_parties, moves):
+    """Same noise-aware model, two samplers: Gibbs on (theta, omega, s) and NUTS with s integrated out;
+    Gibbs with the default interweaving moves and with the opt-in collapsed moves."""
     parties = syn_parties(epsilons=(2.0, 2.0, 2.0))[:2]
     data = mediator_data(parties)
     mask = jnp.array([True, True])
-    draws = gibbs(data, [mask], num_chains=8, num_warmup=2000, num_samples=20_000, thinning=10)[0]
+    model = bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1])
+    budget = dict(num_chains=8, num_warmup=2000, num_samples=20_000, thinning=10)
+    if moves[1]:
+        budget.update(num_chains=4, num_warmup=1000, num_samples=4000, thinning=2)
+    draws = gibbs(data, [mask], model, **budget)[0]
     mcmc = MCMC(
         NUTS(MODEL.model), num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False, chain_method="vectorized"
     )

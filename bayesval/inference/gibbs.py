@@ -10,8 +10,10 @@ A coalition is a boolean mask over parties: every party's s_i is sampled, but on
 the theta update (and, for a shared data model, the omega update). One jitted program therefore
 serves all 2^n coalitions, vmapped over (coalition, chain); `lax.scan` runs the iterations.
 Each sweep ends with Metropolis moves of theta in the ancillary parameterisation (interweaving,
-Yu & Meng 2011), which leave the same posterior invariant and mix where DP noise dominates;
-`interweaving_moves=0` gives Algorithm 1 as printed.
+Yu & Meng 2011, default 4), which leave the same posterior invariant and mix where DP noise
+dominates, and optionally (`collapsed_moves`) independence moves given omega with s integrated out,
+a partially collapsed step that mixes ~19x faster but targets the CLT-marginal model NUTS samples
+(see `_collapsed_moves`). `interweaving_moves=0, collapsed_moves=0` give Algorithm 1 as printed.
 """
 
 from __future__ import annotations
@@ -51,11 +53,31 @@ class NoiseAwareData(NamedTuple):
         return NoiseAwareData(kappa * self.perturbed, kappa * self.counts, kappa * self.noise_std)
 
 
+class ThetaMoments(NamedTuple):
+    """Running mean and scatter (Welford) of phi = (w / sigma, log sigma^2), gathered in the second half of warm-up
+    and frozen afterwards: the independence proposal of the collapsed theta move."""
+
+    count: jnp.ndarray  # ()
+    mean: jnp.ndarray  # (D + 1,)
+    scatter: jnp.ndarray  # (D + 1, D + 1)
+
+    @classmethod
+    def empty(cls, dim: int) -> ThetaMoments:
+        return cls(jnp.zeros(()), jnp.zeros(dim), jnp.zeros((dim, dim)))
+
+    def add(self, phi: jnp.ndarray) -> ThetaMoments:
+        count = self.count + 1
+        delta = phi - self.mean
+        mean = self.mean + delta / count
+        return ThetaMoments(count, mean, self.scatter + jnp.outer(delta, phi - mean))
+
+
 class GibbsState(NamedTuple):
     weights: jnp.ndarray  # (D,) slope then bias
     noise_var: jnp.ndarray  # ()
     x_mean: jnp.ndarray  # (n, w)
     x_cov: jnp.ndarray  # (n, w, w)
+    moments: ThetaMoments
 
     @property
     def theta(self) -> jnp.ndarray:
@@ -132,6 +154,59 @@ def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats
     return weights, noise_var
 
 
+MIN_PROPOSAL_DRAWS = 50
+PROPOSAL_INFLATION = 1.5
+
+
+def theta_coordinates(weights: jnp.ndarray, noise_var: jnp.ndarray) -> jnp.ndarray:
+    """phi = (w / sigma, log sigma^2): the NIG prior's non-centred coordinates, where the posterior is
+    close to Gaussian both when the data pin w down and when w stays at its prior scale sigma."""
+    return jnp.append(weights / jnp.sqrt(noise_var), jnp.log(noise_var))
+
+
+def _collapsed_moves(key, num_moves, weights, noise_var, x_mean, x_cov, data, mask, prior, statistic, moments):
+    """Independence Metropolis moves of theta targeting p(theta | omega, o_C), the statistics integrated out
+    (o_i ~ N(c_i mu_t, c_i Sigma_t + sigma_z,i^2 I), the likelihood NUTS uses). The proposal is a Gaussian
+    in phi (`theta_coordinates`) with the warm-up moments, inflated. Together with the draw of s | theta,
+    omega, o that opens the next sweep this is a partially collapsed Gibbs block (van Dyk & Park 2008), so
+    the joint posterior stays invariant; with the proposal frozen after warm-up it is an exact MCMC kernel.
+    Its target is the CLT-marginal model; Algorithm 1's conjugate theta | s update uses the exact
+    likelihood instead, so with both the negligible-noise posterior is that of the CLT model (about 10 %
+    wider than the exact-statistics NIG posterior on Syn), which is why these moves are opt-in.
+    """
+    dim = weights.shape[0]
+
+    def log_target(phi):
+        v = jnp.exp(phi[dim])
+        w = phi[:dim] * jnp.sqrt(v)
+        means, covs = jax.vmap(lambda mu, cov, c: _clt_moments(statistic, w, v, mu, cov, c))(x_mean, x_cov, data.counts)
+        covs = covs + (data.noise_std**2)[:, None, None] * jnp.eye(covs.shape[-1])
+        likelihood = dist.MultivariateNormal(means, covs).log_prob(data.perturbed)
+        log_prior = dist.InverseGamma(prior.shape, prior.scale).log_prob(v) + dist.MultivariateNormal(
+            prior.mean, precision_matrix=prior.precision / v
+        ).log_prob(w)
+        log_jacobian = (dim / 2 + 1) * phi[dim]  # d(w, v) / d(phi) = v^(D/2) * v
+        return log_prior + log_jacobian + jnp.sum(jnp.where(mask, likelihood, 0.0))
+
+    cov = moments.scatter / jnp.maximum(moments.count - 1, 1) + 1e-12 * jnp.eye(dim + 1)
+    proposal = dist.MultivariateNormal(moments.mean, PROPOSAL_INFLATION**2 * cov)
+    ready = moments.count >= MIN_PROPOSAL_DRAWS
+
+    def move(carry, key):
+        phi, current = carry
+        key_propose, key_accept = jax.random.split(key)
+        new_phi = proposal.sample(key_propose)
+        proposed = log_target(new_phi)
+        log_ratio = proposed - current + proposal.log_prob(phi) - proposal.log_prob(new_phi)
+        accept = ready & (jnp.log(jax.random.uniform(key_accept)) < log_ratio)
+        return (jnp.where(accept, new_phi, phi), jnp.where(accept, proposed, current)), None
+
+    phi = theta_coordinates(weights, noise_var)
+    (phi, _), _ = jax.lax.scan(move, (phi, log_target(phi)), jax.random.split(key, num_moves))
+    noise_var = jnp.exp(phi[dim])
+    return phi[:dim] * jnp.sqrt(noise_var), noise_var
+
+
 def gibbs_step(
     key: jax.Array,
     state: GibbsState,
@@ -141,9 +216,13 @@ def gibbs_step(
     statistic: LinearRegressionStatistic,
     shared_data_model: bool,
     interweaving_moves: int = 4,
+    collapsed_moves: int = 0,
+    adapt: jnp.ndarray | bool = False,
 ) -> GibbsState:
     """One sweep of Algorithm 1 for the coalition `mask` (steps 5-16), then `interweaving_moves`
-    Metropolis moves of theta in the ancillary parameterisation (see `_interweaving_move`)."""
+    Metropolis moves of theta in the ancillary parameterisation (see `_interweaving_moves`) and
+    `collapsed_moves` independence moves of theta given omega alone (see `_collapsed_moves`); with
+    `adapt` the sweep's theta also updates the moments those moves propose from."""
     n = data.counts.shape[0]
     w = statistic.num_features
     key_s, key_omega, key_theta, key_move = jax.random.split(key, 4)
@@ -171,7 +250,23 @@ def gibbs_step(
         weights, noise_var = _interweaving_moves(
             key_move, interweaving_moves, weights, noise_var, x_mean, x_cov, stats, data, mask, priors.model, statistic
         )
-    return GibbsState(weights, noise_var, x_mean, x_cov)
+    if collapsed_moves:
+        weights, noise_var = _collapsed_moves(
+            jax.random.fold_in(key_move, 1),
+            collapsed_moves,
+            weights,
+            noise_var,
+            x_mean,
+            x_cov,
+            data,
+            mask,
+            priors.model,
+            statistic,
+            state.moments,
+        )
+    phi = theta_coordinates(weights, noise_var)
+    moments = jax.tree.map(lambda new, old: jnp.where(adapt, new, old), state.moments.add(phi), state.moments)
+    return GibbsState(weights, noise_var, x_mean, x_cov, moments)
 
 
 def initial_state(key: jax.Array, priors: BLRPriors, num_parties: int) -> GibbsState:
@@ -179,30 +274,41 @@ def initial_state(key: jax.Array, priors: BLRPriors, num_parties: int) -> GibbsS
     key_theta, key_omega = jax.random.split(key)
     weights, noise_var = sample_nig(key_theta, priors.model)
     x_mean, x_cov = jax.vmap(lambda k: sample_niw(k, priors.data))(jax.random.split(key_omega, num_parties))
-    return GibbsState(weights, noise_var, x_mean, x_cov)
+    return GibbsState(weights, noise_var, x_mean, x_cov, ThetaMoments.empty(weights.shape[0] + 1))
 
 
-def _sweeps(key, state, data, mask, priors, statistic, shared_data_model, interweaving_moves, num_sweeps):
+def _sweeps(key, state, data, mask, priors, statistic, moves, adapt, num_sweeps):
     """`num_sweeps` Gibbs sweeps (a traced count, so any length reuses one compiled program)."""
+    shared_data_model, interweaving_moves, collapsed_moves = moves
 
     def body(i, state):
         return gibbs_step(
-            jax.random.fold_in(key, i), state, data, mask, priors, statistic, shared_data_model, interweaving_moves
+            jax.random.fold_in(key, i),
+            state,
+            data,
+            mask,
+            priors,
+            statistic,
+            shared_data_model,
+            interweaving_moves,
+            collapsed_moves,
+            adapt,
         )
 
     return jax.lax.fori_loop(0, num_sweeps, body, state)
 
 
-_STATIC = ("statistic", "shared_data_model", "interweaving_moves", "num_kept")
+_STATIC = ("statistic", "moves", "num_kept")
 
 
 @partial(jax.jit, static_argnames=_STATIC)
-def _advance(keys, states, data, masks, priors, statistic, shared_data_model, interweaving_moves, num_kept, thinning):
-    """Run every (coalition, chain) for num_kept * thinning sweeps, keeping every thinning-th theta."""
+def _advance(keys, states, data, masks, priors, statistic, moves, adapt, num_kept, thinning):
+    """Run every (coalition, chain) for num_kept * thinning sweeps, keeping every thinning-th theta.
+    moves = (shared_data_model, interweaving_moves, collapsed_moves)."""
 
     def run_chain(key, state, mask):
         def kept(state, key):
-            state = _sweeps(key, state, data, mask, priors, statistic, shared_data_model, interweaving_moves, thinning)
+            state = _sweeps(key, state, data, mask, priors, statistic, moves, adapt, thinning)
             return state, state.theta
 
         return jax.lax.scan(kept, state, jax.random.split(key, num_kept))
@@ -220,6 +326,7 @@ def sample_coalition_posteriors(
     *,
     shared_data_model: bool = False,
     interweaving_moves: int = 4,
+    collapsed_moves: int = 0,
     num_chains: int = 4,
     num_warmup: int = 500,
     num_samples: int = 2000,
@@ -243,14 +350,17 @@ def sample_coalition_posteriors(
         jax.random.split(key_init, (num_coalitions, num_chains))
     )
     # Warm-up reuses the sampling program with its draws discarded (at least num_warmup sweeps).
+    # The second half of warm-up also gathers the moments the collapsed moves propose from.
     warmup = [-(-len(b) // per_segment) for b in np.array_split(np.arange(num_warmup), segments) if len(b)]
-    plan = [(False, sweeps) for sweeps in warmup] + [(True, thinning)] * -(-total_kept // per_segment)
+    plan = [(False, 2 * i >= len(warmup), sweeps) for i, sweeps in enumerate(warmup)]
+    plan += [(True, False, thinning)] * -(-total_kept // per_segment)
+    moves = (shared_data_model, interweaving_moves, collapsed_moves)
     kept = []
     with tqdm(total=len(plan), desc="Gibbs", disable=not progress_bar, unit="segment") as bar:
-        for index, (keep, sweeps) in enumerate(plan):
+        for index, (keep, adapt, sweeps) in enumerate(plan):
             keys = jax.random.split(jax.random.fold_in(key_run, index), (num_coalitions, num_chains))
             states, draws = _advance(
-                keys, states, data, masks, priors, statistic, shared_data_model, interweaving_moves, per_segment, sweeps
+                keys, states, data, masks, priors, statistic, moves, jnp.asarray(adapt), per_segment, sweeps
             )
             if keep:
                 kept.append(np.asarray(draws))
