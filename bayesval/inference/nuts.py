@@ -3,8 +3,9 @@
 A model is a NumPyro function `model(data, mask)` of the released statistics and a boolean
 coalition mask (see `bayesval.models.NumPyroModel`). NumPyro's functional HMC interface takes a
 potential-function generator, so one compiled NUTS kernel serves every mask: `vmap` over
-(coalition, chain), `lax.scan` over iterations, warm-up adaptation per chain (NumPyro's windowed
-step size and diagonal mass matrix). Chains whose energy Bayesian fraction of missing information
+(coalition, chain), `fori_loop` over iterations with traced bounds (warm-up and sampling share the
+kernel), warm-up adaptation per chain (NumPyro's windowed step size and diagonal mass matrix). All
+latent sites must be continuous. Chains whose energy Bayesian fraction of missing information
 (BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et al. (2023, App. H.1) drop them.
 """
 
