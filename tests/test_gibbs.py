@@ -91,3 +91,16 @@ def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, sca
     )
     assert np.isfinite(draws).all()
     assert (draws[..., -1] > 0).all()  # sigma^2 > 0
+
+
+def test_warm_up_moments_are_the_running_mean_and_covariance(rng):
+    """The collapsed moves propose from Welford moments; they must equal numpy's mean and covariance."""
+    from bayesval.inference.gibbs import ThetaMoments
+
+    draws = rng.normal(size=(500, 4)) @ rng.normal(size=(4, 4)) + rng.normal(size=4)
+    moments = ThetaMoments.empty(4)
+    for draw in draws:
+        moments = moments.add(jnp.asarray(draw))
+    assert float(moments.count) == 500
+    np.testing.assert_allclose(moments.mean, draws.mean(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(moments.scatter / 499, np.cov(draws.T), rtol=1e-10, atol=1e-12)

@@ -114,6 +114,13 @@ def _sample_latent_statistic(key, statistic, state_i, perturbed, count, noise_st
     return prior_draw + clt_cov @ jax.scipy.linalg.cho_solve(total, residual)
 
 
+def _nig_log_density(prior: NIG, weights: jnp.ndarray, noise_var: jnp.ndarray) -> jnp.ndarray:
+    """log NIG(w, sigma^2): sigma^2 ~ InvGamma(a0, b0), w | sigma^2 ~ N(mu0, sigma^2 Lambda0^-1)."""
+    return dist.InverseGamma(prior.shape, prior.scale).log_prob(noise_var) + dist.MultivariateNormal(
+        prior.mean, precision_matrix=prior.precision / noise_var
+    ).log_prob(weights)
+
+
 def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats, data, mask, prior, statistic):
     """Metropolis moves of theta with the standardised statistics eta_i = L_i^-1 (s_i - c_i mu_t) held
     fixed: the ancillary parameterisation of Yu & Meng's (2011) interweaving. When DP noise dominates,
@@ -128,9 +135,7 @@ def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats
         return means, jnp.linalg.cholesky(covs)
 
     def log_target(w, v, means, chols):
-        log_prior = dist.InverseGamma(prior.shape, prior.scale).log_prob(v) + dist.MultivariateNormal(
-            prior.mean, precision_matrix=prior.precision / v
-        ).log_prob(w)
+        log_prior = _nig_log_density(prior, w, v)
         moved = means + jnp.einsum("nij,nj->ni", chols, eta)
         misfit = jnp.sum((data.perturbed - moved) ** 2, axis=1) / data.noise_std**2
         return log_prior - 0.5 * jnp.sum(jnp.where(mask, misfit, 0.0))
@@ -182,9 +187,7 @@ def _collapsed_moves(key, num_moves, weights, noise_var, x_mean, x_cov, data, ma
         means, covs = jax.vmap(lambda mu, cov, c: _clt_moments(statistic, w, v, mu, cov, c))(x_mean, x_cov, data.counts)
         covs = covs + (data.noise_std**2)[:, None, None] * jnp.eye(covs.shape[-1])
         likelihood = dist.MultivariateNormal(means, covs).log_prob(data.perturbed)
-        log_prior = dist.InverseGamma(prior.shape, prior.scale).log_prob(v) + dist.MultivariateNormal(
-            prior.mean, precision_matrix=prior.precision / v
-        ).log_prob(w)
+        log_prior = _nig_log_density(prior, w, v)
         log_jacobian = (dim / 2 + 1) * phi[dim]  # d(w, v) / d(phi) = v^(D/2) * v
         return log_prior + log_jacobian + jnp.sum(jnp.where(mask, likelihood, 0.0))
 
