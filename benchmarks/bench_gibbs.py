@@ -41,8 +41,8 @@ def main() -> None:
     parser.add_argument("--nuts-warmup", type=int, default=300)
     parser.add_argument("--nuts-samples", type=int, default=500)
     parser.add_argument("--interweaving-moves", type=int, default=0, help="ancillary-parameterisation theta moves")
-    parser.add_argument("--collapsed-moves", type=int, default=4, help="theta | omega, o moves (0 and 0 = Algorithm 1)")
-    parser.add_argument("--paper", action="store_true", help="also time the paper-preset valuation end to end")
+    parser.add_argument("--collapsed-moves", type=int, default=8, help="theta, omega moves given o (0, 0: Alg. 1)")
+    parser.add_argument("--paper", action="store_true", help="also time the default paper-preset valuation end to end")
     args = parser.parse_args()
     model = bv.models.LinearRegression(interweaving_moves=args.interweaving_moves, collapsed_moves=args.collapsed_moves)
     parties, data = syn_data(model)
@@ -99,7 +99,7 @@ def main() -> None:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            result = bv.valuate(model, parties, key=0, config="paper", progress_bar=False)
+            result = bv.valuate(bv.models.LinearRegression(), parties, key=0, config="paper", progress_bar=False)
         print(
             f"paper preset valuation end to end (7 coalitions x 5 repeats x 16 chains x 40,000 sweeps, "
             f"KL, Shapley): {time.perf_counter() - start:.0f} s; values {np.round(result.values, 3)} "

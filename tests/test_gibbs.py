@@ -48,20 +48,23 @@ def test_negligible_noise_matches_exact_statistics_posterior(syn_parties):
         np.testing.assert_allclose(sd, exact_sd, rtol=0.06)
 
 
-@pytest.mark.parametrize("moves", [(4, 0), (0, 4)], ids=["interweaving", "collapsed"])
-def test_agrees_with_nuts_on_the_marginalised_model(syn_parties, moves):
+@pytest.mark.parametrize(
+    "moves,shared", [((4, 0), False), ((0, 4), False), ((0, 4), True)], ids=["interweaving", "collapsed", "shared"]
+)
+def test_agrees_with_nuts_on_the_marginalised_model(syn_parties, moves, shared):
     """Same noise-aware model, two samplers: Gibbs on (theta, omega, s) and NUTS with s integrated out;
-    Gibbs with the default interweaving moves and with the opt-in collapsed moves."""
+    Gibbs with the default interweaving moves and with the opt-in collapsed moves, per-party and shared
+    data models."""
     parties = syn_parties(epsilons=(2.0, 2.0, 2.0))[:2]
     data = mediator_data(parties)
     mask = jnp.array([True, True])
-    model = bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1])
+    model = bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1], shared_data_model=shared)
     budget = dict(num_chains=8, num_warmup=2000, num_samples=20_000, thinning=10)
     if moves[1]:
         budget.update(num_chains=4, num_warmup=1000, num_samples=4000, thinning=2)
     draws = gibbs(data, [mask], model, **budget)[0]
     mcmc = MCMC(
-        NUTS(MODEL.model), num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False, chain_method="vectorized"
+        NUTS(model.model), num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False, chain_method="vectorized"
     )
     mcmc.run(jax.random.key(3), data, mask)
     samples = mcmc.get_samples(group_by_chain=True)
@@ -72,8 +75,9 @@ def test_agrees_with_nuts_on_the_marginalised_model(syn_parties, moves):
     np.testing.assert_allclose(g_sd, n_sd, rtol=0.15)
 
 
+@pytest.mark.parametrize("moves", [(4, 0), (0, 4)], ids=["interweaving", "collapsed"])
 @pytest.mark.parametrize("epsilon,scale", [(0.004, 1), (0.2, 30)])
-def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, scale):
+def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, scale, moves):
     from bayesval.datasets.synthetic import make_syn
 
     data = syn if scale == 1 else make_syn(seed=1, sizes=(3000, 3000, 3000))
@@ -84,6 +88,7 @@ def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, sca
     draws = gibbs(
         mediator_data(parties),
         [[True, True, True], [True, False, False]],
+        bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1]),
         num_chains=4,
         num_warmup=300,
         num_samples=1000,
@@ -95,10 +100,10 @@ def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, sca
 
 def test_warm_up_moments_are_the_running_mean_and_covariance(rng):
     """The collapsed moves propose from Welford moments; they must equal numpy's mean and covariance."""
-    from bayesval.inference.gibbs import ThetaMoments
+    from bayesval.inference.gibbs import RunningMoments
 
     draws = rng.normal(size=(500, 4)) @ rng.normal(size=(4, 4)) + rng.normal(size=4)
-    moments = ThetaMoments.empty(4)
+    moments = RunningMoments.empty(4)
     for draw in draws:
         moments = moments.add(jnp.asarray(draw))
     assert float(moments.count) == 500

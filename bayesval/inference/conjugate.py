@@ -82,6 +82,20 @@ def sample_niw(key: jax.Array, params: NIW) -> tuple[jnp.ndarray, jnp.ndarray]:
     return mean, cov
 
 
+def nig_log_density(params: NIG, weights: jnp.ndarray, noise_var: jnp.ndarray) -> jnp.ndarray:
+    """log NIG(w, sigma^2 | params)."""
+    return dist.InverseGamma(params.shape, params.scale).log_prob(noise_var) + dist.MultivariateNormal(
+        params.mean, precision_matrix=params.precision / noise_var
+    ).log_prob(weights)
+
+
+def niw_log_density(params: NIW, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:
+    """log NIW(mu, Sigma | params)."""
+    return dist.InverseWishart(params.dof, params.scale).log_prob(cov) + dist.MultivariateNormal(
+        params.mean, cov / params.kappa
+    ).log_prob(mean)
+
+
 def nig_draws(key: jax.Array, params: NIG, num_draws: int) -> jnp.ndarray:
     """`num_draws` i.i.d. draws of theta = (w, sigma^2) as rows of shape (num_draws, D + 1)."""
     weights, noise_var = jax.vmap(lambda k: sample_nig(k, params))(jax.random.split(key, num_draws))
