@@ -96,7 +96,7 @@ class LinearRegression:
     interweaving_moves random-walk moves in the ancillary parameterisation, then theta and each data
     model make collapsed_moves independence moves with the statistics integrated out (both 0 =
     Algorithm 1 as printed). `collapsed_moves=8, interweaving_moves=0` is ~24x more efficient per
-    effective draw than NUTS and ~45x more than the default, but each sweep costs ~5x more and it
+    effective draw than NUTS and ~45x more than the default, but each sweep costs 2.5-5x more and it
     targets the CLT-marginal model that NUTS samples: at negligible noise its posterior sds are
     0-3 % wider than the exact-statistics NIG posterior for 300-700 records and 7-14 % wider for 100,
     where Algorithm 1 (and the default) reproduce it within 1 %. Hence opt-in (docs/benchmarks.md).
