@@ -9,10 +9,12 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 from bayesval import models  # noqa: E402
-from bayesval.parties import Bounds, Party, PerturbedStatistic  # noqa: E402
+from bayesval.boundary import PerturbedStatistic  # noqa: E402
+from bayesval.parties import Party  # noqa: E402
 from bayesval.presets import SamplerConfig  # noqa: E402
 from bayesval.privacy import DPGuarantee, PrivacyLedger  # noqa: E402
 from bayesval.results import ValuationResult  # noqa: E402
+from bayesval.statistics import Bounds  # noqa: E402
 from bayesval.valuate import valuate  # noqa: E402
 
 __all__ = [

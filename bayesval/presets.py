@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from difflib import get_close_matches
+
+from bayesval.validation import check_bool, check_count, check_non_negative, check_probability
 
 
 @dataclass(frozen=True)
@@ -12,6 +15,10 @@ class SamplerConfig:
     num_samples sweeps follow num_warmup burn-in sweeps; every thinning-th is kept (NumPyro's
     convention), so one repeat yields num_chains * num_samples / thinning draws. Each repeat runs
     fresh chains and a fresh prior sample and gives one KL estimate; their spread is the stderr.
+
+    Every field is checked on construction (and so by `with_`): the counts are ints (num_warmup >= 0,
+    the others >= 1, num_repeats >= 2 since one repeat has no spread; none above 2^31 - 1), num_samples a
+    multiple of thinning, progress_bar a bool, target_accept_prob in (0, 1) and min_bfmi a finite number >= 0.
     """
 
     num_chains: int = 4
@@ -24,17 +31,20 @@ class SamplerConfig:
     min_bfmi: float = 0.3
 
     def __post_init__(self) -> None:
-        if not 0 < self.target_accept_prob < 1:
-            raise ValueError(f"SamplerConfig.target_accept_prob must be in (0, 1), got {self.target_accept_prob}")
-        for name in ("num_chains", "num_samples", "thinning", "num_repeats"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"SamplerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_warmup < 0:
-            raise ValueError(f"SamplerConfig.num_warmup must be >= 0, got {self.num_warmup}")
+        minimums = {"num_chains": 1, "num_warmup": 0, "num_samples": 1, "thinning": 1, "num_repeats": 2}
+        for name, minimum in minimums.items():
+            self._set(name, check_count(f"SamplerConfig.{name}", getattr(self, name), minimum=minimum))
+        self._set("progress_bar", check_bool("SamplerConfig.progress_bar", self.progress_bar))
+        self._set("target_accept_prob", check_probability("SamplerConfig.target_accept_prob", self.target_accept_prob))
+        self._set("min_bfmi", check_non_negative("SamplerConfig.min_bfmi", self.min_bfmi))
         if self.num_samples % self.thinning:
             raise ValueError(
                 f"SamplerConfig.num_samples={self.num_samples} must be a multiple of thinning={self.thinning}"
             )
+
+    def _set(self, name: str, value) -> None:
+        """Store the checked value (a python int / bool / float even if a numpy scalar came in)."""
+        object.__setattr__(self, name, value)
 
     @property
     def draws_per_repeat(self) -> int:
@@ -47,6 +57,17 @@ class SamplerConfig:
         return {name: getattr(self, name) for name in names}
 
     def with_(self, **changes) -> SamplerConfig:
+        """A copy with the given fields changed, checked like a new SamplerConfig."""
+        valid = [f.name for f in fields(self)]
+        unknown = [name for name in changes if name not in valid]
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = get_close_matches(name, valid, n=1)
+                hints.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+            raise TypeError(
+                f"SamplerConfig.with_() got unknown field(s) {', '.join(hints)}; valid fields: {', '.join(valid)}"
+            )
         return replace(self, **changes)
 
     @classmethod
@@ -59,6 +80,11 @@ class SamplerConfig:
         BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (spec Sec.
         2.2): here 5 repeats of 5 chains.
         """
+        for argument, value in (("name", name), ("sampler", sampler)):
+            if not isinstance(value, str):
+                raise TypeError(
+                    f"SamplerConfig.preset: {argument} must be a string, got {value!r} ({type(value).__name__})"
+                )
         presets = {
             "gibbs": {
                 "fast": cls(),

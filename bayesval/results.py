@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from bayesval.privacy.accounting import PrivacySpent
 from bayesval.privacy.ledger import PrivacyLedger
 
 
@@ -20,7 +21,7 @@ class ValuationResult:
     names                party names / point indices, aligned with values
     coalition_masks      (num_coalitions, n) boolean masks, when coalitions were valued
     coalition_values     (num_coalitions,) mean value of each coalition, with coalition_stderr
-    privacy              every DP release made on the way
+    privacy              every DP release behind the values (a ledger: `privacy_spent()` composes it)
     diagnostics          sampler convergence (R-hat, ESS per coalition), counts, settings
     """
 
@@ -44,24 +45,24 @@ class ValuationResult:
         """Value of the coalition made of the named parties."""
         if self.coalition_masks is None:
             raise ValueError(f"the {self.method} valuation did not value coalitions")
+        names = isinstance(members, (list, tuple, set, frozenset)) and all(isinstance(m, str) for m in members)
+        if not names:
+            raise TypeError(f"members must be a list of party names (e.g. {self.names[:2]}), got {members!r}")
         unknown = set(members) - set(self.names)
         if unknown:
-            raise KeyError(f"unknown parties {sorted(unknown)}; known: {self.names}")
-        mask = np.isin(self.names, members)
+            raise ValueError(f"members has unknown parties {sorted(unknown)}; known: {self.names}")
+        mask = np.isin(self.names, list(members))
+        if not mask.any():
+            return 0.0  # the empty coalition
         row = np.flatnonzero((self.coalition_masks == mask).all(axis=1))
-        return float(self.coalition_values[row[0]]) if row.size else 0.0
+        if not row.size:
+            raise ValueError(f"the coalition {sorted(members)} was not valued by {self.method}")
+        return float(self.coalition_values[row[0]])
 
-    def privacy_spent(self) -> dict[str, str]:
-        """The guarantee each owner kept, as text, e.g. {'party 1': '(2, 0.2)-RDP'}."""
-        spent: dict[str, list[str]] = {}
-        for r in self.privacy.releases:
-            text = (
-                f"({r.rdp_order:g}, {r.epsilon:g})-RDP"
-                if r.rdp_order is not None
-                else f"({r.epsilon:g}, {r.delta:g})-DP"
-            )
-            spent.setdefault(r.owner, []).append(text)
-        return {owner: " + ".join(texts) for owner, texts in spent.items()}
+    def privacy_spent(self, *, delta: float | None = None) -> dict[str, PrivacySpent]:
+        """Each owner's spend: dp-accounting's composition of its releases in `privacy`, as epsilon at `delta`
+        (default: the owner's calibration delta, else 1e-5) and as RDP."""
+        return self.privacy.spent_by_owner(delta=delta)
 
     def to_dataframe(self):
         """One row per party / point: value and standard error (pandas)."""

@@ -22,6 +22,8 @@ from functools import cached_property
 import jax.numpy as jnp
 import numpy as np
 
+from bayesval.validation import check_positive
+
 
 @dataclass(frozen=True)
 class Bounds:
@@ -34,12 +36,10 @@ class Bounds:
     y_abs: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("x_norm", "y_abs"):
-            value = getattr(self, name)
-            if value is None and name == "y_abs":
-                continue
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"Bounds.{name} must be a finite number > 0, got {value!r}")
+        # stored as floats, so a numpy scalar or a python int bound behaves like any other
+        object.__setattr__(self, "x_norm", check_positive("Bounds.x_norm", self.x_norm))
+        if self.y_abs is not None:
+            object.__setattr__(self, "y_abs", check_positive("Bounds.y_abs", self.y_abs))
 
 
 def second_moment_pairs(dim: int, constant_index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,12 +54,43 @@ def _sum_of_products(z: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> np.
     return np.einsum("ni,ni->i", z[:, rows], z[:, cols])
 
 
-def _max_pair_norm_sq(radius_sq: float) -> float:
+def _max_pair_norm_sq(radius_sq: float, one: float = 1.0) -> float:
     """max of sum over pairs a <= b of v_a^2 v_b^2 minus the constant 1 for v = [x; 1], ||x||^2 <= radius_sq.
 
-    sum_{a<=b} v_a^2 v_b^2 = (||v||^4 + sum_a v_a^4) / 2 is largest when x lies on one axis.
+    sum_{a<=b} v_a^2 v_b^2 = (||v||^4 + sum_a v_a^4) / 2 is largest when x lies on one axis, where it is
+    ((r^2 + 1)^2 + r^4 + 1) / 2 = r^4 + r^2 + 1; written without the cancelling 1s, so tiny bounds keep
+    their digits. In units of scale^2 (see `_scaled_bounds`) the constant 1 is `one` = 1 / scale^2.
     """
-    return ((radius_sq + 1) ** 2 + radius_sq**2 + 1) / 2 - 1
+    return radius_sq**2 + radius_sq * one
+
+
+# Bounds up to this size are used as they are: their 4th powers stay far below the float64 maximum.
+_UNSCALED_BOUND = 1e50
+
+
+def _scaled_bounds(x_norm: float, y_abs: float | None = None) -> tuple[float, float, float, float]:
+    """(scale, (x_norm / scale)^2, (y_abs / scale)^2, 1 / scale^2): the squared bounds in units of scale^2.
+
+    The sensitivities are square roots of quartics in the bounds, so 1e300 overflows a python float
+    (OverflowError) long before the result does. Written in units of scale = the largest bound the
+    statistic uses, no intermediate exceeds a few units; scale = 1 for ordinary bounds, which keeps
+    their arithmetic exactly as without scaling.
+    """
+    y_abs = 0.0 if y_abs is None else y_abs
+    largest = max(x_norm, y_abs)
+    scale = 1.0 if largest <= _UNSCALED_BOUND else largest
+    return scale, (x_norm / scale) ** 2, (y_abs / scale) ** 2, 1.0 / (scale * scale)
+
+
+def _finite_sensitivity(value: float, bounds: Bounds, statistic: str) -> float:
+    """`value` if it is a finite float, else a ValueError naming the bounds: no noise can be calibrated."""
+    if not math.isfinite(value):
+        raise ValueError(
+            f"{bounds} is too large to calibrate noise for: the l2 sensitivity of the {statistic} statistic "
+            f"is not a finite float64 ({value}). Declare tighter bounds (rescale the data so that ||x|| and "
+            "|y| are of order 1)"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -107,8 +138,9 @@ class LinearRegressionStatistic:
         """
         if bounds.y_abs is None:
             raise ValueError("linear regression needs a bound on y: Bounds(x_norm=..., y_abs=...)")
-        r2, y2 = bounds.x_norm**2, bounds.y_abs**2
-        return 2.0 * math.sqrt(_max_pair_norm_sq(r2) + (r2 + 1) * y2 + y2**2)
+        scale, r2, y2, one = _scaled_bounds(bounds.x_norm, bounds.y_abs)
+        norm_sq = _max_pair_norm_sq(r2, one) + (r2 + one) * y2 + y2**2
+        return _finite_sensitivity(2.0 * math.sqrt(norm_sq) * scale * scale, bounds, "linear-regression")
 
     def to_matrix(self, statistic: jnp.ndarray, count: jnp.ndarray) -> jnp.ndarray:
         """The symmetric (w+2)x(w+2) matrix sum z z^T from a statistic vector and its count."""
@@ -159,8 +191,9 @@ class LogisticRegressionStatistic:
     def sensitivity(self, bounds: Bounds) -> float:
         """l2 sensitivity under replace-one neighbours, 2 max ||t||_2 with ||x||_2 <= x_norm:
         ||y x~||^2 = ||x||^2 + 1 and the second-order block is bounded as for linear regression."""
-        r2 = bounds.x_norm**2
-        return 2.0 * math.sqrt(r2 + 1 + _max_pair_norm_sq(r2))
+        scale, r2, _, one = _scaled_bounds(bounds.x_norm)  # y_abs plays no part: y is +-1
+        norm_sq = r2 * one + one**2 + _max_pair_norm_sq(r2, one)
+        return _finite_sensitivity(2.0 * math.sqrt(norm_sq) * scale * scale, bounds, "logistic-regression")
 
     @staticmethod
     def chebyshev_coefficients(radius: float = 4.0) -> np.ndarray:

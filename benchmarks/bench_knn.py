@@ -139,7 +139,7 @@ def speed(args: argparse.Namespace) -> None:
         seconds, _, _ = timed(functools.partial(tknn.value, x_val, y_val), args.repeats)
         tknn_times.append(seconds)
         dp = TKNNShapley(-0.5, epsilon=1.0, delta=1e-5).fit(x_train, y_train)
-        dp_seconds, _, _ = timed(functools.partial(dp.value, x_val, y_val, key=jax.random.PRNGKey(0)), 1)
+        dp_seconds, _, _ = timed(functools.partial(dp.value, x_val, y_val), 1)
         knn = KNNShapley(5).fit(x_train, y_train)
         knn_seconds, _, _ = timed(functools.partial(knn.value, x_val, y_val), 1)
         print(

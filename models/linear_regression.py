@@ -27,6 +27,7 @@ from bayesval.inference.gibbs import BLRPriors, NoiseAwareData, sample_coalition
 from bayesval.inference.nuts import CoalitionDraws
 from bayesval.presets import SamplerConfig
 from bayesval.statistics import LinearRegressionStatistic
+from bayesval.validation import check_bool, check_count
 
 
 def syn_model_prior(num_features: int = 2) -> NIG:
@@ -111,6 +112,40 @@ class LinearRegression:
     name = "noise-aware Bayesian linear regression (Gibbs)"
     sampler = "gibbs"
 
+    def __post_init__(self) -> None:
+        for field, kind, example in (("prior", NIG, "syn_model_prior(w)"), ("data_prior", NIW, "syn_data_prior(w)")):
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(
+                    f"LinearRegression.{field} must be a {kind.__name__} (e.g. bv.models.{example}) or None, "
+                    f"got {type(value).__name__}"
+                )
+        object.__setattr__(
+            self, "shared_data_model", check_bool("LinearRegression.shared_data_model", self.shared_data_model)
+        )
+        for field in ("interweaving_moves", "collapsed_moves"):
+            object.__setattr__(self, field, check_count(f"LinearRegression.{field}", getattr(self, field), minimum=0))
+
+    def check(self, data: NoiseAwareData) -> None:
+        """Refuse released statistics this model cannot value, before any sampling: the statistic length must
+        be that of a linear-regression statistic, and user priors must have its number of features
+        (NIG over w = (slope..., bias): num_features + 1; NIW over x: num_features)."""
+        num_features = _num_features(data)
+        expected = {
+            "prior": (self.prior, {"mean": (num_features + 1,), "precision": (num_features + 1,) * 2}),
+            "data_prior": (self.data_prior, {"mean": (num_features,), "scale": (num_features,) * 2}),
+        }
+        for field, (prior, shapes) in expected.items():
+            if prior is None:
+                continue
+            for part, shape in shapes.items():
+                actual = tuple(np.shape(getattr(prior, part)))
+                if actual != shape:
+                    raise ValueError(
+                        f"LinearRegression.{field}.{part} has shape {actual}, but the released statistics are of "
+                        f"{num_features} features, which needs shape {shape}"
+                    )
+
     def statistic(self, num_features: int) -> LinearRegressionStatistic:
         return LinearRegressionStatistic(num_features)
 
@@ -172,9 +207,13 @@ class LinearRegression:
 
 
 def _num_features(data: NoiseAwareData) -> int:
-    """w from the statistic length P = (w+2)(w+3)/2 - 1."""
-    size = data.perturbed.shape[-1]
-    num_features = int(round((-5 + np.sqrt(25 - 4 * (6 - 2 * (size + 1)))) / 2))
+    """w >= 1 from the statistic length P = (w+2)(w+3)/2 - 1."""
+    size = int(np.shape(data.perturbed)[-1])
+    num_features = max(int(round((-5 + np.sqrt(25 - 4 * (6 - 2 * (size + 1)))) / 2)), 1)
     if LinearRegressionStatistic(num_features).size != size:
-        raise ValueError(f"a statistic of length {size} is not a linear-regression statistic")
+        valid = ", ".join(str(LinearRegressionStatistic(w).size) for w in range(1, 5))
+        raise ValueError(
+            f"a statistic of length {size} is not a linear-regression statistic: those have length "
+            f"(w + 2)(w + 3)/2 - 1 for w >= 1 features ({valid}, ...)"
+        )
     return num_features

@@ -32,6 +32,7 @@ from bayesval.inference.clt import gauss_hermite, logistic_statistic_moments
 from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.models.numpyro_model import NumPyroModel
 from bayesval.statistics import LogisticRegressionStatistic
+from bayesval.validation import check_positive
 
 
 class _Ball(constraints.Constraint):
@@ -164,9 +165,13 @@ class LogisticRegression(NumPyroModel):
     """
 
     def __init__(self, max_sq_norm: float | None = None, lkj_concentration: float = 2.0, max_tree_depth: int = 10):
-        if max_sq_norm is not None and not max_sq_norm > 0:
-            raise ValueError(f"max_sq_norm must be > 0 or None, got {max_sq_norm!r}")
-        self.max_sq_norm, self.lkj_concentration = max_sq_norm, lkj_concentration
+        if max_sq_norm is not None:
+            try:
+                max_sq_norm = check_positive("LogisticRegression.max_sq_norm", max_sq_norm)
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"{error} (or None for no cap on ||theta||^2)") from None
+        self.max_sq_norm = max_sq_norm
+        self.lkj_concentration = check_positive("LogisticRegression.lkj_concentration", lkj_concentration)
         super().__init__(
             self._model_fn,
             parameters=("theta",),
@@ -174,6 +179,16 @@ class LogisticRegression(NumPyroModel):
             name="noise-aware Bayesian logistic regression (NUTS)",
             max_tree_depth=max_tree_depth,
         )
+
+    def _settings(self) -> tuple:
+        return type(self), self.max_sq_norm, self.lkj_concentration, self.max_tree_depth
+
+    def __eq__(self, other) -> bool:
+        """Equal settings, equal model: instances share compiled NUTS programs (cached per model)."""
+        return isinstance(other, LogisticRegression) and self._settings() == other._settings()
+
+    def __hash__(self) -> int:
+        return hash(self._settings())
 
     def _model_fn(self, data: NoiseAwareData, mask: jnp.ndarray) -> None:
         noise_aware_logistic_regression(
@@ -225,7 +240,11 @@ def num_features_statistic(data: NoiseAwareData) -> LogisticRegressionStatistic:
     """The statistic layout from its length P = D + D (D + 1) / 2 - 1, D = w + 1."""
     size = data.perturbed.shape[-1]
     dim = int(round((-3 + np.sqrt(9 + 8 * (size + 1))) / 2))
-    layout = LogisticRegressionStatistic(dim - 1)
+    layout = LogisticRegressionStatistic(max(dim - 1, 1))
     if layout.size != size:
-        raise ValueError(f"a statistic of length {size} is not a logistic-regression PASS-GLM statistic")
+        valid = ", ".join(str(LogisticRegressionStatistic(w).size) for w in range(1, 5))
+        raise ValueError(
+            f"a statistic of length {size} is not a logistic-regression PASS-GLM statistic: those have length "
+            f"D + D (D + 1) / 2 - 1 with D = w + 1 for w >= 1 features ({valid}, ...)"
+        )
     return layout

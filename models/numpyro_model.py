@@ -16,11 +16,14 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpyro import handlers
+from numpyro.distributions import MaskedDistribution, Unit
 from numpyro.infer import Predictive
 
 from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.inference.nuts import CoalitionDraws, sample_coalition_posteriors_nuts
 from bayesval.presets import SamplerConfig
+from bayesval.validation import check_int
 
 
 class NumPyroModel:
@@ -49,10 +52,22 @@ class NumPyroModel:
         name: str = "NumPyro model (NUTS)",
         max_tree_depth: int = 10,
     ) -> None:
-        if not parameters:
-            raise ValueError("parameters must name at least one sample site of the model")
-        self.model_fn, self.parameters, self.name = model_fn, tuple(parameters), name
-        self.max_tree_depth = max_tree_depth
+        if not isinstance(name, str):
+            raise TypeError(f"NumPyroModel: name must be a string, got {name!r} ({type(name).__name__})")
+        if not callable(model_fn):
+            raise TypeError(
+                f"{name}: model_fn must be a NumPyro model function model_fn(data, mask), got "
+                f"{model_fn!r} ({type(model_fn).__name__})"
+            )
+        self.model_fn, self.name = model_fn, name
+        self.parameters = _check_parameters(name, parameters)
+        self.max_tree_depth = check_int(f"{name}: max_tree_depth", max_tree_depth, minimum=1)
+        if statistic is not None and not callable(statistic) and not hasattr(statistic, "compute"):
+            raise TypeError(
+                f"{name}: statistic must be None, an object with size, compute(X, y) and sensitivity(bounds), "
+                f"or a function of the number of features returning one; got {statistic!r} "
+                f"({type(statistic).__name__})"
+            )
         self._statistic = statistic
 
     def model(self, data: NoiseAwareData, mask: jnp.ndarray) -> None:
@@ -63,6 +78,69 @@ class NumPyroModel:
             raise TypeError(f"{self.name} declares no party-side statistic: pass released PerturbedStatistic objects")
         factory = isinstance(self._statistic, type) or not hasattr(self._statistic, "compute")
         return self._statistic(num_features) if factory else self._statistic
+
+    def check(self, data: NoiseAwareData) -> None:
+        """Refuse a model `valuate()` would value wrongly or fail on deep inside JAX, before any sampling.
+
+        Traces the model once with the empty coalition and a fixed key (abstractly, by `jax.eval_shape`:
+        no compilation, no sampling, as the samplers trace it) and checks that
+          * it runs at all (any exception becomes a ValueError naming the model and the original error);
+          * every name in `parameters` is a latent sample site;
+          * no `numpyro.factor` and no observed site is left active by the all-False mask: prior draws
+            are made by forward-sampling the model with the empty coalition, which ignores factors and
+            observations, so such a model would be valued against the wrong prior.
+        """
+        num_parties = int(np.shape(data.counts)[0])
+        try:
+            trace = _trace_empty_coalition(self.model, data, num_parties, abstract=True)
+            try:
+                activity = {name: _active(site) for name, site in trace.items() if site["type"] == "sample"}
+            except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+                # a mask the model computed from traced values: run it for real to read the mask
+                trace = _trace_empty_coalition(self.model, data, num_parties, abstract=False)
+                activity = {name: _active(site) for name, site in trace.items() if site["type"] == "sample"}
+        except Exception as error:
+            raise ValueError(
+                f"{self.name}: the model function raised {type(error).__name__} when run once with the empty "
+                f"coalition on the released statistics (data.perturbed of shape {tuple(np.shape(data.perturbed))}, "
+                f"{num_parties} parties): {error}"
+            ) from error
+        sample_sites = {site_name: site for site_name, site in trace.items() if site["type"] == "sample"}
+        latent = [
+            site_name
+            for site_name, site in sample_sites.items()
+            if not site["is_observed"] and not _is_factor(site["fn"])
+        ]
+        for parameter in self.parameters:
+            site = sample_sites.get(parameter)
+            if site is None or parameter not in latent:
+                what = (
+                    "is not a sample site"
+                    if site is None
+                    else ("is a numpyro.factor" if _is_factor(site["fn"]) else "is an observed site")
+                )
+                raise ValueError(
+                    f"{self.name}: parameter {parameter!r} {what} of the model; parameters must name latent "
+                    f"sample sites, the model's are {latent}"
+                )
+        for site_name, site in sample_sites.items():
+            if not (site["is_observed"] and activity[site_name]):
+                continue
+            if _is_factor(site["fn"]):
+                raise ValueError(
+                    f"{self.name}: numpyro.factor site {site_name!r} is active with the empty coalition. Prior "
+                    "draws are made by forward-sampling the model with the empty coalition, which ignores "
+                    "factors, so the model would be valued against the wrong prior. Restrict a prior with a "
+                    "truncated or otherwise proper distribution instead (dist.TruncatedNormal, or a custom "
+                    "Distribution like bv.models.logistic_regression.NormTruncatedNormal); a likelihood factor "
+                    "belongs in numpyro.plate('parties', n) under numpyro.handlers.mask(mask=mask)"
+                )
+            raise ValueError(
+                f"{self.name}: observed site {site_name!r} is not masked out for the empty coalition, so its "
+                "data would enter every coalition's posterior (and prior draws, made by forward-sampling the "
+                "model, would ignore it). Put the likelihood in numpyro.plate('parties', n) under "
+                "numpyro.handlers.mask(mask=mask)"
+            )
 
     def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> np.ndarray:
         """i.i.d. draws of theta from the prior, (num_draws, d): the model run with the empty coalition."""
@@ -88,3 +166,70 @@ class NumPyroModel:
             min_bfmi=config.min_bfmi,
             **config.chain_settings,
         )
+
+
+def _check_parameters(name: str, parameters) -> tuple[str, ...]:
+    """A non-empty sequence of distinct, non-empty site names, as a tuple (its order lays out theta)."""
+    if isinstance(parameters, (str, bytes)):
+        raise TypeError(
+            f"{name}: parameters must be a list of sample-site names such as [{parameters!r}], not the bare "
+            f"string {parameters!r} (it would be read as the names {list(parameters)[:4]}...)"
+        )
+    if isinstance(parameters, (set, frozenset, dict)) or not hasattr(parameters, "__iter__"):
+        raise TypeError(
+            f"{name}: parameters must be a list or tuple of sample-site names (its order lays out theta), "
+            f"got {parameters!r} ({type(parameters).__name__})"
+        )
+    names = tuple(parameters)
+    if not names:
+        raise ValueError(f"{name}: parameters must name at least one sample site of the model")
+    for site in names:
+        if not isinstance(site, str):
+            raise TypeError(f"{name}: parameters must be site names (strings), got {site!r} ({type(site).__name__})")
+        if not site:
+            raise ValueError(f"{name}: parameters has an empty site name: {list(names)}")
+    repeated = sorted({site for site in names if names.count(site) > 1})
+    if repeated:
+        raise ValueError(f"{name}: parameters name {repeated} more than once: {list(names)}")
+    return tuple(str(site) for site in names)
+
+
+def _trace_empty_coalition(model: Callable, data: NoiseAwareData, num_parties: int, abstract: bool) -> dict:
+    """The trace of `model(data, all-False mask)` under a fixed key; with abstract=True traced by
+    `jax.eval_shape` (site values are tracers; the mask stays a concrete numpy array)."""
+    empty = np.zeros(num_parties, bool)
+    traced = handlers.trace(handlers.seed(model, rng_seed=0))
+    if not abstract:
+        return traced.get_trace(data, jnp.asarray(empty))
+    box: dict = {}
+
+    def run(data):
+        box["trace"] = traced.get_trace(data, empty)
+
+    jax.eval_shape(run, data)
+    return box["trace"]
+
+
+def _unwrap(fn) -> tuple:
+    """A site's distribution without its wrappers (masked, expanded, independent), and whether any part
+    of it is left unmasked (numpyro.handlers.mask wraps the distribution in a MaskedDistribution)."""
+    unmasked = True
+    while True:
+        if isinstance(fn, MaskedDistribution):
+            unmasked = unmasked and bool(np.any(np.asarray(fn._mask)))
+        if not hasattr(fn, "base_dist"):
+            return fn, unmasked
+        fn = fn.base_dist
+
+
+def _is_factor(fn) -> bool:
+    """Whether a sample site is a `numpyro.factor` (a Unit distribution, possibly wrapped)."""
+    return isinstance(_unwrap(fn)[0], Unit)
+
+
+def _active(site: dict) -> bool:
+    """Whether a site contributes to the log density: not masked out entirely, and not scaled by 0."""
+    mask, scale = site.get("mask"), site.get("scale")
+    if not _unwrap(site["fn"])[1] or (mask is not None and not np.any(np.asarray(mask))):
+        return False
+    return scale is None or bool(np.any(np.asarray(scale) != 0))

@@ -26,6 +26,14 @@ def syn_parties(syn):
     return build
 
 
+@pytest.fixture(autouse=True)
+def isolated_noise_seeds(monkeypatch):
+    """Each test is its own experiment: noise seeds claimed in one test do not bind another."""
+    import bayesval.privacy.noise
+
+    monkeypatch.setattr(bayesval.privacy.noise, "_CLAIMED", {})
+
+
 @pytest.fixture()
 def rng():
     """A fresh generator per test, so no test's numbers depend on which tests ran before it."""

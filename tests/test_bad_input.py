@@ -1,10 +1,13 @@
 """Bad input gets a clear error naming the party / argument, or a recorded clip (DESIGN.md Sec. 6)."""
 
+import json
+
 import numpy as np
 import pytest
 
 import bayesval as bv
 from bayesval.presets import SamplerConfig
+from bayesval.results import _jsonable
 
 MODEL = bv.models.LinearRegression()
 
@@ -53,41 +56,46 @@ def test_rows_and_labels_must_match(syn):
 
 def test_bounds_are_required_and_valid(syn):
     with pytest.raises(TypeError, match="bounds must be bayesval.Bounds"):
-        bv.Party(*syn.parties[0], epsilon=0.2, bounds=None)
+        bv.Party(*syn.parties[0], epsilon=0.2, bounds=None, name="p")
     with pytest.raises(ValueError, match="x_norm must be a finite number > 0"):
         bv.Bounds(x_norm=-1.0, y_abs=1.0)
 
 
-def test_data_beyond_bounds_is_clipped_and_recorded(syn):
+def test_data_beyond_bounds_is_clipped_and_counted_on_the_party_side_only(syn, tmp_path):
     X, y = syn.parties[0]
     X, y = X.copy(), y.copy()
     X[:5] *= 100.0  # 5 rows far outside ||x|| <= 1
-    y[5:8] = 1e3  # 3 labels outside |y| <= y_abs
+    X[5] = 1e200  # a row whose squared norm overflows: still clipped onto the ball, not zeroed
+    y[6:9] = 1e3  # 3 labels outside |y| <= y_abs
     party = bv.Party(X, y, epsilon=0.2, bounds=syn.bounds, name="frank", noise_seed=0)
-    released = party.release()
-    assert released.release.clipped_rows == 8
-    clipped_exact = party.exact_statistic()
+    assert party.clipped_rows == 9
+    with pytest.warns(UserWarning, match="frank: 9 of 100 rows lie outside the declared bounds"):
+        released = party.release()
     from bayesval.parties import clip_records
 
     Xc, yc, count = clip_records(X, y, syn.bounds)
-    assert count == 8
-    assert np.linalg.norm(Xc, axis=1).max() <= syn.bounds.x_norm + 1e-12
+    assert count == 9
+    np.testing.assert_allclose(np.linalg.norm(Xc[:6], axis=1), syn.bounds.x_norm, rtol=1e-12)
+    np.testing.assert_allclose(Xc[5], syn.bounds.x_norm / np.sqrt(2))  # direction of (1e200, 1e200) kept
     assert np.abs(yc).max() <= syn.bounds.y_abs
     # the released statistic is of the clipped data: its noise is what the sensitivity promises
-    assert np.abs(released.perturbed - clipped_exact).max() < 8 * released.noise_std
+    assert np.abs(released.perturbed - party.exact_statistic()).max() < 8 * released.noise_std
+    # the clipped-row count is not private, so it is nowhere in the release, its record or its file
+    record = json.dumps(released.to_record())
+    assert "clip" not in record and "clip" not in released.save(tmp_path / "frank.json").read_text()
 
 
-def test_clipping_warns_in_valuate(syn):
+def test_clipping_warns_on_the_party_side_and_is_not_published(syn):
     X, y = syn.parties[0]
-    X = X * 100.0
     parties = [
-        bv.Party(X, y, epsilon=0.2, bounds=syn.bounds, name="a", noise_seed=1),
+        bv.Party(X * 100.0, y, epsilon=0.2, bounds=syn.bounds, name="a", noise_seed=1),
         bv.Party(*syn.parties[1], epsilon=0.2, bounds=syn.bounds, name="b", noise_seed=2),
     ]
     config = SamplerConfig(num_chains=2, num_warmup=10, num_samples=100, thinning=1, num_repeats=2)
-    with pytest.warns(UserWarning, match=r"clipped to the declared bounds.*'a': 100"):
+    with pytest.warns(UserWarning, match="a: 100 of 100 rows lie outside the declared bounds"):
         result = bv.valuate(MODEL, parties, config=config, progress_bar=False)
-    assert result.privacy.releases[0].clipped_rows == 100
+    assert "clip" not in json.dumps(result.privacy.to_records())
+    assert "clip" not in json.dumps(_jsonable(result.diagnostics))
 
 
 def test_unknown_preset_and_bad_config():

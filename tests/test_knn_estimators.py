@@ -28,7 +28,7 @@ X_VAL, Y_VAL = rng.normal(size=(9, 4)), rng.integers(0, 3, 9)
     ids=lambda e: f"{type(e).__name__}-{e.distance}",
 )
 def test_fit_value_returns_a_valuation_result(estimator):
-    result = estimator.fit(X, Y).value(X_VAL, Y_VAL, key=jax.random.PRNGKey(0))
+    result = estimator.fit(X, Y).value(X_VAL, Y_VAL)
     assert isinstance(result, ValuationResult)
     assert result.values.shape == (60,) and np.isfinite(result.values).all()
     assert result.names == [str(i) for i in range(60)]
@@ -134,8 +134,9 @@ def test_cosine_needs_non_zero_rows():
         TKNNShapley().fit(np.vstack([X, np.zeros(4)]), np.append(Y, 0))
 
 
-def test_dp_needs_a_key_and_value_needs_fit():
-    with pytest.raises(ValueError, match="pass key=jax.random.PRNGKey"):
-        TKNNShapley(epsilon=1.0, delta=1e-5).fit(X, Y).value(X_VAL, Y_VAL)
+def test_value_takes_no_key_and_needs_fit():
+    """Privacy noise comes from the estimator's noise source, never from a key passed in."""
+    with pytest.raises(TypeError, match="key"):
+        TKNNShapley(epsilon=1.0, delta=1e-5).fit(X, Y).value(X_VAL, Y_VAL, key=jax.random.key(0))
     with pytest.raises(RuntimeError, match=r"call TKNNShapley.fit\(X, y\) before"):
         TKNNShapley().value(X_VAL, Y_VAL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 import bayesval  # noqa: F401  (64-bit mode)
 from bayesval.estimators import DPKNNShapley, TKNNShapley
 from bayesval.estimators.knn_values import noisy_tknn_counts
-from bayesval.estimators.noise import calibrate_noise
-from bayesval.privacy.accounting import gaussian_sigma_for_approx_dp
+from bayesval.privacy import DPGuarantee, Mechanism
+from bayesval.privacy.accounting import epsilon_at, gaussian_event, gaussian_sigma_for_approx_dp
 
 REFERENCE_SIGMA = 3.795  # prv_accountant.find_noise_multiplier at these settings (spec Sec. 2.6)
 
@@ -22,17 +23,25 @@ def test_sigma_matches_reference_prv_accountant_within_five_percent():
     sigma = gaussian_sigma_for_approx_dp(0.1, 1e-4, num_compositions=201, sampling_probability=0.01)
     assert sigma == pytest.approx(REFERENCE_SIGMA, rel=0.05)
     assert sigma < REFERENCE_SIGMA  # PLD is tighter than the PRV bound (about 4.4 %)
-    calibration = calibrate_noise(0.1, 1e-4, math.sqrt(3.0), 201, 0.01)  # coarser grid: 1 % more noise
-    assert sigma <= calibration.noise_multiplier <= 1.01 * sigma
-    assert calibration.noise_std == pytest.approx(calibration.noise_multiplier * math.sqrt(3.0))
-    assert 0.095 <= calibration.epsilon_spent <= 0.1 + 1e-6
+    mechanism = Mechanism.gaussian(
+        DPGuarantee(0.1, 1e-4),
+        math.sqrt(3.0),
+        num_compositions=201,
+        sampling_probability=0.01,
+        adjacency="add-or-remove-one",
+    )
+    assert mechanism.noise_scale == pytest.approx(sigma * math.sqrt(3.0), rel=1e-12)
+    assert 0.095 <= epsilon_at(mechanism.event, 1e-4)[0] <= 0.1 + 1e-6
 
 
 def test_unsubsampled_calibration_uses_exact_gaussian_composition():
     """Without subsampling, n releases with multiplier s are one with s / sqrt(n) (spec: 349.18 at q=1)."""
-    calibration = calibrate_noise(0.1, 1e-4, 1.0, 200, 1.0)
-    assert calibration.noise_multiplier == pytest.approx(349.18, rel=0.01)
-    assert 0.099 <= calibration.epsilon_spent <= 0.1 + 1e-6
+    mechanism = Mechanism.gaussian(DPGuarantee(0.1, 1e-4), 1.0, num_compositions=200)
+    assert mechanism.noise_scale == pytest.approx(349.18, rel=0.01)
+    assert mechanism.event == dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(mechanism.noise_scale), 200
+    )
+    assert 0.099 <= epsilon_at(mechanism.event, 1e-4)[0] <= 0.1 + 1e-6
 
 
 def test_released_counts_have_the_calibrated_noise_std():
@@ -62,9 +71,9 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
     x_train, y_train = rng.normal(size=(n_train, 4)), rng.integers(0, 2, n_train)
     x_val, y_val = rng.normal(size=(n_val, 4)), rng.integers(0, 2, n_val)
     estimator = TKNNShapley(1.0, epsilon=5.0, delta=1e-4, sampling_probability=1.0).fit(x_train, y_train)
-    sigma = estimator.value(x_val, y_val, key=jax.random.PRNGKey(2)).diagnostics["noise_std"]
+    sigma = estimator.value(x_val, y_val).diagnostics["noise_std"]
     _, released = private_tknn_shapley_values(
-        jax.random.PRNGKey(2),
+        jax.random.key(2),
         estimator.x_train_,
         estimator.y_train_,
         x_val / np.linalg.norm(x_val, axis=1, keepdims=True),
@@ -85,26 +94,32 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
 def test_dp_tknn_ledger_records_the_release():
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(120, 3)), rng.integers(0, 3, 120)
-    result = TKNNShapley(-0.2, epsilon=0.5, delta=1e-5).fit(x, y).value(x[:40], y[:40], key=jax.random.PRNGKey(0))
+    result = TKNNShapley(-0.2, epsilon=0.5, delta=1e-5).fit(x, y).value(x[:40], y[:40])
     (release,) = result.privacy.releases
     assert release.sensitivity == pytest.approx(math.sqrt(3.0))
-    assert (release.dimension, release.compositions, release.sampling_probability) == (3, 40, 0.01)
-    assert release.delta == 1e-5 and 0.45 < release.epsilon <= 0.5 + 1e-6
+    # the dp-accounting event: 40 compositions (one per validation point) of a Poisson-sampled Gaussian
+    event = release.event
+    assert isinstance(event, dp_accounting.SelfComposedDpEvent) and event.count == 40
+    assert isinstance(event.event, dp_accounting.PoissonSampledDpEvent) and event.event.sampling_probability == 0.01
+    assert event.event.event.noise_multiplier == pytest.approx(release.noise_std / math.sqrt(3.0), rel=1e-12)
+    assert release.dimension == 3 and release.guarantee == DPGuarantee(0.5, 1e-5)
     assert release.noise_std == pytest.approx(result.diagnostics["noise_std"])
     assert result.method == "dp_tknn_shapley"
-    assert result.privacy_spent() == {"each training point": f"({release.epsilon:g}, 1e-05)-DP"}
+    (spent,) = result.privacy_spent().values()
+    assert spent.owner == "each training point" and spent.delta == 1e-5
+    assert 0.5 * (1 - 1e-3) <= spent.epsilon <= 0.5 * (1 + 1e-3)  # the calibration tolerance of the target
+    assert spent.epsilon == pytest.approx(result.diagnostics["epsilon_spent"], rel=1e-12)
 
 
-def test_dp_tknn_is_reproducible_from_its_key_and_independent_of_chunking():
+def test_dp_tknn_is_reproducible_from_an_explicit_seed_and_independent_of_chunking():
     rng = np.random.default_rng(4)
     x, y = rng.normal(size=(150, 3)), rng.integers(0, 2, 150)
-    key = jax.random.PRNGKey(7)
     values = [
-        TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, batch_size=b).fit(x, y).value(x[:30], y[:30], key=key).values
+        TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, batch_size=b, noise_seed=7).fit(x, y).value(x[:30], y[:30]).values
         for b in (30, 7)
     ]
     np.testing.assert_allclose(values[0], values[1], atol=1e-12)
-    other = TKNNShapley(-0.3, epsilon=1.0, delta=1e-4).fit(x, y).value(x[:30], y[:30], key=jax.random.PRNGKey(8))
+    other = TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, noise_seed=8).fit(x, y).value(x[:30], y[:30])
     assert not np.allclose(values[0], other.values)
 
 
@@ -114,12 +129,12 @@ def test_naive_dp_knn_adds_calibrated_noise_per_owner_and_validation_point(q):
 
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(400, 3)), rng.integers(0, 2, 400)
-    estimator = DPKNNShapley(5, epsilon=1.0, delta=1e-4, sampling_probability=q).fit(x, y)
-    key = jax.random.PRNGKey(0)
-    result = estimator.value(x[:50], y[:50], key=key)
+    estimator = DPKNNShapley(5, epsilon=1.0, delta=1e-4, sampling_probability=q, noise_seed=3).fit(x, y)
+    result = estimator.value(x[:50], y[:50])
+    key = jax.random.fold_in(jax.random.key(3), 0)  # the seeded stream's first release key
     (release,) = result.privacy.releases
     assert release.sensitivity == pytest.approx(1 / 30)
-    assert release.compositions == 50 and release.sampling_probability == q
+    assert release.event == gaussian_event(release.noise_std / release.sensitivity, 50, q)
     assert release.noise_std == pytest.approx(release.sensitivity * result.diagnostics["noise_multiplier"])
     noiseless = noisy_knn_shapley_values(
         key,

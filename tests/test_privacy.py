@@ -2,7 +2,7 @@
 
 import math
 
-import jax
+import dp_accounting
 import numpy as np
 import pytest
 from scipy.optimize import brentq
@@ -11,9 +11,10 @@ from scipy.stats import norm
 import bayesval as bv
 from bayesval.privacy import (
     DPGuarantee,
+    Mechanism,
+    NoiseSource,
     PrivacyLedger,
     gaussian_epsilon_spent,
-    gaussian_mechanism,
     gaussian_sigma_for_approx_dp,
     gaussian_sigma_for_rdp,
     rdp_to_approx_dp,
@@ -58,9 +59,8 @@ def test_mechanism_noise_has_calibrated_std_and_is_recorded():
     guarantee = DPGuarantee(epsilon=0.5, rdp_order=2.0)
     ledger = PrivacyLedger()
     value = np.zeros(200_000)
-    released, record = gaussian_mechanism(
-        jax.random.key(3), value, 4.0, guarantee, owner="alice", what="test", ledger=ledger
-    )
+    mechanism = Mechanism.gaussian(guarantee, 4.0)
+    released, record = mechanism.perturb(value, noise=NoiseSource(), owner="alice", what="test", ledger=ledger)
     sigma = gaussian_sigma_for_rdp(0.5, 4.0, 2.0)
     assert record.noise_std == pytest.approx(sigma)
     assert np.std(released) == pytest.approx(sigma, rel=0.01)
@@ -68,9 +68,22 @@ def test_mechanism_noise_has_calibrated_std_and_is_recorded():
     assert ledger.releases == [record] and record.owner == "alice" and record.dimension == value.size
 
 
-def test_same_noise_key_gives_nested_noise_across_epsilon():
-    a, _ = gaussian_mechanism(jax.random.key(1), np.zeros(5), 1.0, DPGuarantee(0.1), owner="p", what="s")
-    b, _ = gaussian_mechanism(jax.random.key(1), np.zeros(5), 1.0, DPGuarantee(0.4), owner="p", what="s")
+def test_laplace_mechanism_noise_scale_and_event():
+    mechanism = Mechanism.laplace(0.5, 2.0)
+    released, record = mechanism.perturb(np.zeros(200_000), noise=NoiseSource(), owner="a", what="test")
+    assert record.noise_scale == pytest.approx(4.0)  # b = sensitivity / epsilon
+    assert np.mean(np.abs(released)) == pytest.approx(4.0, rel=0.01)  # E|Laplace(b)| = b
+    assert isinstance(record.event, dp_accounting.LaplaceDpEvent) and record.event.noise_multiplier == 2.0
+
+
+def test_explicitly_reused_seed_gives_nested_noise_across_epsilon():
+    """The fixed-seed epsilon sweep of Sim et al. (2023, Sec. 6): same draw, scaled, when reuse is allowed."""
+    a, _ = Mechanism.gaussian(DPGuarantee(0.1), 1.0).perturb(
+        np.zeros(5), noise=NoiseSource(7, allow_reuse=True), owner="p", what="s"
+    )
+    b, _ = Mechanism.gaussian(DPGuarantee(0.4), 1.0).perturb(
+        np.zeros(5), noise=NoiseSource(7, allow_reuse=True), owner="p", what="s"
+    )
     np.testing.assert_allclose(a, 2.0 * b)
 
 
@@ -111,11 +124,11 @@ def test_party_release_uses_declared_bounds_and_ledger(syn):
 
 
 def test_party_with_delta_uses_pld_calibration(syn):
-    party = bv.Party(*syn.parties[0], epsilon=1.0, delta=1e-5, bounds=syn.bounds, noise_seed=0)
+    party = bv.Party(*syn.parties[0], epsilon=1.0, delta=1e-5, bounds=syn.bounds, name="p", noise_seed=0)
     released = party.release()
     expected = analytic_gaussian_sigma(1.0, 1e-5, released.release.sensitivity)
     assert released.noise_std == pytest.approx(expected, rel=2e-3)
-    assert released.release.rdp_order is None and released.release.delta == 1e-5
+    assert released.release.guarantee == DPGuarantee(1.0, 1e-5)
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])

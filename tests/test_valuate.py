@@ -29,7 +29,10 @@ def test_result_carries_values_coalitions_diagnostics_and_privacy(result):
     assert result.values.sum() == pytest.approx(result.coalition_value(["ann", "bob", "cy"]))
     assert np.all(result.stderr > 0)
     assert len(result.diagnostics["r_hat"]) == 7 and len(result.diagnostics["ess"]) == 7
-    assert result.privacy_spent() == {"ann": "(2, 0.5)-RDP", "bob": "(2, 0.5)-RDP", "cy": "(2, 2)-RDP"}
+    spent = result.privacy_spent()
+    assert list(spent) == ["ann", "bob", "cy"]
+    assert [spent[n].rdp_epsilon for n in spent] == pytest.approx([0.5, 0.5, 2.0], rel=1e-12)  # (2, eps)-RDP each
+    assert all(s.rdp_order == 2 and s.releases == 1 and s.delta == 1e-5 for s in spent.values())
     assert [r.owner for r in result.privacy.releases] == ["ann", "bob", "cy"]
     frame = result.to_dataframe()
     assert list(frame.index) == ["ann", "bob", "cy"] and list(frame.columns) == ["value", "stderr"]
@@ -61,7 +64,9 @@ def test_many_parties_use_permutation_sampling(syn):
     X = np.concatenate([p[0] for p in syn.parties])
     y = np.concatenate([p[1] for p in syn.parties])
     chunks = np.array_split(np.arange(len(X)), 4)
-    parties = [bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, noise_seed=i) for i, c in enumerate(chunks)]
+    parties = [
+        bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i) for i, c in enumerate(chunks)
+    ]
     budget = BUDGET.with_(num_samples=400, num_warmup=100)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -15,41 +15,61 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from bayesval.validation import row_norms, to_float
+
 DISTANCES = ("cosine", "euclidean")
 _TAU_RANGE = {"cosine": (-1.0, 1.0), "euclidean": (0.0, math.inf)}
 
 
 def check_distance(distance: str) -> str:
-    """`distance` must name a supported metric."""
+    """`distance` must name a supported metric: a string, one of `DISTANCES`."""
+    if not isinstance(distance, str):
+        raise TypeError(f"distance must be a string, one of {DISTANCES}, got {distance!r} ({type(distance).__name__})")
     if distance not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
-    return distance
+    return str(distance)
 
 
 def check_tau(tau: float, distance: str) -> float:
     """The threshold tau must lie in the range of `distance`: [-1, 1] (cosine) or [0, inf) (euclidean)."""
     low, high = _TAU_RANGE[check_distance(distance)]
-    try:
-        tau = float(tau)
-    except (TypeError, ValueError):
-        raise TypeError(f"tau must be a number, got {tau!r}") from None
-    if not (math.isfinite(tau) and low <= tau <= high):
+    number = to_float("tau", tau)  # TypeError for a bool, a string, None
+    if not (math.isfinite(number) and low <= number <= high):
         raise ValueError(f"tau must lie in [{low:g}, {high:g}] for the {distance} distance, got {tau!r}")
-    return tau
+    return number
+
+
+# Rows longer than this make the squared norms and inner products of the euclidean distance overflow.
+_MAX_EUCLIDEAN_NORM = 1e150
 
 
 def prepare_features(name: str, features: np.ndarray, distance: str) -> np.ndarray:
-    """Rows ready for :func:`distance_row`: L2-normalised for cosine, unchanged for euclidean."""
+    """Rows ready for :func:`distance_row`: L2-normalised for cosine, unchanged for euclidean.
+
+    Cosine: each row is divided by its largest |entry| before its norm is taken (`row_norms`), so rows
+    of 1e200 or 1e-200 keep their direction instead of becoming inf / zero rows; all-zero rows are an
+    error. Euclidean: rows so long that squared distances would overflow float64 are an error.
+    """
+    features = np.asarray(features, dtype=np.float64)
     if check_distance(distance) == "euclidean":
+        norms = row_norms(features)
+        too_long = np.flatnonzero(norms > _MAX_EUCLIDEAN_NORM)
+        if too_long.size:
+            raise ValueError(
+                f"{name} has {too_long.size} rows with norm > {_MAX_EUCLIDEAN_NORM:g} (first at row "
+                f"{too_long[0]}, norm {norms[too_long[0]]:.3g}): their squared euclidean distances overflow "
+                "float64; rescale the features (or use distance='cosine')"
+            )
         return features
-    norms = np.linalg.norm(features, axis=1, keepdims=True)
-    zero = np.flatnonzero(norms[:, 0] == 0)
+    scale = np.max(np.abs(features), axis=1, keepdims=True, initial=0.0)
+    zero = np.flatnonzero(scale[:, 0] == 0)
     if zero.size:
         raise ValueError(
             f"{name} has {zero.size} all-zero rows (first at row {zero[0]}); the cosine distance "
             "is undefined for them: drop them or use distance='euclidean'"
         )
-    return features / norms
+    scaled = features / scale
+    return scaled / row_norms(scaled)[:, None]
 
 
 def squared_norms(features) -> jnp.ndarray:

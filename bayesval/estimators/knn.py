@@ -6,15 +6,15 @@
   `delta`, DP-TKNN-Shapley (Sec. 5, Thm 14/16).
 * :class:`DPKNNShapley`: the naive DP-KNN-Shapley baseline (App. B.4), with or without subsampling.
 
-All follow ``estimator.fit(X, y).value(X_val, y_val, key=key) -> ValuationResult``. A point's value
+All follow ``estimator.fit(X, y).value(X_val, y_val) -> ValuationResult``. A point's value
 is the sum of its values over the validation points (Thm 1); names are the training-row indices.
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -26,10 +26,10 @@ from bayesval.estimators.knn_values import (
     private_tknn_shapley_values,
     tknn_shapley_values,
 )
-from bayesval.estimators.noise import calibrate_noise
-from bayesval.privacy.ledger import PrivacyLedger
+from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
+from bayesval.privacy.accounting import epsilon_at
 from bayesval.results import ValuationResult
-from bayesval.validation import check_finite_array, check_positive, check_probability
+from bayesval.validation import check_finite_array, check_labels, check_positive, check_probability, to_float
 
 _OWNERS = "each training point"
 
@@ -41,9 +41,10 @@ def _check_count(name: str, value: int, minimum: int = 1) -> int:
 
 
 def _check_sampling_probability(value: float) -> float:
-    if not (isinstance(value, (int, float, np.floating)) and 0 < value <= 1):
+    number = to_float("sampling_probability", value)  # TypeError for a bool, a string, None
+    if not 0 < number <= 1:
         raise ValueError(f"sampling_probability must lie in (0, 1], got {value!r}")
-    return float(value)
+    return number
 
 
 def _check_privacy(epsilon: float | None, delta: float | None, *, required: bool) -> tuple[float, float] | None:
@@ -58,8 +59,56 @@ def _check_privacy(epsilon: float | None, delta: float | None, *, required: bool
     return check_positive("epsilon", epsilon), check_probability("delta", delta)
 
 
+class _PrivateRelease:
+    """An estimator's privacy: its guarantee, Poisson subsampling rate and noise source, the mechanism
+    calibrated per validation-set size, and each `.value()` call as one release through it."""
+
+    def __init__(self, epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse) -> None:
+        self.guarantee = DPGuarantee(*_check_privacy(epsilon, delta, required=True))
+        self.sampling_probability = _check_sampling_probability(sampling_probability)
+        self.noise = NoiseSource(noise_seed, allow_reuse=allow_seed_reuse)
+        self._mechanisms: dict[tuple[float, int], Mechanism] = {}
+
+    def mechanism(self, sensitivity: float, compositions: int) -> Mechanism:
+        """Gaussian noise for the guarantee over `compositions` releases (one per validation point), each on a
+        Poisson subsample: calibrated by dp-accounting's PLD accountant (the paper uses PRV; PLD is tighter)."""
+        if (sensitivity, compositions) not in self._mechanisms:
+            self._mechanisms[sensitivity, compositions] = Mechanism.gaussian(
+                self.guarantee,
+                sensitivity,
+                num_compositions=compositions,
+                sampling_probability=self.sampling_probability,
+                adjacency="add-or-remove-one",
+            )
+        return self._mechanisms[sensitivity, compositions]
+
+    def release(self, program, inputs, *, sensitivity: float, compositions: int, what: str, dimension: int):
+        """Run `program(privacy_key, *inputs, noise_std)` as one release: (output, ledger, diagnostics)."""
+        mechanism = self.mechanism(sensitivity, compositions)
+        ledger = PrivacyLedger()
+        output, release = mechanism.run(
+            lambda key, *args: program(key, *args, mechanism.noise_scale),
+            inputs,
+            noise=self.noise,
+            owner=_OWNERS,
+            what=what,
+            dimension=dimension,
+            ledger=ledger,
+        )
+        diagnostics = {
+            "epsilon_target": self.guarantee.epsilon,
+            "epsilon_spent": epsilon_at(release.event, self.guarantee.delta)[0],
+            "delta": self.guarantee.delta,
+            "sampling_probability": self.sampling_probability,
+            "noise_std": mechanism.noise_scale,
+            "noise_multiplier": mechanism.noise_scale / sensitivity,
+            "privacy_noise": repr(self.noise),
+        }
+        return output, ledger, diagnostics
+
+
 class _NearestNeighbourValuation:
-    """Shared fit / input checks; subclasses implement `_values(x_val, y_val, key)`."""
+    """Shared fit / input checks; subclasses implement `_values(x_val, y_val, batch_size)`."""
 
     method: str
 
@@ -70,13 +119,9 @@ class _NearestNeighbourValuation:
     def fit(self, X, y) -> _NearestNeighbourValuation:
         """Store the training points to be valued (rows L2-normalised for the cosine distance)."""
         features = check_finite_array("X", X, ndim=2)
-        labels = np.asarray(y)
-        if labels.ndim != 1 or labels.shape[0] != features.shape[0]:
-            raise ValueError(
-                f"y must be 1-D with one label per row of X ({features.shape[0]}), got shape {labels.shape}"
-            )
         if features.shape[0] == 0:
             raise ValueError("X has no rows: there is nothing to value")
+        labels = check_labels("y", y, features.shape[0])
         self.classes_ = np.unique(labels)
         if self.classes_.size < 2:
             raise ValueError(
@@ -85,20 +130,23 @@ class _NearestNeighbourValuation:
         self.n_features_in_ = features.shape[1]
         self.x_train_ = jnp.asarray(prepare_features("X", features, self.distance))
         self.y_train_ = jnp.asarray(np.searchsorted(self.classes_, labels))
+        self.ledger_ = PrivacyLedger()
         return self
 
-    def value(self, X_val, y_val, *, key: jax.Array | None = None) -> ValuationResult:
-        """Value every training point against the validation set (X_val, y_val)."""
+    def value(self, X_val, y_val) -> ValuationResult:
+        """Value every training point against the validation set (X_val, y_val); a private estimator makes
+        one new release per call (recorded in the result's ledger and in `ledger_`)."""
         if not hasattr(self, "x_train_"):
             raise RuntimeError(f"call {type(self).__name__}.fit(X, y) before .value(...)")
         features = check_finite_array("X_val", X_val, ndim=2)
         if features.shape[1] != self.n_features_in_:
             raise ValueError(f"X_val has {features.shape[1]} features but X had {self.n_features_in_}")
-        labels = np.asarray(y_val)
-        if labels.ndim != 1 or labels.shape[0] != features.shape[0] or labels.size == 0:
+        if features.shape[0] == 0:
+            raise ValueError("X_val has no rows: values are sums over validation points")
+        labels = check_labels("y_val", y_val, features.shape[0], rows_name="X_val")
+        if (labels.dtype.kind in "US") != (self.classes_.dtype.kind in "US"):
             raise ValueError(
-                f"y_val must be 1-D with one label per row of X_val ({features.shape[0]} >= 1), "
-                f"got shape {labels.shape}"
+                f"y_val has labels not seen in y: {sorted(set(labels.tolist()))[:6]}; known: {self.classes_.tolist()}"
             )
         codes = np.searchsorted(self.classes_, labels).clip(0, self.classes_.size - 1)
         unknown = self.classes_[codes] != labels
@@ -109,7 +157,8 @@ class _NearestNeighbourValuation:
             )
         x_val = prepare_features("X_val", features, self.distance)
         batch = auto_batch_size(self.x_train_.shape[0], x_val.shape[0], self.batch_size)
-        values, ledger, diagnostics = self._values(x_val, codes, key, batch)
+        values, ledger, diagnostics = self._values(x_val, codes, batch)
+        self.ledger_.merge(ledger)
         n = values.shape[0]
         diagnostics = {
             "n_train": n,
@@ -132,14 +181,8 @@ class _NearestNeighbourValuation:
     def _inv_classes(self) -> float:
         return 1.0 / self.classes_.size
 
-    def _values(self, x_val, y_val, key, batch_size):
+    def _values(self, x_val, y_val, batch_size):
         raise NotImplementedError
-
-    @staticmethod
-    def _require_key(key: jax.Array | None, method: str) -> jax.Array:
-        if key is None:
-            raise ValueError(f"{method} draws privacy noise: pass key=jax.random.PRNGKey(...) to value()")
-        return key
 
 
 class KNNShapley(_NearestNeighbourValuation):
@@ -165,7 +208,7 @@ class KNNShapley(_NearestNeighbourValuation):
         self.variant = variant
         self.method = "knn_shapley" if variant == "soft" else "knn_shapley_original"
 
-    def _values(self, x_val, y_val, key, batch_size):
+    def _values(self, x_val, y_val, batch_size):
         values = knn_shapley_values(
             self.x_train_,
             self.y_train_,
@@ -200,16 +243,22 @@ class TKNNShapley(_NearestNeighbourValuation):
         delta: float | None = None,
         sampling_probability: float = 0.01,
         batch_size: int | None = None,
+        noise_seed: int | None = None,
+        allow_seed_reuse: bool = False,
     ) -> None:
         super().__init__(distance, batch_size)
         self.tau = check_tau(tau, distance)
-        self.epsilon, self.delta = _check_privacy(epsilon, delta, required=False) or (None, None)
-        self.sampling_probability = _check_sampling_probability(sampling_probability)
-        self.method = "tknn_shapley" if self.epsilon is None else "dp_tknn_shapley"
+        self.epsilon, self.delta, self.sampling_probability = epsilon, delta, sampling_probability
+        private = _check_privacy(epsilon, delta, required=False) is not None
+        self.privacy = (
+            _PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse) if private else None
+        )
+        if not private and (noise_seed is not None or allow_seed_reuse):
+            raise ValueError("noise_seed / allow_seed_reuse apply to DP-TKNN-Shapley: set epsilon and delta too")
+        self.method = "tknn_shapley" if self.privacy is None else "dp_tknn_shapley"
 
-    def _values(self, x_val, y_val, key, batch_size):
-        settings = {"tau": self.tau}
-        if self.epsilon is None:
+    def _values(self, x_val, y_val, batch_size):
+        if self.privacy is None:
             values, neighbours = tknn_shapley_values(
                 self.x_train_,
                 self.y_train_,
@@ -225,48 +274,22 @@ class TKNNShapley(_NearestNeighbourValuation):
                 values,
                 PrivacyLedger(),
                 {
-                    **settings,
+                    "tau": self.tau,
                     "mean_neighbours": float(neighbours.mean()),
                     "validation_points_without_neighbours": int((neighbours == 0).sum()),
                 },
             )
-        key = self._require_key(key, "DP-TKNN-Shapley")
-        calibration = calibrate_noise(self.epsilon, self.delta, math.sqrt(3.0), len(y_val), self.sampling_probability)
-        values, released = private_tknn_shapley_values(
-            key,
-            self.x_train_,
-            self.y_train_,
-            x_val,
-            y_val,
-            self.tau,
-            self._inv_classes,
-            self.sampling_probability,
-            calibration.noise_std,
-            distance=self.distance,
-            batch_size=batch_size,
+        inputs = (self.x_train_, self.y_train_, x_val, y_val, self.tau, self._inv_classes, self.sampling_probability)
+        (values, released), ledger, diagnostics = self.privacy.release(
+            partial(private_tknn_shapley_values, distance=self.distance, batch_size=batch_size),
+            inputs,
+            sensitivity=math.sqrt(3.0),
+            compositions=len(y_val),
+            what="TKNN counts (|B|, |NB(B)|, same-label |NB(B)|) on a Poisson subsample B, per validation point",
+            dimension=3,
         )
-        ledger = PrivacyLedger()
-        ledger.record(
-            calibration.release(
-                owner=_OWNERS,
-                what="TKNN counts (|B|, |NB(B)|, same-label |NB(B)|) on a Poisson subsample B, per validation point",
-                dimension=3,
-            )
-        )
-        return (
-            values,
-            ledger,
-            {
-                **settings,
-                "epsilon_target": self.epsilon,
-                "epsilon_spent": calibration.epsilon_spent,
-                "delta": self.delta,
-                "sampling_probability": self.sampling_probability,
-                "noise_std": calibration.noise_std,
-                "noise_multiplier": calibration.noise_multiplier,
-                "mean_released_neighbours": float(np.asarray(released)[:, 1].mean()),
-            },
-        )
+        mean_released = float(np.asarray(released)[:, 1].mean())
+        return values, ledger, {"tau": self.tau, **diagnostics, "mean_released_neighbours": mean_released}
 
 
 class DPKNNShapley(_NearestNeighbourValuation):
@@ -289,48 +312,32 @@ class DPKNNShapley(_NearestNeighbourValuation):
         sampling_probability: float = 1.0,
         distance: str = "cosine",
         batch_size: int | None = None,
+        noise_seed: int | None = None,
+        allow_seed_reuse: bool = False,
     ) -> None:
         super().__init__(distance, batch_size)
         self.n_neighbors = _check_count("n_neighbors", n_neighbors)
-        self.epsilon, self.delta = _check_privacy(epsilon, delta, required=True)
-        self.sampling_probability = _check_sampling_probability(sampling_probability)
+        self.epsilon, self.delta, self.sampling_probability = epsilon, delta, sampling_probability
+        self.privacy = _PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse)
 
-    def _values(self, x_val, y_val, key, batch_size):
+    def _values(self, x_val, y_val, batch_size):
         k = self.n_neighbors
-        key = self._require_key(key, "DP-KNN-Shapley")
-        calibration = calibrate_noise(
-            self.epsilon, self.delta, 1.0 / (k * (k + 1)), len(y_val), self.sampling_probability
+        inputs = (self.x_train_, self.y_train_, x_val, y_val, self.sampling_probability)
+        values, ledger, diagnostics = self.privacy.release(
+            partial(
+                noisy_knn_shapley_values,
+                k=k,
+                subsample=self.sampling_probability < 1,
+                distance=self.distance,
+                batch_size=batch_size,
+            ),
+            inputs,
+            sensitivity=1.0 / (k * (k + 1)),
+            compositions=len(y_val),
+            what="own KNN-Shapley value per validation point",
+            dimension=1,
         )
-        values = noisy_knn_shapley_values(
-            key,
-            self.x_train_,
-            self.y_train_,
-            x_val,
-            y_val,
-            self.sampling_probability,
-            calibration.noise_std,
-            k=k,
-            subsample=self.sampling_probability < 1,
-            distance=self.distance,
-            batch_size=batch_size,
-        )
-        ledger = PrivacyLedger()
-        ledger.record(
-            calibration.release(owner=_OWNERS, what="own KNN-Shapley value per validation point", dimension=1)
-        )
-        return (
-            values,
-            ledger,
-            {
-                "n_neighbors": k,
-                "epsilon_target": self.epsilon,
-                "epsilon_spent": calibration.epsilon_spent,
-                "delta": self.delta,
-                "sampling_probability": self.sampling_probability,
-                "noise_std": calibration.noise_std,
-                "noise_multiplier": calibration.noise_multiplier,
-            },
-        )
+        return values, ledger, {"n_neighbors": k, **diagnostics}
 
 
 __all__ = ["DPKNNShapley", "KNNShapley", "TKNNShapley"]

@@ -24,6 +24,7 @@ import numpy as np
 
 from bayesval.estimators.batching import sum_over_validation
 from bayesval.estimators.distances import distance_row, squared_norms
+from bayesval.privacy.mechanisms import add_noise
 
 
 def harmonic(m: jax.Array) -> jax.Array:
@@ -57,7 +58,7 @@ def noisy_tknn_counts(key: jax.Array, counts: jax.Array, noise_std: float) -> ja
     Clamping (spec Sec. 5.7): c >= 0, c_x >= 0 and 0 <= c_+ <= c_x. The l2 sensitivity of the
     count vector is sqrt(3) under add/remove-one adjacency.
     """
-    noisy = jnp.round(counts + noise_std * jax.random.normal(key, (3,), dtype=counts.dtype))
+    noisy = jnp.round(add_noise(key, counts, noise_std))
     in_ball = jnp.maximum(noisy[1], 0.0)
     return jnp.stack([jnp.maximum(noisy[0], 0.0), in_ball, jnp.clip(noisy[2], 0.0, in_ball)])
 
@@ -244,7 +245,8 @@ def private_tknn_shapley_values(
 ) -> tuple[jax.Array, jax.Array]:
     """DP-TKNN-Shapley summed over the validation set, and the released counts (N_val, 3).
 
-    Subsampling and privacy noise draw from separate key streams, one key per validation point.
+    `key` is the privacy key of the release (`Mechanism.run`): the Poisson subsamples are secret too, or
+    they would amplify nothing. Subsampling and noise draw from separate streams, one key per point.
     """
     geometry = _point_geometry(x_train, y_train, distance)
     n_val = x_val.shape[0]
@@ -289,7 +291,7 @@ def noisy_knn_shapley_values(
             values = subsampled_knn_shapley_original(sample_key, dist, agree, k, sampling_probability)
         else:
             values = knn_shapley_original(dist, agree, k)
-        return values + noise_std * jax.random.normal(noise_key, dist.shape, dist.dtype), ()
+        return add_noise(noise_key, values, noise_std), ()
 
     per_point = (x_val, y_val, jax.random.split(sample_root, n_val), jax.random.split(noise_root, n_val))
     return sum_over_validation(point, per_point, x_train.shape[0], batch_size)[0]

@@ -1,57 +1,218 @@
-"""The privacy ledger: one record per release, carried into every result (DESIGN.md Sec. 7)."""
+"""The privacy ledger: one record per release with its dp-accounting event, composed per owner (DESIGN.md Sec. 7)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+import uuid
+from dataclasses import dataclass, field
 
-from bayesval.privacy.accounting import rdp_to_approx_dp
+import dp_accounting
+from dp_accounting import dp_event
+
+from bayesval.privacy.accounting import DPGuarantee, PrivacySpent, meets, privacy_spent
+from bayesval.validation import check_int, check_positive
+
+NOISES = ("gaussian", "laplace")
+ADJACENCIES = ("replace-one", "add-or-remove-one")
+_EVENT_TYPES = {
+    cls.__name__: cls
+    for cls in (
+        dp_accounting.GaussianDpEvent,
+        dp_accounting.LaplaceDpEvent,
+        dp_accounting.PoissonSampledDpEvent,
+        dp_accounting.SelfComposedDpEvent,
+        dp_accounting.ComposedDpEvent,
+    )
+}
 
 
 @dataclass(frozen=True)
 class Release:
-    """One output of a DP mechanism: who released what, under which guarantee and noise scale."""
+    """One output of the mechanism: who released what, with which noise, and its dp-accounting event.
+
+    noise_scale is the Gaussian std or the Laplace scale b; `event` describes the whole release
+    (subsampling, compositions over validation points, ...) and must meet `guarantee` with a noise
+    multiplier equal to noise_scale / sensitivity: a record whose noise disagrees with its
+    calibration is refused, whoever built it.
+    """
 
     owner: str
     what: str
-    mechanism: str
+    noise: str
     sensitivity: float
-    noise_std: float
+    noise_scale: float
     dimension: int
-    epsilon: float
-    delta: float | None = None
-    rdp_order: float | None = None
-    compositions: int = 1
-    sampling_probability: float = 1.0
-    clipped_rows: int = 0
+    guarantee: DPGuarantee
+    event: dp_accounting.DpEvent
+    adjacency: str = "replace-one"
+    release_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def approx_dp_epsilon(self, delta: float) -> float:
-        """epsilon of (epsilon, delta)-DP for this release (RDP releases are converted)."""
-        if self.rdp_order is None:
-            if self.delta is not None and self.delta > delta:
-                raise ValueError(f"release was calibrated at delta={self.delta} > {delta}")
-            return self.epsilon
-        return rdp_to_approx_dp(self.rdp_order, self.epsilon, delta)
+    def __post_init__(self) -> None:
+        if not isinstance(self.owner, str) or not self.owner:
+            raise TypeError(f"Release.owner must be a non-empty string, got {self.owner!r}")
+        if self.noise not in NOISES:
+            raise ValueError(f"Release.noise must be one of {NOISES}, got {self.noise!r}")
+        if self.adjacency not in ADJACENCIES:
+            raise ValueError(f"Release.adjacency must be one of {ADJACENCIES}, got {self.adjacency!r}")
+        if not isinstance(self.guarantee, DPGuarantee):
+            raise TypeError(f"Release.guarantee must be a DPGuarantee, got {self.guarantee!r}")
+        check_positive("Release.sensitivity", self.sensitivity)
+        check_positive("Release.noise_scale", self.noise_scale)
+        check_int("Release.dimension", self.dimension, minimum=1)
+        base = _base_mechanism(self.event)
+        expected = dp_accounting.GaussianDpEvent if self.noise == "gaussian" else dp_accounting.LaplaceDpEvent
+        if not isinstance(base, expected):
+            raise ValueError(f"{self.owner}: a {self.noise} release cannot carry the event {self.event}")
+        multiplier = self.noise_scale / self.sensitivity
+        if not math.isclose(base.noise_multiplier, multiplier, rel_tol=1e-9):
+            raise ValueError(
+                f"{self.owner}: noise {self.noise_scale!r} / sensitivity {self.sensitivity!r} = {multiplier:.6g} "
+                f"disagrees with the noise multiplier {base.noise_multiplier:.6g} of its event"
+            )
+        if not meets(self.event, self.guarantee):
+            raise ValueError(
+                f"{self.owner}: noise of scale {self.noise_scale:.6g} at sensitivity {self.sensitivity:.6g} does not "
+                f"give the recorded guarantee {self.guarantee.describe()} (dp-accounting, event {self.event})"
+            )
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the noise of each released coordinate."""
+        return self.noise_scale if self.noise == "gaussian" else math.sqrt(2.0) * self.noise_scale
+
+    def to_record(self) -> dict:
+        """A JSON-ready dict (the event as nested dicts of dp-accounting's fields)."""
+        return {
+            "owner": self.owner,
+            "what": self.what,
+            "noise": self.noise,
+            "sensitivity": self.sensitivity,
+            "noise_scale": self.noise_scale,
+            "dimension": self.dimension,
+            "guarantee": self.guarantee.to_record(),
+            "event": event_to_record(self.event),
+            "adjacency": self.adjacency,
+            "release_id": self.release_id,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict) -> Release:
+        """Rebuild (and re-check) a release from `to_record`'s dict."""
+        if not isinstance(record, dict):
+            raise TypeError(f"a release record must be a dict, got {type(record).__name__}")
+        fields = {"owner", "what", "noise", "sensitivity", "noise_scale", "dimension", "guarantee", "event"}
+        missing = fields - set(record)
+        if missing:
+            raise ValueError(f"release record lacks {sorted(missing)}")
+        unknown = set(record) - fields - {"adjacency", "release_id"}
+        if unknown:
+            raise ValueError(f"release record has unknown fields {sorted(unknown)}")
+        guarantee = record["guarantee"]
+        if not isinstance(guarantee, dict) or set(guarantee) != {"epsilon", "delta", "rdp_order"}:
+            raise ValueError(f"release record's guarantee must hold epsilon, delta, rdp_order; got {guarantee!r}")
+        return cls(**{**record, "guarantee": DPGuarantee(**guarantee), "event": event_from_record(record["event"])})
+
+
+def _base_mechanism(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+    """The Gaussian / Laplace event inside subsampling and self-composition wrappers."""
+    while isinstance(event, (dp_accounting.PoissonSampledDpEvent, dp_accounting.SelfComposedDpEvent)):
+        event = event.event
+    return event
+
+
+def event_to_record(event: dp_accounting.DpEvent) -> dict:
+    """A dp-accounting event as nested plain dicts: {'type': 'GaussianDpEvent', 'noise_multiplier': ...}."""
+    if type(event).__name__ not in _EVENT_TYPES:
+        raise TypeError(f"unsupported privacy event {event!r}")
+    fields = event.to_named_tuple()._asdict()
+    record = {"type": fields.pop("class_name")}
+    fields.pop("module_name")
+    for name, value in fields.items():
+        if isinstance(value, dp_event.DpEvent):
+            value = event_to_record(value)
+        elif isinstance(value, list):
+            value = [event_to_record(e) for e in value]
+        record[name] = value
+    return record
+
+
+def event_from_record(record: dict) -> dp_accounting.DpEvent:
+    """Inverse of `event_to_record`, for the supported event types only."""
+    if not isinstance(record, dict) or record.get("type") not in _EVENT_TYPES:
+        raise ValueError(f"unsupported privacy event record {record!r}; known types: {sorted(_EVENT_TYPES)}")
+    fields = {k: v for k, v in record.items() if k != "type"}
+    for name, value in fields.items():
+        if isinstance(value, dict):
+            fields[name] = event_from_record(value)
+        elif isinstance(value, list):
+            fields[name] = [event_from_record(e) for e in value]
+    try:
+        return _EVENT_TYPES[record["type"]](**fields)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"invalid privacy event record {record!r}: {error}") from None
 
 
 @dataclass
 class PrivacyLedger:
-    """Every release made for one valuation, in order."""
+    """Every release an owner made, in order: an accountant per owner. A release is recorded once, so a
+    ledger carried across valuations shows each release once and composes fresh ones."""
 
     releases: list[Release] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.releases, (list, tuple)):
+            raise TypeError(f"PrivacyLedger.releases must be a list of Release records, got {self.releases!r}")
+        releases, self.releases = self.releases, []
+        for release in releases:
+            self.record(release)
+
     def record(self, release: Release) -> Release:
-        self.releases.append(release)
+        if not isinstance(release, Release):
+            raise TypeError(f"a ledger records Release objects, got {type(release).__name__}")
+        if all(r.release_id != release.release_id for r in self.releases):
+            self.releases.append(release)
         return release
 
-    def spent(self, owner: str) -> list[Release]:
+    def merge(self, other: PrivacyLedger) -> PrivacyLedger:
+        """Record every release of `other` (each once)."""
+        if not isinstance(other, PrivacyLedger):
+            raise TypeError(f"merge takes a PrivacyLedger, got {type(other).__name__}")
+        for release in other.releases:
+            self.record(release)
+        return self
+
+    @property
+    def owners(self) -> list[str]:
+        return list(dict.fromkeys(r.owner for r in self.releases))
+
+    def releases_of(self, owner: str) -> list[Release]:
         return [r for r in self.releases if r.owner == owner]
 
+    def spent(self, owner: str, *, delta: float | None = None, rdp_order: float | None = None) -> PrivacySpent:
+        """dp-accounting's composition of `owner`'s releases: epsilon at `delta` (default: the largest delta
+        the owner's releases were calibrated for, else 1e-5) and RDP at `rdp_order` (default: the order of
+        its RDP releases, else 2)."""
+        if not isinstance(owner, str):
+            raise TypeError(f"owner must be a string (a party's name), got {owner!r} ({type(owner).__name__})")
+        releases = self.releases_of(owner)
+        if not releases:
+            raise ValueError(f"no releases by {owner!r}; owners in this ledger: {self.owners}")
+        guarantees = [r.guarantee for r in releases]
+        if delta is None:
+            delta = max((g.delta for g in guarantees if g.delta), default=1e-5)
+        if rdp_order is None:
+            rdp_order = next((g.rdp_order for g in guarantees if g.is_rdp), 2.0)
+        return privacy_spent(owner, [r.event for r in releases], delta=delta, rdp_order=rdp_order)
+
+    def spent_by_owner(self, **kwargs) -> dict[str, PrivacySpent]:
+        return {owner: self.spent(owner, **kwargs) for owner in self.owners}
+
     def to_records(self) -> list[dict]:
-        return [asdict(r) for r in self.releases]
+        return [r.to_record() for r in self.releases]
 
     @classmethod
     def from_records(cls, records: list[dict]) -> PrivacyLedger:
-        return cls([Release(**r) for r in records])
+        return cls([Release.from_record(r) for r in records])
 
     def __len__(self) -> int:
         return len(self.releases)
