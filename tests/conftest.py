@@ -1,4 +1,5 @@
 import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -26,12 +27,17 @@ def syn_parties(syn):
     return build
 
 
-@pytest.fixture(autouse=True)
-def isolated_noise_seeds(monkeypatch):
-    """Each test is its own experiment: noise seeds claimed in one test do not bind another."""
+def _isolated_noise_seeds():
+    """Each test (and each module's shared fixtures) is its own experiment: noise seeds claimed in one do not
+    bind another. Autouse fixtures come first within their scope, so module fixtures see a clean registry."""
     import bayesval.privacy.noise
 
-    monkeypatch.setattr(bayesval.privacy.noise, "_CLAIMED", {})
+    with mock.patch.dict(bayesval.privacy.noise._CLAIMED, clear=True):
+        yield
+
+
+isolated_noise_seeds_per_module = pytest.fixture(scope="module", autouse=True)(_isolated_noise_seeds)
+isolated_noise_seeds_per_test = pytest.fixture(autouse=True)(_isolated_noise_seeds)
 
 
 @pytest.fixture()

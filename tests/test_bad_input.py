@@ -86,12 +86,13 @@ def test_data_beyond_bounds_is_clipped_and_counted_on_the_party_side_only(syn, t
 
 
 def test_clipping_warns_on_the_party_side_and_is_not_published(syn):
-    X, y = syn.parties[0]
-    parties = [
-        bv.Party(X * 100.0, y, epsilon=0.2, bounds=syn.bounds, name="a", noise_seed=1),
-        bv.Party(*syn.parties[1], epsilon=0.2, bounds=syn.bounds, name="b", noise_seed=2),
+    (X, y), *others = syn.parties
+    parties = [bv.Party(X * 100.0, y, epsilon=0.2, bounds=syn.bounds, name="a", noise_seed=1)] + [
+        bv.Party(*data, epsilon=0.2, bounds=syn.bounds, name=name, noise_seed=seed)
+        for data, name, seed in zip(others, "bc", (2, 3))
     ]
-    config = SamplerConfig(num_chains=2, num_warmup=10, num_samples=100, thinning=1, num_repeats=2)
+    # test_valuate's budget and party count: its compiled program is reused
+    config = SamplerConfig(num_chains=2, num_warmup=200, num_samples=1000, thinning=2, num_repeats=2)
     with pytest.warns(UserWarning, match="a: 100 of 100 rows lie outside the declared bounds"):
         result = bv.valuate(MODEL, parties, config=config, progress_bar=False)
     assert "clip" not in json.dumps(result.privacy.to_records())

@@ -1065,7 +1065,7 @@ PRIVACY = [
     case(
         "Mechanism.gaussian-num_compositions-huge",
         lambda w: Mechanism.gaussian(DPGuarantee(1.0, 1e-5), 1.0, num_compositions=10**30),
-        r"\(1, 1e-05\)-DP",
+        r"num_compositions must be an integer >= 1 and at most 2\^31 - 1",
     ),
     case(
         "Mechanism.gaussian-sampling_probability-two",

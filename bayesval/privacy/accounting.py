@@ -23,7 +23,7 @@ import dp_accounting
 from dp_accounting import rdp
 from dp_accounting.pld import PLDAccountant
 
-from bayesval.validation import check_int, check_positive, check_probability, check_real
+from bayesval.validation import check_count, check_positive, check_probability, check_real
 
 # The PLD of a Gaussian with a small noise multiplier needs a large grid (seconds at 0.1, minutes
 # below): calibration searches no lower, and reports use the RDP accountant below it.
@@ -96,7 +96,7 @@ def laplace_event(noise_multiplier: float, num_compositions: int = 1) -> dp_acco
 
 
 def check_composition(num_compositions: int, sampling_probability: float) -> tuple[int, float]:
-    count = check_int("num_compositions", num_compositions, minimum=1)
+    count = check_count("num_compositions", num_compositions, minimum=1)
     rate = check_real("sampling_probability", sampling_probability)
     if not 0 < rate <= 1:
         raise ValueError(f"sampling_probability must lie in (0, 1], got {sampling_probability!r}")

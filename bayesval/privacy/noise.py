@@ -3,8 +3,9 @@
 Privacy noise never comes from a sampling key: a sampling key is public (it is in the result, the
 paper, the notebook), and noise drawn from it can be subtracted. A `NoiseSource` hands out one key
 per release. Without a seed each key is 64 bits of OS entropy. With a seed the keys are a
-reproducible stream, key j = fold_in(key(seed), j), which weakens privacy to the secrecy of the
-seed; it exists for experiments such as Sim et al.'s fixed-seed epsilon sweep.
+reproducible stream (key(seed) itself for the first release, as in earlier versions, then
+fold_in(key(seed), j) for release j), which weakens privacy to the secrecy of the seed; it exists
+for experiments such as Sim et al.'s fixed-seed epsilon sweep.
 
 A seed must not make two different releases: the same standard-normal draw at two noise scales
 recovers the exact statistic (o_1 - (sigma_1/sigma_2) o_2 = (1 - sigma_1/sigma_2) s), and two
@@ -63,7 +64,8 @@ class NoiseSource:
                 f"{index} of that seed): reusing it across releases, privacy levels or parties lets the noise be "
                 "subtracted. Use another seed, no seed (OS entropy), or allow_seed_reuse=True for an experiment"
             )
-        return jax.random.fold_in(jax.random.key(self.seed), index)
+        root = jax.random.key(self.seed)
+        return root if index == 0 else jax.random.fold_in(root, index)
 
     def __repr__(self) -> str:
         if self.seed is None:
