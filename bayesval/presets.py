@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from difflib import get_close_matches
 
-from bayesval.validation import check_bool, check_count, check_non_negative, check_probability
+from bayesval.validation import check_bool, check_count, check_non_negative, check_positive, check_probability
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,9 @@ class SamplerConfig:
 
     Every field is checked on construction (and so by `with_`): the counts are ints (num_warmup >= 0,
     the others >= 1, num_repeats >= 2 since one repeat has no spread; none above 2^31 - 1), num_samples a
-    multiple of thinning, progress_bar a bool, target_accept_prob in (0, 1) and min_bfmi a finite number >= 0.
+    multiple of thinning, progress_bar a bool, target_accept_prob in (0, 1), min_bfmi a finite number >= 0 and
+    memory_limit_mb > 0: the memory one device may use for the draws of one batch of coalition posteriors
+    (batches are chunked to it).
     """
 
     num_chains: int = 4
@@ -29,6 +31,7 @@ class SamplerConfig:
     progress_bar: bool = True
     target_accept_prob: float = 0.8
     min_bfmi: float = 0.3
+    memory_limit_mb: float = 2048.0
 
     def __post_init__(self) -> None:
         minimums = {"num_chains": 1, "num_warmup": 0, "num_samples": 1, "thinning": 1, "num_repeats": 2}
@@ -37,6 +40,7 @@ class SamplerConfig:
         self._set("progress_bar", check_bool("SamplerConfig.progress_bar", self.progress_bar))
         self._set("target_accept_prob", check_probability("SamplerConfig.target_accept_prob", self.target_accept_prob))
         self._set("min_bfmi", check_non_negative("SamplerConfig.min_bfmi", self.min_bfmi))
+        self._set("memory_limit_mb", check_positive("SamplerConfig.memory_limit_mb", self.memory_limit_mb))
         if self.num_samples % self.thinning:
             raise ValueError(
                 f"SamplerConfig.num_samples={self.num_samples} must be a multiple of thinning={self.thinning}"

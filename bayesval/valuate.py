@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval.boundary import PerturbedStatistic, describe_statistic
-from bayesval.divergence import knn_kl
-from bayesval.games.shapley import coalition_masks, exact_shapley, mask_codes, permutation_shapley
-from bayesval.inference.diagnostics import R_HAT_THRESHOLD, chain_diagnostics
+from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat, permutation_shapley
+from bayesval.games.surprise import CoalitionSurprise, batch_rows, per_repeat
+from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.parties import Party
 from bayesval.presets import SamplerConfig
@@ -100,6 +100,7 @@ def valuate(
     names = check_parties(model, parties)
     if hasattr(model, "check"):
         model.check(_placeholder_data(model, parties))
+    batch_rows(model, _placeholder_data(model, parties), config, 1)  # memory_limit_mb fits one posterior
     provenance = _provenance(model, parties)
     reused = [name for name, how in provenance.items() if how == "reused"]
     if reused:
@@ -117,37 +118,37 @@ def valuate(
             privacy.record(party.release)
     if ledger is not None:
         ledger.merge(privacy)
-    surprise = CoalitionSurprise(model, data, config, k)
     n = len(names)
     key_values, key_permutations = jax.random.split(key)
+    surprise = CoalitionSurprise(model, data, config, k, key_values, max_coalitions=2**n - 1)
+
+    def exact() -> tuple[np.ndarray, np.ndarray]:
+        """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
+        return per_repeat(exact_shapley_per_repeat(surprise(coalition_masks(n, include_empty=True))))
+
     if n <= exact_up_to:
-        masks = coalition_masks(n)
-        mean, stderr = surprise(key_values, masks)
-        values, value_stderr = exact_shapley(np.append(0.0, mean), np.append(0.0, stderr))
-        method = "exact Shapley"
+        (values, value_stderr), method = exact(), "exact Shapley"
     else:
-        memo: dict[int, float] = {0: 0.0}
-
-        def utility(batch: np.ndarray) -> np.ndarray:
-            codes = mask_codes(batch)
-            new = np.unique(codes[[c not in memo for c in codes]])
-            if new.size:
-                new_masks = (new[:, None] >> np.arange(n)) & 1
-                mean_new, _ = surprise(jax.random.fold_in(key_values, len(memo)), new_masks.astype(bool))
-                memo.update(zip(new.tolist(), mean_new.tolist()))
-            return np.array([memo[c] for c in codes])
-
         values, value_stderr, count = permutation_shapley(
-            utility, n, key_permutations, tolerance=tolerance, progress_bar=config.progress_bar
+            surprise,
+            n,
+            key_permutations,
+            tolerance=tolerance,
+            complete=lambda: surprise.num_sampled == 2**n - 1,
+            progress_bar=config.progress_bar,
         )
-        masks = (np.array(sorted(set(memo) - {0}))[:, None] >> np.arange(n)) & 1
-        masks = masks.astype(bool)
-        mean, stderr = np.array([memo[c] for c in mask_codes(masks)]), np.full(len(masks), np.nan)
         method = f"permutation Shapley ({count} permutations)"
+        if surprise.num_sampled == 2**n - 1:  # every coalition is known: the exact values cost nothing more
+            (values, value_stderr), method = exact(), f"exact Shapley (all coalitions sampled in {count} permutations)"
+    codes = sorted(set(surprise.values) - {0})
+    masks = ((np.array(codes)[:, None] >> np.arange(n)) & 1).astype(bool)
+    mean, stderr = per_repeat(np.stack([surprise.values[c] for c in codes], axis=1))
     if not surprise.diagnostics["converged"]:
+        worst_r_hat, worst_ess = max(surprise.diagnostics["r_hat"]), min(surprise.diagnostics["ess"])
         warnings.warn(
-            f"some coalition posteriors did not converge (R-hat above {R_HAT_THRESHOLD}, or every chain "
-            "dropped for low BFMI); see result.diagnostics and raise num_warmup / num_samples",
+            f"some coalition posteriors did not converge (max R-hat {worst_r_hat:.3f}, min bulk ESS {worst_ess:.0f}; "
+            f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI); "
+            "see result.diagnostics and raise num_warmup / num_samples",
             stacklevel=2,
         )
     return ValuationResult(
@@ -280,53 +281,3 @@ def _check_release_fits(model, released: PerturbedStatistic) -> None:
 
 def _width(party: Party | PerturbedStatistic) -> int:
     return party.num_features if isinstance(party, Party) else -len(party.perturbed)
-
-
-class CoalitionSurprise:
-    """v_C for batches of coalition masks: all repeats x coalitions in one sampler call, then k-NN KL.
-
-    Chains the sampler drops (NUTS chains with low BFMI) are left out of that posterior's sample, and
-    the prior sample it is compared with has the same size; the drops are counted in the diagnostics.
-    """
-
-    def __init__(self, model, data: NoiseAwareData, config: SamplerConfig, k: int) -> None:
-        self.model, self.data, self.config, self.k = model, data, config, k
-        self.diagnostics: dict = {
-            "converged": True,
-            "r_hat": [],
-            "ess": [],
-            "coalitions": [],
-            "dropped_chains": [],
-            "divergences": [],
-        }
-
-    def __call__(self, key: jax.Array, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        repeats, num_masks = self.config.num_repeats, len(masks)
-        key_posterior, key_prior = jax.random.split(key)
-        sample = self.model.posterior_draws(key_posterior, self.data, np.tile(masks, (repeats, 1)), self.config)
-        draws, kept = sample.draws, sample.kept_chains
-        prior_keys = jax.random.split(key_prior, repeats)
-        priors = [self.model.prior_draws(pk, self.data, draws.shape[1] * draws.shape[2]) for pk in prior_keys]
-        kl, r_hat, ess = np.full(len(draws), np.nan), np.full(len(draws), np.inf), np.zeros(len(draws))
-        for i, (chains, keep) in enumerate(zip(draws, kept)):
-            if keep.sum() == 0:
-                continue
-            posterior = chains[keep].reshape(-1, chains.shape[-1])
-            kl[i] = knn_kl(posterior, priors[i // num_masks][: len(posterior)], self.k)
-            chain_r_hat, chain_ess = chain_diagnostics(chains[keep][None])
-            r_hat[i], ess[i] = chain_r_hat.max(), chain_ess.min()
-        kl, by_mask = kl.reshape(repeats, num_masks), (repeats, num_masks)
-        if np.isnan(kl).all(axis=0).any():
-            raise RuntimeError("every chain of some coalition posterior was dropped (BFMI); raise num_warmup")
-        r_hat, ess = r_hat.reshape(by_mask).max(axis=0), ess.reshape(by_mask).min(axis=0)
-        self.diagnostics["coalitions"] += masks.astype(int).tolist()
-        self.diagnostics["r_hat"] += r_hat.tolist()
-        self.diagnostics["ess"] += ess.tolist()
-        self.diagnostics["dropped_chains"] += (~kept).reshape(repeats, num_masks, -1).sum(axis=(0, 2)).tolist()
-        divergences = sample.info.get("divergences", np.zeros(kept.shape, int))
-        self.diagnostics["divergences"] += divergences.reshape(repeats, num_masks, -1).sum(axis=(0, 2)).tolist()
-        self.diagnostics["converged"] &= bool((r_hat < R_HAT_THRESHOLD).all())
-        count = np.sum(~np.isnan(kl), axis=0)
-        mean = np.nanmean(kl, axis=0)
-        stderr = np.where(count > 1, np.nanstd(kl, axis=0, ddof=1) / np.sqrt(np.maximum(count, 1)), np.nan)
-        return mean, stderr

@@ -59,7 +59,7 @@ def test_agrees_with_nuts_on_the_marginalised_model(syn_parties, moves, shared):
     data = mediator_data(parties)
     mask = jnp.array([True, True])
     model = bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1], shared_data_model=shared)
-    budget = dict(num_chains=8, num_warmup=2000, num_samples=20_000, thinning=10)
+    budget = dict(num_chains=4, num_warmup=1000, num_samples=12_000, thinning=6)
     if moves[1]:
         budget.update(num_chains=4, num_warmup=1000, num_samples=4000, thinning=2)
     draws = gibbs(data, [mask], model, **budget)[0]

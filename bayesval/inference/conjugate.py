@@ -9,11 +9,23 @@ spec Sec. 2.1, with eigenvalue clipping where perturbed statistics break positiv
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
+
+from bayesval.inference.linalg import (
+    cholesky,
+    inverse_wishart_log_prob,
+    inverse_wishart_sample,
+    mvn_log_prob,
+    mvn_sample,
+    psd_project,
+    solve_upper,
+    spd_solve,
+)
 
 
 class NIG(NamedTuple):
@@ -30,12 +42,6 @@ class NIW(NamedTuple):
     dof: jnp.ndarray
 
 
-def psd_project(matrix: jnp.ndarray, floor: float = 0.0) -> jnp.ndarray:
-    """Nearest symmetric matrix (Frobenius) with every eigenvalue >= floor."""
-    values, vectors = jnp.linalg.eigh(0.5 * (matrix + matrix.T))
-    return (vectors * jnp.maximum(values, floor)) @ vectors.T
-
-
 def nig_update(prior: NIG, second_moments: jnp.ndarray, count: jnp.ndarray) -> NIG:
     """NIG posterior from the summed matrix [[X~^T X~, X~^T y], [y^T X~, y^T y]] of `count` records.
 
@@ -44,7 +50,7 @@ def nig_update(prior: NIG, second_moments: jnp.ndarray, count: jnp.ndarray) -> N
     moments = psd_project(second_moments)
     xx, xy, yy = moments[:-1, :-1], moments[:-1, -1], moments[-1, -1]
     precision = xx + prior.precision
-    mean = jnp.linalg.solve(precision, xy + prior.precision @ prior.mean)
+    mean = spd_solve(precision, xy + prior.precision @ prior.mean)
     scale = prior.scale + 0.5 * (yy + prior.mean @ prior.precision @ prior.mean - mean @ precision @ mean)
     return NIG(mean, precision, prior.shape + 0.5 * count, jnp.maximum(scale, prior.scale))
 
@@ -68,34 +74,38 @@ def sample_nig(key: jax.Array, params: NIG) -> tuple[jnp.ndarray, jnp.ndarray]:
     """One draw (w, sigma^2) from NIG(params)."""
     key_var, key_w = jax.random.split(key)
     noise_var = dist.InverseGamma(params.shape, params.scale).sample(key_var)
-    chol = jnp.linalg.cholesky(params.precision)
     standard = jax.random.normal(key_w, params.mean.shape)
-    weights = params.mean + jnp.sqrt(noise_var) * jax.scipy.linalg.solve_triangular(chol.T, standard, lower=False)
+    weights = params.mean + jnp.sqrt(noise_var) * solve_upper(cholesky(params.precision).T, standard)
     return weights, noise_var
 
 
 def sample_niw(key: jax.Array, params: NIW) -> tuple[jnp.ndarray, jnp.ndarray]:
     """One draw (mu, Sigma) from NIW(params)."""
     key_cov, key_mean = jax.random.split(key)
-    cov = dist.InverseWishart(params.dof, params.scale).sample(key_cov)
-    mean = dist.MultivariateNormal(params.mean, cov / params.kappa).sample(key_mean)
+    cov = inverse_wishart_sample(key_cov, params.dof, params.scale)
+    mean = mvn_sample(key_mean, params.mean, cov / params.kappa)
     return mean, cov
 
 
 def nig_log_density(params: NIG, weights: jnp.ndarray, noise_var: jnp.ndarray) -> jnp.ndarray:
     """log NIG(w, sigma^2 | params)."""
-    return dist.InverseGamma(params.shape, params.scale).log_prob(noise_var) + dist.MultivariateNormal(
-        params.mean, precision_matrix=params.precision / noise_var
-    ).log_prob(weights)
+    chol = cholesky(params.precision)
+    dim = weights.shape[-1]
+    residual = chol.T @ (weights - params.mean)
+    log_normal = jnp.sum(jnp.log(jnp.diagonal(chol))) - 0.5 * dim * jnp.log(2 * jnp.pi * noise_var)
+    return (
+        dist.InverseGamma(params.shape, params.scale).log_prob(noise_var)
+        + log_normal
+        - 0.5 * (residual @ residual) / noise_var
+    )
 
 
 def niw_log_density(params: NIW, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:
     """log NIW(mu, Sigma | params)."""
-    return dist.InverseWishart(params.dof, params.scale).log_prob(cov) + dist.MultivariateNormal(
-        params.mean, cov / params.kappa
-    ).log_prob(mean)
+    return inverse_wishart_log_prob(cov, params.dof, params.scale) + mvn_log_prob(mean, params.mean, cov / params.kappa)
 
 
+@partial(jax.jit, static_argnames="num_draws")
 def nig_draws(key: jax.Array, params: NIG, num_draws: int) -> jnp.ndarray:
     """`num_draws` i.i.d. draws of theta = (w, sigma^2) as rows of shape (num_draws, D + 1)."""
     weights, noise_var = jax.vmap(lambda k: sample_nig(k, params))(jax.random.split(key, num_draws))

@@ -6,7 +6,9 @@ import warnings
 
 import numpy as np
 
-R_HAT_THRESHOLD = 1.05
+# A posterior counts as converged with split R-hat <= 1.01 and bulk ESS >= 400 (Vehtari et al. 2021, Sec. 4).
+R_HAT_THRESHOLD = 1.01
+ESS_THRESHOLD = 400
 
 
 def chain_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

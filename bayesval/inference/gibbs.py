@@ -25,11 +25,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro.distributions as dist
-from numpyro.distributions import constraints
-from numpyro.distributions.transforms import biject_to
 from tqdm.auto import tqdm
 
+from bayesval.inference.batching import row_keys
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.conjugate import (
     NIG,
@@ -40,6 +38,17 @@ from bayesval.inference.conjugate import (
     niw_update,
     sample_nig,
     sample_niw,
+)
+from bayesval.inference.linalg import (
+    cholesky,
+    mvn_log_prob,
+    mvn_log_prob_cholesky,
+    pd_from_unconstrained,
+    pd_log_abs_det_jacobian,
+    solve_lower,
+    spd_inverse,
+    spd_solve,
+    unconstrained_from_pd,
 )
 from bayesval.statistics import LinearRegressionStatistic
 
@@ -121,10 +130,9 @@ def _sample_latent_statistic(key, statistic, state_i, perturbed, count, noise_st
     clt_mean, clt_cov = _clt_moments(statistic, *state_i, count)
     eye = jnp.eye(clt_cov.shape[0])
     key_prior, key_noise = jax.random.split(key)
-    prior_draw = clt_mean + jnp.linalg.cholesky(clt_cov) @ jax.random.normal(key_prior, clt_mean.shape)
+    prior_draw = clt_mean + cholesky(clt_cov) @ jax.random.normal(key_prior, clt_mean.shape)
     residual = perturbed - prior_draw - noise_std * jax.random.normal(key_noise, clt_mean.shape)
-    total = jax.scipy.linalg.cho_factor(clt_cov + noise_std**2 * eye, lower=True)
-    return prior_draw + clt_cov @ jax.scipy.linalg.cho_solve(total, residual)
+    return prior_draw + clt_cov @ spd_solve(clt_cov + noise_std**2 * eye, residual)
 
 
 def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats, data, mask, prior, statistic):
@@ -138,7 +146,7 @@ def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats
 
     def standardise(w, v):
         means, covs = jax.vmap(lambda mu, cov, c: _clt_moments(statistic, w, v, mu, cov, c))(x_mean, x_cov, data.counts)
-        return means, jnp.linalg.cholesky(covs)
+        return means, jax.vmap(cholesky)(covs)
 
     def log_target(w, v, means, chols):
         log_prior = nig_log_density(prior, w, v)
@@ -147,8 +155,8 @@ def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats
         return log_prior - 0.5 * jnp.sum(jnp.where(mask, misfit, 0.0))
 
     means, chols = standardise(weights, noise_var)
-    eta = jax.vmap(lambda chol, r: jax.scipy.linalg.solve_triangular(chol, r, lower=True))(chols, stats - means)
-    prior_chol = jnp.linalg.cholesky(jnp.linalg.inv(prior.precision))
+    eta = jax.vmap(solve_lower)(chols, stats - means)
+    prior_chol = cholesky(spd_inverse(prior.precision))
 
     def move(carry, key):
         w, v, current = carry
@@ -166,8 +174,8 @@ def _interweaving_moves(key, num_moves, weights, noise_var, x_mean, x_cov, stats
 
 
 MIN_PROPOSAL_DRAWS = 50
+ADAPT_FROM_SEGMENT = 1  # warm-up segments (of 10) before the collapsed moves start gathering proposal moments
 PROPOSAL_INFLATION = 1.5
-_PD = biject_to(constraints.positive_definite)
 
 
 def theta_coordinates(weights: jnp.ndarray, noise_var: jnp.ndarray) -> jnp.ndarray:
@@ -178,7 +186,7 @@ def theta_coordinates(weights: jnp.ndarray, noise_var: jnp.ndarray) -> jnp.ndarr
 
 def omega_coordinates(x_mean: jnp.ndarray, x_cov: jnp.ndarray) -> jnp.ndarray:
     """psi = (mu, unconstrained Sigma): mu and the log-diagonal Cholesky entries of Sigma."""
-    return jnp.concatenate([x_mean, _PD.inv(x_cov)])
+    return jnp.concatenate([x_mean, unconstrained_from_pd(x_cov)])
 
 
 def _marginal_log_likelihood(statistic, weights, noise_var, x_mean, x_cov, perturbed, count, noise_std):
@@ -186,7 +194,7 @@ def _marginal_log_likelihood(statistic, weights, noise_var, x_mean, x_cov, pertu
     statistic integrated out (the likelihood NUTS uses)."""
     clt_mean, clt_cov = _clt_moments(statistic, weights, noise_var, x_mean, x_cov, count)
     total = clt_cov + noise_std**2 * jnp.eye(clt_cov.shape[0])
-    return dist.MultivariateNormal(clt_mean, total).log_prob(perturbed)
+    return mvn_log_prob(perturbed, clt_mean, total)
 
 
 def _independence_moves(key, num_moves, position, log_target, moments):
@@ -194,15 +202,16 @@ def _independence_moves(key, num_moves, position, log_target, moments):
     Until MIN_PROPOSAL_DRAWS draws are gathered every move is rejected."""
     dim = position.shape[0]
     cov = moments.scatter / jnp.maximum(moments.count - 1, 1) + 1e-12 * jnp.eye(dim)
-    proposal = dist.MultivariateNormal(moments.mean, PROPOSAL_INFLATION**2 * cov)
+    proposal_chol = PROPOSAL_INFLATION * cholesky(cov)
+    proposal_log_prob = partial(mvn_log_prob_cholesky, mean=moments.mean, lower=proposal_chol)
     ready = moments.count >= MIN_PROPOSAL_DRAWS
 
     def move(carry, key):
         current, current_log = carry
         key_propose, key_accept = jax.random.split(key)
-        new = proposal.sample(key_propose)
+        new = moments.mean + proposal_chol @ jax.random.normal(key_propose, (dim,))
         new_log = log_target(new)
-        log_ratio = new_log - current_log + proposal.log_prob(current) - proposal.log_prob(new)
+        log_ratio = new_log - current_log + proposal_log_prob(current) - proposal_log_prob(new)
         accept = ready & (jnp.log(jax.random.uniform(key_accept)) < log_ratio)
         return (jnp.where(accept, new, current), jnp.where(accept, new_log, current_log)), None
 
@@ -245,11 +254,11 @@ def _collapsed_moves(key, num_moves, state, data, mask, priors, statistic, share
     def omega_log_target(psi, perturbed, counts, noise_std, included):
         """One data model psi for the parties `included` among those observed (leading axis)."""
         x_mean, unconstrained = psi[:num_features], psi[num_features:]
-        x_cov = _PD(unconstrained)
+        x_cov = pd_from_unconstrained(unconstrained, num_features)
         likelihood = jax.vmap(partial(_marginal_log_likelihood, statistic, weights, noise_var, x_mean, x_cov))(
             perturbed, counts, noise_std
         )
-        log_jacobian = _PD.log_abs_det_jacobian(unconstrained, x_cov)
+        log_jacobian = pd_log_abs_det_jacobian(unconstrained, num_features)
         log_prior = niw_log_density(priors.data, x_mean, x_cov) + log_jacobian
         return log_prior + jnp.sum(jnp.where(included, likelihood, 0.0))
 
@@ -268,8 +277,8 @@ def _collapsed_moves(key, num_moves, state, data, mask, priors, statistic, share
 
         keys = jax.random.split(key_omega, data.counts.shape[0])
         psi = jax.vmap(own_moves)(keys, psi, state.omega_moments, data.perturbed, data.counts, data.noise_std)
-    x_mean, x_cov = psi[:, :num_features], jax.vmap(_PD)(psi[:, num_features:])
-    return weights, noise_var, x_mean, x_cov
+    x_cov = jax.vmap(partial(pd_from_unconstrained, dim=num_features))(psi[:, num_features:])
+    return weights, noise_var, psi[:, :num_features], x_cov
 
 
 def gibbs_step(
@@ -284,13 +293,27 @@ def gibbs_step(
     collapsed_moves: int = 0,
     adapt: jnp.ndarray | bool = False,
 ) -> GibbsState:
-    """One sweep of Algorithm 1 for the coalition `mask` (steps 5-16), then `interweaving_moves`
-    Metropolis moves of theta in the ancillary parameterisation (see `_interweaving_moves`) and
-    `collapsed_moves` independence moves of theta and of each data model with the statistics integrated
-    out (see `_collapsed_moves`); with `adapt` the sweep's draws also update the moments those propose from."""
+    """One sweep for the coalition `mask`: `collapsed_moves` independence moves of theta and of each data model
+    with the statistics integrated out (see `_collapsed_moves`), then Algorithm 1's steps 5-16 (s | theta,
+    omega, o; omega | s; theta | s), then `interweaving_moves` Metropolis moves of theta in the ancillary
+    parameterisation (see `_interweaving_moves`). With `adapt` the sweep's draws also update the moments the
+    collapsed moves propose from.
+
+    The order is the exactness correction of the collapsed moves: they carry the chain across the wide
+    posterior p(theta, omega | o) that the conjugate steps cross slowly, and the theta a sweep ends with
+    is then drawn by Algorithm 1's exact conditional p(theta | s) given statistics s imputed from o. At
+    negligible noise s = o, so the draws follow the exact-statistics NIG posterior whatever the collapsed
+    moves' CLT target; where noise dominates, the collapsed moves set the mixing (docs/architecture.md).
+    """
     n = data.counts.shape[0]
     w = statistic.num_features
     key_s, key_omega, key_theta, key_move = jax.random.split(key, 4)
+    if collapsed_moves:
+        moved = _collapsed_moves(
+            jax.random.fold_in(key_move, 1), collapsed_moves, state, data, mask, priors, statistic, shared_data_model
+        )
+        state = state._replace(**dict(zip(("weights", "noise_var", "x_mean", "x_cov"), moved)))
+        state = jax.lax.cond(adapt, _gather_moments, lambda state: state, state)
     stats = jax.vmap(
         lambda k, mu, cov, o, c, sz: _sample_latent_statistic(
             k, statistic, (state.weights, state.noise_var, mu, cov), o, c, sz
@@ -315,14 +338,7 @@ def gibbs_step(
         weights, noise_var = _interweaving_moves(
             key_move, interweaving_moves, weights, noise_var, x_mean, x_cov, stats, data, mask, priors.model, statistic
         )
-    state = state._replace(weights=weights, noise_var=noise_var, x_mean=x_mean, x_cov=x_cov)
-    if collapsed_moves:
-        moved = _collapsed_moves(
-            jax.random.fold_in(key_move, 1), collapsed_moves, state, data, mask, priors, statistic, shared_data_model
-        )
-        state = state._replace(**dict(zip(("weights", "noise_var", "x_mean", "x_cov"), moved)))
-        state = jax.lax.cond(adapt, _gather_moments, lambda state: state, state)
-    return state
+    return state._replace(weights=weights, noise_var=noise_var, x_mean=x_mean, x_cov=x_cov)
 
 
 def _gather_moments(state: GibbsState) -> GibbsState:
@@ -343,6 +359,15 @@ def initial_state(key: jax.Array, priors: BLRPriors, num_parties: int) -> GibbsS
         jnp.arange(num_parties)
     )
     return GibbsState(weights, noise_var, x_mean, x_cov, RunningMoments.empty(weights.shape[0] + 1), omega_moments)
+
+
+@partial(jax.jit, static_argnames="num_parties")
+def _initial_states(keys: jax.Array, priors: BLRPriors, num_parties: int) -> GibbsState:
+    """`initial_state` for keys of any batch shape."""
+    draw = partial(initial_state, priors=priors, num_parties=num_parties)
+    for _ in range(keys.ndim):
+        draw = jax.vmap(draw)
+    return draw(keys)
 
 
 def _sweeps(key, state, data, mask, priors, statistic, moves, adapt, num_sweeps):
@@ -404,6 +429,8 @@ def sample_coalition_posteriors(
 ) -> np.ndarray:
     """Posterior draws of theta = (w, sigma^2) for every coalition mask: (K, chains, kept, D + 1).
 
+    `key` is one key, or one key per mask (K,): each row's draws then depend on its key alone.
+
     `num_samples` sweeps follow `num_warmup` burn-in sweeps and every `thinning`-th is kept, as in
     NumPyro's MCMC. The sweeps run as `segments` calls of one compiled program, to show progress.
     """
@@ -413,10 +440,9 @@ def sample_coalition_posteriors(
         raise ValueError(f"num_samples={num_samples} must be a multiple of thinning={thinning}")
     total_kept = num_samples // thinning
     per_segment = -(-total_kept // segments)
-    key_init, key_run = jax.random.split(key)
-    states = jax.vmap(jax.vmap(lambda k: initial_state(k, priors, num_parties)))(
-        jax.random.split(key_init, (num_coalitions, num_chains))
-    )
+    key_init, key_run = jnp.moveaxis(jax.vmap(jax.random.split)(row_keys(key, num_coalitions)), 1, 0)
+    chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))
+    states = _initial_states(chain_keys(key_init), priors, num_parties)
     # Warm-up: exactly num_warmup sweeps in `segments` calls; its second half gathers the moments the
     # collapsed moves propose from. Sampling: calls of per_segment kept draws.
     warmup = [len(b) for b in np.array_split(np.arange(num_warmup), segments) if len(b)]
@@ -425,13 +451,13 @@ def sample_coalition_posteriors(
     kept = []
     with tqdm(total=len(warmup) + sampling, desc="Gibbs", disable=not progress_bar, unit="segment") as bar:
         for index in range(len(warmup) + sampling):
-            keys = jax.random.split(jax.random.fold_in(key_run, index), (num_coalitions, num_chains))
+            keys = chain_keys(jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_run, index))
             warming = index < len(warmup)
             sweeps = np.full(per_segment, thinning)
             if warming:
                 sweeps[:] = 0
                 sweeps[0] = warmup[index]
-            adapt = jnp.asarray(warming and 2 * index >= len(warmup))
+            adapt = jnp.asarray(warming and index >= ADAPT_FROM_SEGMENT)
             states, draws = _advance(keys, states, data, masks, priors, statistic, moves, adapt, jnp.asarray(sweeps))
             if not warming:
                 kept.append(np.asarray(draws))

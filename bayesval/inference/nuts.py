@@ -23,6 +23,8 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import potential_energy
 from tqdm.auto import tqdm
 
+from bayesval.inference.batching import row_keys
+
 
 class CoalitionDraws(NamedTuple):
     """Posterior draws of a batch of coalitions: draws (B, chains, kept, d), kept_chains (B, chains) bool
@@ -140,7 +142,8 @@ def sample_coalition_posteriors_nuts(
     segments: int = 10,
     progress_bar: bool = True,
 ) -> CoalitionDraws:
-    """Draws of the `sites` of p(theta | o_C) for every coalition mask (K, n) by NUTS.
+    """Draws of the `sites` of p(theta | o_C) for every coalition mask (K, n) by NUTS; `key` is one key, or one
+    per mask (each row's draws then depend on its key alone).
 
     Returns draws (K, num_chains, num_samples / thinning, d), the chains kept by the BFMI rule and,
     in info, per-chain 'bfmi', 'divergences' and 'mean_accept_prob'. Chains start from prior draws.
@@ -150,7 +153,8 @@ def sample_coalition_posteriors_nuts(
     batch = num_coalitions * num_chains
     chain_masks = jnp.repeat(masks, num_chains, axis=0)
     program = _program(model, data, (num_warmup, target_accept_prob, max_tree_depth, thinning))
-    states = program.start(jax.random.split(key, batch), data, chain_masks)
+    chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
+    states = program.start(chain_keys.reshape(batch), data, chain_masks)
 
     kept = num_samples // thinning
     bar = tqdm(

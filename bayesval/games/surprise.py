@@ -1,0 +1,120 @@
+"""The Bayesian surprise of coalitions, v_C = KL(p(theta | o_C) || p(theta)) (Sim et al. 2023, Sec. 3;
+Algorithm 2, lines 4-13), as a cached utility of the game layer.
+
+Each coalition is valued `num_repeats` times, each time from fresh chains and a fresh prior sample; a
+repeat's prior sample is shared by every coalition of that repeat (common random numbers), so the
+coalitions' errors within a repeat are correlated and Shapley values and their standard errors are
+computed per repeat (`per_repeat`). Rows (coalition, repeat) are sampled in fixed-size batches, padded and
+chunked to `SamplerConfig.memory_limit_mb` per device and sharded over the local devices; each row's key
+is folded from its coalition and repeat, so values do not depend on the batch size or device layout.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from bayesval.divergence import knn_kl
+from bayesval.games.shapley import mask_codes
+from bayesval.inference.batching import coalition_key, pad_rows, padded_size, shard_rows
+from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
+from bayesval.presets import SamplerConfig
+
+MAX_BATCH_ROWS = 256
+_BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy
+
+
+def batch_rows(model, data, config: SamplerConfig, most_rows: int) -> int:
+    """Rows per sampler call: what fits `config.memory_limit_mb` on each device times the device count, and no
+    more than `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS."""
+    dimension = np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1]
+    per_row = config.draws_per_repeat * dimension * _BYTES_PER_DRAW_COORDINATE
+    per_device = int(config.memory_limit_mb * 2**20 // per_row)
+    if per_device < 1:
+        raise ValueError(
+            f"SamplerConfig.memory_limit_mb={config.memory_limit_mb:g} is too small for one coalition posterior of "
+            f"{config.draws_per_repeat} draws of {dimension} parameters, which needs {per_row / 2**20:.3g} MB; raise "
+            "memory_limit_mb or lower num_samples / num_chains"
+        )
+    devices = jax.local_device_count()
+    return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS), devices))
+
+
+class CoalitionSurprise:
+    """v_C of coalition masks, per repeat, sampled on demand and cached by coalition.
+
+    `surprise(masks)` returns the (num_repeats, B) KL estimates of masks (B, n) (the empty coalition is 0).
+    `values` maps each sampled coalition's bitmask to its (num_repeats,) estimates; `diagnostics` holds
+    R-hat, bulk ESS, dropped chains and divergences per sampled coalition.
+    """
+
+    def __init__(self, model, data, config: SamplerConfig, k: int, key: jax.Array, max_coalitions: int) -> None:
+        self.model, self.data, self.config, self.k = model, data, config, k
+        self.key_posterior, self.key_prior = jax.random.split(key)
+        self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
+        self.diagnostics: dict = {"converged": True, "coalitions": [], "r_hat": [], "ess": []}
+        self.diagnostics |= {"dropped_chains": [], "divergences": []}
+        self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats)
+        self._prior_samples: dict[int, np.ndarray] = {}
+
+    @property
+    def num_sampled(self) -> int:
+        return len(self.values) - 1
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray:
+        masks = np.asarray(masks, bool)
+        codes = mask_codes(masks)
+        new = [int(c) for c in dict.fromkeys(codes.tolist()) if c not in self.values]
+        if new:
+            self._sample(new, masks.shape[1])
+        return np.stack([self.values[int(c)] for c in codes], axis=1)
+
+    def _sample(self, codes: list[int], num_parties: int) -> None:
+        repeats = self.config.num_repeats
+        rows = [(code, repeat) for code in codes for repeat in range(repeats)]
+        kl, r_hat, ess = np.full(len(rows), np.nan), np.full(len(rows), np.inf), np.zeros(len(rows))
+        dropped, divergences = np.zeros(len(rows), int), np.zeros(len(rows), int)
+        for start in range(0, len(rows), self.batch_rows):
+            chunk = rows[start : start + self.batch_rows]
+            masks = (np.array([code for code, _ in chunk])[:, None] >> np.arange(num_parties)) & 1
+            keys = jax.numpy.stack([coalition_key(self.key_posterior, c, r) for c, r in chunk])
+            keys, masks = shard_rows(pad_rows(keys, self.batch_rows), pad_rows(masks.astype(bool), self.batch_rows))
+            sample = self.model.posterior_draws(keys, self.data, masks, self.config)
+            chunk_divergences = np.asarray(sample.info.get("divergences", np.zeros(sample.kept_chains.shape, int)))
+            for i, (_, repeat) in enumerate(chunk):
+                row = start + i
+                keep = sample.kept_chains[i]
+                dropped[row], divergences[row] = (~keep).sum(), chunk_divergences[i].sum()
+                if not keep.any():
+                    continue
+                chains = sample.draws[i][keep]
+                posterior = chains.reshape(-1, chains.shape[-1])
+                kl[row] = knn_kl(posterior, self._prior_sample(repeat)[: len(posterior)], self.k)
+                chain_r_hat, chain_ess = chain_diagnostics(chains[None])
+                r_hat[row], ess[row] = chain_r_hat.max(), chain_ess.min()
+        by_code = (len(codes), repeats)
+        kl = kl.reshape(by_code)
+        if np.isnan(kl).all(axis=1).any():
+            raise RuntimeError("every chain of some coalition posterior was dropped (BFMI); raise num_warmup")
+        kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)  # a repeat without chains
+        self.values.update(zip(codes, kl))
+        r_hat, ess = r_hat.reshape(by_code).max(axis=1), ess.reshape(by_code).min(axis=1)
+        self.diagnostics["coalitions"] += ((np.array(codes)[:, None] >> np.arange(num_parties)) & 1).tolist()
+        self.diagnostics["r_hat"] += r_hat.tolist()
+        self.diagnostics["ess"] += ess.tolist()
+        self.diagnostics["dropped_chains"] += dropped.reshape(by_code).sum(axis=1).tolist()
+        self.diagnostics["divergences"] += divergences.reshape(by_code).sum(axis=1).tolist()
+        self.diagnostics["converged"] &= bool((r_hat <= R_HAT_THRESHOLD).all() and (ess >= ESS_THRESHOLD).all())
+
+    def _prior_sample(self, repeat: int) -> np.ndarray:
+        """The prior draws every coalition of `repeat` is compared with."""
+        if repeat not in self._prior_samples:
+            key = jax.random.fold_in(self.key_prior, repeat)
+            self._prior_samples[repeat] = self.model.prior_draws(key, self.data, self.config.draws_per_repeat)
+        return self._prior_samples[repeat]
+
+
+def per_repeat(estimates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error over the leading (repeat) axis of per-repeat estimates."""
+    estimates = np.asarray(estimates, np.float64)
+    return estimates.mean(axis=0), estimates.std(axis=0, ddof=1) / np.sqrt(len(estimates))

@@ -1,0 +1,169 @@
+"""Small dense linear algebra in plain jax.numpy, for the batched Gibbs program.
+
+Why not `jnp.linalg`: on CPU its Cholesky, triangular-solve, LU and eigh lower to LAPACK custom calls
+whose batched kernels (jaxlib 0.10) split a large batch over XLA's intra-op thread pool and then block
+that pool thread until the pieces finish. When XLA runs two such calls at once on pool threads and the
+pool has no free thread (2 threads on a 2-core machine), every thread waits on work that none can run:
+the valuation of 6+ parties deadlocked this way (docs/architecture.md, "Why the Gibbs program has its
+own linear algebra"). The matrices here are tiny (the statistic of w features is (w+2)(w+3)/2 - 1
+long), so unrolled loops over the static dimension are exact, fuse into the surrounding vmapped code on
+CPU and GPU alike, and call no library kernel. Each function takes one matrix; `vmap` batches it.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import multigammaln
+
+
+def cholesky(matrix: jnp.ndarray) -> jnp.ndarray:
+    """Lower Cholesky factor L (L L^T = matrix), column by column; NaN where the matrix is not PD."""
+    dim = matrix.shape[-1]
+    rows = jnp.arange(dim)
+    factor = jnp.zeros_like(matrix)
+    for j in range(dim):
+        column = matrix[:, j] - factor[:, :j] @ factor[j, :j]
+        pivot = jnp.sqrt(column[j])
+        factor = factor.at[:, j].set(jnp.where(rows > j, column / pivot, jnp.where(rows == j, pivot, 0.0)))
+    return factor
+
+
+def solve_lower(lower: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
+    """x with lower @ x = rhs (rhs a vector or a matrix of columns), by forward substitution."""
+    solution = jnp.zeros_like(rhs)
+    for i in range(lower.shape[-1]):
+        solution = solution.at[i].set((rhs[i] - lower[i, :i] @ solution[:i]) / lower[i, i])
+    return solution
+
+
+def solve_upper(upper: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
+    """x with upper @ x = rhs, by back substitution."""
+    dim = upper.shape[-1]
+    solution = jnp.zeros_like(rhs)
+    for i in reversed(range(dim)):
+        solution = solution.at[i].set((rhs[i] - upper[i, i + 1 :] @ solution[i + 1 :]) / upper[i, i])
+    return solution
+
+
+def cho_solve(lower: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
+    """x with (lower lower^T) x = rhs."""
+    return solve_upper(lower.T, solve_lower(lower, rhs))
+
+
+def spd_solve(matrix: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
+    """x with matrix @ x = rhs for a symmetric positive-definite matrix."""
+    return cho_solve(cholesky(matrix), rhs)
+
+
+def spd_inverse(matrix: jnp.ndarray) -> jnp.ndarray:
+    return spd_solve(matrix, jnp.eye(matrix.shape[-1], dtype=matrix.dtype))
+
+
+def log_det_from_cholesky(lower: jnp.ndarray) -> jnp.ndarray:
+    return 2.0 * jnp.sum(jnp.log(jnp.diagonal(lower)))
+
+
+def eigh(matrix: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Eigenvalues and eigenvectors (columns) of a symmetric matrix by cyclic Jacobi rotations, written on the
+    matrix's entries as scalars so that each rotation is a handful of fused elementwise operations."""
+    dim = matrix.shape[-1]
+
+    def sweep(_, carry):
+        a = [[carry[0][i, j] for j in range(dim)] for i in range(dim)]
+        v = [[carry[1][i, j] for j in range(dim)] for i in range(dim)]
+        for p in range(dim - 1):
+            for q in range(p + 1, dim):
+                off = a[p][q]
+                rotate = off != 0.0
+                tau = (a[q][q] - a[p][p]) / (2.0 * jnp.where(rotate, off, 1.0))
+                tangent = jnp.where(tau >= 0, 1.0, -1.0) / (jnp.abs(tau) + jnp.sqrt(1.0 + tau**2))
+                cos = jnp.where(rotate, 1.0 / jnp.sqrt(1.0 + tangent**2), 1.0)
+                sin = jnp.where(rotate, tangent * cos, 0.0)
+                for rows in (a, v):  # columns p, q of A J and of V J
+                    for row in rows:
+                        row[p], row[q] = cos * row[p] - sin * row[q], sin * row[p] + cos * row[q]
+                a[p], a[q] = (  # rows p, q of J^T (A J)
+                    [cos * x - sin * y for x, y in zip(a[p], a[q])],
+                    [sin * x + cos * y for x, y in zip(a[p], a[q])],
+                )
+        return jnp.asarray(a), jnp.asarray(v)
+
+    sweeps = 0 if dim == 1 else 6 if dim <= 6 else 10  # quadratic convergence: float64 precision (tests)
+    diagonalised, vectors = jax.lax.fori_loop(0, sweeps, sweep, (matrix, jnp.eye(dim, dtype=matrix.dtype)))
+    return jnp.diagonal(diagonalised), vectors
+
+
+def psd_project(matrix: jnp.ndarray, floor: float = 0.0) -> jnp.ndarray:
+    """Nearest symmetric matrix (Frobenius) with every eigenvalue >= floor."""
+    values, vectors = eigh(0.5 * (matrix + matrix.T))
+    return (vectors * jnp.maximum(values, floor)) @ vectors.T
+
+
+def mvn_log_prob_cholesky(value: jnp.ndarray, mean: jnp.ndarray, lower: jnp.ndarray) -> jnp.ndarray:
+    """log N(value; mean, L L^T)."""
+    standard = solve_lower(lower, value - mean)
+    dim = value.shape[-1]
+    return -0.5 * (standard @ standard + log_det_from_cholesky(lower) + dim * jnp.log(2 * jnp.pi))
+
+
+def mvn_log_prob(value: jnp.ndarray, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:
+    """log N(value; mean, cov)."""
+    return mvn_log_prob_cholesky(value, mean, cholesky(cov))
+
+
+def mvn_sample(key: jax.Array, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:
+    return mean + cholesky(cov) @ jax.random.normal(key, mean.shape, mean.dtype)
+
+
+def inverse_wishart_sample(key: jax.Array, dof: jnp.ndarray, scale: jnp.ndarray) -> jnp.ndarray:
+    """Sigma ~ InvWishart(dof, scale) (mean scale / (dof - d - 1)): Sigma^-1 ~ Wishart(dof, scale^-1) by the
+    Bartlett decomposition, Sigma^-1 = (L A)(L A)^T with L L^T = scale^-1, A lower triangular,
+    A_ii^2 ~ chi^2(dof - i), A_ij ~ N(0, 1) below the diagonal."""
+    dim = scale.shape[-1]
+    key_diag, key_below = jax.random.split(key)
+    chi2 = 2.0 * jax.random.gamma(key_diag, 0.5 * (dof - jnp.arange(dim)), dtype=scale.dtype)
+    below = jnp.tril(jax.random.normal(key_below, (dim, dim), scale.dtype), -1)
+    bartlett = below + jnp.diag(jnp.sqrt(chi2))
+    factor = cholesky(spd_inverse(scale)) @ bartlett  # precision = factor factor^T
+    inverse_factor = solve_lower(factor, jnp.eye(dim, dtype=scale.dtype))
+    return inverse_factor.T @ inverse_factor
+
+
+def inverse_wishart_log_prob(value: jnp.ndarray, dof: jnp.ndarray, scale: jnp.ndarray) -> jnp.ndarray:
+    """log InvWishart(value; dof, scale)."""
+    dim = scale.shape[-1]
+    value_chol = cholesky(value)
+    trace = jnp.trace(cho_solve(value_chol, scale))
+    return (
+        0.5 * dof * log_det_from_cholesky(cholesky(scale))
+        - 0.5 * dof * dim * jnp.log(2.0)
+        - multigammaln(0.5 * dof, dim)
+        - 0.5 * (dof + dim + 1) * log_det_from_cholesky(value_chol)
+        - 0.5 * trace
+    )
+
+
+def pd_from_unconstrained(unconstrained: jnp.ndarray, dim: int) -> jnp.ndarray:
+    """Sigma = L L^T, L lower triangular filled row-major from the vector, its diagonal exponentiated."""
+    rows, cols = np.tril_indices(dim)
+    entries = jnp.where(rows == cols, jnp.exp(unconstrained), unconstrained)
+    lower = jnp.zeros((dim, dim), unconstrained.dtype).at[rows, cols].set(entries)
+    return lower @ lower.T
+
+
+def unconstrained_from_pd(matrix: jnp.ndarray) -> jnp.ndarray:
+    """The inverse of `pd_from_unconstrained`: the Cholesky factor's lower triangle, log on its diagonal."""
+    dim = matrix.shape[-1]
+    rows, cols = np.tril_indices(dim)
+    lower = cholesky(matrix)
+    entries = lower[rows, cols]
+    return jnp.where(rows == cols, jnp.log(entries), entries)
+
+
+def pd_log_abs_det_jacobian(unconstrained: jnp.ndarray, dim: int) -> jnp.ndarray:
+    """log |d Sigma / d u| of `pd_from_unconstrained`: d log 2 + sum_i (d - i + 1) log L_ii (i from 0)."""
+    rows, cols = np.tril_indices(dim)
+    log_diagonal = unconstrained[np.flatnonzero(rows == cols)]
+    return dim * jnp.log(2.0) + jnp.sum((dim - jnp.arange(dim) + 1) * log_diagonal)

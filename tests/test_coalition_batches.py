@@ -1,0 +1,105 @@
+"""Coalition posteriors in fixed-size batches: many parties complete, one compiled sampler serves every batch,
+values do not depend on batch size or device count, and Shapley standard errors are the real spread."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.datasets.synthetic import make_syn
+from bayesval.inference import gibbs
+
+TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
+SMALL = TINY.with_(num_warmup=30, num_samples=100, num_repeats=3)  # 21 rows for 3 parties: one compiled program
+ALGORITHM_1 = bv.models.LinearRegression(interweaving_moves=0)  # the smallest program: the quickest to compile
+
+
+def _releases(num_parties: int, epsilon: float = 0.5):
+    syn = make_syn(seed=0, sizes=(100,) * num_parties)
+    parties = [
+        bv.Party(X, y, epsilon=epsilon, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    return [p.release() for p in parties]
+
+
+def _valuate(releases, model=ALGORITHM_1, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return bv.valuate(model, releases, **options)
+
+
+@pytest.mark.parametrize("num_parties", [6, 8])
+def test_many_parties_complete_exactly(num_parties):
+    """6+ parties once deadlocked XLA's CPU thread pool in batched LAPACK kernels (docs/architecture.md)."""
+    result = _valuate(_releases(num_parties), key=0, config=TINY)
+    assert result.method.startswith(bv.models.LinearRegression.name) and "exact Shapley" in result.method
+    assert len(result.coalition_values) == 2**num_parties - 1 and np.isfinite(result.values).all()
+    assert result.values.sum() == pytest.approx(result.coalition_value([f"p{i}" for i in range(num_parties)]))
+
+
+def test_twelve_parties_by_permutation_compile_the_sampler_at_most_twice():
+    before = gibbs._advance._cache_size()
+    result = _valuate(_releases(12), key=0, config=TINY, tolerance=1e3)
+    assert result.method.endswith("permutations)") and "permutation Shapley" in result.method
+    assert gibbs._advance._cache_size() - before <= 2
+    assert np.isfinite(result.values).all() and np.isfinite(result.stderr).all()
+    assert np.all(result.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
+
+
+def test_values_do_not_depend_on_the_batch_size():
+    releases = _releases(3, epsilon=1.0)
+    whole = _valuate(releases, key=3, config=SMALL)
+    rows_of_four = _valuate(releases, key=3, config=SMALL.with_(memory_limit_mb=0.1))  # 4 rows per batch
+    np.testing.assert_allclose(rows_of_four.coalition_values, whole.coalition_values, rtol=1e-9)
+    np.testing.assert_allclose(rows_of_four.values, whole.values, rtol=1e-9)
+
+
+def test_memory_limit_below_one_posterior_is_refused_before_any_release():
+    syn = make_syn(seed=0)
+    parties = [bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}") for i, (X, y) in enumerate(syn.parties)]
+    with pytest.raises(ValueError, match="memory_limit_mb=0.001 is too small for one coalition posterior"):
+        bv.valuate(bv.models.LinearRegression(), parties, config=TINY.with_(memory_limit_mb=0.001))
+    assert all(not p.ledger.releases for p in parties)
+
+
+_FOUR_DEVICES = """
+import warnings, jax, bayesval as bv
+from bayesval.datasets.synthetic import make_syn
+syn = make_syn(seed=0, sizes=(100, 100, 100))
+releases = [bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i).release()
+            for i, (X, y) in enumerate(syn.parties)]
+config = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    result = bv.valuate(bv.models.LinearRegression(interweaving_moves=0), releases, key=3, config=config)
+print(jax.local_device_count(), repr(result.coalition_values.tolist()))
+"""
+
+
+def test_four_devices_give_the_values_of_one():
+    """21 rows (7 coalitions x 3 repeats) padded to 24 and sharded over 4 forced CPU devices, against one device."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    output = subprocess.run([sys.executable, "-c", _FOUR_DEVICES], env=env, capture_output=True, text=True, check=True)
+    devices, values = output.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert int(devices) == 4
+    single = _valuate(_releases(3, epsilon=1.0), key=3, config=SMALL)
+    assert SMALL == bv.SamplerConfig(
+        num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False
+    )
+    np.testing.assert_allclose(eval(values), single.coalition_values, rtol=1e-9)
+
+
+def test_reported_stderr_matches_the_spread_over_independent_valuations():
+    """30 valuations of the same releases with different sampling keys: the spread of their Shapley values is
+    what each valuation's stderr (from its per-repeat Shapley vectors) claims."""
+    releases = _releases(3, epsilon=1.0)
+    runs = [_valuate(releases, key=key, config=SMALL) for key in range(30)]
+    values = np.array([r.values for r in runs])
+    reported = np.sqrt(np.mean([r.stderr**2 for r in runs], axis=0))
+    ratio = reported / values.std(axis=0, ddof=1)
+    assert np.all((ratio > 0.6) & (ratio < 1.6)), ratio
