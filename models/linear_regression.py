@@ -94,13 +94,12 @@ class LinearRegression:
     prior: NIG over theta = (w, sigma^2), w = (slope..., bias); data_prior: NIW over each party's
     input distribution (one shared draw if shared_data_model). None gives Sim et al.'s Syn
     hyperparameters for the number of features in the data. Per Gibbs sweep, theta also makes
-    interweaving_moves random-walk moves in the ancillary parameterisation, then theta and each data
-    model make collapsed_moves independence moves with the statistics integrated out (both 0 =
-    Algorithm 1 as printed). `collapsed_moves=8, interweaving_moves=0` is ~24x more efficient per
-    effective draw than NUTS and ~45x more than the default, but each sweep costs 2.5-5x more and it
-    targets the CLT-marginal model that NUTS samples: at negligible noise its posterior sds are
-    0-3 % wider than the exact-statistics NIG posterior for 300-700 records and 7-14 % wider for 100,
-    where Algorithm 1 (and the default) reproduce it within 1 %. Hence opt-in (docs/benchmarks.md).
+    interweaving_moves random-walk moves in the ancillary parameterisation; before them, with
+    collapsed_moves > 0, theta and each data model make that many independence moves with the
+    statistics integrated out (both 0 = Algorithm 1 as printed). The collapsed moves open the sweep,
+    so the theta kept is Algorithm 1's conjugate draw given statistics imputed from the releases
+    (exact at negligible noise) while the moves set the mixing where noise dominates; a sweep costs
+    ~2x more, which is why they are opt-in for now (docs/architecture.md, docs/benchmarks.md).
     """
 
     prior: NIG | None = None

@@ -89,9 +89,9 @@ def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, sca
         mediator_data(parties),
         [[True, True, True], [True, False, False]],
         bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1]),
-        num_chains=4,
-        num_warmup=300,
-        num_samples=1000,
+        num_chains=2,
+        num_warmup=100,
+        num_samples=300,
         thinning=1,
     )
     assert np.isfinite(draws).all()
