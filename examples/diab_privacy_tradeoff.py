@@ -20,12 +20,13 @@ import numpy as np
 
 import bayesval as bv
 from bayesval.datasets.pima import load_pima
+from bayesval.games.surprise import CoalitionSurprise, per_repeat
 from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.models.logistic_regression import non_private_cap
 from bayesval.privacy import Mechanism, NoiseSource
 from bayesval.rewards import base_rate_mnlp, mnlp_classification
 from bayesval.statistics import LogisticRegressionStatistic
-from bayesval.valuate import CoalitionSurprise, release_all
+from bayesval.valuate import release_all
 
 EPSILON_SWEEP = (0.004, 0.02, 0.1, 0.5, 2.5, 12.5)
 
@@ -93,8 +94,8 @@ def table_1(model, pima, config) -> None:
         row = []
         for epsilon in (1e8, 1.0):
             releases = release_all(model, parties_of(pima, (epsilon,) * 3, seed_base=200, data=data))
-            surprise = CoalitionSurprise(model, NoiseAwareData.from_releases(releases), config, k=4)
-            mean, stderr = surprise(jax.random.key(5), np.ones((1, 3), bool))
+            surprise = CoalitionSurprise(model, NoiseAwareData.from_releases(releases), config, 4, jax.random.key(5), 1)
+            mean, stderr = per_repeat(surprise(np.ones((1, 3), bool)))
             row.append(f"{mean[0]:6.3f} ± {stderr[0]:.3f}")
         print(f"[0, {percentile:3d}]   {row[0]}             {row[1]}", flush=True)
 
@@ -107,8 +108,8 @@ def table_3(model, pima, config) -> None:
     estimated_releases, estimate = data_estimated_releases(pima, (0.2, 0.1, 0.2))
     data_estimated = NoiseAwareData.from_releases(estimated_releases)
     start = time.perf_counter()
-    surprise = CoalitionSurprise(model, data, config, k=4)
-    mean, stderr = surprise(jax.random.key(3), np.ones((1, 3), bool))
+    surprise = CoalitionSurprise(model, data, config, 4, jax.random.key(3), 1)
+    mean, stderr = per_repeat(surprise(np.ones((1, 3), bool)))
     diagnostics = surprise.diagnostics
     print(
         f"\nTable 3: v_N = {mean[0]:.3f} ± {stderr[0]:.3f} (paper: 2.128 ± 0.030 from 10,000 draws); "
@@ -123,7 +124,8 @@ def table_3(model, pima, config) -> None:
         f"MNLP_N on the validation split: {mnlp_classification(posterior, X_val, y_val):.3f}; "
         f"base rate: {base_rate_mnlp(pima.train[1], y_val):.3f}"
     )
-    mean, stderr = CoalitionSurprise(model, data_estimated, config, k=4)(jax.random.key(3), np.ones((1, 3), bool))
+    estimated = CoalitionSurprise(model, data_estimated, config, 4, jax.random.key(3), 1)
+    mean, stderr = per_repeat(estimated(np.ones((1, 3), bool)))
     print(
         f"with the data-estimated sensitivity 2 max ||t(d)|| = {estimate:.1f} (bound-derived: "
         f"{model.statistic(4).sensitivity(pima.bounds):.1f}; not DP-safe): v_N = {mean[0]:.3f} ± {stderr[0]:.3f}"

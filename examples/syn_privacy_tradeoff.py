@@ -17,8 +17,9 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.divergence import nig_kl
+from bayesval.games.surprise import CoalitionSurprise, per_repeat
 from bayesval.inference.gibbs import NoiseAwareData
-from bayesval.valuate import CoalitionSurprise, release_all
+from bayesval.valuate import release_all
 
 SMALL = bv.SamplerConfig(num_chains=4, num_warmup=500, num_samples=3000, thinning=3, num_repeats=5)
 
@@ -71,7 +72,9 @@ def main() -> None:
             model.priors(2).model,
         )
         data = NoiseAwareData.from_releases(release_all(model, parties))
-        surprise, stderr = CoalitionSurprise(model, data, config, k=4)(jax.random.key(5), np.ones((1, 3), bool))
+        surprise, stderr = per_repeat(
+            CoalitionSurprise(model, data, config, 4, jax.random.key(5), 1)(np.ones((1, 3), bool))
+        )
         print(f"[0,{percentile:3d}]   {exact:8.3f}                        {surprise[0]:6.3f} ± {stderr[0]:.3f}")
 
 

@@ -11,9 +11,9 @@ import pytest
 import bayesval as bv
 from bayesval.datasets.paths import data_file
 from bayesval.games.shapley import coalition_masks, exact_shapley
+from bayesval.games.surprise import CoalitionSurprise
 from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.models.logistic_regression import non_private_cap
-from bayesval.valuate import CoalitionSurprise
 
 BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=120, num_samples=240, thinning=1, num_repeats=2, progress_bar=False)
 
@@ -58,7 +58,7 @@ def test_party_2_value_and_shapley_value_rise_with_its_epsilon(model, pima):
         columns = [0, 2 + k, 1]
         games.append(np.array([np.isin(np.arange(5), np.array(columns)[m]) for m in coalition_masks(3)]))
     masks = np.unique(np.concatenate(games), axis=0)
-    values, _ = CoalitionSurprise(model, data, BUDGET, k=4)(jax.random.key(0), masks)
+    values = CoalitionSurprise(model, data, BUDGET, 4, jax.random.key(0), len(masks))(masks).mean(axis=0)
     lookup = {tuple(m): v for m, v in zip(masks, values)}
     v_2 = [lookup[tuple(game[1])] for game in games]  # coalition_masks(3)[1] is {party 2}
     phi_2 = [exact_shapley(np.append(0.0, [lookup[tuple(m)] for m in game]), np.zeros(8))[0][1] for game in games]
@@ -84,7 +84,8 @@ def test_table_1_surprise_grows_with_coverage_and_perturbed_is_below_exact(model
             )
     data = NoiseAwareData(*(jnp.asarray(np.array(column)) for column in zip(*stacked)))
     data = data._replace(counts=data.counts.astype(float))
-    values, _ = CoalitionSurprise(model, data, BUDGET, k=4)(jax.random.key(1), np.eye(len(stacked), dtype=bool))
+    eye = np.eye(len(stacked), dtype=bool)
+    values = CoalitionSurprise(model, data, BUDGET, 4, jax.random.key(1), len(eye))(eye).mean(axis=0)
     exact, perturbed = values[0::2], values[1::2]
     assert np.all(np.diff(exact) > 0), exact
     assert np.all(np.diff(perturbed) > 0), perturbed

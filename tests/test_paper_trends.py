@@ -9,9 +9,10 @@ import pytest
 
 import bayesval as bv
 from bayesval.divergence import knn_kl, nig_kl
+from bayesval.games.surprise import CoalitionSurprise
 from bayesval.inference.conjugate import nig_draws
 from bayesval.inference.gibbs import NoiseAwareData
-from bayesval.valuate import CoalitionSurprise, release_all
+from bayesval.valuate import release_all
 
 MODEL = bv.models.LinearRegression()
 BUDGET = bv.SamplerConfig(num_chains=4, num_warmup=500, num_samples=3000, thinning=3, num_repeats=5, progress_bar=False)
@@ -71,7 +72,9 @@ def test_table_1_surprise_grows_with_coverage_and_perturbed_is_below_exact(syn):
         )
         assert estimate == pytest.approx(exact[-1], rel=0.05)
         mediator = NoiseAwareData.from_releases(release_all(MODEL, parties))
-        surprise, _ = CoalitionSurprise(MODEL, mediator, BUDGET, k=4)(jax.random.key(5), np.ones((1, 3), bool))
+        surprise = CoalitionSurprise(MODEL, mediator, BUDGET, 4, jax.random.key(5), 1)(np.ones((1, 3), bool)).mean(
+            axis=0
+        )
         perturbed.append(float(surprise[0]))
     assert np.all(np.diff(exact) > 0), exact
     assert np.all(np.diff(perturbed) > 0), perturbed
