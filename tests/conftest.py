@@ -1,6 +1,7 @@
 import os
 from unittest import mock
 
+import jax
 import numpy as np
 import pytest
 
@@ -34,6 +35,16 @@ def _isolated_noise_seeds():
 
     with mock.patch.dict(bayesval.privacy.noise._CLAIMED, clear=True):
         yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drop every compiled XLA program after each module. XLA's CPU backend maps each kernel of a compiled
+    program into its own memory pages (~3 mappings per kernel, ~1,200 per Gibbs program), and the process
+    limit (vm.max_map_count, 65,530) is reached after a few dozen distinct programs: the next compile then
+    crashes (segmentation fault). Modules share few shapes, so the cost is a few recompiles."""
+    yield
+    jax.clear_caches()
 
 
 isolated_noise_seeds_per_module = pytest.fixture(scope="module", autouse=True)(_isolated_noise_seeds)

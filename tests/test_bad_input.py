@@ -91,8 +91,7 @@ def test_clipping_warns_on_the_party_side_and_is_not_published(syn):
         bv.Party(*data, epsilon=0.2, bounds=syn.bounds, name=name, noise_seed=seed)
         for data, name, seed in zip(others, "bc", (2, 3))
     ]
-    # test_valuate's budget and party count: its compiled program is reused
-    config = SamplerConfig(num_chains=2, num_warmup=200, num_samples=1000, thinning=2, num_repeats=2)
+    config = SamplerConfig(num_chains=2, num_warmup=10, num_samples=40, thinning=2, num_repeats=2)
     with pytest.warns(UserWarning, match="a: 100 of 100 rows lie outside the declared bounds"):
         result = bv.valuate(MODEL, parties, config=config, progress_bar=False)
     assert "clip" not in json.dumps(result.privacy.to_records())

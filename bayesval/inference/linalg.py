@@ -6,8 +6,11 @@ that pool thread until the pieces finish. When XLA runs two such calls at once o
 pool has no free thread (2 threads on a 2-core machine), every thread waits on work that none can run:
 the valuation of 6+ parties deadlocked this way (docs/architecture.md, "Why the Gibbs program has its
 own linear algebra"). The matrices here are tiny (the statistic of w features is (w+2)(w+3)/2 - 1
-long), so unrolled loops over the static dimension are exact, fuse into the surrounding vmapped code on
-CPU and GPU alike, and call no library kernel. Each function takes one matrix; `vmap` batches it.
+long), so each function is a `fori_loop` over the matrix's rows or rotations whose body is a few
+whole-matrix elementwise operations: under `vmap` it stays one small loop over the batch, so it compiles
+in a fraction of a second whatever the dimension (unrolled per-entry code compiled to hundreds of
+kernels: 16 s for the Gibbs sweep, 90 s for a 9 x 9 eigh) and calls no library kernel. Each function
+takes one matrix; `vmap` batches it.
 """
 
 from __future__ import annotations
@@ -18,33 +21,49 @@ import numpy as np
 from jax.scipy.special import multigammaln
 
 
+def _basis(index: jnp.ndarray, dim: int, ndim: int = 1) -> jnp.ndarray:
+    """Boolean indicator of position `index` along the leading axis of an array with `ndim` axes."""
+    return (jnp.arange(dim) == index).reshape((dim,) + (1,) * (ndim - 1))
+
+
 def cholesky(matrix: jnp.ndarray) -> jnp.ndarray:
-    """Lower Cholesky factor L (L L^T = matrix), column by column; NaN where the matrix is not PD."""
+    """Lower Cholesky factor L (L L^T = matrix), one column per loop step; NaN where the matrix is not PD.
+    Columns not yet computed are zero, so column j is matrix[:, j] - L L[j]^T over the whole row."""
+    matrix = jnp.asarray(matrix)
     dim = matrix.shape[-1]
     rows = jnp.arange(dim)
-    factor = jnp.zeros_like(matrix)
-    for j in range(dim):
-        column = matrix[:, j] - factor[:, :j] @ factor[j, :j]
-        pivot = jnp.sqrt(column[j])
-        factor = factor.at[:, j].set(jnp.where(rows > j, column / pivot, jnp.where(rows == j, pivot, 0.0)))
-    return factor
+
+    def column(j, factor):
+        residual = matrix[:, j] - factor @ factor[j]
+        pivot = jnp.sqrt(residual[j])
+        new = jnp.where(rows > j, residual / pivot, jnp.where(rows == j, pivot, 0.0))
+        return jnp.where(rows == j, new[:, None], factor)
+
+    return jax.lax.fori_loop(0, dim, column, jnp.zeros_like(matrix))
+
+
+def _substitute(triangular: jnp.ndarray, rhs: jnp.ndarray, order: jnp.ndarray) -> jnp.ndarray:
+    """Solve a triangular system by substitution in `order` (rows whose unknowns are already known first):
+    unknowns not yet solved are zero, so each row's known part is a full dot product."""
+    triangular, rhs = jnp.asarray(triangular), jnp.asarray(rhs)
+    dim = triangular.shape[-1]
+
+    def row(step, solution):
+        i = order[step]
+        value = (rhs[i] - triangular[i] @ solution) / triangular[i, i]
+        return jnp.where(_basis(i, dim, rhs.ndim), value, solution)
+
+    return jax.lax.fori_loop(0, dim, row, jnp.zeros_like(rhs))
 
 
 def solve_lower(lower: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
     """x with lower @ x = rhs (rhs a vector or a matrix of columns), by forward substitution."""
-    solution = jnp.zeros_like(rhs)
-    for i in range(lower.shape[-1]):
-        solution = solution.at[i].set((rhs[i] - lower[i, :i] @ solution[:i]) / lower[i, i])
-    return solution
+    return _substitute(lower, rhs, jnp.arange(lower.shape[-1]))
 
 
 def solve_upper(upper: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
     """x with upper @ x = rhs, by back substitution."""
-    dim = upper.shape[-1]
-    solution = jnp.zeros_like(rhs)
-    for i in reversed(range(dim)):
-        solution = solution.at[i].set((rhs[i] - upper[i, i + 1 :] @ solution[i + 1 :]) / upper[i, i])
-    return solution
+    return _substitute(upper, rhs, jnp.arange(upper.shape[-1])[::-1])
 
 
 def cho_solve(lower: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
