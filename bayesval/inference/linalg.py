@@ -6,11 +6,11 @@ that pool thread until the pieces finish. When XLA runs two such calls at once o
 pool has no free thread (2 threads on a 2-core machine), every thread waits on work that none can run:
 the valuation of 6+ parties deadlocked this way (docs/architecture.md, "Why the Gibbs program has its
 own linear algebra"). The matrices here are tiny (the statistic of w features is (w+2)(w+3)/2 - 1
-long), so each function is a `fori_loop` over the matrix's rows or rotations whose body is a few
-whole-matrix elementwise operations: under `vmap` it stays one small loop over the batch, so it compiles
-in a fraction of a second whatever the dimension (unrolled per-entry code compiled to hundreds of
-kernels: 16 s for the Gibbs sweep, 90 s for a 9 x 9 eigh) and calls no library kernel. Each function
-takes one matrix; `vmap` batches it.
+long). The Cholesky factor and the triangular solves are `fori_loop`s over columns or rows whose
+body is a few whole-matrix operations, so under `vmap` each compiles to a handful of kernels at any
+size; the Jacobi eigendecomposition is unrolled over the entries within a sweep, which runs several
+times faster than a loop of rotations for the small matrices it serves (docs/architecture.md). None
+calls a library kernel. Each function takes one matrix; `vmap` batches it.
 """
 
 from __future__ import annotations
