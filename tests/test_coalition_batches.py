@@ -35,7 +35,7 @@ def _valuate(releases, model=ALGORITHM_1, **options):
 
 def test_eight_parties_complete_exactly_in_two_batches():
     """6+ parties once deadlocked XLA's CPU thread pool in batched LAPACK kernels (docs/architecture.md).
-    8 parties: 255 coalitions x 2 repeats = 510 rows, sampled as two batches of 256."""
+    8 parties: 255 coalitions x 2 repeats = 510 rows, more than one batch (MAX_BATCH_ROWS = 256) holds."""
     num_parties = 8
     result = _valuate(_releases(num_parties), key=0, config=TINY)
     assert result.method.startswith(bv.models.LinearRegression.name) and "exact Shapley" in result.method

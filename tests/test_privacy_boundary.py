@@ -18,7 +18,7 @@ from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, Release, SeedR
 from bayesval.privacy.accounting import PLD_GRID, gaussian_event
 from bayesval.statistics import LinearRegressionStatistic
 
-# test_valuate's budget: the same shapes reuse its compiled Gibbs program
+# the ledger and CLI tests check releases and accounting, which no sampling budget changes
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=40, thinning=2, num_repeats=2, progress_bar=False)
 
 
@@ -246,8 +246,8 @@ def test_cli_release_then_valuate_matches_the_in_process_path(syn, tmp_path, cap
     monkeypatch.chdir(tmp_path)  # release files land in the working directory by default
     files = _cli_release(tmp_path, syn.parties, "linear", "1,2")
     assert all("clip" not in open(f).read() for f in files)
-    sizes = {"num_chains": 2, "num_warmup": 10, "num_samples": 40, "thinning": 2, "num_repeats": 2}  # as TINY
-    budget = [text for name, size in sizes.items() for text in (f"--{name.replace('_', '-')}", str(size))]
+    sizes = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats")
+    budget = [text for name in sizes for text in (f"--{name.replace('_', '-')}", str(getattr(TINY, name)))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         main(["valuate", *files, "--seed", "3", "--no-progress", "--save", "r.npz", *budget])
