@@ -24,9 +24,9 @@ class SamplerConfig:
     """
 
     num_chains: int = 4
-    num_warmup: int = 1000
-    num_samples: int = 4800
-    thinning: int = 3
+    num_warmup: int = 800
+    num_samples: int = 1600
+    thinning: int = 2
     num_repeats: int = 3
     progress_bar: bool = True
     target_accept_prob: float = 0.8

@@ -93,20 +93,20 @@ class LinearRegression:
 
     prior: NIG over theta = (w, sigma^2), w = (slope..., bias); data_prior: NIW over each party's
     input distribution (one shared draw if shared_data_model). None gives Sim et al.'s Syn
-    hyperparameters for the number of features in the data. Per Gibbs sweep, theta also makes
-    interweaving_moves random-walk moves in the ancillary parameterisation; before them, with
-    collapsed_moves > 0, theta and each data model make that many independence moves with the
-    statistics integrated out (both 0 = Algorithm 1 as printed). The collapsed moves open the sweep,
-    so the theta kept is Algorithm 1's conjugate draw given statistics imputed from the releases
-    (exact at negligible noise) while the moves set the mixing where noise dominates; a sweep costs
-    ~2x more, which is why they are opt-in for now (docs/architecture.md, docs/benchmarks.md).
+    hyperparameters for the number of features in the data. Each Gibbs sweep opens with
+    collapsed_moves independence moves of theta and of each data model with the statistics integrated
+    out, proposing from conditionals of a Gaussian fitted to the chains' warm-up draws; the theta kept
+    is then Algorithm 1's conjugate draw given statistics imputed from the releases (exact at negligible
+    noise), while the moves set the mixing where noise dominates. interweaving_moves random-walk moves
+    in the ancillary parameterisation may follow (the earlier default, 4, with collapsed_moves=0);
+    both 0 = Algorithm 1 as printed (docs/architecture.md, docs/benchmarks.md).
     """
 
     prior: NIG | None = None
     data_prior: NIW | None = None
     shared_data_model: bool = False
-    interweaving_moves: int = 4
-    collapsed_moves: int = 0
+    interweaving_moves: int = 0
+    collapsed_moves: int = 8
 
     name = "noise-aware Bayesian linear regression (Gibbs)"
     sampler = "gibbs"

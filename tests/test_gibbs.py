@@ -109,3 +109,67 @@ def test_warm_up_moments_are_the_running_mean_and_covariance(rng):
     assert float(moments.count) == 500
     np.testing.assert_allclose(moments.mean, draws.mean(axis=0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(moments.scatter / 499, np.cov(draws.T), rtol=1e-10, atol=1e-12)
+
+
+def _moments_of(points):
+    from bayesval.inference.gibbs import RunningMoments
+
+    moments = RunningMoments.empty(points.shape[-1])
+    for point in points:
+        moments = moments.add(jnp.asarray(point))
+    return moments
+
+
+def test_chain_pooled_moments_are_those_of_all_chains_draws(rng):
+    """Windows end by pooling each posterior's chains: the pooled moments are those of the concatenated draws."""
+    from bayesval.inference.gibbs import RunningMoments
+
+    draws = rng.normal(size=(2, 3, 40, 3)) * np.array([1.0, 2.0, 0.5]) + rng.normal(size=(2, 3, 1, 3))
+    per_chain = [[_moments_of(chain) for chain in row] for row in draws]
+    stacked = jax.tree.map(
+        lambda *leaves: jnp.stack(leaves), *[jax.tree.map(lambda *c: jnp.stack(c), *row) for row in per_chain]
+    )
+    pooled = RunningMoments.pooled(stacked, axis=1)
+    for row in range(2):
+        flat = draws[row].reshape(-1, 3)
+        for chain in range(3):
+            assert float(pooled.count[row, chain]) == 120
+            np.testing.assert_allclose(pooled.mean[row, chain], flat.mean(axis=0), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(pooled.scatter[row, chain] / 119, np.cov(flat.T), rtol=1e-10, atol=1e-12)
+
+
+def test_conditional_proposals_are_the_fitted_gaussians_conditionals(rng):
+    """theta's proposal is the joint fit's conditional given the members' data-model blocks only; each block's is
+    its conditional given phi (block Gaussian conditioning, computed here with numpy)."""
+    from bayesval.inference.gibbs import PROPOSAL_INFLATION, fit_proposals
+
+    dim_theta, dim_psi, blocks = 2, 2, 3
+    dim = dim_theta + dim_psi * blocks
+    points = rng.normal(size=(400, dim)) @ rng.normal(size=(dim, dim)) + rng.normal(size=dim)
+    moments = _moments_of(points)
+    mean, cov = points.mean(axis=0), np.cov(points.T)
+    psi = rng.normal(size=(blocks, dim_psi))
+    informative = np.array([True, False, True])
+
+    def conditional(target, given, value):
+        regression = cov[np.ix_(target, given)] @ np.linalg.inv(cov[np.ix_(given, given)])
+        return mean[target] + regression @ (value - mean[given]), cov[np.ix_(target, target)] - regression @ cov[
+            np.ix_(given, target)
+        ]
+
+    theta_idx = np.arange(dim_theta)
+    given = np.concatenate([dim_theta + dim_psi * b + np.arange(dim_psi) for b in np.flatnonzero(informative)])
+    expected_mean, expected_cov = conditional(theta_idx, given, psi[informative].ravel())
+    proposal = fit_proposals(moments, jnp.asarray(informative), dim_theta).theta(jnp.asarray(psi))
+    np.testing.assert_allclose(proposal.mean, expected_mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(proposal.lower @ proposal.lower.T, PROPOSAL_INFLATION**2 * expected_cov, rtol=1e-8)
+
+    phi = rng.normal(size=dim_theta)
+    proposals = fit_proposals(moments, jnp.asarray(informative), dim_theta).omega(jnp.asarray(phi))
+    for b in range(blocks):
+        block = dim_theta + dim_psi * b + np.arange(dim_psi)
+        expected_mean, expected_cov = conditional(block, theta_idx, phi)
+        np.testing.assert_allclose(proposals.mean[b], expected_mean, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(
+            proposals.lower[b] @ proposals.lower[b].T, PROPOSAL_INFLATION**2 * expected_cov, rtol=1e-8
+        )

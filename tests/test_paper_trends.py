@@ -15,7 +15,7 @@ from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.valuate import release_all
 
 MODEL = bv.models.LinearRegression()
-BUDGET = bv.SamplerConfig(num_chains=4, num_warmup=300, num_samples=1500, thinning=3, num_repeats=3, progress_bar=False)
+BUDGET = bv.SamplerConfig(num_chains=4, num_warmup=200, num_samples=600, thinning=1, num_repeats=3, progress_bar=False)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 import bayesval as bv
 from bayesval.games.shapley import coalition_masks
 
-BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=200, num_samples=1000, thinning=2, num_repeats=2, progress_bar=False)
+BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2, progress_bar=False)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_many_parties_use_permutation_sampling(syn):
     parties = [
         bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i) for i, c in enumerate(chunks)
     ]
-    budget = BUDGET.with_(num_samples=400, num_warmup=100)
+    budget = BUDGET.with_(num_samples=200, num_warmup=50)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         result = bv.valuate(bv.models.LinearRegression(), parties, config=budget, exact_up_to=3, tolerance=1e-9)
