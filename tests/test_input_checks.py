@@ -352,7 +352,9 @@ def test_sampler_config_num_samples_multiple_of_thinning():
 
 
 def test_sampler_config_stores_numpy_scalars_as_python_types():
-    config = SamplerConfig(num_chains=np.int64(2), num_samples=np.int32(90), progress_bar=np.bool_(False))
+    config = SamplerConfig(
+        num_chains=np.int64(2), num_samples=np.int32(90), thinning=np.int64(3), progress_bar=np.bool_(False)
+    )
     assert type(config.num_chains) is int and type(config.num_samples) is int and config.progress_bar is False
     assert config.draws_per_repeat == 60
 
