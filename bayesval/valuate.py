@@ -17,7 +17,7 @@ import numpy as np
 
 from bayesval.boundary import PerturbedStatistic, describe_statistic
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat, permutation_shapley
-from bayesval.games.surprise import CoalitionSurprise, batch_rows, per_repeat
+from bayesval.games.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.parties import Party
@@ -35,6 +35,7 @@ def valuate(
     key: int | jax.Array | None = None,
     config: SamplerConfig | str | None = None,
     k: int | None = None,
+    kl: str | None = None,
     exact_up_to: int | None = None,
     tolerance: float | None = None,
     progress_bar: bool | None = None,
@@ -51,7 +52,10 @@ def valuate(
         mediator side below never sees raw data.
     key: the sampling key (an int seed or a jax key; default 0). Privacy noise never comes from it.
     config: a `SamplerConfig` or a preset name ('fast', the default, or 'paper') of the model's sampler.
-    k: neighbours in the KL estimator (default 4). exact_up_to: largest party count valued by enumerating
+    k: neighbours in the KL estimator (default 4). kl: the KL estimator: 'prior-density' (-H(posterior) by
+        k-NN minus E[log prior]; far less noisy), 'two-sample' (posterior against prior draws, Sim et al.
+        2023, App. C.3 as printed) or 'auto' (the default: prior-density where the model knows its prior
+        density). exact_up_to: largest party count valued by enumerating
         all 2^n coalitions (default 10); beyond it, permutation sampling until every stderr < tolerance
         (default 0.05).
     ledger: a `PrivacyLedger` carried across calls; every release of the valued parties is recorded in it
@@ -75,6 +79,7 @@ def valuate(
             key=key,
             config=config,
             k=k,
+            kl=kl,
             exact_up_to=exact_up_to,
             tolerance=tolerance,
             progress_bar=progress_bar,
@@ -95,12 +100,15 @@ def valuate(
             f"k={k} neighbours need more than k posterior draws per repeat; the sampler config gives "
             f"{config.draws_per_repeat}"
         )
+    kl = "auto" if kl is None else kl
     exact_up_to = check_int("exact_up_to", 10 if exact_up_to is None else exact_up_to, minimum=1)
     tolerance = check_positive("tolerance", 0.05 if tolerance is None else tolerance)
     names = check_parties(model, parties)
     if hasattr(model, "check"):
         model.check(_placeholder_data(model, parties))
     batch_rows(model, _placeholder_data(model, parties), config, 1)  # memory_limit_mb fits one posterior
+    if kl != "auto":
+        prior_density(model, _placeholder_data(model, parties), kl)  # the estimator asked for is available
     provenance = _provenance(model, parties)
     reused = [name for name, how in provenance.items() if how == "reused"]
     if reused:
@@ -120,7 +128,7 @@ def valuate(
         ledger.merge(privacy)
     n = len(names)
     key_values, key_permutations = jax.random.split(key)
-    surprise = CoalitionSurprise(model, data, config, k, key_values, max_coalitions=2**n - 1)
+    surprise = CoalitionSurprise(model, data, config, k, key_values, max_coalitions=2**n - 1, kl=kl)
 
     def exact() -> tuple[np.ndarray, np.ndarray]:
         """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
@@ -160,7 +168,8 @@ def valuate(
         coalition_values=mean,
         coalition_stderr=stderr,
         privacy=privacy,
-        diagnostics=surprise.diagnostics | {"sampler": vars(config), "k": k, "releases": provenance},
+        diagnostics=surprise.diagnostics
+        | {"sampler": vars(config), "k": k, "kl_estimator": surprise.kl_estimator, "releases": provenance},
     )
 
 

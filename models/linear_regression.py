@@ -20,9 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from jax.tree_util import Partial
 
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
-from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_update
+from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.gibbs import BLRPriors, NoiseAwareData, sample_coalition_posteriors
 from bayesval.inference.nuts import CoalitionDraws
 from bayesval.presets import SamplerConfig
@@ -162,6 +163,11 @@ class LinearRegression:
         """i.i.d. draws of theta = (w, sigma^2) from the NIG prior: (num_draws, D + 1)."""
         return np.asarray(nig_draws(key, self.priors(_num_features(data)).model, num_draws))
 
+    def prior_log_density(self, data: NoiseAwareData) -> Partial:
+        """theta = (w, sigma^2) (D + 1,) -> log NIG(theta | prior), the prior density the KL estimator uses (a
+        `Partial`: the prior is its traced argument, so one compiled program serves every prior)."""
+        return Partial(_nig_theta_log_density, self.priors(_num_features(data)).model)
+
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig
     ) -> CoalitionDraws:
@@ -203,6 +209,10 @@ class LinearRegression:
             shared_data_model=self.shared_data_model,
             latent_statistics=latent_statistics,
         )
+
+
+def _nig_theta_log_density(prior: NIG, theta: jnp.ndarray) -> jnp.ndarray:
+    return nig_log_density(prior, theta[:-1], theta[-1])
 
 
 def _num_features(data: NoiseAwareData) -> int:

@@ -12,10 +12,12 @@ kernel; `NumPyroModel` implements them for any NumPyro model function with batch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.tree_util import Partial
 from numpyro import handlers
 from numpyro.distributions import MaskedDistribution, Unit
 from numpyro.infer import Predictive
@@ -150,6 +152,29 @@ class NumPyroModel:
         if missing:
             raise ValueError(f"{self.name}: parameters {sorted(missing)} are not sample sites of the model")
         return np.concatenate([np.asarray(samples[s]).reshape(num_draws, -1) for s in self.parameters], axis=1)
+
+    def prior_log_density(self, data: NoiseAwareData) -> Partial | None:
+        """theta (d,) -> log p(theta), the sum of the parameter sites' prior log densities, when that is theta's
+        marginal prior: when the parameter sites' distributions depend on no other latent site (checked by
+        evaluating them under two different draws of the rest). None otherwise; then `valuate` compares
+        posterior draws with prior draws (the two-sample KL estimator). A `Partial` with the data as its
+        traced argument, so one compiled program serves every release of the same shape."""
+        probe = jnp.asarray(self.prior_draws(jax.random.key(1), data, 4))
+        under = [jax.vmap(partial(self._parameter_log_density, data, seed=seed))(probe) for seed in (2, 3)]
+        if not (np.all(np.isfinite(under[0])) and np.allclose(under[0], under[1], rtol=1e-12, atol=0)):
+            return None
+        return Partial(self._parameter_log_density, data)
+
+    def _parameter_log_density(self, data: NoiseAwareData, theta: jnp.ndarray, seed: int = 0) -> jnp.ndarray:
+        """The parameter sites' prior log densities at theta, the other latent sites drawn with `seed`."""
+        empty = jnp.zeros(data.counts.shape[0], bool)
+        example = handlers.trace(handlers.seed(self.model, seed)).get_trace(data, empty)
+        shapes = [np.shape(example[site]["value"]) for site in self.parameters]
+        parts = jnp.split(theta, np.cumsum([int(np.prod(shape)) for shape in shapes])[:-1])
+        values = {site: part.reshape(shape) for site, part, shape in zip(self.parameters, parts, shapes)}
+        model = handlers.seed(handlers.substitute(self.model, data=values), seed)
+        trace = handlers.trace(model).get_trace(data, empty)
+        return sum(jnp.sum(trace[site]["fn"].log_prob(trace[site]["value"])) for site in self.parameters)
 
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig

@@ -1,20 +1,23 @@
 """The Bayesian surprise of coalitions, v_C = KL(p(theta | o_C) || p(theta)) (Sim et al. 2023, Sec. 3;
 Algorithm 2, lines 4-13), as a cached utility of the game layer.
 
-Each coalition is valued `num_repeats` times, each time from fresh chains and a fresh prior sample; a
-repeat's prior sample is shared by every coalition of that repeat (common random numbers), so the
-coalitions' errors within a repeat are correlated and Shapley values and their standard errors are
-computed per repeat (`per_repeat`). Rows (coalition, repeat) are sampled in fixed-size batches, padded and
+Each coalition is valued `num_repeats` times, each time from fresh chains. The KL estimator uses the
+prior's density where the model knows it (`prior_density`), else a fresh prior sample per repeat, shared by
+every coalition of that repeat (common random numbers, as Sim et al. 2023, App. C.3): the coalitions' errors
+within a repeat are then correlated, so Shapley values and their standard errors are computed per repeat
+(`per_repeat`), which is right either way. Rows (coalition, repeat) are sampled in fixed-size batches, padded and
 chunked to `SamplerConfig.memory_limit_mb` per device and sharded over the local devices; each row's key
 is folded from its coalition and repeat, so values do not depend on the batch size or device layout.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import numpy as np
 
-from bayesval.divergence import knn_kl
+from bayesval.divergence import EXTRA_NEIGHBOURS, batched_kl
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import coalition_key, pad_rows, padded_size, shard_rows
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
@@ -40,21 +43,62 @@ def batch_rows(model, data, config: SamplerConfig, most_rows: int) -> int:
     return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS), devices))
 
 
+KL_ESTIMATORS = ("auto", "prior-density", "two-sample")
+
+
+def prior_density(model, data, estimator: str):
+    """The model's prior log density (a `jax.tree_util.Partial` theta -> log p(theta)) if the KL estimator is to
+    use it, else None.
+
+    'auto' uses it where the model knows it (`prior_log_density`, not None), 'prior-density' requires it and
+    'two-sample' (Sim et al. 2023, App. C.3 as printed) never uses it."""
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"kl must be one of {KL_ESTIMATORS}, got {estimator!r}")
+    if estimator == "two-sample":
+        return None
+    density = model.prior_log_density(data) if hasattr(model, "prior_log_density") else None
+    if density is None and estimator == "prior-density":
+        raise ValueError(
+            f"kl='prior-density' needs theta's marginal prior density, which {model.name} does not give (its "
+            "parameter sites' priors depend on other latent sites, or it has no prior_log_density); use kl='auto' "
+            "or 'two-sample'"
+        )
+    return density
+
+
+@partial(jax.jit, static_argnames=("k",))
+def summarise(draws, kept_chains, k: int, log_density=None, prior=None):
+    """One compiled program from a batch of posteriors (B, chains, kept, d) to (KL (B,), max R-hat (B,), min bulk
+    ESS (B,)), against the prior's log density (a `jax.tree_util.Partial` theta (d,) -> log p(theta)) or prior
+    draws (B, m, d)."""
+    if log_density is not None:
+        kl = batched_kl(draws, kept_chains, k, log_prior=jax.vmap(jax.vmap(jax.vmap(log_density)))(draws))
+    else:
+        kl = batched_kl(draws, kept_chains, k, prior=prior)
+    r_hat, ess = chain_diagnostics(draws, kept_chains)
+    return kl, r_hat.max(axis=1), ess.min(axis=1)
+
+
 class CoalitionSurprise:
     """v_C of coalition masks, per repeat, sampled on demand and cached by coalition.
 
     `surprise(masks)` returns the (num_repeats, B) KL estimates of masks (B, n) (the empty coalition is 0).
     `values` maps each sampled coalition's bitmask to its (num_repeats,) estimates; `diagnostics` holds
-    R-hat, bulk ESS, dropped chains and divergences per sampled coalition.
+    R-hat, bulk ESS, dropped chains and divergences per sampled coalition. A batch of rows goes from the
+    sampler to KL and diagnostics on the device (`summarise`); the host only files the results.
     """
 
-    def __init__(self, model, data, config: SamplerConfig, k: int, key: jax.Array, max_coalitions: int) -> None:
+    def __init__(
+        self, model, data, config: SamplerConfig, k: int, key: jax.Array, max_coalitions: int, kl: str = "auto"
+    ) -> None:
         self.model, self.data, self.config, self.k = model, data, config, k
         self.key_posterior, self.key_prior = jax.random.split(key)
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True, "coalitions": [], "r_hat": [], "ess": []}
         self.diagnostics |= {"dropped_chains": [], "divergences": []}
         self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats)
+        self._log_density = prior_density(model, data, kl)
+        self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
 
     @property
@@ -80,18 +124,28 @@ class CoalitionSurprise:
             keys = jax.numpy.stack([coalition_key(self.key_posterior, c, r) for c, r in chunk])
             keys, masks = shard_rows(pad_rows(keys, self.batch_rows), pad_rows(masks.astype(bool), self.batch_rows))
             sample = self.model.posterior_draws(keys, self.data, masks, self.config)
-            chunk_divergences = np.asarray(sample.info.get("divergences", np.zeros(sample.kept_chains.shape, int)))
-            for i, (_, repeat) in enumerate(chunk):
-                row = start + i
-                keep = sample.kept_chains[i]
-                dropped[row], divergences[row] = (~keep).sum(), chunk_divergences[i].sum()
-                if not keep.any():
-                    continue
-                chains = sample.draws[i][keep]
-                posterior = chains.reshape(-1, chains.shape[-1])
-                kl[row] = knn_kl(posterior, self._prior_sample(repeat)[: len(posterior)], self.k)
-                chain_r_hat, chain_ess = chain_diagnostics(chains[None])
-                r_hat[row], ess[row] = chain_r_hat.max(), chain_ess.min()
+            draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
+            prior = None
+            if self._log_density is None:
+                repeat_of_row = [repeat for _, repeat in chunk] + [chunk[0][1]] * (self.batch_rows - len(chunk))
+                prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
+            summary = [np.asarray(a)[: len(chunk)] for a in summarise(draws, kept, self.k, self._log_density, prior)]
+            rows_here = slice(start, start + len(chunk))
+            kept_here = np.asarray(kept)[: len(chunk)]
+            any_kept = kept_here.any(axis=1)
+            kl[rows_here] = np.where(any_kept, summary[0], np.nan)
+            r_hat[rows_here] = np.where(any_kept, summary[1], np.inf)
+            ess[rows_here] = np.where(any_kept, summary[2], 0.0)
+            dropped[rows_here] = (~kept_here).sum(axis=1)
+            chunk_divergences = sample.info.get("divergences")
+            if chunk_divergences is not None:
+                divergences[rows_here] = np.asarray(chunk_divergences)[: len(chunk)].sum(axis=1)
+            stuck = any_kept & np.isnan(summary[0])
+            if stuck.any():
+                raise RuntimeError(
+                    f"more than {EXTRA_NEIGHBOURS} identical draws around some point of a coalition posterior: the "
+                    "sampler is stuck (raise num_warmup, or check the model)"
+                )
         by_code = (len(codes), repeats)
         kl = kl.reshape(by_code)
         if np.isnan(kl).all(axis=1).any():
@@ -107,7 +161,7 @@ class CoalitionSurprise:
         self.diagnostics["converged"] &= bool((r_hat <= R_HAT_THRESHOLD).all() and (ess >= ESS_THRESHOLD).all())
 
     def _prior_sample(self, repeat: int) -> np.ndarray:
-        """The prior draws every coalition of `repeat` is compared with."""
+        """The prior draws every coalition of `repeat` is compared with (two-sample estimator)."""
         if repeat not in self._prior_samples:
             key = jax.random.fold_in(self.key_prior, repeat)
             self._prior_samples[repeat] = self.model.prior_draws(key, self.data, self.config.draws_per_repeat)
