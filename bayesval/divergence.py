@@ -79,12 +79,21 @@ def knn_entropy(draws, k: int = 4, backend: str = "auto", chunk_size: int = 2048
 
 
 def batched_kl(
-    draws, kept_chains, k: int, *, prior=None, log_prior=None, backend: str = "auto", chunk_size: int = 2048
+    draws,
+    kept_chains,
+    k: int,
+    *,
+    prior=None,
+    log_prior=None,
+    window: int = 0,
+    backend: str = "auto",
+    chunk_size: int = 2048,
 ) -> jnp.ndarray:
     """KL estimates (B,) of a batch of posteriors, draws (B, chains, kept, d) of which the chains in kept_chains
     (B, chains) count, against prior draws (B, m, d) (two-sample) or the prior's log density at each draw
-    (B, chains, kept) (prior-density). NaN where more than EXTRA_NEIGHBOURS draws repeat around some point
-    (a stuck sampler)."""
+    (B, chains, kept) (prior-density). A draw's neighbours exclude the draws of its own chain within `window`
+    steps (a Theiler window: autocorrelated MCMC neighbours would shrink rho and bias the KL upwards). NaN
+    where more than EXTRA_NEIGHBOURS draws repeat around some point (a stuck sampler)."""
     if (prior is None) == (log_prior is None):
         raise ValueError("pass exactly one of prior= (draws) and log_prior= (the prior's log density at the draws)")
     if backend == "auto":
@@ -94,35 +103,47 @@ def batched_kl(
     draws = jnp.asarray(draws, jnp.float64)
     kept = jnp.repeat(jnp.asarray(kept_chains, bool), draws.shape[2], axis=1)
     points = draws.reshape(draws.shape[0], -1, draws.shape[-1])
+    layout = (k, draws.shape[2], window, backend, chunk_size)
     if prior is None:
-        return _kl_to_density(
-            points, kept, jnp.asarray(log_prior, jnp.float64).reshape(kept.shape), k, backend, chunk_size
-        )
-    return _kl_two_sample(points, kept, jnp.asarray(prior, jnp.float64), k, backend, chunk_size)
+        return _kl_to_density(points, kept, jnp.asarray(log_prior, jnp.float64).reshape(kept.shape), *layout)
+    return _kl_two_sample(points, kept, jnp.asarray(prior, jnp.float64), *layout)
 
 
-@partial(jax.jit, static_argnames=("k", "backend", "chunk_size"))
-def _kl_to_density(points, kept, log_prior, k, backend, chunk_size):
+_LAYOUT = ("k", "per_chain", "window", "backend", "chunk_size")
+
+
+@partial(jax.jit, static_argnames=_LAYOUT)
+def _kl_to_density(points, kept, log_prior, k, per_chain, window, backend, chunk_size):
     centre, chol = jax.vmap(_whitening)(points, kept)
     white = jax.vmap(_whiten)(points, centre, chol)
-    rho, _, rank = _neighbours(white, kept, None, k, backend, chunk_size)
-    n, d = kept.sum(axis=1), points.shape[-1]
+    rho, _, rank = _neighbours(white, kept, None, k, per_chain, window, backend, chunk_size)
+    d = points.shape[-1]
     log_ball = d / 2 * jnp.log(jnp.pi) - gammaln(d / 2 + 1)
     log_det = jnp.sum(jnp.log(jnp.diagonal(chol, axis1=1, axis2=2)), axis=1)
-    terms = d * jnp.log(rho) - digamma(rank + 1.0) + log_prior  # -KL = H + E[log p]
-    entropy_plus_log_prior = digamma(n) + log_ball + log_det + _kept_mean(terms, kept)
+    candidates = _candidates(kept, per_chain, window)
+    terms = d * jnp.log(rho) - digamma(rank + 1.0) + digamma(candidates + 1.0) + log_prior  # -KL = H + E[log p]
+    entropy_plus_log_prior = log_ball + log_det + _kept_mean(terms, kept)
     return jnp.where(_stuck(rho, kept), jnp.nan, -entropy_plus_log_prior)
 
 
-@partial(jax.jit, static_argnames=("k", "backend", "chunk_size"))
-def _kl_two_sample(points, kept, prior, k, backend, chunk_size):
+@partial(jax.jit, static_argnames=_LAYOUT)
+def _kl_two_sample(points, kept, prior, k, per_chain, window, backend, chunk_size):
     pooled = jnp.concatenate([points, prior], axis=1)
     centre, chol = jax.vmap(_whitening)(pooled, jnp.concatenate([kept, jnp.ones(prior.shape[:2], bool)], axis=1))
     white, white_prior = jax.vmap(_whiten)(points, centre, chol), jax.vmap(_whiten)(prior, centre, chol)
-    rho, nu, _ = _neighbours(white, kept, white_prior, k, backend, chunk_size)
-    n, d = kept.sum(axis=1), points.shape[-1]
-    kl = d * _kept_mean(jnp.log(nu / rho), kept) + jnp.log(prior.shape[1] / (n - 1))
+    rho, nu, _ = _neighbours(white, kept, white_prior, k, per_chain, window, backend, chunk_size)
+    d = points.shape[-1]
+    candidates = _candidates(kept, per_chain, window)
+    kl = _kept_mean(d * jnp.log(nu / rho) + jnp.log(prior.shape[1] / candidates), kept)
     return jnp.where(_stuck(rho, kept) | _stuck(nu, kept), jnp.nan, kl)
+
+
+def _candidates(kept, per_chain, window):
+    """How many draws may be each draw's neighbour (B, N): the kept ones, less itself and its own chain's
+    draws within the window."""
+    step = jnp.arange(kept.shape[1]) % per_chain
+    near = jnp.minimum(step, window) + jnp.minimum(per_chain - 1 - step, window)
+    return kept.sum(axis=1, keepdims=True) - 1.0 - near
 
 
 def _kept_mean(values, kept):
@@ -130,7 +151,7 @@ def _kept_mean(values, kept):
 
 
 def _stuck(distances, kept):
-    return jnp.any(kept & ~(distances > 0), axis=1)
+    return jnp.any(kept & ~((distances > 0) & jnp.isfinite(distances)), axis=1)
 
 
 def _whitening(points, kept):
@@ -146,23 +167,26 @@ def _whiten(points, centre, chol):
     return solve_triangular(chol, (points - centre).T, lower=True).T
 
 
-def _neighbours(white, kept, white_prior, k, backend, chunk_size):
+def _neighbours(white, kept, white_prior, k, per_chain, window, backend, chunk_size):
     """rho (B, N), nu (B, N) (None without a prior sample) and the rank (0-based) they are taken at: the k-th
-    neighbour, or the first past zero distances among the k + EXTRA_NEIGHBOURS nearest, the draw itself
-    excluded from its own neighbours and masked draws from everyone's."""
+    neighbour, or the first past zero distances among the k + EXTRA_NEIGHBOURS nearest. A draw's own chain
+    within `window` steps (itself included) and masked draws are nobody's neighbours."""
     if backend == "kdtree":
-        shapes = jax.ShapeDtypeStruct(kept.shape, jnp.float64), jax.ShapeDtypeStruct(kept.shape, jnp.int32)
-        if white_prior is None:
-            rho, rank = jax.pure_callback(partial(_kdtree_within, k=k), shapes, white, kept, vmap_method="sequential")
-            return rho, None, rank
-        shapes = (shapes[0],) + shapes
-        rho, nu, rank = jax.pure_callback(
-            partial(_kdtree_both, k=k), shapes, white, kept, white_prior, vmap_method="sequential"
-        )
-        return rho, nu, rank
+        host = partial(_kdtree_rows, k=k, per_chain=per_chain, window=window)
+        shapes = [jax.ShapeDtypeStruct(kept.shape, jnp.float64)] * 2 + [jax.ShapeDtypeStruct(kept.shape, jnp.int32)]
+        arguments = (white, kept) if white_prior is None else (white, kept, white_prior)
+        rho, nu, rank = jax.pure_callback(host, tuple(shapes), *arguments, vmap_method="sequential")
+        return rho, None if white_prior is None else nu, rank
     depth = k + EXTRA_NEIGHBOURS
-    movable = jnp.where(kept[..., None], white, _FAR)
-    within = jax.vmap(partial(_brute_knn, num_neighbours=depth + 1, chunk_size=chunk_size))(white, movable)[..., 1:]
+    index = jnp.arange(kept.shape[1])
+
+    def within_row(points, kept_row):
+        def excluded(i):
+            return ~kept_row | ((index // per_chain == i // per_chain) & (jnp.abs(index - i) <= window))
+
+        return _brute_knn(points, points, depth, chunk_size, excluded)
+
+    within = jax.vmap(within_row)(white, kept)
     rank = _first_positive_rank(within, k)
     rho = jnp.take_along_axis(within, rank[..., None], -1)[..., 0]
     if white_prior is None:
@@ -177,55 +201,56 @@ def _first_positive_rank(within, k, xp=jnp):
     return k - 1 + xp.where(positive.any(axis=-1), positive.argmax(axis=-1), 0)
 
 
-def _brute_knn(queries, points, num_neighbours, chunk_size):
-    """Sorted distances from each query to its `num_neighbours` nearest points, in query chunks."""
+def _brute_knn(queries, points, num_neighbours, chunk_size, excluded=None):
+    """Sorted distances from each query to its `num_neighbours` nearest points, in query chunks; excluded(i) masks
+    the points query i may not take (inf where fewer remain)."""
     squared_points = jnp.sum(points**2, axis=1)
 
-    def nearest(query):
+    def nearest(inputs):
+        query, i = inputs
         squared = query @ query - 2.0 * (points @ query) + squared_points
+        if excluded is not None:
+            squared = jnp.where(excluded(i), jnp.inf, squared)
         negative, _ = jax.lax.top_k(-squared, num_neighbours)
         return jnp.sqrt(jnp.maximum(-negative, 0.0))
 
-    return jax.lax.map(nearest, queries, batch_size=chunk_size)
+    return jax.lax.map(nearest, (queries, jnp.arange(queries.shape[0])), batch_size=chunk_size)
 
 
-def _kdtree_rows(white, kept, k, white_prior=None):
+def _kdtree_rows(white, kept, *white_prior, k, per_chain, window):
     """Host side of the KD-tree path (NumPy only: no JAX inside a callback), one posterior after another."""
     white, kept = np.asarray(white), np.asarray(kept)
     rho, nu, rank = np.ones(kept.shape), np.ones(kept.shape), np.full(kept.shape, k - 1, np.int32)
     for row in range(white.shape[0]):
-        prior = None if white_prior is None else np.asarray(white_prior[row])
-        mine = kept[row]
-        rho[row, mine], nu[row, mine], rank[row, mine] = _kdtree_row(white[row][mine], prior, k)
+        prior = np.asarray(white_prior[0][row]) if white_prior else None
+        mine = np.flatnonzero(kept[row])
+        found = _kdtree_row(white[row][mine], mine // per_chain, mine, prior, k, window)
+        rho[row, mine], nu[row, mine], rank[row, mine] = found
     return rho, nu, rank
 
 
-def _kdtree_row(points, prior, k):
+def _kdtree_row(points, chain, step, prior, k, window):
     """rho, nu (ones without a prior sample) and rank of every point, looking past ties only where needed."""
     trees = cKDTree(points), None if prior is None else cKDTree(prior)
 
-    def at_rank(queries, depth):
-        within = trees[0].query(queries, k=depth + 1, workers=-1)[0][:, 1:]
+    def at_rank(rows, depth):
+        reach = min(depth + 2 * window + 1, len(points))
+        distance, neighbour = trees[0].query(points[rows], k=reach, workers=-1)
+        distance, neighbour = distance.reshape(len(rows), reach), neighbour.reshape(len(rows), reach)
+        near = (chain[neighbour] == chain[rows][:, None]) & (np.abs(step[neighbour] - step[rows][:, None]) <= window)
+        within = np.sort(np.where(near, np.inf, distance), axis=1)[:, :depth]
         rank = _first_positive_rank(within, k, np)
         pick = lambda a: np.take_along_axis(a, rank[:, None], 1)[:, 0]  # noqa: E731
         if trees[1] is None:
-            return pick(within), np.ones(len(queries)), rank
-        return pick(within), pick(trees[1].query(queries, k=depth, workers=-1)[0].reshape(len(queries), depth)), rank
+            return pick(within), np.ones(len(rows)), rank
+        across = trees[1].query(points[rows], k=depth, workers=-1)[0].reshape(len(rows), depth)
+        return pick(within), pick(across), rank
 
-    rho, nu, rank = at_rank(points, k)
-    tied = np.flatnonzero(rho == 0)
-    if tied.size:
-        rho[tied], nu[tied], rank[tied] = at_rank(points[tied], min(k + EXTRA_NEIGHBOURS, len(points) - 1))
+    rho, nu, rank = at_rank(np.arange(len(points)), k)
+    redo = np.flatnonzero(rho == 0)  # ties (repeated MCMC draws): look past them
+    if redo.size:
+        rho[redo], nu[redo], rank[redo] = at_rank(redo, k + EXTRA_NEIGHBOURS)
     return rho, nu, rank
-
-
-def _kdtree_within(white, kept, k):
-    rho, _, rank = _kdtree_rows(white, kept, k)
-    return rho, rank
-
-
-def _kdtree_both(white, kept, white_prior, k):
-    return _kdtree_rows(white, kept, k, white_prior)
 
 
 def _check_draws(draws, k, prior=None):

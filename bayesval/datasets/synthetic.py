@@ -4,8 +4,10 @@ per-party inputs from an NIW data model, shared with the model's prior."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bayesval.inference.conjugate import sample_nig, sample_niw
@@ -37,21 +39,31 @@ def make_syn(
     The declared bounds follow from the generating law, not the data: ||x|| <= 1 (Sigma ~ I/47) and
     |y| <= |bias| + ||slope|| + 4 sigma.
     """
-    key_theta, key_parties, key_test = jax.random.split(jax.random.key(seed), 3)
-    weights, noise_var = (np.asarray(v) for v in sample_nig(key_theta, syn_model_prior(num_features)))
+    weights, noise_var, parties, tests = jax.tree.map(
+        np.asarray, _generate(jax.random.key(seed), tuple(sizes), num_features, num_test)
+    )
     noise_std = float(np.sqrt(noise_var))
-
-    def draw(key, data_model, size):
-        key_x, key_y = jax.random.split(key)
-        X = np.asarray(jax.random.multivariate_normal(key_x, *data_model, (size,)))
-        y = X @ weights[:-1] + weights[-1] + noise_std * np.asarray(jax.random.normal(key_y, (size,)))
-        return X, y
-
-    key_omega, key_train = jax.random.split(key_parties)
-    data_models = [sample_niw(k, syn_data_prior(num_features)) for k in jax.random.split(key_omega, len(sizes))]
-    train_keys, test_keys = jax.random.split(key_train, len(sizes)), jax.random.split(key_test, len(sizes))
-    parties = [draw(k, m, size) for k, m, size in zip(train_keys, data_models, sizes)]
-    tests = [draw(k, m, num_test // len(sizes)) for k, m in zip(test_keys, data_models)]
     test = (np.concatenate([t[0] for t in tests]), np.concatenate([t[1] for t in tests]))
     y_bound = abs(float(weights[-1])) + float(np.linalg.norm(weights[:-1])) + 4 * noise_std
     return SynDataset(parties, test, weights, float(noise_var), Bounds(x_norm=1.0, y_abs=y_bound))
+
+
+@partial(jax.jit, static_argnames=("sizes", "num_features", "num_test"))
+def _generate(key, sizes, num_features, num_test):
+    """The random draws of `make_syn`, as one compiled program (run op by op, the samplers' loops compiled
+    one at a time and took seconds)."""
+    key_theta, key_parties, key_test = jax.random.split(key, 3)
+    weights, noise_var = sample_nig(key_theta, syn_model_prior(num_features))
+
+    def draw(key, data_model, size):
+        key_x, key_y = jax.random.split(key)
+        X = jax.random.multivariate_normal(key_x, *data_model, (size,))
+        return X, X @ weights[:-1] + weights[-1] + jnp.sqrt(noise_var) * jax.random.normal(key_y, (size,))
+
+    key_omega, key_train = jax.random.split(key_parties)
+    means, covs = jax.vmap(sample_niw, (0, None))(jax.random.split(key_omega, len(sizes)), syn_data_prior(num_features))
+    data_models = list(zip(means, covs))
+    train_keys, test_keys = jax.random.split(key_train, len(sizes)), jax.random.split(key_test, len(sizes))
+    parties = [draw(k, m, size) for k, m, size in zip(train_keys, data_models, sizes)]
+    tests = [draw(k, m, num_test // len(sizes)) for k, m in zip(test_keys, data_models)]
+    return weights, noise_var, parties, tests
