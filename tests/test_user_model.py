@@ -49,3 +49,33 @@ def test_documented_user_model_matches_the_closed_form(example):
     # the noisiest, smallest party is worth least; the large but very private one is not worth most
     assert np.argmin(phi_exact) == np.argmin(result.values)
     assert result.diagnostics["converged"]
+
+
+def test_kl_estimator_uses_the_prior_density_only_where_it_is_theta_s_marginal(example):
+    """The documented model's mean has a fixed Gaussian prior: its density is used. A hierarchical prior
+    (mean ~ N(0, scale), scale ~ HalfNormal) has no closed marginal: 'auto' falls back to prior draws, and asking
+    for the density, or for an unknown estimator, is refused before any party releases."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    import bayesval as bv
+    from bayesval.inference.gibbs import NoiseAwareData
+
+    assert example["result"].diagnostics["kl_estimator"] == "prior-density"
+
+    def hierarchical(data, mask):
+        scale = numpyro.sample("scale", dist.HalfNormal(10.0))
+        mean = numpyro.sample("mean", dist.Normal(0.0, scale))
+        with numpyro.plate("parties", data.counts.shape[0]), numpyro.handlers.mask(mask=mask):
+            numpyro.sample("perturbed", dist.Normal(data.counts * mean, 10.0), obs=data.perturbed[:, 0])
+
+    model = bv.models.NumPyroModel(hierarchical, parameters=["mean"], statistic=example["SumStatistic"]())
+    data = NoiseAwareData(np.zeros((2, 1)), np.ones(2) * 10, np.ones(2))
+    assert model.prior_log_density(data) is None
+    assert example["model"].prior_log_density(data) is not None
+    bounds = bv.Bounds(x_norm=1.0, y_abs=4.0)
+    parties = [bv.Party(np.zeros((30, 1)), np.ones(30), epsilon=1.0, bounds=bounds, name=n) for n in "ab"]
+    for kl, message in (("prior-density", "kl='prior-density' needs theta's marginal prior"), ("knn", "kl must be")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            bv.valuate(model, parties, kl=kl)
+    assert all(p.current_release(model.statistic(1)) is None for p in parties)
