@@ -34,16 +34,12 @@ from scipy.spatial import cKDTree
 from bayesval.inference.conjugate import NIG
 
 EXTRA_NEIGHBOURS = 16  # how far past k a point looks for a non-zero distance among repeated MCMC draws
-_FAR = 1e100  # where masked draws are put for the brute-force search
 
 
 def knn_kl(posterior, prior, k: int = 4, backend: str = "auto", chunk_size: int = 2048) -> float:
     """Two-sample k-NN estimate of KL(posterior || prior) from draws of shape (n, d) and (m, d)."""
     posterior, prior = _check_draws(posterior, k, prior)
-    kl = batched_kl(
-        posterior[None, None], np.ones((1, 1), bool), k, prior=prior[None], backend=backend, chunk_size=chunk_size
-    )
-    return _finite(kl)[0]
+    return _one_posterior(posterior, k, backend, chunk_size, prior=prior[None])
 
 
 def knn_kl_to_density(posterior, log_prior, k: int = 4, backend: str = "auto", chunk_size: int = 2048) -> float:
@@ -53,29 +49,19 @@ def knn_kl_to_density(posterior, log_prior, k: int = 4, backend: str = "auto", c
     log_prior = np.asarray(log_prior, np.float64)
     if log_prior.shape != posterior.shape[:1] or not np.isfinite(log_prior).all():
         raise ValueError(f"log_prior must be finite with one value per draw, shape {posterior.shape[:1]}")
-    kl = batched_kl(
-        posterior[None, None],
-        np.ones((1, 1), bool),
-        k,
-        log_prior=log_prior[None, None],
-        backend=backend,
-        chunk_size=chunk_size,
-    )
-    return _finite(kl)[0]
+    return _one_posterior(posterior, k, backend, chunk_size, log_prior=log_prior[None, None])
 
 
 def knn_entropy(draws, k: int = 4, backend: str = "auto", chunk_size: int = 2048) -> float:
     """Kozachenko-Leonenko k-NN estimate of the differential entropy (nats) of draws (n, d)."""
     draws, _ = _check_draws(draws, k)
-    kl = batched_kl(
-        draws[None, None],
-        np.ones((1, 1), bool),
-        k,
-        log_prior=np.zeros((1, 1, len(draws))),
-        backend=backend,
-        chunk_size=chunk_size,
-    )
-    return -_finite(kl)[0]
+    return -_one_posterior(draws, k, backend, chunk_size, log_prior=np.zeros((1, 1, len(draws))))
+
+
+def _one_posterior(draws, k, backend, chunk_size, **reference) -> float:
+    """`batched_kl` of i.i.d. draws (n, d) as a batch of one single-chain posterior."""
+    kl = batched_kl(draws[None, None], np.ones((1, 1), bool), k, backend=backend, chunk_size=chunk_size, **reference)
+    return float(_finite(kl)[0])
 
 
 def batched_kl(
