@@ -1,16 +1,28 @@
-"""ValuationResult: values with standard errors, coalition values, diagnostics and the privacy ledger."""
+"""ValuationResult: values with standard errors and counts, coalition values, diagnostics, the privacy ledger, and
+for sampled semivalues the running sums that let a run resume or merge with another."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from bayesval.games.state import SemivalueState
 from bayesval.privacy.accounting import PrivacySpent
 from bayesval.privacy.ledger import PrivacyLedger
+
+
+class ValueItem(NamedTuple):
+    """One index of a result: `result["party 1"]`."""
+
+    name: str
+    value: float
+    stderr: float
+    count: int | None
+    converged: bool | None
 
 
 @dataclass
@@ -23,6 +35,12 @@ class ValuationResult:
     coalition_values     (num_coalitions,) mean value of each coalition, with coalition_stderr
     privacy              every DP release behind the values (a ledger: `privacy_spent()` composes it)
     diagnostics          sampler convergence (R-hat, ESS per coalition), counts, settings
+    counts               draws behind each value (sampled semivalues), with `converged`, the stopping rule's verdict
+                         per index
+    state                a sampled semivalue's running sums (`bayesval.games.state`): `resume_from=result`
+                         continues the run, `a + b` merges two runs of the same game
+
+    `result["name"]` is one index's `ValueItem`, `result.sorted()` orders by value, `variances` are stderr^2.
     """
 
     method: str
@@ -34,12 +52,90 @@ class ValuationResult:
     coalition_stderr: np.ndarray | None = None
     privacy: PrivacyLedger = field(default_factory=PrivacyLedger)
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    counts: np.ndarray | None = None
+    converged: np.ndarray | None = None
+    state: SemivalueState | None = None
 
     def __post_init__(self) -> None:
         self.values = np.asarray(self.values, dtype=np.float64)
         self.stderr = np.asarray(self.stderr, dtype=np.float64)
         if self.values.shape != self.stderr.shape or len(self.names) != self.values.shape[0]:
             raise ValueError("values, stderr and names must have the same length")
+        self.names = [str(name) for name in self.names]
+        for name, dtype in (("counts", np.int64), ("converged", bool)):
+            if getattr(self, name) is not None:
+                setattr(self, name, np.asarray(getattr(self, name), dtype=dtype))
+                if getattr(self, name).shape != self.values.shape:
+                    raise ValueError(f"{name} must have one entry per value ({len(self.values)})")
+
+    @property
+    def variances(self) -> np.ndarray:
+        """The variance of each value's estimate, stderr^2."""
+        return self.stderr**2
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, name: str | int) -> ValueItem:
+        """One index by name (or position)."""
+        if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
+            if not -len(self) <= name < len(self):
+                raise IndexError(f"index {name} out of range for a result of {len(self)} values")
+            position = int(name) % len(self)
+        elif isinstance(name, str) and name in self.names:
+            position = self.names.index(name)
+        else:
+            shown = self.names[:5] + (["..."] if len(self) > 5 else [])
+            raise KeyError(f"no value named {name!r} in this result; names: {shown}")
+        count = None if self.counts is None else int(self.counts[position])
+        converged = None if self.converged is None else bool(self.converged[position])
+        return ValueItem(
+            self.names[position], float(self.values[position]), float(self.stderr[position]), count, converged
+        )
+
+    def sorted(self, descending: bool = True) -> ValuationResult:
+        """The result ordered by value (highest first unless descending=False), for display. The sorted copy has
+        no resume state: resume or merge the unsorted result."""
+        order = np.argsort(-self.values if descending else self.values, kind="stable")
+        return replace(
+            self,
+            values=self.values[order],
+            stderr=self.stderr[order],
+            names=[self.names[i] for i in order],
+            coalition_masks=None if self.coalition_masks is None else self.coalition_masks[:, order],
+            counts=None if self.counts is None else self.counts[order],
+            converged=None if self.converged is None else self.converged[order],
+            state=None,
+        )
+
+    def __add__(self, other: ValuationResult) -> ValuationResult:
+        """Both runs' draws of the same game together: sums and counts add, values and errors follow."""
+        if not isinstance(other, ValuationResult):
+            return NotImplemented
+        if self.state is None or other.state is None:
+            raise ValueError(
+                "only sampled semivalues merge (results with a `state`: from bayesval.games.semivalue, unsorted)"
+            )
+        if self.names != other.names:
+            raise ValueError(f"cannot merge the results of different games: names {self.names} != {other.names}")
+        state = self.state.merged(other.state)
+        values, variances = state.estimate()
+        privacy = PrivacyLedger().merge(self.privacy).merge(other.privacy)
+        converged = None
+        if self.converged is not None and other.converged is not None:
+            converged = self.converged | other.converged  # more draws than either run that converged
+        diagnostics = self.diagnostics | {"evaluations": state.evaluations, "merged": True}
+        return ValuationResult(
+            self.method,
+            values,
+            np.sqrt(variances),
+            self.names,
+            privacy=privacy,
+            diagnostics=diagnostics,
+            counts=state.index_counts,
+            converged=converged,
+            state=state,
+        )
 
     def coalition_value(self, members: list[str]) -> float:
         """Value of the coalition made of the named parties."""
@@ -68,7 +164,9 @@ class ValuationResult:
         """One row per party / point: value and standard error (pandas)."""
         import pandas as pd
 
-        return pd.DataFrame({"value": self.values, "stderr": self.stderr}, index=self.names)
+        columns = {"value": self.values, "stderr": self.stderr}
+        columns |= {name: getattr(self, name) for name in ("counts", "converged") if getattr(self, name) is not None}
+        return pd.DataFrame(columns, index=self.names)
 
     def coalitions_dataframe(self):
         """One row per valued coalition: members, value and standard error (pandas)."""
@@ -82,17 +180,17 @@ class ValuationResult:
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz file (arrays) with its metadata as JSON inside."""
         path = Path(path)
-        arrays = {
-            name: getattr(self, name)
-            for name in ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr")
-            if getattr(self, name) is not None
-        }
+        fields = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
+        arrays = {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
         meta = {
             "method": self.method,
             "names": list(self.names),
             "privacy": self.privacy.to_records(),
             "diagnostics": _jsonable(self.diagnostics),
         }
+        if self.state is not None:
+            meta["state"] = self.state.to_json()
+            arrays |= {f"state_{name}": getattr(self.state, name) for name in SemivalueState.ARRAYS}
         with path.open("wb") as handle:
             np.savez(handle, _meta=np.array(json.dumps(meta)), **arrays)
         return path
@@ -102,19 +200,37 @@ class ValuationResult:
         with np.load(Path(path), allow_pickle=False) as data:
             meta = json.loads(str(data["_meta"]))
             arrays = {k: data[k] for k in data.files if k != "_meta"}
+        state = None
+        if "state" in meta:
+            state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
+            state = SemivalueState.from_json(meta["state"], state_arrays)
         return cls(
             method=meta["method"],
             names=meta["names"],
             privacy=PrivacyLedger.from_records(meta["privacy"]),
             diagnostics=meta["diagnostics"],
+            state=state,
             **arrays,
         )
 
+    SHOWN = 10  # rows a repr shows; the rest are summarised
+
     def __repr__(self) -> str:
-        rows = "\n".join(
-            f"  {name:>12}: {v: .4f} ± {s:.4f}" for name, v, s in zip(self.names, self.values, self.stderr)
-        )
-        return f"ValuationResult({self.method})\n{rows}"
+        def row(i: int) -> str:
+            extra = "" if self.counts is None else f"  n={self.counts[i]}"
+            extra += "" if self.converged is None else ("" if self.converged[i] else "  (not converged)")
+            return f"  {self.names[i]:>12}: {self.values[i]: .4f} ± {self.stderr[i]:.4f}{extra}"
+
+        shown = range(len(self)) if len(self) <= self.SHOWN else [*range(self.SHOWN // 2), *range(-self.SHOWN // 2, 0)]
+        rows = [row(i) for i in shown]
+        if len(self) > self.SHOWN:
+            rows.insert(self.SHOWN // 2, f"  ... {len(self) - self.SHOWN} more (to_dataframe() has them all)")
+        header = f"ValuationResult({self.method}; {len(self)} values"
+        if self.converged is not None:
+            header += f", {int(self.converged.sum())} converged"
+        if self.state is not None:
+            header += f", {self.state.evaluations} utility evaluations"
+        return header + ")\n" + "\n".join(rows)
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,227 @@
+"""Semivalues of a utility: exactly, by enumerating every coalition in fixed-size chunks, or by sampling coalitions
+in fixed-size batches until a stopping rule holds (DESIGN.md Sec. 8, the game layer).
+
+A utility is a pure function `utility(key, masks) -> values`: masks (B, n) boolean, values (B,), or (R, B) for R
+independent estimates of each coalition's value (as the party surprise gives per repeat). Batch b of a run draws its
+coalitions from `fold_in(key, b)` (split into the sampler's key and the utility's), so the values depend on the key,
+the batch size and the number of batches only: a run stopped and resumed (`resume_from=result`) gives the values of
+an uninterrupted run with the same key, to the last bit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from bayesval.games.masks import code_masks, members
+from bayesval.games.samplers import PermutationSampler, Sampler, StratifiedSampler, UniformSampler, default_sampler
+from bayesval.games.state import SemivalueState
+from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped
+from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
+from bayesval.results import ValuationResult
+from bayesval.validation import check_bool, check_count, check_int, check_key
+
+Utility = Callable[[jax.Array, jax.Array], jax.Array]
+SHOWN_COALITIONS = 5  # coalitions named in a NaN error
+
+
+def semivalue(
+    utility: Utility,
+    num_players: int,
+    key,
+    *,
+    weights: str | Semivalue = "shapley",
+    sampler: Sampler | None = None,
+    stop=None,
+    batch_size: int = 64,
+    names: list[str] | None = None,
+    resume_from: ValuationResult | None = None,
+    progress_bar: bool = False,
+) -> ValuationResult:
+    """Sample the semivalue `weights` of `utility` over `num_players` players until `stop` holds.
+
+    sampler      `PermutationSampler`, `UniformSampler` or `StratifiedSampler` (default: uniform with maximum sample
+                 reuse for Banzhaf, stratified for leave-one-out, else permutations)
+    stop         a stopping rule (`bayesval.games.stopping`); one without an evaluation or time cap gets a warning
+                 and a default cap. Default: StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)
+    batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling)
+    resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
+                 run goes on at the next batch, with another key it adds new batches
+
+    Returns a ValuationResult with values, stderr, counts per index, the stopping rule's converged flag per index
+    and the state to resume or merge (`a + b`).
+    """
+    num_players = check_int("num_players", num_players, minimum=1)
+    key = check_key("key", key)
+    batch_size = check_count("batch_size", batch_size, minimum=1)
+    check_bool("progress_bar", progress_bar)
+    semivalue = as_semivalue(weights)
+    sampler = default_sampler(semivalue) if sampler is None else _check_sampler(sampler)
+    names = _check_names(names, num_players)
+    stop = capped(StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS) if stop is None else stop)
+    plan = sampler.plan(num_players, batch_size, semivalue)
+    stream = jax.random.key_data(key).tobytes().hex()
+    state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size)
+    started = time.perf_counter()
+    progress = None if state is None else _progress(state, started, stop.history, record=False)
+    bar = tqdm(disable=not progress_bar, desc=f"{semivalue.name} by {sampler.name} sampling", unit=" evaluations")
+    while progress is None or not stop.holds(progress):
+        draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
+        masks, aux = plan.draw(draw_key)
+        values = checked_values(utility(utility_key, masks), masks, names)
+        batch_sums = plan.reduce(values, aux)
+        if state is None:
+            state = SemivalueState.empty(semivalue.name, sampler.name, plan.coefficients, len(values), num_players)
+        elif len(values) != state.num_repeats:
+            raise ValueError(
+                f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
+            )
+        state.add(*batch_sums, evaluations=plan.num_masks)
+        batch += 1
+        state.streams[stream] = [batch_size, batch]
+        progress = _progress(state, started, stop.history)
+        bar.update(plan.num_masks)
+    bar.close()
+    return ValuationResult(
+        method=f"{semivalue.name} by {sampler.name} sampling",
+        values=progress.values,
+        stderr=progress.stderr,
+        names=names,
+        diagnostics={
+            "stop": repr(stop),
+            "evaluations": state.evaluations,
+            "batches": batch,
+            "batch_size": batch_size,
+            "seconds": progress.elapsed,
+        },
+        counts=progress.counts,
+        converged=stop.converged(progress),
+        state=state,
+    )
+
+
+def exact_semivalue(
+    utility: Utility,
+    num_players: int,
+    key,
+    *,
+    weights: str | Semivalue = "shapley",
+    batch_size: int = 4096,
+    names: list[str] | None = None,
+) -> ValuationResult:
+    """The semivalue `weights` of `utility` from all 2^n coalitions, valued in chunks of `batch_size` masks (the last
+    chunk padded with the empty coalition), phi = sum_c C[c] v(c) (`weights.coalition_coefficients`). Chunk c's
+    utility key is fold_in(key, c). With R estimates per coalition the standard error is the spread of the R
+    semivalues over sqrt(R), else 0."""
+    num_players = check_int("num_players", num_players, minimum=1, maximum=30)
+    key = check_key("key", key)
+    batch_size = check_count("batch_size", batch_size, minimum=1)
+    semivalue = as_semivalue(weights)
+    names = _check_names(names, num_players)
+    total, rows = 2**num_players, min(batch_size, 2**num_players)
+    per_repeat, coalition_values = None, []
+    for chunk, start in enumerate(range(0, total, rows)):
+        codes = start + np.arange(rows)
+        valid = codes < total
+        masks = code_masks(jnp.asarray(np.where(valid, codes, 0)), num_players)
+        values = np.asarray(checked_values(utility(jax.random.fold_in(key, chunk), masks), masks, names))[:, valid]
+        phi = values @ coalition_coefficients(np.asarray(masks)[valid], semivalue)
+        per_repeat = phi if per_repeat is None else per_repeat + phi
+        coalition_values.append(values.mean(axis=0))
+    repeats = len(per_repeat)
+    stderr = per_repeat.std(axis=0, ddof=1) / np.sqrt(repeats) if repeats > 1 else np.zeros(num_players)
+    keep = num_players <= 16  # the coalitions' values, where they fit a result
+    return ValuationResult(
+        method=f"exact {semivalue.name}",
+        values=per_repeat.mean(axis=0),
+        stderr=stderr,
+        names=names,
+        coalition_masks=code_masks(np.arange(1, total), num_players) if keep else None,
+        coalition_values=np.concatenate(coalition_values)[1:] if keep else None,
+        diagnostics={"evaluations": total, "estimates_per_coalition": repeats},
+        converged=np.ones(num_players, bool),
+    )
+
+
+def checked_values(values, masks, names: list[str]) -> jax.Array:
+    """A utility's values as float64 (R, B) for masks (B, n), or a ValueError: a shape that is neither (B,) nor
+    (R, B), or a NaN / inf value, naming the coalitions that got one."""
+    values = jnp.asarray(values)
+    batch = masks.shape[0]
+    if values.ndim not in (1, 2) or values.shape[-1] != batch:
+        raise ValueError(
+            f"utility must return values of shape (B,) or (R, B) for masks of shape (B, n) = {tuple(masks.shape)}; "
+            f"got shape {tuple(values.shape)}"
+        )
+    values = jnp.atleast_2d(values).astype(jnp.float64)
+    if not bool(jnp.isfinite(values).all()):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(values)).all(axis=0))
+        coalitions = [members(mask, names) for mask in np.asarray(masks)[bad[:SHOWN_COALITIONS]]]
+        more = f" and {len(bad) - SHOWN_COALITIONS} more" if len(bad) > SHOWN_COALITIONS else ""
+        raise ValueError(
+            f"utility returned NaN or inf for {len(bad)} coalitions (members listed): {coalitions}{more}; a "
+            "coalition's value must be a finite number (give the empty coalition a value too, e.g. 0)"
+        )
+    return values
+
+
+def _check_sampler(sampler) -> Sampler:
+    if not isinstance(sampler, (PermutationSampler, UniformSampler, StratifiedSampler)):
+        raise TypeError(
+            f"sampler must be a PermutationSampler, UniformSampler or StratifiedSampler, got {type(sampler).__name__}"
+        )
+    return sampler
+
+
+def _check_names(names, num_players: int) -> list[str]:
+    if names is None:
+        return [str(i) for i in range(num_players)]
+    names = [str(name) for name in names]
+    if len(names) != num_players or len(set(names)) != len(names):
+        raise ValueError(f"names must be {num_players} distinct names, one per player, got {names}")
+    return names
+
+
+def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str, batch_size: int):
+    """(state, first batch) of a run resuming `result`, or (None, 0) for a new run."""
+    if result is None:
+        return None, 0
+    if not isinstance(result, ValuationResult) or result.state is None:
+        raise ValueError(
+            "resume_from must be a result of bayesval.games.semivalue (with its state; a sorted copy has none), got "
+            f"{type(result).__name__ if not isinstance(result, ValuationResult) else 'a result without state'}"
+        )
+    state = result.state
+    for label, theirs, mine in (
+        ("num_players", state.num_players, len(names)),
+        ("names", result.names, names),
+        ("semivalue", state.semivalue, semivalue.name),
+        ("sampler", state.sampler, sampler.name),
+    ):
+        if theirs != mine:
+            raise ValueError(
+                f"resume_from is a result of a different game: its {label} is {theirs!r}, this run's {mine!r}"
+            )
+    used_batch_size, done = state.streams.get(stream, (batch_size, 0))
+    if used_batch_size != batch_size:
+        raise ValueError(
+            f"resume_from drew batches of {used_batch_size} from this key; resume with batch_size={used_batch_size} "
+            f"(or use another key), got batch_size={batch_size}"
+        )
+    return state.copy(), done
+
+
+def _progress(state: SemivalueState, started: float, history: int, record: bool = True) -> Progress:
+    """The run's progress; `record` files the current ranking (once per batch) for rank-stability rules."""
+    values, variances = state.estimate()
+    if history and record:
+        ranking = np.argsort(-values, kind="stable")[None]
+        state.rankings = np.concatenate([state.rankings, ranking])[-history:]
+    return Progress(
+        values, np.sqrt(variances), state.index_counts, state.evaluations, time.perf_counter() - started, state.rankings
+    )
