@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesval.validation import check_count, check_int, check_positive
+from bayesval.validation import check_count, check_int, check_non_negative, check_positive
 
 DEFAULT_MAX_EVALUATIONS = 1_000_000
 
@@ -49,10 +49,10 @@ class StoppingRule:
 
 
 class StandardError(StoppingRule):
-    """Every index's standard error at most `threshold`, from at least `min_count` draws."""
+    """Every index's standard error at most `threshold` (>= 0), from at least `min_count` draws."""
 
     def __init__(self, threshold: float, min_count: int = 8) -> None:
-        self.threshold = check_positive("threshold", threshold)
+        self.threshold = check_non_negative("threshold", threshold)
         self.min_count = check_int("min_count", min_count, minimum=2)
 
     def converged(self, progress: Progress) -> np.ndarray:
@@ -113,6 +113,21 @@ class RankStability(StoppingRule):
 
     def __repr__(self) -> str:
         return f"RankStability({self.history})"
+
+
+class When(StoppingRule):
+    """Whenever `predicate()` says so (e.g. a utility that has valued every coalition); not a cap."""
+
+    def __init__(self, predicate) -> None:
+        if not callable(predicate):
+            raise TypeError(f"predicate must be a function of no arguments returning a bool, got {predicate!r}")
+        self.predicate = predicate
+
+    def holds(self, progress: Progress) -> bool:
+        return bool(self.predicate())
+
+    def __repr__(self) -> str:
+        return f"When({getattr(self.predicate, '__name__', 'predicate')})"
 
 
 class _Both(StoppingRule):
