@@ -1,0 +1,56 @@
+"""Enumerable games for the game-layer tests: each a jitted utility(key, masks) -> values and its value table."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesval.games.masks import coalition_masks
+
+
+def table_utility(table: np.ndarray, noise: float = 0.0):
+    """utility(key, masks) looking up each mask's value in `table` (2^n,), plus N(0, noise^2) per evaluation."""
+    table = jnp.asarray(table)
+    num_players = int(np.log2(len(table)))
+
+    @jax.jit
+    def utility(key, masks):
+        values = table[masks @ (1 << jnp.arange(num_players))]
+        return values + noise * jax.random.normal(key, values.shape) if noise else values
+
+    return utility
+
+
+def voting_table(weights, quota) -> np.ndarray:
+    """A weighted voting game: v(S) = 1 where the weights in S reach the quota."""
+    masks = coalition_masks(len(weights), include_empty=True)
+    return (masks @ np.asarray(weights, np.float64) >= quota).astype(np.float64)
+
+
+def random_table(seed: int, num_players: int) -> np.ndarray:
+    """A random game (as tests/test_shapley.py): additive, a smooth interaction, and a size term; v(empty) = 0."""
+    rng = np.random.default_rng(seed)
+    masks = coalition_masks(num_players, include_empty=True)
+    values = masks @ rng.normal(size=num_players) + np.sin(masks @ rng.normal(size=num_players))
+    values += 0.2 * masks.sum(axis=1) ** 1.5
+    values[0] = 0.0
+    return values
+
+
+def surprise_table(syn) -> np.ndarray:
+    """The party-surprise game of Syn (`make_syn(seed=0)`, each of its 3 parties split in two: 6 parties) in closed
+    form: v_C = KL(NIG posterior from the summed exact statistics of C's parties || NIG prior) (Sim et al. 2023,
+    Sec. 3, the non-private limit), by `nig_kl`; the posteriors of all 63 coalitions in one vmapped program."""
+    import bayesval as bv
+    from bayesval.divergence import nig_kl
+
+    parties = [(X[rows], y[rows]) for X, y in syn.parties for rows in np.array_split(np.arange(len(X)), 2)]
+    model = bv.models.LinearRegression()
+    statistics = np.stack([model.statistic(2).compute(X, y) for X, y in parties])
+    sizes = np.array([len(X) for X, _ in parties], np.float64)
+    masks = coalition_masks(len(parties))
+    posteriors = jax.jit(jax.vmap(lambda s, c: model.exact_posterior(s, c, 2)))(masks @ statistics, masks @ sizes)
+    prior = model.priors(2).model
+    kl = [nig_kl(jax.tree.map(lambda a, i=i: a[i], posteriors), prior) for i in range(len(masks))]
+    return np.concatenate([[0.0], kl])
