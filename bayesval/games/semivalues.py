@@ -160,8 +160,9 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
         )
     values = jnp.atleast_2d(values).astype(jnp.float64)
     if not bool(jnp.isfinite(values).all()):
-        bad = np.flatnonzero(~np.isfinite(np.asarray(values)).all(axis=0))
-        coalitions = [members(mask, names) for mask in np.asarray(masks)[bad[:SHOWN_COALITIONS]]]
+        bad = np.asarray(masks)[~np.isfinite(np.asarray(values)).all(axis=0)]
+        bad = bad[np.sort(np.unique(bad, axis=0, return_index=True)[1])]  # each coalition once, in batch order
+        coalitions = [members(mask, names) for mask in bad[:SHOWN_COALITIONS]]
         more = f" and {len(bad) - SHOWN_COALITIONS} more" if len(bad) > SHOWN_COALITIONS else ""
         raise ValueError(
             f"utility returned NaN or inf for {len(bad)} coalitions (members listed): {coalitions}{more}; a "

@@ -1,0 +1,285 @@
+"""The game layer's machinery: resume and merge, stopping rules, fixed batch shapes, the result type, bad input."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from game_examples import random_table, table_utility
+
+import bayesval as bv
+from bayesval.games.samplers import PermutationSampler, StratifiedSampler, UniformSampler
+from bayesval.games.semivalues import semivalue
+from bayesval.games.stopping import (
+    DEFAULT_MAX_EVALUATIONS,
+    MaxEvaluations,
+    MaxTime,
+    Progress,
+    RankStability,
+    StandardError,
+)
+from bayesval.games.weights import beta_shapley
+
+N = 5
+TABLE = random_table(7, N)
+NAMES = ["ann", "bob", "cy", "dee", "eve"]
+SAMPLERS = [PermutationSampler(), PermutationSampler(antithetic=True), UniformSampler(), StratifiedSampler()]
+
+
+@pytest.fixture(scope="module")
+def utility():
+    return table_utility(TABLE, noise=0.05)
+
+
+def run(utility, key, evaluations, **options):
+    """A run of 16 draws a batch, to `evaluations` utility evaluations unless `stop` says otherwise."""
+    options = {"batch_size": 16, "names": NAMES} | options
+    options.setdefault("stop", MaxEvaluations(evaluations) if evaluations else None)
+    return semivalue(utility, N, key, **options)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: s.name)
+def test_a_stopped_and_resumed_run_is_the_uninterrupted_run(utility, sampler, tmp_path):
+    weights = "banzhaf" if isinstance(sampler, UniformSampler) else "shapley"
+    whole = run(utility, 3, 2000, sampler=sampler, weights=weights)
+    first = run(utility, 3, 700, sampler=sampler, weights=weights)
+    saved = bv.ValuationResult.load(first.save(tmp_path / "first.npz"))  # resume survives a save
+    resumed = run(utility, 3, 2000, sampler=sampler, weights=weights, resume_from=saved)
+    assert first.state.evaluations < whole.state.evaluations == resumed.state.evaluations
+    np.testing.assert_array_equal(resumed.values, whole.values)
+    np.testing.assert_array_equal(resumed.stderr, whole.stderr)
+    np.testing.assert_array_equal(resumed.counts, whole.counts)
+    assert resumed.diagnostics["batches"] == whole.diagnostics["batches"]
+    again = run(utility, 3, 2000, sampler=sampler, weights=weights, resume_from=resumed)  # nothing left to do
+    np.testing.assert_array_equal(again.values, whole.values)
+
+
+def test_merging_two_keys_equals_resuming_with_the_second_key(utility):
+    a, b = run(utility, 1, 960), run(utility, 2, 960)  # 10 batches of 16 permutations (96 evaluations) each
+    merged = a + b
+    both = run(utility, 2, 1920, resume_from=a)  # a's draws, then key 2's batches from the start
+    np.testing.assert_allclose(merged.values, both.values, rtol=1e-12)
+    np.testing.assert_allclose(merged.stderr, both.stderr, rtol=1e-9)
+    np.testing.assert_array_equal(merged.counts, a.counts + b.counts)
+    pooled = (a.values * a.counts + b.values * b.counts) / (a.counts + b.counts)  # permutations: one group
+    np.testing.assert_allclose(merged.values, pooled, rtol=1e-12)
+    assert merged.state.evaluations == a.state.evaluations + b.state.evaluations
+    assert np.all(merged.stderr < np.minimum(a.stderr, b.stderr))
+    with pytest.raises(ValueError, match="sampled from the same key"):
+        a + a
+    with pytest.raises(ValueError, match="different games: semivalue 'shapley' != 'banzhaf'"):
+        a + run(utility, 4, 1000, weights="banzhaf", sampler=PermutationSampler())
+    with pytest.raises(ValueError, match="only sampled semivalues merge"):
+        a + a.sorted()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"weights": "banzhaf", "sampler": PermutationSampler()}, "its semivalue is 'shapley', this run's 'banzhaf'"),
+        ({"sampler": PermutationSampler(antithetic=True)}, "its sampler is 'permutation', this run's 'permutation \\("),
+        ({"names": ["a", "b", "c", "d", "e"]}, "its names is"),
+        ({"batch_size": 32}, "resume with batch_size=16"),
+    ],
+)
+def test_resuming_a_different_game_is_refused(utility, change, message):
+    first = run(utility, 0, 500)
+    with pytest.raises(ValueError, match=message):
+        run(utility, 0, 1000, resume_from=first, **change)
+
+
+def test_resuming_with_other_players_or_without_state_is_refused(utility):
+    first = run(utility, 0, 500)
+    with pytest.raises(ValueError, match="its num_players is 5, this run's 4"):
+        semivalue(table_utility(random_table(0, 4)), 4, 0, resume_from=first, stop=MaxEvaluations(10))
+    with pytest.raises(ValueError, match="resume_from must be a result of bayesval.games.semivalue"):
+        run(utility, 0, 1000, resume_from=first.sorted())
+
+
+def test_a_jitted_utility_compiles_once_across_batches_and_resumes():
+    for sampler in SAMPLERS:
+        traces = []
+
+        @jax.jit
+        def counted(key, masks):
+            traces.append(masks.shape)  # runs only while tracing
+            return jnp.asarray(TABLE)[masks @ (1 << jnp.arange(N))]
+
+        first = semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(600))
+        semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(1500), resume_from=first)
+        assert len(traces) == 1 and first.diagnostics["batches"] > 1, (sampler, traces)
+
+
+def test_repeated_estimates_per_coalition_are_averaged(utility):
+    """A utility of R identical estimates (R, B) gives the values of R = 1: the spread over repeats is 0."""
+    single = run(utility, 5, 800)
+    triple = run(lambda key, masks: jnp.stack([utility(key, masks)] * 3), 5, 800)
+    np.testing.assert_allclose(triple.values, single.values, rtol=1e-12)
+    np.testing.assert_allclose(triple.stderr, single.stderr, rtol=1e-9)
+    assert triple.state.num_repeats == 3
+    with pytest.raises(ValueError, match="cannot merge the results of different games: estimates per coalition"):
+        triple + run(utility, 6, 800)
+
+
+def test_standard_error_rule_stops_and_marks_converged_indices(utility):
+    result = run(utility, 0, None, stop=StandardError(0.05) | MaxEvaluations(10**6))
+    assert np.all(result.stderr <= 0.05) and result.converged.all()
+    assert result.state.evaluations < 10**6
+    capped = run(utility, 0, 200, stop=StandardError(1e-9) | MaxEvaluations(200))
+    assert not capped.converged.any() and capped.state.evaluations == 288  # 3 batches of 16 x 6 coalitions
+
+
+def progress(values, stderr, counts=100, evaluations=0, elapsed=0.0, rankings=None):
+    values = np.asarray(values, float)
+    rankings = np.zeros((0, len(values)), int) if rankings is None else np.asarray(rankings)
+    return Progress(values, np.asarray(stderr, float), np.full(len(values), counts), evaluations, elapsed, rankings)
+
+
+def test_stopping_rules_combine_with_and_and_or():
+    small, large = progress([1, 2], [0.01, 0.02]), progress([1, 2], [0.01, 0.5], evaluations=50, elapsed=3.0)
+    se, cap, clock = StandardError(0.1), MaxEvaluations(50), MaxTime(2.0)
+    assert se.holds(small) and not se.holds(large)
+    assert se.converged(large).tolist() == [True, False]
+    assert not StandardError(0.1, min_count=200).holds(small)  # too few draws yet
+    assert (se | cap).holds(large) and not (se & cap).holds(large) and (se & cap).holds(small._replace(evaluations=50))
+    assert (se | cap).converged(large).tolist() == [True, False]  # a budget stops, it does not converge
+    assert clock.holds(large) and not clock.holds(small)
+    assert (se | cap).capped and not (se & RankStability()).capped and (cap & clock).capped and not se.capped
+    stable = RankStability(3)
+    assert not stable.holds(progress([2, 1], [1, 1], rankings=[[0, 1], [0, 1]]))  # too few checks
+    assert stable.holds(progress([2, 1], [1, 1], rankings=[[1, 0], [0, 1], [0, 1], [0, 1]]))
+    assert stable.converged(progress([3, 2, 1], [1] * 3, rankings=[[0, 1, 2], [1, 0, 2], [0, 1, 2]])).tolist() == [
+        False,
+        False,
+        True,
+    ]
+    assert repr(se | cap & clock) == "(StandardError(0.1) | (MaxEvaluations(50) & MaxTime(2)))"
+    with pytest.raises(TypeError, match="stop must be a stopping rule"):
+        se | 5
+
+
+def test_rank_stability_stops_a_run(utility):
+    result = run(utility, 0, None, stop=RankStability(4) | MaxEvaluations(10**5))
+    assert result.converged.all() and result.state.rankings.shape == (4, N)
+    assert (result.state.rankings == result.state.rankings[-1]).all()
+
+
+def test_a_rule_that_may_never_hold_gets_a_warning_and_a_cap(utility):
+    with pytest.warns(UserWarning, match="no evaluation or time cap and may never hold"):
+        result = run(utility, 0, None, stop=StandardError(0.2))
+    assert result.diagnostics["stop"] == f"(StandardError(0.2) | MaxEvaluations({DEFAULT_MAX_EVALUATIONS}))"
+    with pytest.warns(UserWarning, match="no evaluation or time cap"):
+        run(utility, 0, None, stop=MaxEvaluations(100) & StandardError(0.2))  # '&' a cap is no cap
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(utility, 0, None, stop=StandardError(0.2) | MaxTime(60))
+
+
+def test_a_utility_returning_nan_names_the_coalitions():
+    def utility(key, masks):  # NaN wherever both cy and dee are in
+        return jnp.where(masks[:, 2] & masks[:, 3], jnp.nan, masks.sum(axis=1) * 1.0)
+
+    with pytest.raises(
+        ValueError, match=r"utility returned NaN or inf for \d+ coalitions \(members listed\): \[\[.*'cy', 'dee'"
+    ):
+        semivalue(utility, N, 0, names=NAMES, stop=MaxEvaluations(10), batch_size=4)
+    with pytest.raises(
+        ValueError, match=r"NaN or inf for 8 coalitions \(members listed\): \[\['2', '3'\], \['0', '2', '3'\]"
+    ):
+        bv_exact(utility)
+
+
+def bv_exact(utility):
+    from bayesval.games.semivalues import exact_semivalue
+
+    return exact_semivalue(utility, N, 0)
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({"weights": "owen"}, ValueError, r"semivalue must be one of \('shapley', 'banzhaf', 'beta', 'loo'\)"),
+        ({"weights": "beta"}, ValueError, r"semivalue='beta' needs its parameters: pass beta_shapley"),
+        ({"weights": 3}, TypeError, r"semivalue must be a name"),
+        ({"batch_size": 0}, ValueError, r"batch_size must be an integer >= 1, got 0"),
+        ({"batch_size": -4}, ValueError, r"batch_size must be an integer >= 1"),
+        ({"batch_size": 2.0}, TypeError, r"batch_size must be an integer"),
+        ({"sampler": PermutationSampler(antithetic=True), "batch_size": 5}, ValueError, r"batch_size must be even"),
+        ({"sampler": StratifiedSampler(), "batch_size": 9}, ValueError, r"batch_size must be at least twice .* \(5\)"),
+        ({"sampler": "permutation"}, TypeError, r"sampler must be a PermutationSampler"),
+        ({"names": ["a", "b"]}, ValueError, r"names must be 5 distinct names"),
+        ({"stop": 100}, TypeError, r"stop must be a stopping rule"),
+        ({"key": "seed"}, TypeError, r"key must be an int seed or a jax.random.key"),
+    ],
+)
+def test_bad_arguments_are_named(utility, options, error, message):
+    options = {"key": 0, "stop": MaxEvaluations(10)} | options
+    with pytest.raises(error, match=message):
+        semivalue(utility, N, options.pop("key"), **options)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: beta_shapley(0, 1), r"alpha \(of the Beta semivalue\) must be a finite number > 0, got 0"),
+        (lambda: beta_shapley(1, -2.0), r"beta \(of the Beta semivalue\) must be a finite number > 0, got -2.0"),
+        (lambda: beta_shapley(float("nan"), 1), r"alpha \(of the Beta semivalue\) must be a finite number > 0"),
+        (lambda: StandardError(-1), r"threshold must be a finite number >= 0"),
+        (lambda: MaxEvaluations(0), r"limit must be an integer >= 1"),
+        (lambda: MaxTime(0), r"seconds must be a finite number > 0"),
+        (lambda: RankStability(1), r"checks must be an integer >= 2"),
+        (lambda: StratifiedSampler(allocation=(1, -1)), r"allocation must be finite weights >= 0"),
+        (lambda: StratifiedSampler((1, 0, 1, 1, 1)).plan(5, 20, bv_shapley()), r"no draws to coalition sizes \[1\]"),
+    ],
+)
+def test_bad_parameters_are_named(make, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        make()
+
+
+def bv_shapley():
+    from bayesval.games.weights import SHAPLEY
+
+    return SHAPLEY
+
+
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        (lambda masks: masks * 1.0, r"utility must return values of shape \(B,\) or \(R, B\) .* got shape \(\d+, 5\)"),
+        (lambda masks: jnp.zeros(3), r"for masks of shape \(B, n\) = \(\d+, 5\); got shape \(3,\)"),
+    ],
+)
+def test_a_utility_of_the_wrong_shape_is_refused(output, message):
+    with pytest.raises(ValueError, match=message):
+        semivalue(lambda key, masks: output(masks), N, 0, stop=MaxEvaluations(10), batch_size=4)
+
+
+def test_the_result_indexes_sorts_shows_and_saves(utility, tmp_path):
+    result = run(utility, 0, 1000)
+    item = result["cy"]
+    assert item.name == "cy" and item.value == result.values[2] and item.count == result.counts[2]
+    assert result[-1].name == "eve" and item.converged is False
+    with pytest.raises(KeyError, match="no value named 'zed'"):
+        result["zed"]
+    ordered = result.sorted()
+    assert np.all(np.diff(ordered.values) <= 0) and ordered[0].value == result.values.max()
+    assert ordered.state is None and set(ordered.names) == set(NAMES)
+    assert np.all(result.sorted(descending=False).values == ordered.values[::-1])
+    np.testing.assert_allclose(result.variances, result.stderr**2)
+    assert list(result.to_dataframe().columns) == ["value", "stderr", "counts", "converged"]
+    loaded = bv.ValuationResult.load(result.save(tmp_path / "r.npz"))
+    for name in ("values", "stderr", "counts", "converged"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(result, name))
+    assert loaded.state.streams == result.state.streams and loaded.state.sampler == "permutation"
+    np.testing.assert_array_equal(loaded.state.sums, result.state.sums)
+
+
+def test_a_long_result_prints_a_few_rows():
+    n = 1000
+    result = bv.ValuationResult("m", np.arange(n), np.ones(n), [f"p{i}" for i in range(n)], counts=np.ones(n))
+    text = repr(result)
+    assert len(text.splitlines()) == 12 and "990 more" in text and "p999" in text
+    old = bv.ValuationResult("exact Shapley", [1.0, 2.0], [0.1, 0.1], ["ann", "bob"])
+    assert old.counts is None and "ann" in repr(old) and old["bob"].count is None
