@@ -97,15 +97,21 @@ def test_resuming_with_other_players_or_without_state_is_refused(utility):
         run(utility, 0, 1000, resume_from=first.sorted())
 
 
+def counting_utility(traces: list):
+    """A jitted table utility that notes each trace (a Python side effect runs only while tracing)."""
+
+    @jax.jit
+    def counted(key, masks):
+        traces.append(masks.shape)
+        return jnp.asarray(TABLE)[masks @ (1 << jnp.arange(N))]
+
+    return counted
+
+
 def test_a_jitted_utility_compiles_once_across_batches_and_resumes():
     for sampler in SAMPLERS:
         traces = []
-
-        @jax.jit
-        def counted(key, masks):
-            traces.append(masks.shape)  # runs only while tracing
-            return jnp.asarray(TABLE)[masks @ (1 << jnp.arange(N))]
-
+        counted = counting_utility(traces)
         first = semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(600))
         semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(1500), resume_from=first)
         assert len(traces) == 1 and first.diagnostics["batches"] > 1, (sampler, traces)
