@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesval.validation import check_count, check_int, check_non_negative, check_positive
+from bayesval.validation import check_int, check_non_negative, check_positive
 
 DEFAULT_MAX_EVALUATIONS = 1_000_000
 
@@ -71,7 +71,7 @@ class MaxEvaluations(StoppingRule):
     capped = True
 
     def __init__(self, limit: int) -> None:
-        self.limit = check_count("limit", limit, minimum=1)
+        self.limit = check_int("limit", limit, minimum=1)
 
     def holds(self, progress: Progress) -> bool:
         return progress.evaluations >= self.limit
