@@ -10,8 +10,8 @@ jax.config.update("jax_enable_x64", True)
 
 from bayesval import models  # noqa: E402
 from bayesval.boundary import PerturbedStatistic  # noqa: E402
+from bayesval.config import SamplerConfig  # noqa: E402
 from bayesval.parties import Party  # noqa: E402
-from bayesval.presets import SamplerConfig  # noqa: E402
 from bayesval.privacy import DPGuarantee, PrivacyLedger  # noqa: E402
 from bayesval.results import ValuationResult  # noqa: E402
 from bayesval.statistics import Bounds  # noqa: E402

@@ -16,12 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval.boundary import PerturbedStatistic, describe_statistic
+from bayesval.config import SamplerConfig
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat, permutation_shapley
 from bayesval.games.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
+from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
-from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.parties import Party
-from bayesval.presets import SamplerConfig
 from bayesval.privacy import PrivacyLedger
 from bayesval.results import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive

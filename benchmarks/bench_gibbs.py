@@ -19,8 +19,8 @@ from numpyro.infer import MCMC, NUTS
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.games.shapley import coalition_masks
+from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import chain_diagnostics
-from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.valuate import release_all
 
 

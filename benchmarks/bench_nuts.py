@@ -19,8 +19,8 @@ from numpyro.infer import MCMC, NUTS
 
 import bayesval as bv
 from bayesval.datasets.pima import load_pima
+from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import chain_diagnostics
-from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.inference.nuts import sample_coalition_posteriors_nuts
 from bayesval.models.logistic_regression import non_private_cap
 

@@ -3,7 +3,7 @@
     python benchmarks/bench_valuation.py syn     # Syn at the paper's precision (every phi stderr <= 0.005)
     python benchmarks/bench_valuation.py diab    # Diab (Pima), 3 parties at epsilon = 0.5, fast preset
 
-syn: the `paper` preset (8 chains x 400 + 4,000 sweeps x 5 repeats, prior-density KL) against Sim et al.'s
+syn: the `paper` preset (8 chains x 400 + 4,000 sweeps x 6 repeats, prior-density KL) against Sim et al.'s
 sweep counts (16 chains x 10,000 + 30,000 sweeps thinned by 16 x 5 repeats, two-sample KL as printed), on the
 same releases (fixed noise seeds). The baseline takes ~20 minutes on 2 cores; --no-baseline skips it.
 diab: `LogisticRegression` at the NUTS `fast` preset against the preset it replaces (4 chains x 300 + 500

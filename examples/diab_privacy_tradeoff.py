@@ -21,7 +21,7 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets.pima import load_pima
 from bayesval.games.surprise import CoalitionSurprise, per_repeat
-from bayesval.inference.gibbs import NoiseAwareData
+from bayesval.inference.data import NoiseAwareData
 from bayesval.models.logistic_regression import non_private_cap
 from bayesval.privacy import Mechanism, NoiseSource
 from bayesval.rewards import base_rate_mnlp, mnlp_classification

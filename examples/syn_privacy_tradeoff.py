@@ -18,7 +18,7 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.divergence import nig_kl
 from bayesval.games.surprise import CoalitionSurprise, per_repeat
-from bayesval.inference.gibbs import NoiseAwareData
+from bayesval.inference.data import NoiseAwareData
 from bayesval.valuate import release_all
 
 SMALL = bv.SamplerConfig(num_chains=4, num_warmup=500, num_samples=3000, thinning=3, num_repeats=5)

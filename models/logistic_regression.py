@@ -29,7 +29,7 @@ from numpyro.distributions import constraints
 from numpyro.distributions.transforms import Transform, biject_to
 
 from bayesval.inference.clt import gauss_hermite, logistic_statistic_moments
-from bayesval.inference.gibbs import NoiseAwareData
+from bayesval.inference.data import NoiseAwareData
 from bayesval.models.numpyro_model import NumPyroModel
 from bayesval.statistics import LogisticRegressionStatistic
 from bayesval.validation import check_positive

@@ -22,9 +22,9 @@ from numpyro import handlers
 from numpyro.distributions import MaskedDistribution, Unit
 from numpyro.infer import Predictive
 
-from bayesval.inference.gibbs import NoiseAwareData
-from bayesval.inference.nuts import CoalitionDraws, sample_coalition_posteriors_nuts
-from bayesval.presets import SamplerConfig
+from bayesval.config import SamplerConfig
+from bayesval.inference.data import CoalitionDraws, NoiseAwareData
+from bayesval.inference.nuts import sample_coalition_posteriors_nuts
 from bayesval.validation import check_int
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import bayesval as bv
-from bayesval.presets import SamplerConfig
+from bayesval.config import SamplerConfig
 from bayesval.results import _jsonable
 
 MODEL = bv.models.LinearRegression()

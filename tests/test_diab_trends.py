@@ -12,7 +12,7 @@ import bayesval as bv
 from bayesval.datasets.paths import data_file
 from bayesval.games.shapley import coalition_masks, exact_shapley
 from bayesval.games.surprise import CoalitionSurprise
-from bayesval.inference.gibbs import NoiseAwareData
+from bayesval.inference.data import NoiseAwareData
 from bayesval.models.logistic_regression import non_private_cap
 
 BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=120, num_samples=240, thinning=1, num_repeats=2, progress_bar=False)

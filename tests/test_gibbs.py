@@ -8,8 +8,8 @@ import pytest
 from numpyro.infer import MCMC, NUTS
 
 import bayesval as bv
+from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import chain_diagnostics
-from bayesval.inference.gibbs import NoiseAwareData
 from bayesval.valuate import release_all
 
 MODEL = bv.models.LinearRegression()

@@ -18,7 +18,7 @@ def _spd(rng, dim, condition=1e3):
     return (q * np.geomspace(1.0, condition, dim)) @ q.T
 
 
-@pytest.mark.parametrize("dim", [1, 2, 4, 9])
+@pytest.mark.parametrize("dim", [1, 2, 4, 9, linalg.SCALAR_LIMIT + 3])  # scalar code, then the loops
 def test_factorisations_and_solves_match_numpy(dim):
     rng = np.random.default_rng(dim)
     matrix, rhs = _spd(rng, dim), rng.normal(size=(dim, 3))
@@ -50,9 +50,10 @@ def test_jacobi_eigh_and_psd_projection(dim):
 
 def test_gaussian_and_inverse_wishart_densities_match_scipy():
     rng = np.random.default_rng(3)
-    cov, mean, value = _spd(rng, 3, 10.0), rng.normal(size=3), rng.normal(size=3)
-    expected = stats.multivariate_normal(mean, cov).logpdf(value)
-    np.testing.assert_allclose(linalg.mvn_log_prob(value, mean, cov), expected, rtol=1e-10)
+    for dim in (3, linalg.SCALAR_LIMIT + 2):
+        cov, mean, value = _spd(rng, dim, 10.0), rng.normal(size=dim), rng.normal(size=dim)
+        expected = stats.multivariate_normal(mean, cov).logpdf(value)
+        np.testing.assert_allclose(linalg.mvn_log_prob(value, mean, cov), expected, rtol=1e-10)
     scale, point = _spd(rng, 3, 5.0), _spd(rng, 3, 3.0)
     expected = stats.invwishart(df=7.5, scale=scale).logpdf(point)
     np.testing.assert_allclose(linalg.inverse_wishart_log_prob(point, 7.5, scale), expected, rtol=1e-10)
@@ -83,7 +84,8 @@ def test_positive_definite_bijection_and_jacobian():
 
 
 def test_gibbs_program_calls_no_lapack_kernel():
-    from bayesval.inference.gibbs import NoiseAwareData, _advance, initial_state
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.inference.gibbs import _advance, initial_state
     from bayesval.models import LinearRegression
 
     model, num_parties = LinearRegression(interweaving_moves=1, collapsed_moves=1), 3

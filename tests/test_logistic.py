@@ -15,7 +15,7 @@ from scipy import stats
 
 import bayesval as bv
 from bayesval.inference.clt import gauss_hermite, logistic_statistic_moments
-from bayesval.inference.gibbs import NoiseAwareData
+from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.nuts import bfmi, sample_coalition_posteriors_nuts
 from bayesval.models.logistic_regression import BallTransform, NormTruncatedNormal, non_private_cap
 from bayesval.statistics import Bounds, LogisticRegressionStatistic

@@ -11,7 +11,7 @@ import bayesval as bv
 from bayesval.divergence import knn_kl, nig_kl
 from bayesval.games.surprise import CoalitionSurprise
 from bayesval.inference.conjugate import nig_draws
-from bayesval.inference.gibbs import NoiseAwareData
+from bayesval.inference.data import NoiseAwareData
 from bayesval.valuate import release_all
 
 MODEL = bv.models.LinearRegression()

@@ -59,7 +59,7 @@ def test_kl_estimator_uses_the_prior_density_only_where_it_is_theta_s_marginal(e
     import numpyro.distributions as dist
 
     import bayesval as bv
-    from bayesval.inference.gibbs import NoiseAwareData
+    from bayesval.inference.data import NoiseAwareData
 
     assert example["result"].diagnostics["kl_estimator"] == "prior-density"
 

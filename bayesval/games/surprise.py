@@ -17,11 +17,11 @@ from functools import partial
 import jax
 import numpy as np
 
+from bayesval.config import SamplerConfig
 from bayesval.divergence import EXTRA_NEIGHBOURS, batched_kl
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import coalition_key, pad_rows, padded_size, shard_rows
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
-from bayesval.presets import SamplerConfig
 
 MAX_BATCH_ROWS = 256
 _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy

@@ -42,19 +42,28 @@ def linear_regression_record_moments(
 
 
 def pair_product_moments(mean: jnp.ndarray, cov: jnp.ndarray, rows, cols) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Mean vector and covariance matrix of t_k = z[rows_k] z[cols_k] for Gaussian z ~ N(mean, cov)."""
-    a, b = rows[:, None], cols[:, None]
-    c, d = rows[None, :], cols[None, :]
-    m, S = mean, cov
-    stat_mean = cov[rows, cols] + mean[rows] * mean[cols]
-    stat_cov = (
-        S[a, c] * S[b, d]
-        + S[a, d] * S[b, c]
-        + m[a] * m[c] * S[b, d]
-        + m[a] * m[d] * S[b, c]
-        + m[b] * m[c] * S[a, d]
-        + m[b] * m[d] * S[a, c]
-    )
+    """Mean vector and covariance matrix of t_k = z[rows_k] z[cols_k] for Gaussian z ~ N(mean, cov).
+
+    `rows` and `cols` are static, and the entries are written as scalars: under `vmap` each is an elementwise
+    product over the batch, which XLA fuses, where gathering the index pairs ran ~4x slower."""
+    rows, cols = np.asarray(rows).tolist(), np.asarray(cols).tolist()
+    size = mean.shape[-1]
+    m = [mean[i] for i in range(size)]
+    S = [[cov[i, j] for j in range(size)] for i in range(size)]
+    stat_mean = jnp.stack([S[a][b] + m[a] * m[b] for a, b in zip(rows, cols)])
+    entries = {}
+    for first, (a, b) in enumerate(zip(rows, cols)):
+        for second, (c, d) in enumerate(zip(rows[: first + 1], cols[: first + 1])):
+            entries[first, second] = entries[second, first] = (
+                S[a][c] * S[b][d]
+                + S[a][d] * S[b][c]
+                + m[a] * m[c] * S[b][d]
+                + m[a] * m[d] * S[b][c]
+                + m[b] * m[c] * S[a][d]
+                + m[b] * m[d] * S[a][c]
+            )
+    size = len(rows)
+    stat_cov = jnp.stack([jnp.stack([entries[first, second] for second in range(size)]) for first in range(size)])
     return stat_mean, stat_cov
 
 

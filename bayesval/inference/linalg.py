@@ -26,11 +26,41 @@ def _basis(index: jnp.ndarray, dim: int, ndim: int = 1) -> jnp.ndarray:
     return (jnp.arange(dim) == index).reshape((dim,) + (1,) * (ndim - 1))
 
 
+# Up to this size the factorisation and substitutions are written on the entries as scalars: under `vmap` every
+# step is then an elementwise operation over the batch, and XLA fuses them into a few kernels (docs/architecture.md).
+SCALAR_LIMIT = 10
+
+
+def _cholesky_entries(matrix: jnp.ndarray) -> list[list]:
+    """The lower Cholesky factor as nested lists of scalars (entries above the diagonal are None)."""
+    dim = matrix.shape[-1]
+    lower = [[None] * dim for _ in range(dim)]
+    for j in range(dim):
+        pivot = jnp.sqrt(matrix[j, j] - sum((lower[j][k] ** 2 for k in range(j)), 0.0))
+        lower[j][j] = pivot
+        for i in range(j + 1, dim):
+            lower[i][j] = (matrix[i, j] - sum((lower[i][k] * lower[j][k] for k in range(j)), 0.0)) / pivot
+    return lower
+
+
+def _substitute_entries(lower: list[list], rhs: list) -> list:
+    """Forward substitution on scalars: x with L x = rhs for L as `_cholesky_entries` gives it."""
+    solution = []
+    for i, value in enumerate(rhs):
+        solution.append((value - sum((lower[i][k] * solution[k] for k in range(i)), 0.0)) / lower[i][i])
+    return solution
+
+
 def cholesky(matrix: jnp.ndarray) -> jnp.ndarray:
-    """Lower Cholesky factor L (L L^T = matrix), one column per loop step; NaN where the matrix is not PD.
-    Columns not yet computed are zero, so column j is matrix[:, j] - L L[j]^T over the whole row."""
+    """Lower Cholesky factor L (L L^T = matrix); NaN where the matrix is not PD. Up to SCALAR_LIMIT it is
+    written on scalars; above, one column per loop step (column j is matrix[:, j] - L L[j]^T over the whole row,
+    the columns not yet computed being zero)."""
     matrix = jnp.asarray(matrix)
     dim = matrix.shape[-1]
+    if dim <= SCALAR_LIMIT:
+        lower = _cholesky_entries(matrix)
+        zero = jnp.zeros((), matrix.dtype)
+        return jnp.stack([jnp.stack([lower[i][j] if j <= i else zero for j in range(dim)]) for i in range(dim)])
     rows = jnp.arange(dim)
 
     def column(j, factor):
@@ -43,10 +73,18 @@ def cholesky(matrix: jnp.ndarray) -> jnp.ndarray:
 
 
 def _substitute(triangular: jnp.ndarray, rhs: jnp.ndarray, order: jnp.ndarray) -> jnp.ndarray:
-    """Solve a triangular system by substitution in `order` (rows whose unknowns are already known first):
-    unknowns not yet solved are zero, so each row's known part is a full dot product."""
+    """Solve a triangular system by substitution in `order` (rows whose unknowns are already known first). Up
+    to SCALAR_LIMIT on scalars (rows of rhs); above, one row per loop step, the unknowns not yet solved being
+    zero so that each row's known part is a full dot product."""
     triangular, rhs = jnp.asarray(triangular), jnp.asarray(rhs)
     dim = triangular.shape[-1]
+    if dim <= SCALAR_LIMIT:
+        solution = [None] * dim
+        for step, i in enumerate(np.asarray(order).tolist()):
+            known = sum((triangular[i, k] * solution[k] for k in np.asarray(order)[:step].tolist()), 0.0)
+            solution[i] = (rhs[i] - known) / triangular[i, i]
+        return jnp.stack(solution)
+    order = jnp.asarray(order)
 
     def row(step, solution):
         i = order[step]
@@ -58,12 +96,12 @@ def _substitute(triangular: jnp.ndarray, rhs: jnp.ndarray, order: jnp.ndarray) -
 
 def solve_lower(lower: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
     """x with lower @ x = rhs (rhs a vector or a matrix of columns), by forward substitution."""
-    return _substitute(lower, rhs, jnp.arange(lower.shape[-1]))
+    return _substitute(lower, rhs, np.arange(lower.shape[-1]))
 
 
 def solve_upper(upper: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
     """x with upper @ x = rhs, by back substitution."""
-    return _substitute(upper, rhs, jnp.arange(upper.shape[-1])[::-1])
+    return _substitute(upper, rhs, np.arange(upper.shape[-1])[::-1])
 
 
 def cho_solve(lower: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
@@ -128,8 +166,15 @@ def mvn_log_prob_cholesky(value: jnp.ndarray, mean: jnp.ndarray, lower: jnp.ndar
 
 
 def mvn_log_prob(value: jnp.ndarray, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:
-    """log N(value; mean, cov)."""
-    return mvn_log_prob_cholesky(value, mean, cholesky(cov))
+    """log N(value; mean, cov); up to SCALAR_LIMIT the factorisation and the forward substitution run on scalars,
+    together."""
+    dim = cov.shape[-1]
+    if dim > SCALAR_LIMIT:
+        return mvn_log_prob_cholesky(value, mean, cholesky(cov))
+    lower = _cholesky_entries(cov)
+    standard = _substitute_entries(lower, [value[i] - mean[i] for i in range(dim)])
+    log_det = sum(2.0 * jnp.log(lower[i][i]) for i in range(dim))
+    return -0.5 * (sum(z**2 for z in standard) + log_det + dim * jnp.log(2 * jnp.pi))
 
 
 def mvn_sample(key: jax.Array, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:

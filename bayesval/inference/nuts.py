@@ -12,7 +12,6 @@ latent sites must be continuous. Chains whose energy Bayesian fraction of missin
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,19 +23,7 @@ from numpyro.infer.util import potential_energy
 from tqdm.auto import tqdm
 
 from bayesval.inference.batching import row_keys
-
-
-class CoalitionDraws(NamedTuple):
-    """Posterior draws of a batch of coalitions: draws (B, chains, kept, d), kept_chains (B, chains) bool
-    (False = dropped by the BFMI rule), and per-chain sampler statistics (B, chains) in `info`."""
-
-    draws: np.ndarray
-    kept_chains: np.ndarray
-    info: dict
-
-    @classmethod
-    def all_kept(cls, draws: np.ndarray) -> CoalitionDraws:
-        return cls(draws, np.ones(draws.shape[:2], bool), {})
+from bayesval.inference.data import CoalitionDraws
 
 
 def bfmi(energy: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Sampler budgets: fast defaults for interactive use and the papers' settings."""
+"""Sampler settings in one place: `SamplerConfig`, its checks and its presets (fast defaults for interactive use and
+the papers' settings)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ class SamplerConfig:
         ESS >= 400 per coalition) with Shapley standard errors ~0.01 in under a minute on 2 cores.
         Gibbs, paper: tuned to the precision of Sim et al.'s runs (every Shapley value's standard error
         <= 0.005 on Syn), not to their sweep counts (App. H.1: 16 chains, 10,000 burn-in, 30,000 sweeps
-        thinned by 16, 5 repeats, 1,058 s here): 8 chains of 400 + 4,000 sweeps, 5 repeats. Every sweep is
+        thinned by 16, 5 repeats, 1,058 s here): 8 chains of 400 + 4,000 sweeps, 6 repeats. Every sweep is
         kept: the KL estimate keeps a chain's near draws out of each other's neighbours (Theiler window),
         so thinning would only discard information (docs/architecture.md).
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
@@ -97,7 +98,7 @@ class SamplerConfig:
         presets = {
             "gibbs": {
                 "fast": cls(),
-                "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=5),
+                "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6),
             },
             "nuts": {
                 "fast": cls(num_chains=4, num_warmup=300, num_samples=500, thinning=1, num_repeats=3),

@@ -1,0 +1,44 @@
+"""The types the samplers share: what the mediator holds per party (`NoiseAwareData`, the input of every
+sampler) and what a sampler returns for a batch of coalitions (`CoalitionDraws`). No sampler imports here, so
+models, samplers and the game layer depend on this module and not on each other."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+
+class NoiseAwareData(NamedTuple):
+    """What the mediator holds per party: perturbed statistic (n, P), count (n,), noise std (n,)."""
+
+    perturbed: jnp.ndarray
+    counts: jnp.ndarray
+    noise_std: jnp.ndarray
+
+    @classmethod
+    def from_releases(cls, releases) -> NoiseAwareData:
+        """Stack released statistics (anything with .perturbed, .count, .noise_std), one row per party."""
+        return cls(
+            jnp.asarray(np.stack([r.perturbed for r in releases])),
+            jnp.asarray([float(r.count) for r in releases]),
+            jnp.asarray([r.noise_std for r in releases]),
+        )
+
+    def tempered(self, kappa: float) -> NoiseAwareData:
+        """Inputs of the kappa-tempered posterior: kappa c, kappa o, kappa Z (Sim et al. 2023, App. E.3)."""
+        return NoiseAwareData(kappa * self.perturbed, kappa * self.counts, kappa * self.noise_std)
+
+
+class CoalitionDraws(NamedTuple):
+    """Posterior draws of a batch of coalitions: draws (B, chains, kept, d), kept_chains (B, chains) bool
+    (False = dropped by the BFMI rule), and per-chain sampler statistics (B, chains) in `info`."""
+
+    draws: np.ndarray
+    kept_chains: np.ndarray
+    info: dict
+
+    @classmethod
+    def all_kept(cls, draws: np.ndarray) -> CoalitionDraws:
+        return cls(draws, np.ones(draws.shape[:2], bool), {})
