@@ -8,6 +8,7 @@ follow exactly (up to `exact_up_to` parties) or by permutation sampling.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Sequence
 
@@ -17,8 +18,12 @@ import numpy as np
 
 from bayesval.boundary import PerturbedStatistic, describe_statistic
 from bayesval.config import SamplerConfig
-from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat, permutation_shapley
+from bayesval.games.samplers import PermutationSampler
+from bayesval.games.semivalues import semivalue
+from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
+from bayesval.games.stopping import MaxEvaluations, StandardError, When, capped
 from bayesval.games.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
+from bayesval.games.weights import SHAPLEY
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.parties import Party
@@ -38,6 +43,8 @@ def valuate(
     kl: str | None = None,
     exact_up_to: int | None = None,
     tolerance: float | None = None,
+    stop=None,
+    resume_from: ValuationResult | None = None,
     progress_bar: bool | None = None,
     ledger: PrivacyLedger | None = None,
 ) -> ValuationResult:
@@ -56,8 +63,13 @@ def valuate(
         k-NN minus E[log prior]; far less noisy), 'two-sample' (posterior against prior draws, Sim et al.
         2023, App. C.3 as printed) or 'auto' (the default: prior-density where the model knows its prior
         density). exact_up_to: largest party count valued by enumerating
-        all 2^n coalitions (default 10); beyond it, permutation sampling until every stderr < tolerance
-        (default 0.05).
+        all 2^n coalitions (default 10); beyond it, permutation sampling (`bayesval.games.semivalue`) until
+        `stop` holds: a stopping rule of `bayesval.games.stopping` (default: every stderr <= tolerance, 0.05 by
+        default, after 64 permutations, at most 10,000 permutations), or once every coalition is known (then
+        the values are exact). The result carries each party's permutation count and converged flag.
+    resume_from: a result of the same game (same model, releases, sampler settings, k and KL estimator) to
+        continue: its coalition estimates are reused, not sampled again, and a stopped permutation run goes on
+        where it stopped; with the same key the values equal an uninterrupted run's with the total budget.
     ledger: a `PrivacyLedger` carried across calls; every release of the valued parties is recorded in it
         once, so `ledger.spent(owner)` is the cumulative spend.
     All arguments are checked before any release, compilation or sampling.
@@ -109,6 +121,19 @@ def valuate(
     batch_rows(model, _placeholder_data(model, parties), config, 1)  # memory_limit_mb fits one posterior
     if kl != "auto":
         prior_density(model, _placeholder_data(model, parties), kl)  # the estimator asked for is available
+    if stop is not None:
+        stop = capped(stop)
+    if resume_from is not None and not (
+        isinstance(resume_from, ValuationResult) and "coalition_estimates" in resume_from.diagnostics
+    ):
+        got = repr(resume_from.method) if isinstance(resume_from, ValuationResult) else type(resume_from).__name__
+        raise TypeError(
+            f"resume_from must be the ValuationResult of an earlier party valuation (saved and loaded too), got {got}"
+        )
+    if resume_from is not None and list(resume_from.names) != names:
+        raise ValueError(
+            f"resume_from is a result of a different game: its parties are {list(resume_from.names)}, these {names}"
+        )
     provenance = _provenance(model, parties)
     reused = [name for name, how in provenance.items() if how == "reused"]
     if reused:
@@ -129,22 +154,37 @@ def valuate(
     n = len(names)
     key_values, key_permutations = jax.random.split(key)
     surprise = CoalitionSurprise(model, data, config, k, key_values, max_coalitions=2**n - 1, kl=kl)
+    game = _game_fingerprint(model, data, config, k, surprise.kl_estimator)
+    if resume_from is not None:
+        if resume_from.diagnostics.get("game") != game:
+            raise ValueError(
+                "resume_from is a result of a different game: its model, releases, parties, sampler settings, k or "
+                "KL estimator differ from this valuation's"
+            )
+        surprise.restore(resume_from.diagnostics)
 
     def exact() -> tuple[np.ndarray, np.ndarray]:
         """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
         return per_repeat(exact_shapley_per_repeat(surprise(coalition_masks(n, include_empty=True))))
 
+    sampled = None
     if n <= exact_up_to:
         (values, value_stderr), method = exact(), "exact Shapley"
     else:
-        values, value_stderr, count = permutation_shapley(
-            surprise,
+        rule = StandardError(tolerance, min_count=64) | MaxEvaluations(10_000 * (n + 1)) if stop is None else stop
+        sampled = semivalue(
+            lambda _, masks: surprise(np.asarray(masks)),
             n,
             key_permutations,
-            tolerance=tolerance,
-            complete=lambda: surprise.num_sampled == 2**n - 1,
+            weights=SHAPLEY,
+            sampler=PermutationSampler(),
+            stop=rule | When(lambda: surprise.num_sampled == 2**n - 1),
+            batch_size=32,
+            names=names,
+            resume_from=resume_from if resume_from is not None and resume_from.state is not None else None,
             progress_bar=config.progress_bar,
         )
+        values, value_stderr, count = sampled.values, sampled.stderr, int(sampled.counts[0])
         method = f"permutation Shapley ({count} permutations)"
         if surprise.num_sampled == 2**n - 1:  # every coalition is known: the exact values cost nothing more
             (values, value_stderr), method = exact(), f"exact Shapley (all coalitions sampled in {count} permutations)"
@@ -169,8 +209,25 @@ def valuate(
         coalition_stderr=stderr,
         privacy=privacy,
         diagnostics=surprise.diagnostics
-        | {"sampler": vars(config), "k": k, "kl_estimator": surprise.kl_estimator, "releases": provenance},
+        | {"sampler": vars(config), "k": k, "kl_estimator": surprise.kl_estimator, "releases": provenance}
+        | {"game": game, "coalition_estimates": {code: surprise.values[code] for code in codes}},
+        counts=None if sampled is None else sampled.counts,
+        converged=None if sampled is None else sampled.converged,
+        state=None if sampled is None else sampled.state,
     )
+
+
+def _game_fingerprint(model, data: NoiseAwareData, config: SamplerConfig, k: int, kl_estimator: str) -> str:
+    """What makes two valuations the same game, hashed: the model, the released statistics and every setting that
+    shapes a coalition's estimates (not the key: estimates from any key are estimates of the same values)."""
+    settings = {name: value for name, value in vars(config).items() if name != "progress_bar"}
+    simple = (int, float, str, bool, type(None))
+    model_settings = {name: value for name, value in vars(model).items() if isinstance(value, simple)}
+    digest = hashlib.sha256(repr((model.name, sorted(model_settings.items()), settings, k)).encode())
+    digest.update(kl_estimator.encode())
+    for array in data:
+        digest.update(np.ascontiguousarray(np.asarray(array, np.float64)).tobytes())
+    return digest.hexdigest()
 
 
 def _is_estimator(model) -> bool:

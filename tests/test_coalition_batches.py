@@ -11,6 +11,7 @@ import pytest
 
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
+from bayesval.games.stopping import MaxEvaluations, StandardError
 from bayesval.inference import gibbs
 
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
@@ -43,13 +44,45 @@ def test_eight_parties_complete_exactly_in_two_batches():
     assert result.values.sum() == pytest.approx(result.coalition_value([f"p{i}" for i in range(num_parties)]))
 
 
-def test_twelve_parties_by_permutation_compile_the_sampler_at_most_twice():
+def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path):
+    """12 parties by permutation sampling (batches of 32 permutations, 13 coalitions each): the sampler compiles at
+    most twice; the result reports each party's permutation count and converged flag; a run stopped after one
+    batch, saved, loaded and resumed to two batches gives the uninterrupted two-batch run's values to the last bit,
+    and samples only the coalitions the first run had not."""
+    releases = _releases(12)
+    one_batch, two_batches = MaxEvaluations(32 * 13), MaxEvaluations(2 * 32 * 13)
     before = gibbs._advance._cache_size()
-    result = _valuate(_releases(12), key=0, config=TINY, tolerance=1e3)
-    assert result.method.endswith("permutations)") and "permutation Shapley" in result.method
+    whole = _valuate(releases, key=0, config=TINY, stop=StandardError(0.02) | two_batches)
     assert gibbs._advance._cache_size() - before <= 2
-    assert np.isfinite(result.values).all() and np.isfinite(result.stderr).all()
-    assert np.all(result.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
+    assert whole.method.endswith("(64 permutations)") and "permutation Shapley" in whole.method
+    np.testing.assert_array_equal(whole.counts, 64)
+    assert whole.converged.dtype == bool and len(whole.converged) == 12
+    np.testing.assert_array_equal(whole.converged, whole.stderr <= 0.02)
+    assert np.isfinite(whole.values).all() and np.isfinite(whole.stderr).all()
+    assert np.all(whole.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
+
+    first = _valuate(releases, key=0, config=TINY, stop=one_batch)
+    np.testing.assert_array_equal(first.counts, 32)
+    loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
+    resumed = _valuate(releases, key=0, config=TINY, stop=two_batches, resume_from=loaded)
+    np.testing.assert_array_equal(resumed.values, whole.values)
+    np.testing.assert_array_equal(resumed.stderr, whole.stderr)
+    np.testing.assert_array_equal(resumed.counts, 64)
+    np.testing.assert_array_equal(resumed.coalition_values, whole.coalition_values)
+    sampled_first, sampled_resumed = first.diagnostics["coalitions"], resumed.diagnostics["coalitions"]
+    assert sampled_resumed[: len(sampled_first)] == sampled_first  # taken over, and not sampled again:
+    assert len(sampled_resumed) == len(whole.diagnostics["coalitions"])  # no coalition twice
+
+    with pytest.raises(ValueError, match="resume_from is a result of a different game"):
+        _valuate(releases, key=0, config=TINY.with_(num_samples=40), stop=two_batches, resume_from=loaded)
+    syn = make_syn(seed=0, sizes=(100,) * 12)
+    other = bv.Party(*syn.parties[11], epsilon=0.4, bounds=syn.bounds, name="p11", noise_seed=999).release()
+    with pytest.raises(ValueError, match="resume_from is a result of a different game"):
+        _valuate(releases[:11] + [other], key=0, config=TINY, resume_from=loaded)  # another release of p11
+    with pytest.raises(ValueError, match="resume_from is a result of a different game: its parties are"):
+        _valuate(releases[::-1], key=0, config=TINY, resume_from=loaded)
+    with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
+        _valuate(releases, key=0, config=TINY, resume_from=whole.state)
 
 
 def test_memory_limit_below_one_posterior_is_refused_before_any_release():

@@ -113,6 +113,15 @@ class CoalitionSurprise:
         self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
 
+    def restore(self, diagnostics: dict) -> None:
+        """Take the coalition estimates and diagnostics of an earlier valuation of this game (a result's
+        `diagnostics`, saved and loaded or not): those coalitions are not sampled again."""
+        estimates = diagnostics["coalition_estimates"]
+        self.values.update({int(code): np.asarray(value, np.float64) for code, value in estimates.items()})
+        for name in ("coalitions", "r_hat", "ess", "dropped_chains", "divergences"):
+            self.diagnostics[name] = list(diagnostics[name])
+        self.diagnostics["converged"] = bool(diagnostics["converged"])
+
     @property
     def num_sampled(self) -> int:
         return len(self.values) - 1
