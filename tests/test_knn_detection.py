@@ -51,6 +51,7 @@ def test_detection_auroc_scores_low_values_as_corrupted():
     corrupted = np.array([True, True, False, False, False])
     assert detection_auroc([-2.0, -1.0, 0.0, 1.0, 2.0], corrupted) == 1.0
     assert detection_auroc([2.0, 1.0, 0.0, -1.0, -2.0], corrupted) == 0.0
+    assert detection_auroc([0.0, 1.0, 0.0, 2.0, 3.0], corrupted) == pytest.approx(4.5 / 6)  # a tie counts 1/2
     with pytest.raises(ValueError, match="some points but not all"):
         detection_auroc([1.0, 2.0], [True, True])
 

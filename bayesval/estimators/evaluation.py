@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from scipy.stats import rankdata
+from sklearn.metrics import roc_auc_score
 
 from bayesval.validation import check_probability
 
@@ -66,16 +66,13 @@ def add_feature_noise(
 
 
 def detection_auroc(values, corrupted) -> float:
-    """AUROC of detecting the corrupted points by low value (= sklearn's roc_auc_score(corrupted, -values)).
-
-    Mann-Whitney form: the probability that a corrupted point has the lower value, ties counting 1/2.
-    """
+    """AUROC of detecting the corrupted points by low value: sklearn's roc_auc_score(corrupted, -values), the
+    probability that a corrupted point has the lower value, ties counting 1/2."""
     corrupted = np.asarray(corrupted, dtype=bool)
     n_bad = int(corrupted.sum())
     if n_bad in (0, corrupted.size):
         raise ValueError("corrupted must mark some points but not all")
-    ranks = rankdata(-np.asarray(values, dtype=np.float64))
-    return float((ranks[corrupted].sum() - n_bad * (n_bad + 1) / 2) / (n_bad * (corrupted.size - n_bad)))
+    return float(roc_auc_score(corrupted, -np.asarray(values, dtype=np.float64)))
 
 
 def balanced_split(
