@@ -79,9 +79,9 @@ def _substitute(triangular: jnp.ndarray, rhs: jnp.ndarray, order: jnp.ndarray) -
     triangular, rhs = jnp.asarray(triangular), jnp.asarray(rhs)
     dim = triangular.shape[-1]
     if dim <= SCALAR_LIMIT:
-        solution = [None] * dim
-        for step, i in enumerate(np.asarray(order).tolist()):
-            known = sum((triangular[i, k] * solution[k] for k in np.asarray(order)[:step].tolist()), 0.0)
+        order, solution = np.asarray(order).tolist(), [None] * dim
+        for step, i in enumerate(order):
+            known = sum((triangular[i, k] * solution[k] for k in order[:step]), 0.0)
             solution[i] = (rhs[i] - known) / triangular[i, i]
         return jnp.stack(solution)
     order = jnp.asarray(order)
