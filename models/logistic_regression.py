@@ -162,9 +162,13 @@ class LogisticRegression(NumPyroModel):
 
     max_sq_norm: the cap on ||theta||^2 (Sim et al. use 2.5 ||theta*||^2 with theta* the non-private
     estimate; None = no cap). Draws of theta are laid out (w_1..w_w, bias).
+    max_tree_depth: NUTS trees of at most 2^depth - 1 leapfrog steps. Chains run in lockstep under `vmap`, so
+    each iteration costs the deepest tree of the batch; one chain here averages 9-13 steps, but the deepest of
+    84 reached 31-63. At 3 (7 steps) Diab's valuation mixes as well per second and runs 3.5x faster
+    (docs/architecture.md, "Batched NUTS waits for its deepest tree").
     """
 
-    def __init__(self, max_sq_norm: float | None = None, lkj_concentration: float = 2.0, max_tree_depth: int = 10):
+    def __init__(self, max_sq_norm: float | None = None, lkj_concentration: float = 2.0, max_tree_depth: int = 3):
         if max_sq_norm is not None:
             try:
                 max_sq_norm = check_positive("LogisticRegression.max_sq_norm", max_sq_norm)

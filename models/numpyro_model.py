@@ -12,7 +12,7 @@ kernel; `NumPyroModel` implements them for any NumPyro model function with batch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -145,22 +145,23 @@ class NumPyroModel:
             )
 
     def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> np.ndarray:
-        """i.i.d. draws of theta from the prior, (num_draws, d): the model run with the empty coalition."""
-        empty = jnp.zeros(data.counts.shape[0], bool)
-        samples = Predictive(self.model, num_samples=num_draws, return_sites=list(self.parameters))(key, data, empty)
-        missing = set(self.parameters) - set(samples)
-        if missing:
-            raise ValueError(f"{self.name}: parameters {sorted(missing)} are not sample sites of the model")
-        return np.concatenate([np.asarray(samples[s]).reshape(num_draws, -1) for s in self.parameters], axis=1)
+        """i.i.d. draws of theta from the prior, (num_draws, d): the model run with the empty coalition, compiled
+        (the likelihood's moments, computed but unused, are pruned by the compiler)."""
+        return np.asarray(_prior_sampler(self.model, tuple(self.parameters), int(num_draws))(key, data))
 
     def prior_log_density(self, data: NoiseAwareData) -> Partial | None:
         """theta (d,) -> log p(theta), the sum of the parameter sites' prior log densities, when that is theta's
         marginal prior: when the parameter sites' distributions depend on no other latent site (checked by
-        evaluating them under two different draws of the rest). None otherwise; then `valuate` compares
-        posterior draws with prior draws (the two-sample KL estimator). A `Partial` with the data as its
-        traced argument, so one compiled program serves every release of the same shape."""
+        evaluating them under two different draws of the rest, in one compiled program). None otherwise; then
+        `valuate` compares posterior draws with prior draws (the two-sample KL estimator). A `Partial` with the
+        data as its traced argument, so one compiled program serves every release of the same shape."""
         probe = jnp.asarray(self.prior_draws(jax.random.key(1), data, 4))
-        under = [jax.vmap(partial(self._parameter_log_density, data, seed=seed))(probe) for seed in (2, 3)]
+
+        @jax.jit
+        def under_two_draws(data, probe):
+            return [jax.vmap(partial(self._parameter_log_density, data, seed=seed))(probe) for seed in (2, 3)]
+
+        under = [np.asarray(values) for values in under_two_draws(data, probe)]
         if not (np.all(np.isfinite(under[0])) and np.allclose(under[0], under[1], rtol=1e-12, atol=0)):
             return None
         return Partial(self._parameter_log_density, data)
@@ -191,6 +192,22 @@ class NumPyroModel:
             min_bfmi=config.min_bfmi,
             **config.chain_settings,
         )
+
+
+@lru_cache(maxsize=64)
+def _prior_sampler(model: Callable, parameters: tuple[str, ...], num_draws: int) -> Callable:
+    """(key, data) -> (num_draws, d) prior draws of the `parameters` sites, one compiled program per model and
+    draw count."""
+
+    def draw(key, data):
+        empty = jnp.zeros(data.counts.shape[0], bool)
+        samples = Predictive(model, num_samples=num_draws, return_sites=list(parameters))(key, data, empty)
+        missing = set(parameters) - set(samples)
+        if missing:
+            raise ValueError(f"parameters {sorted(missing)} are not sample sites of the model")
+        return jnp.concatenate([samples[site].reshape(num_draws, -1) for site in parameters], axis=1)
+
+    return jax.jit(draw)
 
 
 def _check_parameters(name: str, parameters) -> tuple[str, ...]:

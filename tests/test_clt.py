@@ -38,3 +38,27 @@ def test_to_matrix_inverts_compute():
     y = np.array([1.0, -2.0, 0.5, 3.0])
     z = statistic.records(X, y)
     np.testing.assert_allclose(np.asarray(statistic.to_matrix(jnp.asarray(statistic.compute(X, y)), 4.0)), z.T @ z)
+
+
+def test_pair_moments_scalar_and_gathered_forms_agree(rng):
+    """Up to SCALAR_LIMIT pairs the entries are written as scalars, beyond it gathered: the same numbers."""
+    from bayesval.inference.clt import _gathered_pair_product_moments
+    from bayesval.inference.linalg import SCALAR_LIMIT
+
+    size = 6
+    root = rng.normal(size=(size, size))
+    mean, cov = jnp.asarray(rng.normal(size=size)), jnp.asarray(root @ root.T)
+    rows, cols = np.triu_indices(size)
+    assert len(rows) > SCALAR_LIMIT
+    few = slice(0, SCALAR_LIMIT)
+    scalar = pair_product_moments(mean, cov, rows[few], cols[few])
+    gathered = _gathered_pair_product_moments(mean, cov, rows[few], cols[few])
+    for ours, theirs in zip(scalar, gathered):
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-12)
+    # the public function takes the gathered form beyond the limit: its entries match a sample's moments
+    full_mean, full_cov = pair_product_moments(mean, cov, rows, cols)
+    z = rng.multivariate_normal(np.asarray(mean), np.asarray(cov), 400_000)
+    t = z[:, rows] * z[:, cols]
+    assert np.all(np.abs(np.asarray(full_mean) - t.mean(axis=0)) < 5 * t.std(axis=0) / np.sqrt(len(t)))
+    sample_cov = np.cov(t, rowvar=False)
+    np.testing.assert_allclose(np.asarray(full_cov), sample_cov, rtol=0.05, atol=0.05 * np.abs(sample_cov).max())

@@ -79,3 +79,41 @@ def test_kl_estimator_uses_the_prior_density_only_where_it_is_theta_s_marginal(e
         with pytest.raises(ValueError, match=re.escape(message)):
             bv.valuate(model, parties, kl=kl)
     assert all(p.current_release(model.statistic(1)) is None for p in parties)
+
+
+def test_nuts_maps_a_support_that_depends_on_another_site():
+    """theta ~ Uniform(0, scale), scale ~ Exponential(1): the runner maps between unconstrained and constrained
+    space inside the program, per draw, so every draw keeps 0 < theta < scale and theta / scale is uniform (a
+    support fixed at one example draw of scale would put theta outside (0, scale) or bend its distribution)."""
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from scipy import stats
+
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.inference.nuts import sample_coalition_posteriors_nuts
+
+    def model(data, mask):
+        scale = numpyro.sample("scale", dist.Exponential(1.0))
+        theta = numpyro.sample("theta", dist.Uniform(0.0, scale))
+        with numpyro.plate("parties", data.counts.shape[0]), numpyro.handlers.mask(mask=mask):
+            numpyro.sample("perturbed", dist.Normal(data.counts * theta, 1.0), obs=data.perturbed[:, 0])
+
+    data = NoiseAwareData(jnp.ones((2, 1)), jnp.ones(2), jnp.ones(2))
+    sample = sample_coalition_posteriors_nuts(
+        jax.random.key(0),
+        model,
+        data,
+        np.zeros((1, 2), bool),  # the empty coalition: NUTS samples the prior
+        ("theta", "scale"),
+        num_chains=4,
+        num_warmup=300,
+        num_samples=1000,
+        max_tree_depth=5,
+        progress_bar=False,
+    )
+    theta, scale = sample.draws.reshape(-1, 2).T
+    assert np.all((theta > 0) & (theta < scale))
+    assert stats.kstest(theta / scale, "uniform").pvalue > 1e-3
+    assert abs(scale.mean() - 1.0) < 0.15

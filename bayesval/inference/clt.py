@@ -18,6 +18,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from bayesval.inference.linalg import SCALAR_LIMIT
+
 
 def linear_regression_record_moments(
     weights: jnp.ndarray,
@@ -44,8 +46,11 @@ def linear_regression_record_moments(
 def pair_product_moments(mean: jnp.ndarray, cov: jnp.ndarray, rows, cols) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Mean vector and covariance matrix of t_k = z[rows_k] z[cols_k] for Gaussian z ~ N(mean, cov).
 
-    `rows` and `cols` are static, and the entries are written as scalars: under `vmap` each is an elementwise
-    product over the batch, which XLA fuses, where gathering the index pairs ran ~4x slower."""
+    `rows` and `cols` are static. Up to `SCALAR_LIMIT` pairs the entries are written as scalars: under `vmap`
+    each is an elementwise product over the batch, which XLA fuses, where gathering the index pairs ran ~4x
+    slower. Beyond it the gathered form, whose program stays small (docs/architecture.md)."""
+    if len(rows) > SCALAR_LIMIT:
+        return _gathered_pair_product_moments(mean, cov, np.asarray(rows), np.asarray(cols))
     rows, cols = np.asarray(rows).tolist(), np.asarray(cols).tolist()
     size = mean.shape[-1]
     m = [mean[i] for i in range(size)]
@@ -54,17 +59,36 @@ def pair_product_moments(mean: jnp.ndarray, cov: jnp.ndarray, rows, cols) -> tup
     entries = {}
     for first, (a, b) in enumerate(zip(rows, cols)):
         for second, (c, d) in enumerate(zip(rows[: first + 1], cols[: first + 1])):
-            entries[first, second] = entries[second, first] = (
-                S[a][c] * S[b][d]
-                + S[a][d] * S[b][c]
-                + m[a] * m[c] * S[b][d]
-                + m[a] * m[d] * S[b][c]
-                + m[b] * m[c] * S[a][d]
-                + m[b] * m[d] * S[a][c]
-            )
+            entries[first, second] = entries[second, first] = _isserlis(S, m, a, b, c, d)
     size = len(rows)
     stat_cov = jnp.stack([jnp.stack([entries[first, second] for second in range(size)]) for first in range(size)])
     return stat_mean, stat_cov
+
+
+def _gathered_pair_product_moments(mean, cov, rows: np.ndarray, cols: np.ndarray):
+    a, b, c, d = rows[:, None], cols[:, None], rows[None, :], cols[None, :]
+    return cov[rows, cols] + mean[rows] * mean[cols], _isserlis(cov, mean, a, b, c, d, gathered=True)
+
+
+def _isserlis(S, m, a, b, c, d, gathered: bool = False):
+    """Cov(z_a z_b, z_c z_d) by Isserlis' theorem, from nested lists (scalars) or arrays (gathered)."""
+    if gathered:
+        return (
+            S[a, c] * S[b, d]
+            + S[a, d] * S[b, c]
+            + m[a] * m[c] * S[b, d]
+            + m[a] * m[d] * S[b, c]
+            + m[b] * m[c] * S[a, d]
+            + m[b] * m[d] * S[a, c]
+        )
+    return (
+        S[a][c] * S[b][d]
+        + S[a][d] * S[b][c]
+        + m[a] * m[c] * S[b][d]
+        + m[a] * m[d] * S[b][c]
+        + m[b] * m[c] * S[a][d]
+        + m[b] * m[d] * S[a][c]
+    )
 
 
 def gauss_hermite(num_nodes: int = 64) -> tuple[np.ndarray, np.ndarray]:

@@ -17,9 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
-from numpyro.distributions.transforms import biject_to
 from numpyro.infer.hmc import hmc
-from numpyro.infer.util import potential_energy
+from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 from tqdm.auto import tqdm
 
 from bayesval.inference.batching import row_keys
@@ -40,28 +39,26 @@ class _NUTSProgram:
     once per array shape and is reused across calls (`_program` caches it per model).
     """
 
-    def __init__(self, model, data, settings: tuple) -> None:
+    def __init__(self, model, settings: tuple) -> None:
         num_warmup, target_accept_prob, max_tree_depth, thinning = settings
-        everyone = jnp.ones(data.counts.shape[0], bool)
-        example = handlers.trace(handlers.seed(model, 0)).get_trace(data, everyone)
-        transforms = {
-            name: biject_to(site["fn"].support)
-            for name, site in example.items()
-            if site["type"] == "sample" and not site["is_observed"]
-        }
         init_kernel, sample_kernel = hmc(
             potential_fn_gen=lambda data, mask: partial(potential_energy, model, (data, mask), {}), algo="NUTS"
         )
 
         def start(keys, data, masks):
-            """Each chain starts from its own prior draw, mapped to the unconstrained space."""
+            """Each chain starts from its own prior draw, mapped to the unconstrained space (traced inside the
+            program, so supports that depend on other sites are mapped right)."""
 
             def one(key, mask):
                 key_prior, key_run = jax.random.split(key)
                 prior = handlers.trace(handlers.seed(model, key_prior)).get_trace(data, jnp.zeros_like(mask))
-                params = {name: transform.inv(prior[name]["value"]) for name, transform in transforms.items()}
+                latent = {
+                    name: site["value"]
+                    for name, site in prior.items()
+                    if site["type"] == "sample" and not site["is_observed"]
+                }
                 return init_kernel(
-                    params,
+                    unconstrain_fn(model, (data, mask), {}, latent),
                     num_warmup,
                     target_accept_prob=target_accept_prob,
                     max_tree_depth=max_tree_depth,
@@ -93,8 +90,8 @@ class _NUTSProgram:
 
         def constrain(z, data, masks, sites):
             def one(z, mask):
-                draws = [jax.vmap(transforms[site])(z[site]) for site in sites]
-                return jnp.concatenate([d.reshape(d.shape[0], -1) for d in draws], -1)
+                values = jax.vmap(lambda point: constrain_fn(model, (data, mask), {}, point))(z)
+                return jnp.concatenate([values[site].reshape(values[site].shape[0], -1) for site in sites], -1)
 
             return jax.vmap(one)(z, masks)
 
@@ -106,9 +103,9 @@ class _NUTSProgram:
 _PROGRAMS: dict = {}
 
 
-def _program(model, data, settings: tuple) -> _NUTSProgram:
+def _program(model, settings: tuple) -> _NUTSProgram:
     if (model, settings) not in _PROGRAMS:
-        _PROGRAMS[model, settings] = _NUTSProgram(model, data, settings)
+        _PROGRAMS[model, settings] = _NUTSProgram(model, settings)
     return _PROGRAMS[model, settings]
 
 
@@ -139,7 +136,7 @@ def sample_coalition_posteriors_nuts(
     num_coalitions, num_parties = masks.shape
     batch = num_coalitions * num_chains
     chain_masks = jnp.repeat(masks, num_chains, axis=0)
-    program = _program(model, data, (num_warmup, target_accept_prob, max_tree_depth, thinning))
+    program = _program(model, (num_warmup, target_accept_prob, max_tree_depth, thinning))
     chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
     states = program.start(chain_keys.reshape(batch), data, chain_masks)
 

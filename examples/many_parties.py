@@ -1,0 +1,65 @@
+"""Twelve parties, too many to enumerate comfortably (4,095 coalitions): Shapley values by permutation sampling on
+the game layer, stopped once every party's standard error is at most 0.02, each party reporting how many
+permutations reached it and whether it converged. Parties differ only in their privacy budget (Syn, 100 records
+each, epsilon from 0.05 to 2), so the values should rise with epsilon (Sim et al. 2023, Fig. 2a).
+
+    python examples/many_parties.py                                         # stderr <= 0.02 (hours on 2 cores)
+    python examples/many_parties.py --budget tiny --max-permutations 100    # a smoke run (~2 minutes)
+
+Every coalition posterior carries all 12 parties' latent statistics and data models, so one costs ~75 ms here
+even at the tiny budget (2 chains x 30 sweeps x 2 repeats), and stderr <= 0.02 needs nearly all 4,095
+coalitions: at the tiny budget the run sampled 3,862 of them in 577 s and stopped at its cap with stderrs of
+0.05-0.7, the coalitions' own Monte Carlo error (R-hat up to 3.1). The small budget, 5x the sweeps, is for a
+GPU or a long run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+import bayesval as bv
+from bayesval.datasets.synthetic import make_syn
+
+BUDGETS = {
+    # per coalition: chains x (warm-up + draws) Gibbs sweeps x repeats; the collapsed moves mix within a few
+    # hundred sweeps, and the stopping rule counts the coalitions' Monte Carlo error in each stderr
+    "small": (bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=200, thinning=1, num_repeats=2), 0.02),
+    "tiny": (bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2), 0.5),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", default="small", choices=sorted(BUDGETS))
+    parser.add_argument("--max-permutations", type=int, default=2000)
+    args = parser.parse_args()
+    config, tolerance = BUDGETS[args.budget]
+    syn = make_syn(seed=0, sizes=(100,) * 12)
+    epsilons = np.geomspace(0.05, 2.0, 12)
+    parties = [
+        bv.Party(X, y, epsilon=float(eps), bounds=syn.bounds, name=f"party {i + 1}", noise_seed=100 + i)
+        for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
+    ]
+    stop = bv.games.StandardError(tolerance, min_count=32) | bv.games.MaxEvaluations(args.max_permutations * 13)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # short chains: convergence is reported below
+        result = bv.valuate(bv.models.LinearRegression(), parties, key=0, config=config, stop=stop)
+    seconds = time.perf_counter() - start
+
+    print(f"{len(parties)} parties, {len(result.diagnostics['coalitions'])} coalitions sampled, {seconds:.0f} s")
+    print("party        epsilon   phi      stderr   permutations  converged")
+    for name, eps, value, stderr, count, done in zip(
+        result.names, epsilons, result.values, result.stderr, result.counts, result.converged
+    ):
+        print(f"{name:10s}  {eps:7.3f}  {value:7.3f}  {stderr:7.4f}  {count:12d}  {done}")
+    rank = np.corrcoef(np.argsort(np.argsort(epsilons)), np.argsort(np.argsort(result.values)))[0, 1]
+    print(f"rank correlation of phi with epsilon: {rank:.2f}; max R-hat {max(result.diagnostics['r_hat']):.3f}")
+
+
+if __name__ == "__main__":
+    main()
