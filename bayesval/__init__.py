@@ -8,7 +8,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from bayesval import games, models  # noqa: E402
+from bayesval import estimators, games, models  # noqa: E402
 from bayesval.boundary import PerturbedStatistic  # noqa: E402
 from bayesval.config import SamplerConfig  # noqa: E402
 from bayesval.parties import Party  # noqa: E402
@@ -25,6 +25,7 @@ __all__ = [
     "PrivacyLedger",
     "SamplerConfig",
     "ValuationResult",
+    "estimators",
     "games",
     "models",
     "valuate",

@@ -1,8 +1,11 @@
 """The `bayesval` command: `demo` (a real private valuation on Sim et al.'s Syn setting), `release` (a party
-releases its statistic from a CSV file on its own machine) and `valuate` (the mediator values release files).
+releases its statistic from a CSV or Parquet file on its own machine), `valuate` (the mediator values release
+files, or, on one trusted machine, the parties' tables released in-process) and `knn` (data-point values).
 
     bayesval release party_a.csv --model linear --target y --epsilon 0.5 --bounds 1,2 -o party_a.release.json
-    bayesval valuate party_a.release.json party_b.release.json party_c.release.json
+    bayesval valuate party_a.release.json party_b.release.json party_c.release.json --plot parties.png
+    bayesval valuate a.csv b.csv c.csv --model linear --target y --epsilon 0.5 --bounds 1,2
+    bayesval knn train.csv --validation val.csv --target label --method tknn --epsilon 1 --delta 1e-5
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import bayesval as bv
 from bayesval.boundary import PerturbedStatistic
 from bayesval.datasets.synthetic import make_syn
+from bayesval.datasets.tables import TABLE_SUFFIXES, read_table, read_tables
 
 MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
+FEATURES_HELP = "comma-separated feature columns (default: all others)"
 BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats")
 
 
@@ -53,36 +56,11 @@ def release(
     noise_seed: int | None,
 ) -> Path:
     """Party side: read the party's CSV, clip, compute and perturb its statistic, write the release file."""
-    import pandas as pd
-
     path = Path(data)
-    if not path.is_file():
-        raise SystemExit(f"bayesval release: {path} does not exist")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise SystemExit(f"bayesval release: cannot read {path} as CSV: {error}") from None
-    if frame.empty:
-        raise SystemExit(f"bayesval release: {path} has no records (a header at most)")
-    if target not in frame.columns:
-        raise SystemExit(f"bayesval release: {path} has no column {target!r}; columns: {list(frame.columns)}")
-    columns = features or [c for c in frame.columns if c != target]
-    unknown = [c for c in columns if c not in frame.columns]
-    if unknown:
-        raise SystemExit(f"bayesval release: {path} has no columns {unknown}")
-    non_numeric = [c for c in [*columns, target] if not pd.api.types.is_numeric_dtype(frame[c])]
-    if non_numeric:
-        raise SystemExit(f"bayesval release: columns {non_numeric} of {path} are not numeric")
+    X, y, _ = read_table(path, target, features)
     name = name or path.name.split(".")[0]
     party = bv.Party(
-        frame[columns].to_numpy(np.float64),
-        frame[target].to_numpy(np.float64),
-        epsilon=epsilon,
-        bounds=bounds,
-        name=name,
-        delta=delta,
-        rdp_order=rdp_order,
-        noise_seed=noise_seed,
+        X, y, epsilon=epsilon, bounds=bounds, name=name, delta=delta, rdp_order=rdp_order, noise_seed=noise_seed
     )
     statistic = _model(model).statistic(party.num_features)
     released = party.release(statistic)
@@ -103,19 +81,82 @@ def valuate_files(
     progress_bar: bool,
     save: str | None,
     budget: dict | None = None,
+    plot: str | None = None,
+    table_options: dict | None = None,
 ) -> bv.ValuationResult:
-    """Mediator side: value the parties of the given release files (`budget` overrides the preset's fields)."""
-    releases = [PerturbedStatistic.load(f) for f in files]
-    kinds = {(r.statistic or {}).get("kind") for r in releases}
-    if model is None:
-        known = {v: k for k, v in MODELS.items()}
-        if len(kinds) != 1 or next(iter(kinds)) not in known:
-            raise SystemExit(f"bayesval valuate: the releases hold {sorted(map(str, kinds))} statistics; pass --model")
-        model = known[next(iter(kinds))]
-    print(f"{len(releases)} releases: {', '.join(r.owner for r in releases)}")
+    """Mediator side: value the parties of release files, or of CSV / Parquet tables released here in-process (a
+    trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` overrides the
+    preset's fields."""
+    tables = [f for f in files if Path(f).suffix.lower() in TABLE_SUFFIXES]
+    if tables and len(tables) != len(files):
+        raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
+    if tables:
+        options = dict(table_options or {})
+        missing = [f"--{name}" for name in ("target", "epsilon", "bounds") if options.get(name) is None]
+        if missing or model is None:
+            raise ValueError(f"valuing data tables needs {', '.join(missing + (['--model'] if model is None else []))}")
+        data, _ = read_tables(tables, options.pop("target"), options.pop("features"))
+        names = [Path(f).name.split(".")[0] for f in tables]
+        if len(set(names)) != len(names):
+            names = [str(Path(f)) for f in tables]
+        parties = [bv.Party(X, y, name=name, **options) for (X, y), name in zip(data, names)]
+    else:
+        parties = [PerturbedStatistic.load(f) for f in files]
+        kinds = {(r.statistic or {}).get("kind") for r in parties}
+        if model is None:
+            known = {v: k for k, v in MODELS.items()}
+            if len(kinds) != 1 or next(iter(kinds)) not in known:
+                raise ValueError(f"the releases hold {sorted(map(str, kinds))} statistics; pass --model")
+            model = known[next(iter(kinds))]
+    print(f"{len(parties)} parties: {', '.join(p.name if tables else p.owner for p in parties)}")
     model = _model(model)
     config = bv.SamplerConfig.preset(preset, model.sampler).with_(**(budget or {}))
-    return _valuate_and_report(model, releases, seed, config, progress_bar, save)
+    result = _valuate_and_report(model, parties, seed, config, progress_bar, save)
+    _plot(result, plot)
+    return result
+
+
+def knn(
+    train: str,
+    *,
+    validation: str,
+    target: str,
+    features: list[str] | None,
+    method: str,
+    neighbours: int,
+    tau: float,
+    epsilon: float | None,
+    delta: float | None,
+    save: str | None,
+    plot: str | None,
+) -> bv.ValuationResult:
+    """Data points: KNN-Shapley or (DP-)TKNN-Shapley (Wang et al. 2023) of each training row against the
+    validation rows."""
+    (train_data, val_data), _ = read_tables([train, validation], target, features)
+    if method == "knn":
+        if epsilon is not None or delta is not None:
+            raise ValueError("--epsilon / --delta apply to --method tknn (DP-TKNN-Shapley)")
+        estimator = bv.estimators.KNNShapley(neighbours)
+    else:
+        estimator = bv.estimators.TKNNShapley(tau, epsilon=epsilon, delta=delta)
+    result = bv.valuate(estimator, train_data, validation=val_data)
+    frame = result.to_dataframe()
+    print(f"{result.method}: {len(frame)} training rows of {train} against {len(val_data[1])} validation rows")
+    print("lowest values (first candidates to inspect):")
+    print(frame.sort_values("value").head(10).to_string(float_format=lambda v: f"{v:.4g}"))
+    if result.privacy.releases:
+        for owner, spent in result.privacy_spent().items():
+            print(f"privacy spent, {owner}: {spent}")
+    if save:
+        print(f"saved to {result.save(save)}")
+    _plot(result, plot)
+    return result
+
+
+def _plot(result: bv.ValuationResult, path: str | None) -> None:
+    if path:
+        result.plot(path)
+        print(f"plot written to {path}")
 
 
 def _model(name: str):
@@ -138,6 +179,14 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
     if save:
         print(f"saved to {result.save(save)}")
     return result
+
+
+def _columns(text: str) -> list[str]:
+    """'a,b,c' as column names."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"features must be comma-separated column names, got {text!r}")
+    return names
 
 
 def _bounds(text: str) -> bv.Bounds:
@@ -171,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     out.add_argument("data", help="CSV file of the party's records (one column the target, the rest features)")
     out.add_argument("--model", required=True, choices=sorted(MODELS), help="which statistic to release")
     out.add_argument("--target", required=True, help="the target column (regression target or 0/1 label)")
-    out.add_argument("--features", default=None, help="comma-separated feature columns (default: all others)")
+    out.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
     out.add_argument("--epsilon", type=float, required=True)
     out.add_argument("--delta", type=float, default=None, help="(epsilon, delta)-DP instead of RDP")
     out.add_argument("--rdp-order", type=float, default=2.0, help="RDP order lambda (default 2, Sim et al.)")
@@ -180,15 +229,36 @@ def main(argv: list[str] | None = None) -> None:
     out.add_argument("--noise-seed", type=int, default=None, help="reproducible noise, for experiments only")
     out.add_argument("-o", "--output", default=None, help="release file (default NAME.release.json)")
 
-    value = commands.add_parser("valuate", help="mediator side: value the parties of release files")
-    value.add_argument("files", nargs="+", help="release files written by `bayesval release`")
+    value = commands.add_parser("valuate", help="mediator side: value the parties of release files or data tables")
+    value.add_argument("files", nargs="+", help="release files (`bayesval release`), or one CSV / Parquet per party")
     value.add_argument("--model", default=None, choices=sorted(MODELS), help="default: from the releases")
     value.add_argument("--preset", default="fast", choices=["fast", "paper"], help="sampler budget")
     value.add_argument("--seed", type=int, default=0, help="sampler seed")
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
+    value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
     for field in BUDGET_FIELDS:
         value.add_argument(f"--{field.replace('_', '-')}", type=int, default=None, help="overrides the preset")
+    tables = value.add_argument_group("data tables, released here in-process (one trusted machine)")
+    tables.add_argument("--target", default=None, help="the target column")
+    tables.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
+    tables.add_argument("--epsilon", type=float, default=None, help="each party's privacy budget")
+    tables.add_argument("--delta", type=float, default=None, help="(epsilon, delta)-DP instead of RDP")
+    tables.add_argument("--rdp-order", type=float, default=2.0, help="RDP order lambda (default 2)")
+    tables.add_argument("--bounds", type=_bounds, default=None, help="declared bounds X_NORM or X_NORM,Y_ABS")
+
+    points = commands.add_parser("knn", help="value each training row by KNN- or (DP-)TKNN-Shapley")
+    points.add_argument("train", help="CSV / Parquet of the training rows")
+    points.add_argument("--validation", required=True, help="CSV / Parquet of the validation rows (same columns)")
+    points.add_argument("--target", required=True, help="the label column")
+    points.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
+    points.add_argument("--method", default="knn", choices=["knn", "tknn"], help="KNN-Shapley or TKNN-Shapley")
+    points.add_argument("--k", type=int, default=5, help="neighbours (knn)")
+    points.add_argument("--tau", type=float, default=-0.5, help="threshold on cosine distance - 1 (tknn)")
+    points.add_argument("--epsilon", type=float, default=None, help="DP-TKNN-Shapley (with --delta)")
+    points.add_argument("--delta", type=float, default=None)
+    points.add_argument("--save", default=None, help="write the result to this .npz file")
+    points.add_argument("--plot", default=None, help="write the result's figure to this file")
 
     args = parser.parse_args(argv)
     try:
@@ -203,12 +273,12 @@ def main(argv: list[str] | None = None) -> None:
                 bounds=args.bounds,
                 output=args.output,
                 name=args.name,
-                features=None if args.features is None else args.features.split(","),
+                features=args.features,
                 delta=args.delta,
                 rdp_order=args.rdp_order,
                 noise_seed=args.noise_seed,
             )
-        else:
+        elif args.command == "valuate":
             valuate_files(
                 args.files,
                 model=args.model,
@@ -217,6 +287,29 @@ def main(argv: list[str] | None = None) -> None:
                 progress_bar=not args.no_progress,
                 save=args.save,
                 budget={f: getattr(args, f) for f in BUDGET_FIELDS if getattr(args, f) is not None},
+                plot=args.plot,
+                table_options={
+                    "target": args.target,
+                    "features": args.features,
+                    "epsilon": args.epsilon,
+                    "delta": args.delta,
+                    "rdp_order": args.rdp_order,
+                    "bounds": args.bounds,
+                },
+            )
+        else:
+            knn(
+                args.train,
+                validation=args.validation,
+                target=args.target,
+                features=args.features,
+                method=args.method,
+                neighbours=args.k,
+                tau=args.tau,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                save=args.save,
+                plot=args.plot,
             )
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"bayesval {args.command}: {error}", file=sys.stderr)

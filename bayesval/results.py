@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from bayesval.games.state import SemivalueState
 from bayesval.privacy.accounting import PrivacySpent
 from bayesval.privacy.ledger import PrivacyLedger
+
+if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
+    from bayesval.games.state import SemivalueState
 
 
 class ValueItem(NamedTuple):
@@ -39,6 +41,9 @@ class ValuationResult:
                          per index
     state                a sampled semivalue's running sums (`bayesval.games.state`): `resume_from=result`
                          continues the run, `a + b` merges two runs of the same game
+    draws                with `valuate(..., keep_draws=True)`: each valued coalition's posterior draws
+                         (num_coalitions, repeats, chains, draws, d), aligned with coalition_masks, for
+                         `to_inference_data()`; parameter_names names theta's d coordinates
 
     `result["name"]` is one index's `ValueItem`, `result.sorted()` orders by value, `variances` are stderr^2.
     """
@@ -55,6 +60,8 @@ class ValuationResult:
     counts: np.ndarray | None = None
     converged: np.ndarray | None = None
     state: SemivalueState | None = None
+    draws: np.ndarray | None = None
+    parameter_names: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.values = np.asarray(self.values, dtype=np.float64)
@@ -160,6 +167,40 @@ class ValuationResult:
         (default: the owner's calibration delta, else 1e-5) and as RDP."""
         return self.privacy.spent_by_owner(delta=delta)
 
+    def to_inference_data(self):
+        """The coalition posteriors as ArviZ `InferenceData`: one variable `theta` with dimensions (chain, draw,
+        coalition, repeat, parameter); each repeat's chains are a separate posterior, so `arviz.summary` gives
+        R-hat and ESS per (coalition, repeat, parameter), whose max / min per coalition are the diagnostics
+        `valuate` reports (over the chains BFMI kept). Needs the draws: `valuate(..., keep_draws=True)`."""
+        if self.draws is None:
+            raise ValueError(
+                "this result kept no posterior draws: value with bayesval.valuate(..., keep_draws=True) to use "
+                "to_inference_data()"
+            )
+        try:
+            import arviz as az
+        except ImportError:
+            raise ImportError("to_inference_data() needs ArviZ: pip install 'bayesval[arviz]'") from None
+        dimension = self.draws.shape[-1]
+        names = self.parameter_names if self.parameter_names is not None else [f"theta[{i}]" for i in range(dimension)]
+        return az.from_dict(
+            posterior={"theta": np.transpose(self.draws, (2, 3, 0, 1, 4))},
+            coords={
+                "coalition": self.coalition_labels(),
+                "repeat": np.arange(self.draws.shape[1]),
+                "parameter": list(names),
+            },
+            dims={"theta": ["coalition", "repeat", "parameter"]},
+        )
+
+    def plot(self, path: str | Path | None = None, *, corrupted=None):
+        """A figure of the result (`bayesval.plotting.plot_result`): values with error bars, and for parties the
+        coalition values and the privacy spent, for data points the value distribution and, given `corrupted`
+        (one boolean per point), the detection curve. Written to `path` if given; returns the Figure."""
+        from bayesval.plotting import plot_result
+
+        return plot_result(self, path, corrupted=corrupted)
+
     def to_dataframe(self):
         """One row per party / point: value and standard error (pandas)."""
         import pandas as pd
@@ -172,23 +213,32 @@ class ValuationResult:
         """One row per valued coalition: members, value and standard error (pandas)."""
         import pandas as pd
 
+        return pd.DataFrame(
+            {"value": self.coalition_values, "stderr": self.coalition_stderr}, index=self.coalition_labels()
+        )
+
+    def coalition_labels(self) -> list[str]:
+        """Each valued coalition as "{member, member}", aligned with coalition_masks."""
         if self.coalition_masks is None:
             raise ValueError(f"the {self.method} valuation did not value coalitions")
-        members = ["{" + ", ".join(n for n, m in zip(self.names, row) if m) + "}" for row in self.coalition_masks]
-        return pd.DataFrame({"value": self.coalition_values, "stderr": self.coalition_stderr}, index=members)
+        return ["{" + ", ".join(n for n, m in zip(self.names, row) if m) + "}" for row in self.coalition_masks]
 
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz file (arrays) with its metadata as JSON inside."""
         path = Path(path)
         fields = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
+        fields += ("draws",)
         arrays = {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
         meta = {
             "method": self.method,
             "names": list(self.names),
             "privacy": self.privacy.to_records(),
             "diagnostics": _jsonable(self.diagnostics),
+            "parameter_names": self.parameter_names,
         }
         if self.state is not None:
+            from bayesval.games.state import SemivalueState
+
             meta["state"] = self.state.to_json()
             arrays |= {f"state_{name}": getattr(self.state, name) for name in SemivalueState.ARRAYS}
         with path.open("wb") as handle:
@@ -202,6 +252,8 @@ class ValuationResult:
             arrays = {k: data[k] for k in data.files if k != "_meta"}
         state = None
         if "state" in meta:
+            from bayesval.games.state import SemivalueState
+
             state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
             state = SemivalueState.from_json(meta["state"], state_arrays)
         return cls(
@@ -209,6 +261,7 @@ class ValuationResult:
             names=meta["names"],
             privacy=PrivacyLedger.from_records(meta["privacy"]),
             diagnostics=meta["diagnostics"],
+            parameter_names=meta.get("parameter_names"),
             state=state,
             **arrays,
         )

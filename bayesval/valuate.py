@@ -45,6 +45,7 @@ def valuate(
     tolerance: float | None = None,
     stop=None,
     resume_from: ValuationResult | None = None,
+    keep_draws: bool | None = None,
     progress_bar: bool | None = None,
     ledger: PrivacyLedger | None = None,
 ) -> ValuationResult:
@@ -70,6 +71,8 @@ def valuate(
     resume_from: a result of the same game (same model, releases, sampler settings, k and KL estimator) to
         continue: its coalition estimates are reused, not sampled again, and a stopped permutation run goes on
         where it stopped; with the same key the values equal an uninterrupted run's with the total budget.
+    keep_draws: keep every coalition's posterior draws in the result (`result.draws`, for
+        `result.to_inference_data()`); off by default, so memory stays bounded by one batch of posteriors.
     ledger: a `PrivacyLedger` carried across calls; every release of the valued parties is recorded in it
         once, so `ledger.spent(owner)` is the cumulative spend.
     All arguments are checked before any release, compilation or sampling.
@@ -94,6 +97,7 @@ def valuate(
             kl=kl,
             exact_up_to=exact_up_to,
             tolerance=tolerance,
+            keep_draws=keep_draws,
             progress_bar=progress_bar,
         )
         if ledger is not None:
@@ -123,6 +127,12 @@ def valuate(
         prior_density(model, _placeholder_data(model, parties), kl)  # the estimator asked for is available
     if stop is not None:
         stop = capped(stop)
+    keep_draws = check_bool("keep_draws", keep_draws) if keep_draws is not None else False
+    if keep_draws and resume_from is not None:
+        raise ValueError(
+            "keep_draws=True cannot resume an earlier valuation: the draws of the coalitions it sampled were not "
+            "kept; run the valuation again with keep_draws=True"
+        )
     if resume_from is not None and not (
         isinstance(resume_from, ValuationResult) and "coalition_estimates" in resume_from.diagnostics
     ):
@@ -153,7 +163,9 @@ def valuate(
         ledger.merge(privacy)
     n = len(names)
     key_values, key_permutations = jax.random.split(key)
-    surprise = CoalitionSurprise(model, data, config, k, key_values, max_coalitions=2**n - 1, kl=kl)
+    surprise = CoalitionSurprise(
+        model, data, config, k, key_values, max_coalitions=2**n - 1, kl=kl, keep_draws=keep_draws
+    )
     game = _game_fingerprint(model, data, config, k, surprise.kl_estimator)
     if resume_from is not None:
         if resume_from.diagnostics.get("game") != game:
@@ -214,6 +226,8 @@ def valuate(
         counts=None if sampled is None else sampled.counts,
         converged=None if sampled is None else sampled.converged,
         state=None if sampled is None else sampled.state,
+        draws=None if surprise.draws is None else np.stack([surprise.draws[c] for c in codes]),
+        parameter_names=_parameter_names(model, data),
     )
 
 
@@ -228,6 +242,21 @@ def _game_fingerprint(model, data: NoiseAwareData, config: SamplerConfig, k: int
     for array in data:
         digest.update(np.ascontiguousarray(np.asarray(array, np.float64)).tobytes())
     return digest.hexdigest()
+
+
+def _parameter_names(model, data: NoiseAwareData) -> list[str] | None:
+    """The names of theta's coordinates where the model gives them (`parameter_names(num_features)`)."""
+    if not hasattr(model, "parameter_names") or not hasattr(model, "statistic"):
+        return None
+    size = np.shape(data.perturbed)[-1]
+    for num_features in range(1, size + 1):
+        try:
+            fits = model.statistic(num_features).size == size
+        except (TypeError, ValueError):
+            return None
+        if fits:
+            return list(model.parameter_names(num_features))
+    return None
 
 
 def _is_estimator(model) -> bool:

@@ -1127,13 +1127,19 @@ CLI = [
     cli_case("cli-release-missing-csv", lambda w: w.release_cli(csv="missing"), r"missing.csv does not exist"),
     cli_case("cli-release-empty-csv", lambda w: w.release_cli(csv="empty"), r"empty.csv"),
     cli_case(
-        "cli-release-header-only-csv", lambda w: w.release_cli(csv="header_only"), r"header_only.csv has no records"
+        "cli-release-header-only-csv", lambda w: w.release_cli(csv="header_only"), r"header_only.csv: has no records"
     ),
-    cli_case("cli-release-nan-in-csv", lambda w: w.release_cli(csv="nan"), r"nan: X has 1 non-finite"),
-    cli_case("cli-release-text-column", lambda w: w.release_cli(csv="text"), r"columns \['x2'\] .* are not numeric"),
-    cli_case("cli-release-target-unknown", lambda w: w.release_cli("--target", "label"), r"has no column 'label'"),
     cli_case(
-        "cli-release-features-unknown", lambda w: w.release_cli("--features", "x1,x9"), r"has no columns \['x9'\]"
+        "cli-release-nan-in-csv", lambda w: w.release_cli(csv="nan"), r"nan.csv: column 'x1' has 1 empty or NaN cell"
+    ),
+    cli_case("cli-release-text-column", lambda w: w.release_cli(csv="text"), r"text.csv: column 'x2' is not numeric"),
+    cli_case(
+        "cli-release-target-unknown", lambda w: w.release_cli("--target", "label"), r"has no target column 'label'"
+    ),
+    cli_case(
+        "cli-release-features-unknown",
+        lambda w: w.release_cli("--features", "x1,x9"),
+        r"has no feature column\(s\) \['x9'\]",
     ),
     cli_case(
         "cli-release-model-unknown",

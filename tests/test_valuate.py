@@ -20,7 +20,7 @@ def result(syn):
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return bv.valuate(bv.models.LinearRegression(), parties, key=4, config=BUDGET)
+        return bv.valuate(bv.models.LinearRegression(), parties, key=4, config=BUDGET, keep_draws=True)
 
 
 def test_result_carries_values_coalitions_diagnostics_and_privacy(result):
@@ -45,6 +45,36 @@ def test_save_and_load_round_trip(result, tmp_path):
     np.testing.assert_array_equal(loaded.coalition_masks, result.coalition_masks)
     assert loaded.privacy.releases == result.privacy.releases
     assert loaded.diagnostics["r_hat"] == pytest.approx(result.diagnostics["r_hat"])
+
+
+def test_inference_data_round_trips_through_arviz_with_the_reported_diagnostics(result, tmp_path):
+    """`to_inference_data()` holds every coalition posterior; ArviZ's R-hat and bulk ESS per (coalition, repeat,
+    parameter), maximised / minimised per coalition, are the diagnostics valuate reported."""
+    import arviz as az
+
+    data = result.to_inference_data()
+    theta = data.posterior["theta"]
+    assert dict(theta.sizes) == {"chain": 2, "draw": 400, "coalition": 7, "repeat": 2, "parameter": 4}
+    assert list(theta.coords["parameter"].values) == ["w1", "w2", "bias", "noise_var"]
+    assert list(theta.coords["coalition"].values) == result.coalition_labels()
+    summary = az.summary(data, kind="diagnostics", round_to="none")
+    r_hat = summary["r_hat"].to_numpy().reshape(7, 2 * 4).max(axis=1)  # rows ordered coalition, repeat, parameter
+    ess = summary["ess_bulk"].to_numpy().reshape(7, 2 * 4).min(axis=1)
+    reported = {
+        tuple(mask): (r, e) for mask, r, e in zip(*(result.diagnostics[k] for k in ("coalitions", "r_hat", "ess")))
+    }
+    for mask, ours_r_hat, ours_ess in zip(result.coalition_masks.astype(int), r_hat, ess):
+        assert ours_r_hat == pytest.approx(reported[tuple(mask)][0], rel=1e-6)
+        assert ours_ess == pytest.approx(reported[tuple(mask)][1], rel=1e-5)
+    loaded = bv.ValuationResult.load(result.save(tmp_path / "with_draws.npz"))
+    np.testing.assert_array_equal(loaded.to_inference_data().posterior["theta"].values, theta.values)
+
+
+def test_without_kept_draws_inference_data_is_refused_with_the_way_to_keep_them(result):
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match=r"keep_draws=True"):
+        replace(result, draws=None).to_inference_data()
 
 
 def test_mediator_can_value_released_statistics_without_raw_data(syn):
@@ -113,3 +143,27 @@ def test_negligible_noise_values_every_coalition_within_3_percent_of_the_closed_
         exact = nig_kl(model.exact_posterior(statistic, sum(len(p.X) for p in members), 2), prior)
         assert value == pytest.approx(exact, rel=0.03), (mask, value, exact)
     assert result.diagnostics["kl_estimator"] == "prior-density"
+
+
+def test_bad_keep_draws_is_refused_before_any_release(syn, result, rng):
+    parties = [bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"new {i}") for i, (X, y) in enumerate(syn.parties)]
+    model = bv.models.LinearRegression()
+    with pytest.raises(TypeError, match="keep_draws must be True or False"):
+        bv.valuate(model, parties, config=BUDGET, keep_draws=1)
+    with pytest.raises(ValueError, match="keep_draws=True cannot resume"):
+        bv.valuate(model, parties, config=BUDGET, keep_draws=True, resume_from=result)
+    assert all(party.ledger.releases == [] for party in parties)
+    X, y = rng.normal(size=(20, 2)), rng.integers(0, 2, 20)
+    with pytest.raises(ValueError, match="keep_draws apply to party models"):
+        bv.valuate(bv.estimators.KNNShapley(3), (X, y), validation=(X, y), keep_draws=True)
+
+
+def test_every_public_subpackage_is_reachable_from_a_fresh_import():
+    """`import bayesval as bv` is enough for bv.models, bv.estimators and bv.games (no import order to know)."""
+    import subprocess
+    import sys
+
+    code = "import bayesval as bv; print(bv.estimators.TKNNShapley.__name__, bv.models.LinearRegression.__name__, "
+    code += "bv.games.semivalue.__name__, sorted(set(bv.__all__) - set(dir(bv))))"
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.split() == ["TKNNShapley", "LinearRegression", "semivalue", "[]"]

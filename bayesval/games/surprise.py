@@ -101,9 +101,19 @@ class CoalitionSurprise:
     """
 
     def __init__(
-        self, model, data, config: SamplerConfig, k: int, key: jax.Array, max_coalitions: int, kl: str = "auto"
+        self,
+        model,
+        data,
+        config: SamplerConfig,
+        k: int,
+        key: jax.Array,
+        max_coalitions: int,
+        kl: str = "auto",
+        keep_draws: bool = False,
     ) -> None:
         self.model, self.data, self.config, self.k = model, data, config, k
+        # with keep_draws, each sampled coalition's posterior draws (repeats, chains, kept, d), on the host
+        self.draws: dict[int, np.ndarray] | None = {} if keep_draws else None
         self.key_posterior, self.key_prior = jax.random.split(key)
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True, "coalitions": [], "r_hat": [], "ess": []}
@@ -139,6 +149,7 @@ class CoalitionSurprise:
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
         kl, r_hat, ess = np.full(len(rows), np.nan), np.full(len(rows), np.inf), np.zeros(len(rows))
         dropped, divergences = np.zeros(len(rows), int), np.zeros(len(rows), int)
+        row_draws = []
         for start in range(0, len(rows), self.batch_rows):
             chunk = rows[start : start + self.batch_rows]
             masks = (np.array([code for code, _ in chunk])[:, None] >> np.arange(num_parties)) & 1
@@ -146,6 +157,8 @@ class CoalitionSurprise:
             keys, masks = shard_rows(pad_rows(keys, self.batch_rows), pad_rows(masks.astype(bool), self.batch_rows))
             sample = self.model.posterior_draws(keys, self.data, masks, self.config)
             draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
+            if self.draws is not None:
+                row_draws.append(np.asarray(draws)[: len(chunk)])
             prior = None
             if self._log_density is None:
                 repeat_of_row = [repeat for _, repeat in chunk] + [chunk[0][1]] * (self.batch_rows - len(chunk))
@@ -173,6 +186,9 @@ class CoalitionSurprise:
             raise RuntimeError("every chain of some coalition posterior was dropped (BFMI); raise num_warmup")
         kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)  # a repeat without chains
         self.values.update(zip(codes, kl))
+        if self.draws is not None:
+            by_row = np.concatenate(row_draws)
+            self.draws.update(zip(codes, by_row.reshape(by_code + by_row.shape[1:])))
         r_hat, ess = r_hat.reshape(by_code).max(axis=1), ess.reshape(by_code).min(axis=1)
         self.diagnostics["coalitions"] += ((np.array(codes)[:, None] >> np.arange(num_parties)) & 1).tolist()
         self.diagnostics["r_hat"] += r_hat.tolist()

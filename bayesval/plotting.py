@@ -1,0 +1,128 @@
+"""Figures of a `ValuationResult` (matplotlib): what a person looks at before reading the table.
+
+A party valuation shows the values with error bars, every valued coalition's value against its size, and each
+owner's privacy spend; a data-point valuation shows the values' distribution, the values in rank order with
+their error band, and, given which points are corrupted, the detection curve (Wang et al. 2023, Sec. 6: the
+fraction of corrupted points found among the lowest-valued) against inspecting at random.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bayesval.estimators.evaluation import detection_auroc
+
+
+def plot_result(result, path: str | Path | None = None, *, corrupted=None):
+    """The figure of `result` (see the module docstring), written to `path` (PNG, PDF, SVG by suffix) if given.
+
+    corrupted: for a data-point valuation, one boolean per point (True = corrupted), adding the detection curve.
+    Returns the matplotlib Figure."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg", force=False)  # writing a file needs no display
+    import matplotlib.pyplot as plt
+
+    parties = result.coalition_masks is not None
+    if corrupted is not None:
+        if parties:
+            raise ValueError("corrupted= marks data points; this result values parties (coalitions)")
+        corrupted = np.asarray(corrupted)
+        if corrupted.dtype != bool or corrupted.shape != result.values.shape:
+            raise ValueError(
+                f"corrupted must be one boolean per value ({len(result.values)}), got dtype {corrupted.dtype} and "
+                f"shape {corrupted.shape}"
+            )
+    panels = 3 if parties or corrupted is not None else 2
+    figure, axes = plt.subplots(1, panels, figsize=(5 * panels, 4), constrained_layout=True)
+    if parties:
+        _party_values(axes[0], result)
+        _coalition_values(axes[1], result)
+        _privacy_spent(axes[2], result)
+    else:
+        _value_distribution(axes[0], result)
+        _ranked_values(axes[1], result)
+        if corrupted is not None:
+            _detection_curve(axes[2], result.values, corrupted)
+    figure.suptitle(f"{result.method}")
+    if path is not None:
+        figure.savefig(Path(path), dpi=120)
+    return figure
+
+
+def _party_values(ax, result) -> None:
+    positions = np.arange(len(result.values))
+    ax.bar(positions, result.values, yerr=result.stderr, capsize=4, color="tab:blue", alpha=0.8)
+    ax.set_xticks(positions, result.names, rotation=30 if len(result.values) > 4 else 0, ha="right")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel("value (± standard error)")
+    ax.set_title("values of the parties")
+
+
+def _coalition_values(ax, result) -> None:
+    sizes = result.coalition_masks.sum(axis=1)
+    jitter = (np.arange(len(sizes)) % 5 - 2) * 0.06  # coalitions of one size side by side
+    ax.errorbar(sizes + jitter, result.coalition_values, yerr=result.coalition_stderr, fmt="o", capsize=3, ms=4)
+    if len(sizes) <= 16:
+        for size, value, members in zip(sizes + jitter, result.coalition_values, result.coalition_masks):
+            label = "+".join(str(i + 1) for i in np.flatnonzero(members))
+            ax.annotate(label, (size, value), textcoords="offset points", xytext=(5, 0), fontsize=7)
+    ax.set_xticks(np.unique(sizes))
+    ax.set_xlabel("coalition size (labels: member numbers)")
+    ax.set_ylabel("coalition value v_C")
+    ax.set_title(f"{len(sizes)} valued coalitions")
+
+
+def _privacy_spent(ax, result) -> None:
+    spent = result.privacy_spent()
+    if not spent:
+        ax.text(0.5, 0.5, "no releases recorded", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    owners = list(spent)
+    epsilons = [spent[owner].epsilon for owner in owners]
+    positions = np.arange(len(owners))
+    ax.bar(positions, epsilons, color="tab:red", alpha=0.7)
+    ax.set_xticks(positions, owners, rotation=30 if len(owners) > 4 else 0, ha="right")
+    delta = spent[owners[0]].delta
+    ax.set_ylabel(f"epsilon spent (delta = {delta:g})")
+    ax.set_title("privacy spent per owner")
+
+
+def _value_distribution(ax, result) -> None:
+    ax.hist(result.values, bins=min(50, max(10, len(result.values) // 20)), color="tab:blue", alpha=0.8)
+    ax.set_xlabel("value")
+    ax.set_ylabel("points")
+    ax.set_title(f"distribution of {len(result.values)} values")
+
+
+def _ranked_values(ax, result) -> None:
+    order = np.argsort(result.values)
+    ranks = np.arange(len(order))
+    ax.plot(ranks, result.values[order], color="tab:blue")
+    ax.fill_between(
+        ranks,
+        result.values[order] - result.stderr[order],
+        result.values[order] + result.stderr[order],
+        color="tab:blue",
+        alpha=0.25,
+        linewidth=0,
+    )
+    ax.set_xlabel("rank (lowest value first)")
+    ax.set_ylabel("value (± standard error)")
+    ax.set_title("values in rank order")
+
+
+def _detection_curve(ax, values: np.ndarray, corrupted: np.ndarray) -> None:
+    order = np.argsort(values, kind="stable")
+    inspected = np.arange(1, len(values) + 1) / len(values)
+    found = np.cumsum(corrupted[order]) / max(int(corrupted.sum()), 1)
+    ax.plot(inspected, found, label=f"lowest value first (AUROC {detection_auroc(values, corrupted):.2f})")
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="at random")
+    ax.set_xlabel("fraction of points inspected")
+    ax.set_ylabel("fraction of corrupted points found")
+    ax.set_title("detecting corrupted points")
+    ax.legend(loc="lower right")
