@@ -63,8 +63,11 @@ class Semivalue:
 
 
 SHAPLEY = Semivalue("shapley")
+"""The Shapley value: w(s) = 1 / (n C(n-1, s)) (Shapley 1953)."""
 BANZHAF = Semivalue("banzhaf")
+"""The Banzhaf value: w(s) = 2^(1-n) (Banzhaf 1965; Wang & Jia 2023, Data Banzhaf)."""
 LEAVE_ONE_OUT = Semivalue("loo")
+"""Leave-one-out: all weight on the coalition of everyone else, v(N) - v(N \\ {i})."""
 
 
 def beta_shapley(alpha: float, beta: float) -> Semivalue:

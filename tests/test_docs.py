@@ -1,0 +1,55 @@
+"""The docs site builds with `mkdocs build --strict` (a broken reference fails it), and every public name has a
+rendered, non-empty docstring in its API reference."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bayesval as bv
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = {"valuate": "valuate", "ValuationResult": "valuate", "SamplerConfig": "config"}  # the rest: privacy
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin", "HOME": str(out)},
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    return out
+
+
+def public_names() -> list[tuple[str, str]]:
+    """(API page, rendered identifier) of every public name."""
+    names = []
+    for name in bv.__all__:
+        if name in ("games", "models", "estimators"):
+            continue
+        names.append((PAGES.get(name, "privacy"), f"bayesval.{name}"))
+    names += [("games", f"bayesval.games.{name}") for name in bv.games.__all__]
+    names += [("estimators", f"bayesval.estimators.{name}") for name in bv.estimators.__all__]
+    for name in bv.models.__all__:  # rendered from the models/ folder they are installed from
+        names.append(("models", f"{getattr(bv.models, name).__module__.replace('bayesval.', '')}.{name}"))
+    return names
+
+
+def test_site_builds_strictly_with_every_page(site):
+    for page in ("index.html", "concepts/index.html", "api/valuate/index.html", "games/index.html"):
+        assert (site / page).is_file(), page
+
+
+@pytest.mark.parametrize("page, identifier", public_names(), ids=lambda value: value.split(".")[-1])
+def test_every_public_name_has_a_rendered_docstring(site, page, identifier):
+    html = (site / "api" / page / "index.html").read_text()
+    anchor = f'id="{identifier}"'
+    assert anchor in html, f"{identifier} is not rendered on api/{page}"
+    section = html[html.index(anchor) :].split('class="doc doc-heading"')[1]  # from its heading to the next one
+    assert "<p>" in section, f"{identifier} is rendered without a docstring on api/{page}"
