@@ -6,7 +6,7 @@ from bayesval.models.linear_regression import (
     syn_data_prior,
     syn_model_prior,
 )
-from bayesval.models.logistic_regression import LogisticRegression, noise_aware_logistic_regression
+from bayesval.models.logistic_regression import LogisticRegression, noise_aware_logistic_regression, non_private_cap
 from bayesval.models.numpyro_model import NumPyroModel
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "NumPyroModel",
     "noise_aware_linear_regression",
     "noise_aware_logistic_regression",
+    "non_private_cap",
     "syn_data_prior",
     "syn_model_prior",
 ]
