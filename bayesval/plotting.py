@@ -20,11 +20,7 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
 
     corrupted: for a data-point valuation, one boolean per point (True = corrupted), adding the detection curve.
     Returns the matplotlib Figure."""
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg", force=False)  # writing a file needs no display
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # with no display, matplotlib picks a file backend itself
 
     parties = result.coalition_masks is not None
     if corrupted is not None:
