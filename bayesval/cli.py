@@ -22,7 +22,6 @@ from bayesval.datasets.tables import TABLE_SUFFIXES, read_table, read_tables
 
 MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
 FEATURES_HELP = "comma-separated feature columns (default: all others)"
-BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats")
 
 
 def demo(preset: str, seed: int, progress_bar: bool, save: str | None) -> bv.ValuationResult:
@@ -76,17 +75,16 @@ def valuate_files(
     files: list[str],
     *,
     model: str | None,
-    preset: str,
     seed: int,
     progress_bar: bool,
     save: str | None,
-    budget: dict | None = None,
+    budget=None,
     plot: str | None = None,
     table_options: dict | None = None,
 ) -> bv.ValuationResult:
     """Mediator side: value the parties of release files, or of CSV / Parquet tables released here in-process (a
-    trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` overrides the
-    preset's fields."""
+    trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` is the parsed
+    flags of `SamplerConfig.add_arguments` (default: the fast preset)."""
     tables = [f for f in files if Path(f).suffix.lower() in TABLE_SUFFIXES]
     if tables and len(tables) != len(files):
         raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
@@ -110,7 +108,11 @@ def valuate_files(
             model = known[next(iter(kinds))]
     print(f"{len(parties)} parties: {', '.join(p.name if tables else p.owner for p in parties)}")
     model = _model(model)
-    config = bv.SamplerConfig.preset(preset, model.sampler).with_(**(budget or {}))
+    config = (
+        bv.SamplerConfig.preset("fast", model.sampler)
+        if budget is None
+        else bv.SamplerConfig.from_arguments(budget, model.sampler)
+    )
     result = _valuate_and_report(model, parties, seed, config, progress_bar, save)
     _plot(result, plot)
     return result
@@ -232,13 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     value = commands.add_parser("valuate", help="mediator side: value the parties of release files or data tables")
     value.add_argument("files", nargs="+", help="release files (`bayesval release`), or one CSV / Parquet per party")
     value.add_argument("--model", default=None, choices=sorted(MODELS), help="default: from the releases")
-    value.add_argument("--preset", default="fast", choices=["fast", "paper"], help="sampler budget")
     value.add_argument("--seed", type=int, default=0, help="sampler seed")
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
-    for field in BUDGET_FIELDS:
-        value.add_argument(f"--{field.replace('_', '-')}", type=int, default=None, help="overrides the preset")
+    bv.SamplerConfig.add_arguments(value)
     tables = value.add_argument_group("data tables, released here in-process (one trusted machine)")
     tables.add_argument("--target", default=None, help="the target column")
     tables.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
@@ -282,11 +282,10 @@ def main(argv: list[str] | None = None) -> None:
             valuate_files(
                 args.files,
                 model=args.model,
-                preset=args.preset,
                 seed=args.seed,
                 progress_bar=not args.no_progress,
                 save=args.save,
-                budget={f: getattr(args, f) for f in BUDGET_FIELDS if getattr(args, f) is not None},
+                budget=args,
                 plot=args.plot,
                 table_options={
                     "target": args.target,

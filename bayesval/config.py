@@ -75,6 +75,24 @@ class SamplerConfig:
             )
         return replace(self, **changes)
 
+    BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats")
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        """NumPyro-style budget flags on an argparse parser: --preset (fast / paper), and --num-chains,
+        --num-warmup, --num-samples, --thinning, --num-repeats overriding the preset's fields."""
+        group = parser.add_argument_group("sampler budget")
+        group.add_argument("--preset", default="fast", choices=["fast", "paper"], help="the preset to start from")
+        for name in cls.BUDGET_FIELDS:
+            group.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, help="overrides the preset")
+
+    @classmethod
+    def from_arguments(cls, arguments, sampler: str = "gibbs", **changes) -> SamplerConfig:
+        """The config the flags of `add_arguments` ask for (the preset of `sampler`, then the given fields, then
+        `changes`)."""
+        given = {name: getattr(arguments, name) for name in cls.BUDGET_FIELDS if getattr(arguments, name) is not None}
+        return cls.preset(arguments.preset, sampler).with_(**given, **changes)
+
     @classmethod
     def preset(cls, name: str, sampler: str = "gibbs") -> SamplerConfig:
         """'fast' (the default) or 'paper', for the 'gibbs' or the 'nuts' sampler.

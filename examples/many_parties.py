@@ -3,14 +3,14 @@ the game layer, stopped once every party's standard error is at most 0.02, each 
 permutations reached it and whether it converged. Parties differ only in their privacy budget (Syn, 100 records
 each, epsilon from 0.05 to 2), so the values should rise with epsilon (Sim et al. 2023, Fig. 2a).
 
-    python examples/many_parties.py                                         # stderr <= 0.02 (hours on 2 cores)
-    python examples/many_parties.py --budget tiny --max-permutations 100    # a smoke run (~2 minutes)
+    python examples/many_parties.py                # the fast preset, stderr <= 0.02 (hours on 2 cores)
+    python examples/many_parties.py --num-chains 2 --num-warmup 10 --num-samples 20 --num-repeats 2 \
+        --tolerance 0.5 --max-permutations 100     # a smoke run (~2 minutes)
 
 Every coalition posterior carries all 12 parties' latent statistics and data models, so one costs ~75 ms here
 even at the tiny budget (2 chains x 30 sweeps x 2 repeats), and stderr <= 0.02 needs nearly all 4,095
 coalitions: at the tiny budget the run sampled 3,862 of them in 577 s and stopped at its cap with stderrs of
-0.05-0.7, the coalitions' own Monte Carlo error (R-hat up to 3.1). The small budget, 5x the sweeps, is for a
-GPU or a long run.
+0.05-0.7, the coalitions' own Monte Carlo error (R-hat up to 3.1). Larger budgets are for a GPU or a long run.
 """
 
 from __future__ import annotations
@@ -24,27 +24,21 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 
-BUDGETS = {
-    # per coalition: chains x (warm-up + draws) Gibbs sweeps x repeats; the collapsed moves mix within a few
-    # hundred sweeps, and the stopping rule counts the coalitions' Monte Carlo error in each stderr
-    "small": (bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=200, thinning=1, num_repeats=2), 0.02),
-    "tiny": (bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2), 0.5),
-}
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--budget", default="small", choices=sorted(BUDGETS))
+    parser.add_argument("--tolerance", type=float, default=0.02, help="stop once every stderr is at most this")
     parser.add_argument("--max-permutations", type=int, default=2000)
+    bv.SamplerConfig.add_arguments(parser)
     args = parser.parse_args()
-    config, tolerance = BUDGETS[args.budget]
+    config = bv.SamplerConfig.from_arguments(args, progress_bar=False)
     syn = make_syn(seed=0, sizes=(100,) * 12)
     epsilons = np.geomspace(0.05, 2.0, 12)
     parties = [
         bv.Party(X, y, epsilon=float(eps), bounds=syn.bounds, name=f"party {i + 1}", noise_seed=100 + i)
         for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
     ]
-    stop = bv.games.StandardError(tolerance, min_count=32) | bv.games.MaxEvaluations(args.max_permutations * 13)
+    stop = bv.games.StandardError(args.tolerance, min_count=32) | bv.games.MaxEvaluations(args.max_permutations * 13)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # short chains: convergence is reported below

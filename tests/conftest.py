@@ -72,6 +72,7 @@ SLOWEST_FIRST = (
     "test_gibbs.py",  # ~330
     "test_diab_trends.py",  # ~280
     "test_paper_trends.py",  # ~180
+    "test_examples.py",  # ~130
     "test_notebooks.py",  # ~110
     "test_valuate.py",
     "test_doc_blocks.py",  # ~60
