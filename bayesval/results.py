@@ -171,7 +171,8 @@ class ValuationResult:
         """The coalition posteriors as ArviZ `InferenceData`: one variable `theta` with dimensions (chain, draw,
         coalition, repeat, parameter); each repeat's chains are a separate posterior, so `arviz.summary` gives
         R-hat and ESS per (coalition, repeat, parameter), whose max / min per coalition are the diagnostics
-        `valuate` reports (over the chains BFMI kept). Needs the draws: `valuate(..., keep_draws=True)`."""
+        `valuate` reports (which leave out chains NUTS dropped for low BFMI; Gibbs drops none). Needs the draws:
+        `valuate(..., keep_draws=True)`."""
         if self.draws is None:
             raise ValueError(
                 "this result kept no posterior draws: value with bayesval.valuate(..., keep_draws=True) to use "

@@ -227,7 +227,7 @@ def valuate(
         converged=None if sampled is None else sampled.converged,
         state=None if sampled is None else sampled.state,
         draws=None if surprise.draws is None else np.stack([surprise.draws[c] for c in codes]),
-        parameter_names=_parameter_names(model, data),
+        parameter_names=_parameter_names(model, parties),
     )
 
 
@@ -244,19 +244,13 @@ def _game_fingerprint(model, data: NoiseAwareData, config: SamplerConfig, k: int
     return digest.hexdigest()
 
 
-def _parameter_names(model, data: NoiseAwareData) -> list[str] | None:
-    """The names of theta's coordinates where the model gives them (`parameter_names(num_features)`)."""
-    if not hasattr(model, "parameter_names") or not hasattr(model, "statistic"):
+def _parameter_names(model, parties) -> list[str] | None:
+    """The names of theta's coordinates where the model gives them (`parameter_names(num_features)`) and the
+    parties' feature count is known."""
+    num_features = parties[0].num_features
+    if num_features is None or not hasattr(model, "parameter_names"):
         return None
-    size = np.shape(data.perturbed)[-1]
-    for num_features in range(1, size + 1):
-        try:
-            fits = model.statistic(num_features).size == size
-        except (TypeError, ValueError):
-            return None
-        if fits:
-            return list(model.parameter_names(num_features))
-    return None
+    return list(model.parameter_names(num_features))
 
 
 def _is_estimator(model) -> bool:

@@ -12,7 +12,7 @@ kernel; `NumPyroModel` implements them for any NumPyro model function with batch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -156,15 +156,20 @@ class NumPyroModel:
         `valuate` compares posterior draws with prior draws (the two-sample KL estimator). A `Partial` with the
         data as its traced argument, so one compiled program serves every release of the same shape."""
         probe = jnp.asarray(self.prior_draws(jax.random.key(1), data, 4))
-
-        @jax.jit
-        def under_two_draws(data, probe):
-            return [jax.vmap(partial(self._parameter_log_density, data, seed=seed))(probe) for seed in (2, 3)]
-
-        under = [np.asarray(values) for values in under_two_draws(data, probe)]
+        under = [np.asarray(values) for values in self._density_under_two_draws(data, probe)]
         if not (np.all(np.isfinite(under[0])) and np.allclose(under[0], under[1], rtol=1e-12, atol=0)):
             return None
         return Partial(self._parameter_log_density, data)
+
+    @cached_property
+    def _density_under_two_draws(self) -> Callable:
+        """(data, thetas) -> the parameter sites' log densities at thetas under two draws of the other sites, one
+        compiled program per model (the check `prior_log_density` makes on every valuation)."""
+
+        def under(data, thetas):
+            return [jax.vmap(partial(self._parameter_log_density, data, seed=seed))(thetas) for seed in (2, 3)]
+
+        return jax.jit(under)
 
     def _parameter_log_density(self, data: NoiseAwareData, theta: jnp.ndarray, seed: int = 0) -> jnp.ndarray:
         """The parameter sites' prior log densities at theta, the other latent sites drawn with `seed`."""
