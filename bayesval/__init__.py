@@ -8,10 +8,11 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from bayesval import estimators, games, models  # noqa: E402
+from bayesval import estimators, games, models, rewards  # noqa: E402
 from bayesval.boundary import PerturbedStatistic  # noqa: E402
 from bayesval.config import SamplerConfig  # noqa: E402
 from bayesval.parties import Party  # noqa: E402
+from bayesval.plotting import plot_privacy_tradeoff  # noqa: E402
 from bayesval.privacy import DPGuarantee, PrivacyLedger  # noqa: E402
 from bayesval.results import ValuationResult  # noqa: E402
 from bayesval.statistics import Bounds  # noqa: E402
@@ -28,5 +29,7 @@ __all__ = [
     "estimators",
     "games",
     "models",
+    "plot_privacy_tradeoff",
+    "rewards",
     "valuate",
 ]

@@ -37,7 +37,9 @@ def demo(preset: str, seed: int, progress_bar: bool, save: str | None) -> bv.Val
         for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
     ]
     print(f"Syn setting: {[len(p.X) for p in parties]} points, epsilon = {epsilons}, bounds {syn.bounds}")
-    return _valuate_and_report(bv.models.LinearRegression(), parties, seed, preset, progress_bar, save)
+    return _valuate_and_report(
+        bv.models.LinearRegression(), parties, seed, preset, progress_bar, save, rewards="tempering"
+    )
 
 
 def release(
@@ -165,9 +167,9 @@ def _model(name: str):
     return bv.models.LinearRegression() if name == "linear" else bv.models.LogisticRegression()
 
 
-def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, save: str | None):
+def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, save: str | None, rewards=None):
     start = time.perf_counter()
-    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar)
+    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards)
     elapsed = time.perf_counter() - start
     print("\nBayesian surprise v_C = KL(p(theta | o_C) || p(theta)) of every coalition (nats, mean ± s.e.):")
     print(result.coalitions_dataframe().to_string(float_format=lambda v: f"{v:.3f}"))
@@ -176,6 +178,12 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
     print("\nPrivacy spent (dp-accounting's composition of each party's releases):")
     for owner, spent in result.privacy_spent().items():
         print(f"  {owner}: {spent}")
+    if result.rewards is not None:
+        print(
+            f"\nModel rewards by {result.rewards.mechanism} (rho = {result.rewards.rho:g}): each party receives "
+            "posterior samples whose surprise r meets its rho-Shapley target r*, without further privacy cost:"
+        )
+        print(result.rewards.to_dataframe().to_string(float_format=lambda v: f"{v:.3f}"))
     worst = max(result.diagnostics["r_hat"])
     print(f"\nmax R-hat {worst:.3f}, min ESS {min(result.diagnostics['ess']):.0f}; {elapsed:.1f} s")
     if save:

@@ -1,7 +1,9 @@
 """Figures of a `ValuationResult` (matplotlib): what a person looks at before reading the table.
 
-A party valuation shows the values with error bars, every valued coalition's value against its size, and each
-owner's privacy spend; a data-point valuation shows the values' distribution, the values in rank order with
+A party valuation shows the values with error bars, every valued coalition's value against its size, each
+owner's privacy spend and, with rewards, each party's own value, target and reward (Sim et al. 2023, Sec. 5);
+`plot_privacy_tradeoff` follows one party through valuations at several of its epsilons (Fig. 2a-c). A data-point
+valuation shows the values' distribution, the values in rank order with
 their error band, and, given which points are corrupted, the detection curve (Wang et al. 2023, Sec. 6: the
 fraction of corrupted points found among the lowest-valued) against inspecting at random.
 """
@@ -32,12 +34,15 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
                 f"corrupted must be one boolean per value ({len(result.values)}), got dtype {corrupted.dtype} and "
                 f"shape {corrupted.shape}"
             )
-    panels = 3 if parties or corrupted is not None else 2
+    rewarded = getattr(result, "rewards", None) is not None
+    panels = 3 + rewarded if parties or corrupted is not None else 2
     figure, axes = plt.subplots(1, panels, figsize=(5 * panels, 4), constrained_layout=True)
     if parties:
         _party_values(axes[0], result)
         _coalition_values(axes[1], result)
         _privacy_spent(axes[2], result)
+        if rewarded:
+            _rewards(axes[3], result.rewards)
     else:
         _value_distribution(axes[0], result)
         _ranked_values(axes[1], result)
@@ -86,6 +91,67 @@ def _privacy_spent(ax, result) -> None:
     delta = spent[owners[0]].delta
     ax.set_ylabel(f"epsilon spent (delta = {delta:g})")
     ax.set_title("privacy spent per owner")
+
+
+def _rewards(ax, rewards) -> None:
+    positions = np.arange(len(rewards.names))
+    bars = (("own value v_i", rewards.singleton_values, None), ("target r*_i", rewards.targets, None))
+    bars += (("reward r_i", rewards.values, rewards.stderr),)
+    for offset, (label, heights, errors) in zip((-0.27, 0, 0.27), bars):
+        ax.bar(positions + offset, heights, width=0.27, yerr=errors, capsize=3, label=label, alpha=0.85)
+    ax.axhline(rewards.grand_value, color="black", linestyle="--", linewidth=1, label="v_N")
+    ax.set_xticks(positions, rewards.names, rotation=30 if len(positions) > 4 else 0, ha="right")
+    ax.set_ylabel("Bayesian surprise (nats)")
+    ax.set_title(f"rewards by {rewards.mechanism} (rho = {rewards.rho:g})")
+    ax.legend(loc="lower right", fontsize=8)
+
+
+def plot_privacy_tradeoff(results, party: str, path: str | Path | None = None):
+    """One party's own value v_i, Shapley value phi_i and reward r_i, and v_N, against that party's epsilon, over
+    valuations of the same parties at several of its privacy levels (Sim et al. 2023, Fig. 2a-c): stronger privacy
+    should cost value and reward. The rewards panel needs `valuate(..., rewards=...)`. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    results = list(results)
+    if len(results) < 2:
+        raise ValueError(f"a trade-off needs valuations at 2 or more privacy levels, got {len(results)}")
+    if any(party not in r.names for r in results):
+        raise ValueError(f"{party!r} is not a party of every result; the parties are {results[0].names}")
+    index = results[0].names.index(party)
+    epsilons = np.array([_own_epsilon(r, party) for r in results])
+    order = np.argsort(epsilons)
+    rows = {"Shapley value phi": [(r.values[index], r.stderr[index]) for r in results]}
+    for label, code in (("own value v_i", 1 << index), ("grand value v_N", None)):
+        rows[label] = [_coalition_value(r, code) for r in results]
+    if all(r.rewards is not None for r in results):
+        rows["reward r_i"] = [(r.rewards.values[index], r.rewards.stderr[index]) for r in results]
+    figure, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    for label, points in rows.items():
+        mean, stderr = np.array(points).T
+        ax.errorbar(epsilons[order], mean[order], yerr=stderr[order], marker="o", capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"epsilon of {party}")
+    ax.set_ylabel("nats")
+    ax.set_title(f"privacy trade-off of {party}")
+    ax.legend(fontsize=8)
+    if path is not None:
+        figure.savefig(Path(path), dpi=120)
+    return figure
+
+
+def _own_epsilon(result, party: str) -> float:
+    releases = [r for r in result.privacy.releases if r.owner == party]
+    if not releases:
+        raise ValueError(f"{party!r} has no release in the result's privacy ledger")
+    return releases[-1].guarantee.epsilon
+
+
+def _coalition_value(result, code: int | None) -> tuple[float, float]:
+    masks = np.asarray(result.coalition_masks, bool)
+    row = masks.all(axis=1) if code is None else (masks * (1 << np.arange(masks.shape[1]))).sum(axis=1) == code
+    if not row.any():
+        raise ValueError("the result did not value that coalition")
+    return float(result.coalition_values[row][0]), float(result.coalition_stderr[row][0])
 
 
 def _value_distribution(ax, result) -> None:

@@ -15,6 +15,7 @@ from bayesval.privacy.ledger import PrivacyLedger
 
 if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
     from bayesval.games.state import SemivalueState
+    from bayesval.rewards.allocation import Rewards
 
 
 class ValueItem(NamedTuple):
@@ -62,6 +63,7 @@ class ValuationResult:
     state: SemivalueState | None = None
     draws: np.ndarray | None = None
     parameter_names: list[str] | None = None
+    rewards: Rewards | None = None
 
     def __post_init__(self) -> None:
         self.values = np.asarray(self.values, dtype=np.float64)
@@ -242,6 +244,10 @@ class ValuationResult:
 
             meta["state"] = self.state.to_json()
             arrays |= {f"state_{name}": getattr(self.state, name) for name in SemivalueState.ARRAYS}
+        if self.rewards is not None:
+            meta["rewards"] = self.rewards.to_json()
+            stored = {name: getattr(self.rewards, name) for name in self.rewards.ARRAYS}
+            arrays |= {f"rewards_{name}": value for name, value in stored.items() if value is not None}
         with path.open("wb") as handle:
             np.savez(handle, _meta=np.array(json.dumps(meta)), **arrays)
         return path
@@ -257,6 +263,14 @@ class ValuationResult:
 
             state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
             state = SemivalueState.from_json(meta["state"], state_arrays)
+        rewards = None
+        if "rewards" in meta:
+            from bayesval.rewards.allocation import Rewards
+
+            reward_arrays = {
+                name[len("rewards_") :]: arrays.pop(name) for name in list(arrays) if name[:8] == "rewards_"
+            }
+            rewards = Rewards.from_json(meta["rewards"], reward_arrays)
         return cls(
             method=meta["method"],
             names=meta["names"],
@@ -264,6 +278,7 @@ class ValuationResult:
             diagnostics=meta["diagnostics"],
             parameter_names=meta.get("parameter_names"),
             state=state,
+            rewards=rewards,
             **arrays,
         )
 
@@ -284,7 +299,8 @@ class ValuationResult:
             header += f", {int(self.converged.sum())} converged"
         if self.state is not None:
             header += f", {self.state.evaluations} utility evaluations"
-        return header + ")\n" + "\n".join(rows)
+        shown_rewards = "" if self.rewards is None else "\n" + repr(self.rewards)
+        return header + ")\n" + "\n".join(rows) + shown_rewards
 
 
 def _jsonable(value: Any) -> Any:

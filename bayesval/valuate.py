@@ -29,6 +29,10 @@ from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.parties import Party
 from bayesval.privacy import PrivacyLedger
 from bayesval.results import ValuationResult
+from bayesval.rewards.allocation import allocate
+from bayesval.rewards.control import NoiseAddition, Tempering, as_mechanism
+from bayesval.rewards.sampling import RewardSampler
+from bayesval.rewards.targets import check_rho
 from bayesval.validation import check_bool, check_int, check_key, check_positive
 
 
@@ -48,6 +52,8 @@ def valuate(
     keep_draws: bool | None = None,
     progress_bar: bool | None = None,
     ledger: PrivacyLedger | None = None,
+    rewards: str | Tempering | NoiseAddition | None = None,
+    rho: float | None = None,
 ) -> ValuationResult:
     """Value each party by the Shapley value of the Bayesian surprise v_C = KL(p(theta | o_C) || p(theta)),
     or, given a data-point estimator, each training point.
@@ -73,6 +79,11 @@ def valuate(
         where it stopped; with the same key the values equal an uninterrupted run's with the total budget.
     keep_draws: keep every coalition's posterior draws in the result (`result.draws`, for
         `result.to_inference_data()`); off by default, so memory stays bounded by one batch of posteriors.
+    rewards: also reward each party with posterior samples whose surprise meets its rho-Shapley target (Sim et al.
+        2023, Sec. 5): 'tempering' (likelihood tempering, recommended), 'noise' (noise addition) or a configured
+        `bayesval.rewards.Tempering` / `NoiseAddition`; the result's `rewards` holds the samples, values, kappa / tau,
+        similarity and each party's effective privacy inside the others' rewards. rho: the targets' rho in (0, 1]
+        (default 0.2, as Sim et al. 2023, Sec. 6).
     ledger: a `PrivacyLedger` carried across calls; every release of the valued parties is recorded in it
         once, so `ledger.spent(owner)` is the cumulative spend.
     All arguments are checked before any release, compilation or sampling.
@@ -99,6 +110,8 @@ def valuate(
             tolerance=tolerance,
             keep_draws=keep_draws,
             progress_bar=progress_bar,
+            rewards=rewards,
+            rho=rho,
         )
         if ledger is not None:
             ledger.merge(result.privacy)
@@ -127,6 +140,10 @@ def valuate(
         prior_density(model, _placeholder_data(model, parties), kl)  # the estimator asked for is available
     if stop is not None:
         stop = capped(stop)
+    if rewards is None and rho is not None:
+        raise ValueError("rho sets the reward targets: pass rewards='tempering' or 'noise' with it")
+    mechanism = None if rewards is None else as_mechanism(rewards)
+    rho = check_rho(0.2 if rho is None else rho)
     keep_draws = check_bool("keep_draws", keep_draws) if keep_draws is not None else False
     if keep_draws and resume_from is not None:
         raise ValueError(
@@ -152,7 +169,8 @@ def valuate(
             "makes a new release, which composes in the ledger)",
             stacklevel=2,
         )
-    data = NoiseAwareData.from_releases(release_all(model, parties))
+    releases = release_all(model, parties)
+    data = NoiseAwareData.from_releases(releases)
     privacy = PrivacyLedger()  # every release of the valued owners: a party's earlier ones compose with this one
     for party in parties:
         if isinstance(party, Party):
@@ -211,6 +229,20 @@ def valuate(
             "see result.diagnostics and raise num_warmup / num_samples",
             stacklevel=2,
         )
+    allocated = None
+    if mechanism is not None:
+        own_and_grand = np.vstack([np.eye(n, dtype=bool), np.ones((1, n), bool)])
+        own_and_grand_values, own_and_grand_stderr = per_repeat(surprise(own_and_grand))
+        allocated = allocate(
+            RewardSampler(surprise, jax.random.fold_in(key, 2)),
+            mechanism,
+            rho,
+            names=names,
+            releases=releases,
+            shapley=values,
+            singleton_values=own_and_grand_values[:n],
+            grand=(own_and_grand_values[n], own_and_grand_stderr[n]),
+        )
     return ValuationResult(
         method=f"{model.name}, Bayesian surprise, {method}",
         values=values,
@@ -228,6 +260,7 @@ def valuate(
         state=None if sampled is None else sampled.state,
         draws=None if surprise.draws is None else np.stack([surprise.draws[c] for c in codes]),
         parameter_names=_parameter_names(model, parties),
+        rewards=allocated,
     )
 
 

@@ -11,6 +11,7 @@ import bayesval as bv
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"valuate": "valuate", "ValuationResult": "valuate", "SamplerConfig": "config"}  # the rest: privacy
+PAGES |= {"plot_privacy_tradeoff": "rewards"}
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +32,12 @@ def public_names() -> list[tuple[str, str]]:
     """(API page, rendered identifier) of every public name."""
     names = []
     for name in bv.__all__:
-        if name in ("games", "models", "estimators"):
+        if name in ("games", "models", "estimators", "rewards"):
             continue
         names.append((PAGES.get(name, "privacy"), f"bayesval.{name}"))
     names += [("games", f"bayesval.games.{name}") for name in bv.games.__all__]
     names += [("estimators", f"bayesval.estimators.{name}") for name in bv.estimators.__all__]
+    names += [("rewards", f"bayesval.rewards.{name}") for name in bv.rewards.__all__]
     for name in bv.models.__all__:  # rendered from the models/ folder they are installed from
         names.append(("models", f"{getattr(bv.models, name).__module__.replace('bayesval.', '')}.{name}"))
     return names

@@ -15,7 +15,14 @@ from bayesval.datasets.paths import data_file
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
 NEEDS = {"sim2023_diab.ipynb": "pima_indians_diabetes.csv", "knn_detection.ipynb": "openml/2dplanes.npz"}
-PUBLIC_PACKAGES = {"bayesval", "bayesval.estimators", "bayesval.games", "bayesval.models"}  # and the loaders:
+NEEDS |= {"sim2023_rewards.ipynb": "pima_indians_diabetes.csv"}
+PUBLIC_PACKAGES = {
+    "bayesval",
+    "bayesval.estimators",
+    "bayesval.games",
+    "bayesval.models",
+    "bayesval.rewards",
+}  # and the loaders:
 
 
 def is_public(module: str) -> bool:

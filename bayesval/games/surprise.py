@@ -21,6 +21,7 @@ from bayesval.config import SamplerConfig
 from bayesval.divergence import EXTRA_NEIGHBOURS, batched_kl
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import coalition_key, pad_rows, padded_size, shard_rows
+from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
 
 MAX_BATCH_ROWS = 256
@@ -147,39 +148,11 @@ class CoalitionSurprise:
     def _sample(self, codes: list[int], num_parties: int) -> None:
         repeats = self.config.num_repeats
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
-        kl, r_hat, ess = np.full(len(rows), np.nan), np.full(len(rows), np.inf), np.zeros(len(rows))
-        dropped, divergences = np.zeros(len(rows), int), np.zeros(len(rows), int)
-        row_draws = []
-        for start in range(0, len(rows), self.batch_rows):
-            chunk = rows[start : start + self.batch_rows]
-            masks = (np.array([code for code, _ in chunk])[:, None] >> np.arange(num_parties)) & 1
-            keys = jax.numpy.stack([coalition_key(self.key_posterior, c, r) for c, r in chunk])
-            keys, masks = shard_rows(pad_rows(keys, self.batch_rows), pad_rows(masks.astype(bool), self.batch_rows))
-            sample = self.model.posterior_draws(keys, self.data, masks, self.config)
-            draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
-            if self.draws is not None:
-                row_draws.append(np.asarray(draws)[: len(chunk)])
-            prior = None
-            if self._log_density is None:
-                repeat_of_row = [repeat for _, repeat in chunk] + [chunk[0][1]] * (self.batch_rows - len(chunk))
-                prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
-            summary = [np.asarray(a)[: len(chunk)] for a in summarise(draws, kept, self.k, self._log_density, prior)]
-            rows_here = slice(start, start + len(chunk))
-            kept_here = np.asarray(kept)[: len(chunk)]
-            any_kept = kept_here.any(axis=1)
-            kl[rows_here] = np.where(any_kept, summary[0], np.nan)
-            r_hat[rows_here] = np.where(any_kept, summary[1], np.inf)
-            ess[rows_here] = np.where(any_kept, summary[2], 0.0)
-            dropped[rows_here] = (~kept_here).sum(axis=1)
-            chunk_divergences = sample.info.get("divergences")
-            if chunk_divergences is not None:
-                divergences[rows_here] = np.asarray(chunk_divergences)[: len(chunk)].sum(axis=1)
-            stuck = any_kept & np.isnan(summary[0])
-            if stuck.any():
-                raise RuntimeError(
-                    f"more than {EXTRA_NEIGHBOURS} identical draws around some point of a coalition posterior: the "
-                    "sampler is stuck (raise num_warmup, or check the model)"
-                )
+        masks = (np.array([code for code, _ in rows])[:, None] >> np.arange(num_parties)) & 1
+        keys = [coalition_key(self.key_posterior, code, repeat) for code, repeat in rows]
+        kl, r_hat, ess, dropped, divergences, row_draws = self._sample_rows(
+            keys, masks.astype(bool), [repeat for _, repeat in rows], keep_draws=self.draws is not None
+        )
         by_code = (len(codes), repeats)
         kl = kl.reshape(by_code)
         if np.isnan(kl).all(axis=1).any():
@@ -187,8 +160,7 @@ class CoalitionSurprise:
         kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)  # a repeat without chains
         self.values.update(zip(codes, kl))
         if self.draws is not None:
-            by_row = np.concatenate(row_draws)
-            self.draws.update(zip(codes, by_row.reshape(by_code + by_row.shape[1:])))
+            self.draws.update(zip(codes, row_draws.reshape(by_code + row_draws.shape[1:])))
         r_hat, ess = r_hat.reshape(by_code).max(axis=1), ess.reshape(by_code).min(axis=1)
         self.diagnostics["coalitions"] += ((np.array(codes)[:, None] >> np.arange(num_parties)) & 1).tolist()
         self.diagnostics["r_hat"] += r_hat.tolist()
@@ -196,6 +168,69 @@ class CoalitionSurprise:
         self.diagnostics["dropped_chains"] += dropped.reshape(by_code).sum(axis=1).tolist()
         self.diagnostics["divergences"] += divergences.reshape(by_code).sum(axis=1).tolist()
         self.diagnostics["converged"] &= bool((r_hat <= R_HAT_THRESHOLD).all() and (ess >= ESS_THRESHOLD).all())
+
+    def of_inputs(self, key: jax.Array, inputs: list, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The surprise of coalition masks (J, n) under modified releases, one `NoiseAwareData` per mask (the reward
+        mechanisms' tempered or noisier inputs, Sim et al. 2023, App. E.3), against this game's prior: estimates
+        (num_repeats, J) and each one's draws (J, repeats, chains, kept, d). Rows of every variant share the
+        valuation's compiled batch shape; row (j, repeat) samples from coalition_key(key, j, repeat). Not cached."""
+        repeats = self.config.num_repeats
+        rows = [(j, repeat) for j in range(len(inputs)) for repeat in range(repeats)]
+        kl, *_, draws = self._sample_rows(
+            [coalition_key(key, j, repeat) for j, repeat in rows],
+            np.repeat(np.asarray(masks, bool), repeats, axis=0),
+            [repeat for _, repeat in rows],
+            inputs=[inputs[j] for j, _ in rows],
+            keep_draws=True,
+        )
+        kl = kl.reshape(len(inputs), repeats)
+        if np.isnan(kl).all(axis=1).any():
+            raise RuntimeError("every chain of some reward posterior was dropped (BFMI); raise num_warmup")
+        kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)
+        return kl.T, draws.reshape((len(inputs), repeats) + draws.shape[1:])
+
+    def _sample_rows(self, keys: list, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
+        """Rows (key, mask, repeat[, releases]) in padded, sharded batches of `batch_rows`, sampler to KL and
+        diagnostics on the device: per row KL (NaN without kept chains), max R-hat, min ESS, dropped chains,
+        divergences, and the draws (rows, chains, kept, d) if `keep_draws`."""
+        num_rows = len(keys)
+        kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
+        dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
+        row_draws = []
+        for start in range(0, num_rows, self.batch_rows):
+            here = slice(start, min(start + self.batch_rows, num_rows))
+            size = here.stop - here.start
+            chunk_keys, chunk_masks = shard_rows(
+                pad_rows(jax.numpy.stack(keys[here]), self.batch_rows), pad_rows(masks[here], self.batch_rows)
+            )
+            # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
+            row_inputs = [self.data] * size if inputs is None else inputs[here]
+            data = NoiseAwareData.per_row(row_inputs + [row_inputs[0]] * (self.batch_rows - size))
+            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
+            draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
+            if keep_draws:
+                row_draws.append(np.asarray(draws)[:size])
+            prior = None
+            if self._log_density is None:
+                repeat_of_row = repeats[here] + [repeats[here.start]] * (self.batch_rows - size)
+                prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
+            summary = [np.asarray(a)[:size] for a in summarise(draws, kept, self.k, self._log_density, prior)]
+            kept_here = np.asarray(kept)[:size]
+            any_kept = kept_here.any(axis=1)
+            kl[here] = np.where(any_kept, summary[0], np.nan)
+            r_hat[here] = np.where(any_kept, summary[1], np.inf)
+            ess[here] = np.where(any_kept, summary[2], 0.0)
+            dropped[here] = (~kept_here).sum(axis=1)
+            chunk_divergences = sample.info.get("divergences")
+            if chunk_divergences is not None:
+                divergences[here] = np.asarray(chunk_divergences)[:size].sum(axis=1)
+            if (any_kept & np.isnan(summary[0])).any():
+                raise RuntimeError(
+                    f"more than {EXTRA_NEIGHBOURS} identical draws around some point of a coalition posterior: the "
+                    "sampler is stuck (raise num_warmup, or check the model)"
+                )
+        draws = np.concatenate(row_draws) if keep_draws else None
+        return kl, r_hat, ess, dropped, divergences, draws
 
     def _prior_sample(self, repeat: int) -> np.ndarray:
         """The prior draws every coalition of `repeat` is compared with (two-sample estimator)."""

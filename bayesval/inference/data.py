@@ -26,6 +26,17 @@ class NoiseAwareData(NamedTuple):
             jnp.asarray([r.noise_std for r in releases]),
         )
 
+    @property
+    def row_axis(self) -> int | None:
+        """0 when each row of a sampler batch has its own releases (perturbed (B, n, P), as the reward mechanisms'
+        modified inputs), None when every row shares them (perturbed (n, P)): the samplers' vmap axis for data."""
+        return 0 if np.ndim(self.perturbed) == 3 else None
+
+    @classmethod
+    def per_row(cls, rows: list[NoiseAwareData]) -> NoiseAwareData:
+        """One set of releases per sampler row, stacked (B, n, P) / (B, n)."""
+        return cls(*(jnp.stack(parts) for parts in zip(*rows)))
+
     def tempered(self, kappa: float) -> NoiseAwareData:
         """Inputs of the kappa-tempered posterior: kappa c, kappa o, kappa Z (Sim et al. 2023, App. E.3)."""
         return NoiseAwareData(kappa * self.perturbed, kappa * self.counts, kappa * self.noise_std)

@@ -508,7 +508,7 @@ def _advance(keys, states, data, masks, priors, statistic, moves, adapt, sweeps)
     sampling (every count the thinning) share one compiled program.
     moves = (shared_data_model, interweaving_moves, collapsed_moves)."""
 
-    def run_chain(key, state, mask):
+    def run_chain(key, state, data, mask):
         def kept(state, inputs):
             key, num_sweeps = inputs
             state = _sweeps(key, state, data, mask, priors, statistic, moves, adapt, num_sweeps)
@@ -516,8 +516,8 @@ def _advance(keys, states, data, masks, priors, statistic, moves, adapt, sweeps)
 
         return jax.lax.scan(kept, state, (jax.random.split(key, sweeps.shape[0]), sweeps))
 
-    per_coalition = jax.vmap(run_chain, in_axes=(0, 0, None))
-    return jax.vmap(per_coalition, in_axes=(0, 0, 0))(keys, states, masks)
+    per_coalition = jax.vmap(run_chain, in_axes=(0, 0, None, None))
+    return jax.vmap(per_coalition, in_axes=(0, 0, data.row_axis, 0))(keys, states, data, masks)
 
 
 def sample_coalition_posteriors(
@@ -539,7 +539,8 @@ def sample_coalition_posteriors(
 ) -> np.ndarray:
     """Posterior draws of theta = (w, sigma^2) for every coalition mask: (K, chains, kept, D + 1).
 
-    `key` is one key, or one key per mask (K,): each row's draws then depend on its key alone.
+    `key` is one key, or one key per mask (K,): each row's draws then depend on its key alone. `data` is shared by
+    every row, or one set of releases per row (`NoiseAwareData.per_row`).
 
     `num_samples` sweeps follow `num_warmup` burn-in sweeps and every `thinning`-th is kept, as in
     NumPyro's MCMC. The sweeps run as `segments` calls of one compiled program, to show progress.

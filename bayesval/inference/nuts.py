@@ -49,7 +49,7 @@ class _NUTSProgram:
             """Each chain starts from its own prior draw, mapped to the unconstrained space (traced inside the
             program, so supports that depend on other sites are mapped right)."""
 
-            def one(key, mask):
+            def one(key, data, mask):
                 key_prior, key_run = jax.random.split(key)
                 prior = handlers.trace(handlers.seed(model, key_prior)).get_trace(data, jnp.zeros_like(mask))
                 latent = {
@@ -66,14 +66,14 @@ class _NUTSProgram:
                     rng_key=key_run,
                 )
 
-            return jax.vmap(one)(keys, masks)
+            return jax.vmap(one, in_axes=(0, data.row_axis, 0))(keys, data, masks)
 
         def run(states, trace, data, masks, begin, end, transitions):
             """Draws begin..end-1, each after `transitions` NUTS transitions, written to trace[index]
             (z, energy, divergence); warm-up uses negative indices, all written to slot 0 and later
             overwritten, so warm-up and sampling share one compiled kernel."""
 
-            def one(state, trace, mask):
+            def one(state, trace, data, mask):
                 def draw(index, carry):
                     state, trace = carry
                     state = jax.lax.fori_loop(
@@ -86,14 +86,14 @@ class _NUTSProgram:
 
                 return jax.lax.fori_loop(begin, end, draw, (state, trace))
 
-            return jax.vmap(one)(states, trace, masks)
+            return jax.vmap(one, in_axes=(0, 0, data.row_axis, 0))(states, trace, data, masks)
 
         def constrain(z, data, masks, sites):
-            def one(z, mask):
+            def one(z, data, mask):
                 values = jax.vmap(lambda point: constrain_fn(model, (data, mask), {}, point))(z)
                 return jnp.concatenate([values[site].reshape(values[site].shape[0], -1) for site in sites], -1)
 
-            return jax.vmap(one)(z, masks)
+            return jax.vmap(one, in_axes=(0, data.row_axis, 0))(z, data, masks)
 
         self.start = jax.jit(start)
         self.run = jax.jit(run)
@@ -127,7 +127,8 @@ def sample_coalition_posteriors_nuts(
     progress_bar: bool = True,
 ) -> CoalitionDraws:
     """Draws of the `sites` of p(theta | o_C) for every coalition mask (K, n) by NUTS; `key` is one key, or one
-    per mask (each row's draws then depend on its key alone).
+    per mask (each row's draws then depend on its key alone); `data` shared by every row, or one set of releases
+    per row (`NoiseAwareData.per_row`).
 
     Returns draws (K, num_chains, num_samples / thinning, d), the chains kept by the BFMI rule and,
     in info, per-chain 'bfmi', 'divergences' and 'mean_accept_prob'. Chains start from prior draws.
@@ -136,6 +137,8 @@ def sample_coalition_posteriors_nuts(
     num_coalitions, num_parties = masks.shape
     batch = num_coalitions * num_chains
     chain_masks = jnp.repeat(masks, num_chains, axis=0)
+    if data.row_axis is not None:  # one set of releases per row: every chain of the row reads it
+        data = jax.tree.map(lambda leaf: jnp.repeat(leaf, num_chains, axis=0), data)
     program = _program(model, (num_warmup, target_accept_prob, max_tree_depth, thinning))
     chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
     states = program.start(chain_keys.reshape(batch), data, chain_masks)

@@ -1,0 +1,205 @@
+"""Model rewards for every party (Sim et al. 2023, Algorithm 2, lines 15-31): rho-Shapley targets from the
+valuation, then posterior samples q_i per party whose surprise r_i meets its target, by tempering or noise addition;
+with the similarity r'_i = -KL(p(theta | o_N) || q_i) and MNLP on held-out data (Sec. 5.4)."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from bayesval.divergence import batched_kl
+from bayesval.rewards.control import NoiseAddition, Tempering
+from bayesval.rewards.metrics import mnlp_classification, mnlp_regression
+from bayesval.rewards.sampling import Evaluation, RewardSampler
+from bayesval.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
+
+MNLP_TASKS = {"regression": mnlp_regression, "classification": mnlp_classification}
+
+
+@dataclass
+class Rewards:
+    """Each party's model reward: q_i as posterior samples, with its value r_i against the target r*_i.
+
+    mechanism, rho      'tempering' or 'noise addition', and the rho of the targets
+    shapley             the Shapley values the targets use (negative ones repaired, `repair_weight` > 0)
+    targets, values     r*_i and the reward values r_i (with `stderr`); the top party's r_i is v_N (P2)
+    parameters          kappa_i (tempering) or tau_i (noise addition) of each reward
+    calls, reached      sampler calls each party's search spent, and whether |r_i - r*_i| met the tolerance
+    similarity          r'_i = -KL(p(theta | o_N) || q_i) (P5: higher is closer to the grand coalition)
+    epsilon             each party's own epsilon (its release's guarantee)
+    effective_epsilon   (n, n): party k's epsilon inside party i's reward (P1: never above its own)
+    rationality_bound   the largest rho with r*_i >= v_i for all i (P4)
+    draws               (n, m, d) the reward samples; grand_draws (m, d) of p(theta | o_N); own_draws (n, m, d)
+                        of each party's own p(theta | o_i)
+    """
+
+    mechanism: str
+    rho: float
+    names: list[str]
+    shapley: np.ndarray
+    repair_weight: float
+    singleton_values: np.ndarray
+    grand_value: float
+    targets: np.ndarray
+    values: np.ndarray
+    stderr: np.ndarray
+    parameters: np.ndarray
+    calls: np.ndarray
+    reached: np.ndarray
+    similarity: np.ndarray
+    epsilon: np.ndarray
+    effective_epsilon: np.ndarray
+    rationality_bound: float
+    seconds: float
+    draws: np.ndarray | None = None
+    grand_draws: np.ndarray | None = None
+    own_draws: np.ndarray | None = None
+
+    ARRAYS = ("shapley", "singleton_values", "targets", "values", "stderr", "parameters", "calls", "reached")
+    ARRAYS += ("similarity", "epsilon", "effective_epsilon", "draws", "grand_draws", "own_draws")
+
+    def mnlp(self, X, y, task: str = "regression") -> dict:
+        """MNLP on a held-out, non-private test set (Sim et al. 2023, App. H.2) of the grand coalition ('grand'),
+        each party alone ('own', (n,)) and each reward ('reward', (n,)). task: 'regression' (draws laid out
+        (w..., bias, noise variance)) or 'classification' (draws (w..., bias))."""
+        if task not in MNLP_TASKS:
+            raise ValueError(f"task must be one of {sorted(MNLP_TASKS)}, got {task!r}")
+        if self.draws is None:
+            raise ValueError("these rewards were loaded without their draws; MNLP needs the reward samples")
+        metric = MNLP_TASKS[task]
+        return {
+            "grand": metric(self.grand_draws, X, y),
+            "own": np.array([metric(draws, X, y) for draws in self.own_draws]),
+            "reward": np.array([metric(draws, X, y) for draws in self.draws]),
+        }
+
+    def to_dataframe(self):
+        """One row per party: Shapley value, target, reward value, parameter, calls, similarity (pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "shapley": self.shapley,
+                "own value": self.singleton_values,
+                "target": self.targets,
+                "reward": self.values,
+                "stderr": self.stderr,
+                "kappa" if self.mechanism == "tempering" else "tau": self.parameters,
+                "calls": self.calls,
+                "reached": self.reached,
+                "similarity": self.similarity,
+            },
+            index=self.names,
+        )
+
+    def __repr__(self) -> str:
+        symbol = "kappa" if self.mechanism == "tempering" else "tau"
+        rows = [
+            f"  {name:>12}: r* = {target:.4f}  r = {value:.4f} ± {se:.4f}  {symbol} = {parameter:.4g}  "
+            f"calls = {calls}{'' if reached else '  (tolerance not met)'}"
+            for name, target, value, se, parameter, calls, reached in zip(
+                self.names, self.targets, self.values, self.stderr, self.parameters, self.calls, self.reached
+            )
+        ]
+        return f"Rewards({self.mechanism}, rho = {self.rho:g}, v_N = {self.grand_value:.4f})\n" + "\n".join(rows)
+
+    def to_json(self) -> dict:
+        return {"mechanism": self.mechanism, "rho": self.rho, "names": list(self.names)} | {
+            "repair_weight": self.repair_weight,
+            "grand_value": self.grand_value,
+            "rationality_bound": self.rationality_bound,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> Rewards:
+        return cls(**meta, **arrays)
+
+
+def allocate(
+    sampler: RewardSampler,
+    mechanism: Tempering | NoiseAddition,
+    rho: float,
+    *,
+    names: list[str],
+    releases,
+    shapley,
+    singleton_values,
+    grand: tuple[float, float],
+) -> Rewards:
+    """Rewards for every party from the valuation's Shapley values, own values v_i and grand value (v_N, se)."""
+    started = time.perf_counter()
+    n = len(names)
+    shapley, weight = nonnegative_shapley(shapley, singleton_values, names)
+    targets = rho_shapley_targets(shapley, grand[0], rho)
+    bound = rationality_bound(shapley, singleton_values, grand[0])
+    if rho > bound:
+        warnings.warn(
+            f"rho = {rho:g} exceeds the individual-rationality bound {bound:.3g}: some party's target is below the "
+            "value of its own data alone (Sim et al. 2023, Sec. 4, P4); a smaller rho rewards more equally",
+            stacklevel=3,
+        )
+    masks = np.vstack([np.ones((1, n), bool), np.eye(n, dtype=bool)])
+    grand_draws, *own_draws = [e.draws for e in sampler.evaluate([sampler.data] * (n + 1), [1.0] * (n + 1), masks)]
+    grand_trial = Evaluation(1.0 if mechanism.name == "tempering" else 0.0, grand[0], grand[1], grand_draws)
+    top = np.isclose(shapley, shapley.max(), rtol=0, atol=0)
+    nothing = targets <= 0
+    searched = [i for i in range(n) if not (top[i] or nothing[i])]
+    if mechanism.name == "tempering":
+        found = mechanism.solve(sampler, targets[searched], grand_trial)
+    else:
+        found = mechanism.solve(sampler, targets[searched], grand_trial, releases, searched)
+    searches = dict(zip(searched, found))
+    prior_draws = sampler.prior(grand_draws.shape[0]) if nothing.any() else None
+    values, stderr, parameters = np.empty(n), np.empty(n), np.empty(n)
+    calls, reached, draws = np.zeros(n, int), np.ones(n, bool), []
+    for i in range(n):
+        if top[i]:  # efficiency (P2): the grand coalition's posterior, valued by the valuation's v_N
+            accepted = grand_trial
+        elif nothing[i]:  # r*_i = 0: the prior
+            accepted = Evaluation(0.0 if mechanism.name == "tempering" else np.inf, 0.0, 0.0, prior_draws)
+        else:
+            search = searches[i]
+            accepted, calls[i], reached[i] = search.accepted, search.calls, search.reached
+        values[i], stderr[i], parameters[i] = accepted.value, accepted.stderr, accepted.parameter
+        draws.append(accepted.draws)
+    if not reached.all():
+        warnings.warn(
+            f"the rewards of {[names[i] for i in np.flatnonzero(~reached)]} did not reach their targets within "
+            f"{mechanism.max_calls} sampler calls; raise max_calls or the sampler budget",
+            stacklevel=3,
+        )
+    return Rewards(
+        mechanism=mechanism.name,
+        rho=float(rho),
+        names=list(names),
+        shapley=shapley,
+        repair_weight=weight,
+        singleton_values=np.asarray(singleton_values, np.float64),
+        grand_value=float(grand[0]),
+        targets=targets,
+        values=values,
+        stderr=stderr,
+        parameters=parameters,
+        calls=calls,
+        reached=reached,
+        similarity=np.array(
+            [0.0 if draws[i] is grand_draws else -kl_between(grand_draws, draws[i], sampler.k) for i in range(n)]
+        ),
+        epsilon=np.array([released.release.guarantee.epsilon for released in releases]),
+        effective_epsilon=mechanism.effective_epsilons(releases, parameters),
+        rationality_bound=bound,
+        seconds=time.perf_counter() - started,
+        draws=np.stack(draws),
+        grand_draws=grand_draws,
+        own_draws=np.stack(own_draws),
+    )
+
+
+def kl_between(p_draws: np.ndarray, q_draws: np.ndarray, k: int) -> float:
+    """KL(p || q) from draws of each, the two-sample k-NN estimator (Sim et al. 2023, App. C.3)."""
+    p_draws = np.asarray(p_draws, np.float64)
+    return float(batched_kl(p_draws[None, None], np.ones((1, 1), bool), k, prior=np.asarray(q_draws)[None])[0])

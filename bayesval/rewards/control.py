@@ -1,0 +1,264 @@
+"""Reward control (Sim et al. 2023, Sec. 5): give party i posterior samples q_i whose surprise r_i hits its target
+r*_i, by likelihood tempering (kappa, Sec. 5.2, recommended) or by noise addition (tau, Sec. 5.1).
+
+Both search a noisy, (near-)monotone r(parameter) with a bracketing root finder (Algorithm 2, lines 20-31), all
+parties in lockstep: each round, every unfinished party proposes trials inside its bracket and all of them run in
+one sampler call (`RewardSampler.slots` trials per call). A trial's r is a k-NN KL estimate with a standard error, so
+a party accepts a trial once |r - r*| <= z * se, se pooled over its trials (each trial's own se rests on few
+repeats); it also stops when its bracket is narrower than `parameter_tolerance` (relative) or after `max_calls`
+sampler calls, keeping the closest trial. Inside a bracket the trials are regula falsi in log(parameter) (r grows
+about linearly in log kappa over the decades that matter) plus, with more slots, an even split of the bracket.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesval.inference.data import NoiseAwareData
+from bayesval.privacy.accounting import epsilon_at, gaussian_event, rdp_epsilon_at
+from bayesval.privacy.mechanisms import add_noise
+from bayesval.privacy.noise import NoiseSource, fingerprint
+from bayesval.rewards.sampling import Evaluation, RewardSampler
+from bayesval.validation import check_count, check_positive
+
+SAFEGUARD = 0.05  # a falsi trial stays this fraction of the bracket away from its ends
+FLOOR = 1e-3  # a bracket starting at parameter 0 is split in log space from FLOOR * its upper end
+SCAN_FACTOR = 4.0  # noise addition's upward scan multiplies tau by this
+
+
+@dataclass
+class Search:
+    """One party's search: its trials (tempering: the list every party shares), the accepted trial, the sampler
+    calls it took part in, and whether the accepted trial met the tolerance."""
+
+    target: float
+    trials: list[Evaluation]
+    increasing: bool
+    calls: int = 0
+    accepted: Evaluation | None = None
+    reached: bool = False
+
+    def bracket(self) -> tuple[Evaluation, Evaluation] | None:
+        """Adjacent trials (by parameter) on either side of the target; None before any trial falls below it."""
+        ordered = sorted(self.trials, key=lambda t: t.parameter)
+        if self.increasing:
+            below = [j for j, t in enumerate(ordered) if t.value < self.target]
+            j = below[-1]
+            return ordered[j], ordered[min(j + 1, len(ordered) - 1)]
+        j = next((j for j, t in enumerate(ordered) if t.value < self.target), None)
+        return None if j is None else (ordered[j - 1], ordered[j])
+
+    def closest(self, candidates=None) -> Evaluation:
+        usable = [t for t in (self.trials if candidates is None else candidates) if t.draws is not None]
+        return min(usable, key=lambda t: abs(t.value - self.target))
+
+    def tolerance(self, z: float) -> float:
+        spread = [t.stderr for t in self.trials if t.draws is not None]
+        return z * float(np.sqrt(np.mean(np.square(spread))))
+
+
+def _splits(lo: Evaluation, hi: Evaluation, target: float, count: int) -> list[float]:
+    """`count` trials inside (lo, hi): regula falsi in log(parameter), then an even split of the bracket."""
+    a = math.log(lo.parameter if lo.parameter > 0 else FLOOR * hi.parameter)
+    b = math.log(hi.parameter)
+    denominator = hi.value - lo.value
+    falsi = (target - lo.value) / denominator if denominator != 0 else 0.5
+    fractions = [min(max(falsi, SAFEGUARD), 1 - SAFEGUARD)] + [j / count for j in range(1, count)]
+    return [math.exp(a + f * (b - a)) for f in fractions]
+
+
+def _lockstep(mechanism, sampler: RewardSampler, searches: list[Search], inputs_for, scan_start=None) -> None:
+    """Rounds of trials for every unfinished search, one sampler call per round, until each search is done."""
+    while True:
+        active = []
+        for search in searches:
+            if search.accepted is not None:
+                continue
+            tolerance = search.tolerance(mechanism.z)
+            hits = [t for t in search.trials if t.draws is not None and abs(t.value - search.target) <= tolerance]
+            bracket = search.bracket()
+            narrow = bracket is not None and (
+                bracket[1].parameter - bracket[0].parameter <= mechanism.parameter_tolerance * bracket[1].parameter
+            )
+            if hits or narrow or search.calls >= mechanism.max_calls:
+                search.accepted = search.closest(hits or None)
+                search.reached = bool(hits) or narrow
+            else:
+                active.append((search, bracket))
+        if not active:
+            return
+        slots = max(1, sampler.slots // len(active))
+        trials = []
+        for search, bracket in active:
+            if bracket is None:  # noise addition: scan tau upward to the first trial below the target
+                top = max(t.parameter for t in search.trials)
+                start = top if top > 0 else scan_start / SCAN_FACTOR
+                parameters = [start * SCAN_FACTOR ** (j + 1) for j in range(slots)]
+            else:
+                parameters = _splits(*bracket, search.target, slots)
+            trials += [(search, parameter) for parameter in parameters]
+        calls_before = sampler.calls
+        evaluations = sampler.evaluate([inputs_for(s, p) for s, p in trials], [p for _, p in trials])
+        for (search, _), evaluation in zip(trials, evaluations):
+            search.trials.append(evaluation)
+        for search, _ in active:
+            search.calls += sampler.calls - calls_before
+
+
+@dataclass(frozen=True)
+class _SearchSettings:
+    """What both searches take: max_calls sampler calls per party at most; accept |r - r*| <= z * se; stop when the
+    bracket is narrower than parameter_tolerance times its upper end."""
+
+    max_calls: int = 10
+    z: float = 2.0
+    parameter_tolerance: float = 1e-3
+
+    def __post_init__(self) -> None:
+        kind = type(self).__name__
+        object.__setattr__(self, "max_calls", check_count(f"{kind}.max_calls", self.max_calls, minimum=1))
+        object.__setattr__(self, "z", check_positive(f"{kind}.z", self.z))
+        tolerance = check_positive(f"{kind}.parameter_tolerance", self.parameter_tolerance)
+        object.__setattr__(self, "parameter_tolerance", tolerance)
+
+
+@dataclass(frozen=True)
+class Tempering(_SearchSettings):
+    """Likelihood tempering: q_i = p(theta | kappa c, kappa o, kappa Z) with kappa in [0, 1] (Sim et al. 2023, Sec.
+    5.2, App. E.3), the power posterior p(theta) p(D_N | theta)^kappa for exponential families. r(kappa) runs from 0
+    (the prior) to v_N (the grand coalition) and is monotone in the exact-statistics conjugate case (App. E.2), so
+    every target in [0, v_N] has one root; trials are shared across parties, since r(kappa) is the same function
+    for all of them. Every other party keeps its own guarantee in the reward (post-processing).
+
+    max_calls: sampler calls per party at most; z: accept |r - r*| <= z * se; parameter_tolerance: stop when the
+    bracket on kappa is narrower than this fraction of its upper end.
+    """
+
+    name = "tempering"
+
+    def solve(self, sampler: RewardSampler, targets, grand: Evaluation) -> list[Search]:
+        """Each party's kappa for its target, given the grand coalition's evaluation (kappa = 1)."""
+        shared = [Evaluation(0.0, 0.0, 0.0, None), grand]
+        searches = [Search(float(target), shared, increasing=True) for target in targets]
+        _lockstep(self, sampler, searches, lambda search, kappa: sampler.data.tempered(kappa))
+        return searches
+
+    def effective_epsilons(self, releases, parameters) -> np.ndarray:
+        """(n rewards, n parties): party k's epsilon inside party i's reward, its own (post-processing)."""
+        own = np.array([r.release.guarantee.epsilon for r in releases])
+        return np.tile(own, (len(parameters), 1))
+
+
+@dataclass(frozen=True)
+class NoiseAddition(_SearchSettings):
+    """Noise addition: q_i = p(theta | t^i_N) with t^i_k = o_k + (0.5 lambda Delta_k^2 tau)^(1/2) e^i_k and the noise
+    law widened to match (Sim et al. 2023, Sec. 5.1, App. E.3), one fixed realisation e^i per party i, drawn as
+    privacy noise (OS entropy unless `noise_seed`), so party i cannot subtract it. The smallest root in tau is found
+    by scanning tau upward (x4 from the tau that doubles the smallest release's noise variance) to the first trial
+    below r*, then regula falsi in log tau; r(tau) need not be monotone (Fig. 2d), and a warning says so when the
+    trials show it. Party k's guarantee in the reward improves to the accountant's epsilon at the widened noise
+    ((lambda, eps_k / (1 + tau eps_k))-RDP for a Renyi release).
+    """
+
+    noise_seed: int | None = None
+    allow_seed_reuse: bool = False
+
+    name = "noise addition"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        NoiseSource(self.noise_seed, allow_reuse=self.allow_seed_reuse)  # checks the seed
+
+    @staticmethod
+    def unit_variances(releases) -> np.ndarray:
+        """0.5 lambda Delta_k^2 per party: the added noise variance per unit tau (lambda: the release's Renyi order)."""
+        return np.array([0.5 * r.release.guarantee.rdp_order * r.release.sensitivity**2 for r in releases])
+
+    def realisations(self, releases, shape) -> list[jax.Array]:
+        """One standard-normal draw e^i (n, P) per rewarded party i, from privacy-noise keys."""
+        source = NoiseSource(self.noise_seed, allow_reuse=self.allow_seed_reuse)
+        identity = [r.release.release_id for r in releases]
+        return [
+            add_noise(source.key(fingerprint("reward noise", i, *identity)), jnp.zeros(shape), 1.0)
+            for i in range(len(releases))
+        ]
+
+    @staticmethod
+    def inputs(data: NoiseAwareData, unit_variances: np.ndarray, draw: jax.Array, tau: float) -> NoiseAwareData:
+        added = jnp.asarray(unit_variances * tau)
+        return NoiseAwareData(
+            data.perturbed + jnp.sqrt(added)[:, None] * draw,
+            data.counts,
+            jnp.sqrt(jnp.square(data.noise_std) + added),
+        )
+
+    def solve(self, sampler: RewardSampler, targets, grand: Evaluation, releases, parties) -> list[Search]:
+        """The smallest tau of each of `parties` (indices) for its target, given the grand coalition (tau = 0)."""
+        unit = self.unit_variances(releases)
+        draws = self.realisations(releases, sampler.data.perturbed.shape)
+        searches = [Search(float(target), [grand._replace(parameter=0.0)], increasing=False) for target in targets]
+        realisation = {id(search): draws[party] for search, party in zip(searches, parties)}
+        _lockstep(
+            self,
+            sampler,
+            searches,
+            lambda search, tau: self.inputs(sampler.data, unit, realisation[id(search)], tau),
+            scan_start=float(np.min(np.square(np.asarray(sampler.data.noise_std)) / unit)),
+        )
+        for party, search in zip(parties, searches):
+            self._warn_if_not_monotone(search, releases[party].owner)
+        return searches
+
+    def _warn_if_not_monotone(self, search: Search, party: int) -> None:
+        ordered = sorted(search.trials, key=lambda t: t.parameter)
+        for j, earlier in enumerate(ordered):
+            for later in ordered[j + 1 :]:
+                if later.value - earlier.value > self.z * math.hypot(later.stderr, earlier.stderr):
+                    warnings.warn(
+                        f"{party}'s reward r(tau) is not monotone for its noise realisation: r = "
+                        f"{earlier.value:.3f} at tau = {earlier.parameter:.3g} but {later.value:.3f} at tau = "
+                        f"{later.parameter:.3g} (Sim et al. 2023, Fig. 2d); the root found may not be the smallest. "
+                        "Likelihood tempering is monotone",
+                        stacklevel=4,
+                    )
+                    return
+
+    def effective_epsilons(self, releases, parameters) -> np.ndarray:
+        """(n rewards, n parties): party k's epsilon inside party i's reward at tau_i, by the accountant of its
+        release at the widened noise (eps_k / (1 + tau_i eps_k) for a Renyi release)."""
+        unit = self.unit_variances(releases)
+        table = np.zeros((len(parameters), len(releases)))
+        for i, tau in enumerate(parameters):
+            for k, released in enumerate(releases):
+                record = released.release
+                if not np.isfinite(tau):  # the prior: nothing of party k is left in it
+                    continue
+                widened = math.sqrt(record.noise_scale**2 + unit[k] * tau)
+                event = gaussian_event(widened / record.sensitivity)
+                guarantee = record.guarantee
+                table[i, k] = (
+                    rdp_epsilon_at(event, guarantee.rdp_order)
+                    if guarantee.is_rdp
+                    else epsilon_at(event, guarantee.delta)[0]
+                )
+        return table
+
+
+MECHANISMS = {"tempering": Tempering, "noise": NoiseAddition}
+
+
+def as_mechanism(rewards) -> Tempering | NoiseAddition:
+    """'tempering', 'noise', or a configured Tempering / NoiseAddition."""
+    if isinstance(rewards, (Tempering, NoiseAddition)):
+        return rewards
+    if isinstance(rewards, str) and rewards in MECHANISMS:
+        return MECHANISMS[rewards]()
+    raise ValueError(
+        f"rewards must be 'tempering', 'noise', bayesval.rewards.Tempering(...) or NoiseAddition(...), got {rewards!r}"
+    )

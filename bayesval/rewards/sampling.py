@@ -1,0 +1,54 @@
+"""Posteriors of modified releases and their surprise: what both reward mechanisms evaluate (Sim et al. 2023,
+Sec. 5 and App. E.3). A reward q_i = p(theta | modified o_N) only post-processes the releases, so it costs no
+privacy (P1); its value r_i = KL(q_i || p(theta)) is estimated exactly as a coalition's v_C is, by the valuation's
+own `CoalitionSurprise` (same prior, KL estimator and compiled batch shape), several trials per sampler call."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from bayesval.games.surprise import CoalitionSurprise, per_repeat
+from bayesval.inference.data import NoiseAwareData
+
+
+class Evaluation(NamedTuple):
+    """One trial: the parameter (kappa or tau), r (mean over repeats) with its standard error, and the draws (m, d)."""
+
+    parameter: float
+    value: float
+    stderr: float
+    draws: np.ndarray | None
+
+
+class RewardSampler:
+    """Samples p(theta | inputs) under modified inputs for many trials at once: a sampler call holds `slots` trials,
+    each with every repeat, in the valuation's batch of rows. Call j draws from fold_in(key, j)."""
+
+    def __init__(self, surprise: CoalitionSurprise, key: jax.Array) -> None:
+        self.surprise, self.key = surprise, key
+        self.data: NoiseAwareData = surprise.data
+        self.num_parties = int(self.data.counts.shape[0])
+        self.k = surprise.k
+        self.slots = max(1, surprise.batch_rows // surprise.config.num_repeats)
+        self.calls = 0
+
+    def evaluate(self, inputs: list[NoiseAwareData], parameters, masks: np.ndarray | None = None) -> list[Evaluation]:
+        """r of each input's coalition (default: the grand coalition), ceil(len / slots) sampler calls."""
+        if masks is None:
+            masks = np.ones((len(inputs), self.num_parties), bool)
+        values, draws = self.surprise.of_inputs(jax.random.fold_in(self.key, self.calls), inputs, masks)
+        self.calls += math.ceil(len(inputs) / self.slots)
+        mean, stderr = per_repeat(values)
+        return [
+            Evaluation(float(p), float(m), float(s), d.reshape(-1, d.shape[-1]))
+            for p, m, s, d in zip(parameters, mean, stderr, draws)
+        ]
+
+    def prior(self, num_draws: int) -> np.ndarray:
+        """Draws of p(theta): the reward of a party whose target is 0."""
+        key = jax.random.fold_in(self.key, 2**31 - 1)
+        return np.asarray(self.surprise.model.prior_draws(key, self.data, num_draws))

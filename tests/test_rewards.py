@@ -1,0 +1,269 @@
+"""Model rewards (Sim et al. 2023, Secs. 4-5): rho-Shapley targets against their closed forms, the negative-Shapley
+repair against brute-force enumeration, tempering against the conjugate NIG update with kappa-scaled statistics, noise
+addition's effective privacy against eps / (1 + tau eps), and both mechanisms end to end on Syn."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.divergence import nig_kl
+from bayesval.games.shapley import coalition_masks, exact_shapley
+from bayesval.games.surprise import CoalitionSurprise
+from bayesval.inference.data import NoiseAwareData
+from bayesval.rewards import nonnegative_shapley, rationality_bound, rho_shapley_targets
+from bayesval.rewards.sampling import RewardSampler
+from bayesval.valuate import release_all
+
+BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2, progress_bar=False)
+# the reward searches need r's standard error well below the gaps between targets: longer chains, three repeats
+REWARD_BUDGET = BUDGET.with_(num_warmup=300, num_samples=600, num_repeats=3)
+
+
+def test_targets_are_the_rho_shapley_closed_form():
+    phi, v_grand = np.array([0.5, 1.0, 2.0]), 6.0
+    for rho in (0.2, 0.5, 1.0):
+        np.testing.assert_allclose(rho_shapley_targets(phi, v_grand, rho), v_grand * (phi / 2.0) ** rho)
+    assert rho_shapley_targets(phi, v_grand, 1.0)[2] == v_grand  # the top party's target is v_N (P2)
+    spread = [np.ptp(rho_shapley_targets(phi, v_grand, rho)) for rho in (0.1, 0.5, 1.0)]
+    assert spread == sorted(spread)  # a smaller rho rewards more equally
+
+
+@pytest.mark.parametrize("rho", [0, -0.1, 1.5, float("nan"), True])
+def test_rho_outside_zero_one_is_refused(rho):
+    with pytest.raises((ValueError, TypeError), match="rho"):
+        rho_shapley_targets([1.0, 2.0], 3.0, rho)
+
+
+def test_rationality_bound_is_the_largest_rho_that_keeps_every_party_at_least_its_own_value():
+    phi, own, v_grand = np.array([0.4, 1.0, 2.5]), np.array([2.0, 3.0, 3.5]), 6.0
+    bound = rationality_bound(phi, own, v_grand)
+    expected = min(np.log(own[i] / v_grand) / np.log(phi[i] / phi.max()) for i in (0, 1))
+    assert bound == pytest.approx(expected)
+    assert np.all(rho_shapley_targets(phi, v_grand, bound) >= own - 1e-9)
+    assert np.any(rho_shapley_targets(phi, v_grand, bound * 1.01) < own)
+    assert rationality_bound(phi, np.array([2.0, 7.0, 3.5]), v_grand) == 0.0  # v_2 > v_N: no rho helps
+
+
+def _game_values(num_players: int, value) -> np.ndarray:
+    masks = coalition_masks(num_players, include_empty=True)
+    return np.array([value(frozenset(np.flatnonzero(m))) for m in masks])
+
+
+def test_negative_shapley_values_are_repaired_minimally_keeping_useless_and_dominated_players():
+    """A 4-player game where player 3 harms every coalition it joins: phi_3 < 0 by enumeration; the repair mixes in
+    the contribution to the empty set just enough that the smallest value is 0, a useless player stays at 0 and the
+    order of the others is kept."""
+    own = {0: 2.0, 1: 1.0, 2: 0.0, 3: 0.5}
+
+    def value(coalition):
+        if not coalition:
+            return 0.0
+        harm = 1.5 * len(coalition & {0, 1}) if 3 in coalition else 0.0
+        return sum(own[i] for i in coalition) + 0.3 * (0 in coalition and 1 in coalition) - harm
+
+    phi, _ = exact_shapley(_game_values(4, value))
+    assert phi[3] < 0 and phi[2] == pytest.approx(0.0)
+    with pytest.warns(UserWarning, match=r"negative Shapley values for \['d'\]"):
+        repaired, weight = nonnegative_shapley(phi, [own[i] for i in range(4)], names=list("abcd"))
+    assert 0 < weight < 1
+    assert repaired.min() == pytest.approx(0.0, abs=1e-12) and repaired[3] == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(repaired, (1 - weight) * phi + weight * np.array([own[i] for i in range(4)]), atol=1e-12)
+    assert repaired[2] == pytest.approx(0.0) and repaired[0] > repaired[1] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same, none = nonnegative_shapley(np.abs(phi), [own[i] for i in range(4)])
+    assert none == 0.0 and np.array_equal(same, np.abs(phi))
+
+
+def test_tempered_posterior_is_the_conjugate_update_with_kappa_scaled_statistics_and_monotone(syn, syn_parties):
+    """At negligible noise, the sampler fed (kappa c, kappa o, kappa Z) samples NIG(prior updated with kappa s_N,
+    kappa c_N) (App. E.1): its mean and r(kappa) = KL(. || prior) match the closed form, and r rises with kappa."""
+    model = bv.models.LinearRegression()
+    parties = syn_parties(epsilons=(1e7, 1e7, 1e7))
+    data = NoiseAwareData.from_releases(release_all(model, parties))
+    surprise = CoalitionSurprise(model, data, BUDGET, 4, jax.random.key(5), max_coalitions=7)
+    kappas = [0.01, 0.1, 0.4, 1.0]
+    trials = RewardSampler(surprise, jax.random.key(6)).evaluate([data.tempered(k) for k in kappas], kappas)
+    statistic = sum(p.exact_statistic() for p in parties)
+    count = sum(len(p.X) for p in parties)
+    prior = model.priors(2).model
+    for kappa, trial in zip(kappas, trials):
+        exact = model.exact_posterior(kappa * statistic, kappa * count, 2)
+        assert trial.value == pytest.approx(nig_kl(exact, prior), rel=0.03), kappa
+        np.testing.assert_allclose(trial.draws[:, :3].mean(axis=0), np.asarray(exact.mean), atol=0.05)
+    assert [t.value for t in trials] == sorted(t.value for t in trials)
+
+
+EPSILONS = (0.5, 0.5, 2.0)
+
+
+@pytest.fixture(scope="module")
+def tempered():
+    from bayesval.datasets.synthetic import make_syn
+
+    syn = make_syn(seed=0)
+    parties = [
+        bv.Party(X, y, epsilon=eps, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=40 + i)
+        for i, ((X, y), eps) in enumerate(zip(syn.parties, EPSILONS))
+    ]
+    model = bv.models.LinearRegression()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence at the test budget
+        result = bv.valuate(model, parties, key=1, config=REWARD_BUDGET, rewards="tempering", rho=0.5)
+    return model, parties, syn, result
+
+
+def _rewarded_again(tempered, mechanism):
+    """The fixture's valuation rewarded again by `mechanism`: its coalition values are reused, not sampled."""
+    model, parties, _, result = tempered
+    return bv.valuate(model, parties, key=1, config=REWARD_BUDGET, resume_from=result, rewards=mechanism)
+
+
+def test_tempering_meets_every_target_within_ten_calls_and_the_top_party_gets_the_grand_posterior(tempered):
+    _, _, _, result = tempered
+    rewards = result.rewards
+    top = int(np.argmax(result.values))
+    grand = result.coalition_values[result.coalition_masks.all(axis=1)][0]
+    assert rewards.values[top] == grand and rewards.parameters[top] == 1.0 and rewards.calls[top] == 0
+    np.testing.assert_allclose(rewards.targets, rho_shapley_targets(result.values, grand, 0.5))
+    assert rewards.reached.all() and rewards.calls.max() <= 10
+    tolerance = 2 * np.sqrt(np.mean(np.square(rewards.stderr)))
+    assert np.all(np.abs(rewards.values - rewards.targets) <= 3 * tolerance)
+    assert np.all(np.diff(rewards.parameters[np.argsort(rewards.targets)]) >= 0)  # higher targets, larger kappa
+    assert rewards.similarity[top] == 0 and np.all(rewards.similarity <= 0)
+    np.testing.assert_array_equal(rewards.effective_epsilon, np.tile(EPSILONS, (3, 1)))  # P1
+    assert rewards.draws.shape[0] == 3 and rewards.draws.shape[2] == 4
+
+
+def test_rewards_survive_save_and_load(tempered, tmp_path):
+    _, _, _, result = tempered
+    loaded = bv.ValuationResult.load(result.save(tmp_path / "rewards.npz"))
+    for name in ("targets", "values", "parameters", "calls", "similarity", "effective_epsilon", "draws"):
+        np.testing.assert_array_equal(getattr(loaded.rewards, name), getattr(result.rewards, name))
+    assert loaded.rewards.mechanism == "tempering" and "Rewards(tempering" in repr(loaded)
+
+
+def test_noise_addition_weakens_no_guarantee_and_tempering_is_closer_to_the_grand_posterior(tempered):
+    """Noise addition reuses the valuation (resume_from: nothing is sampled again but the rewards), reports
+    eps_k / (1 + tau_i eps_k) for every party inside each reward, and lands further from p(theta | o_N) than tempering
+    at the same targets (Sim et al. 2023, Fig. 2f) and with worse held-out MNLP (Fig. 3d)."""
+    _, _, syn, result = tempered
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        noisy = _rewarded_again(tempered, bv.rewards.NoiseAddition(noise_seed=7))
+    np.testing.assert_array_equal(noisy.values, result.values)
+    rewards = noisy.rewards
+    epsilons = np.array(EPSILONS)
+    expected = epsilons / (1 + np.outer(rewards.parameters, epsilons))
+    np.testing.assert_allclose(rewards.effective_epsilon, expected, rtol=1e-6)
+    assert np.all(rewards.effective_epsilon <= epsilons + 1e-12)
+    others = np.flatnonzero(rewards.parameters > 0)
+    assert others.size == 2 and rewards.calls.max() <= 10
+    assert result.rewards.similarity[others].mean() > rewards.similarity[others].mean()
+    X, y = syn.test
+    assert result.rewards.mnlp(X, y)["reward"][others].mean() < rewards.mnlp(X, y)["reward"][others].mean()
+
+
+def test_an_unreachable_target_within_the_call_budget_is_reported_not_hidden(tempered):
+    with pytest.warns(UserWarning, match="did not reach their targets within 1 sampler calls"):
+        noisy = _rewarded_again(tempered, bv.rewards.NoiseAddition(max_calls=1, noise_seed=8, z=1e-6))
+    assert not noisy.rewards.reached.all()
+
+
+def test_bad_reward_arguments_are_refused_before_any_release(syn, syn_parties, rng):
+    parties = syn_parties(seeds=(61, 62, 63))
+    model = bv.models.LinearRegression()
+    for rho in (0, 1.5):
+        with pytest.raises(ValueError, match=r"rho must be in \(0, 1\]"):
+            bv.valuate(model, parties, config=BUDGET, rewards="tempering", rho=rho)
+    with pytest.raises(ValueError, match="rho sets the reward targets"):
+        bv.valuate(model, parties, config=BUDGET, rho=0.5)
+    with pytest.raises(ValueError, match="rewards must be 'tempering', 'noise'"):
+        bv.valuate(model, parties, config=BUDGET, rewards="shapley")
+    with pytest.raises(ValueError, match="at least 2 parties"):
+        bv.valuate(model, parties[:1], config=BUDGET, rewards="tempering")
+    with pytest.raises(ValueError, match="max_calls"):
+        bv.rewards.Tempering(max_calls=0)
+    assert all(party.ledger.releases == [] for party in parties)
+    X, y = rng.normal(size=(20, 2)), rng.integers(0, 2, 20)
+    with pytest.raises(ValueError, match="rewards, rho apply to party models"):
+        bv.valuate(bv.estimators.KNNShapley(3), (X, y), validation=(X, y), rewards="tempering", rho=0.5)
+
+
+def test_enumerated_repair_keeps_shapley_values_that_are_already_non_negative():
+    """Over every sign pattern of a 3-party game's singleton values, a game without negative Shapley values is left
+    exactly as it is."""
+    for own in itertools.product((0.0, 1.0, 2.0), repeat=3):
+        phi, _ = exact_shapley(_game_values(3, lambda c, own=own: sum(own[i] for i in c) + 0.5 * (len(c) == 3)))
+        repaired, weight = nonnegative_shapley(phi, own)
+        assert weight == 0.0 and np.array_equal(repaired, phi)
+
+
+def _hand_result(values_by_coalition, targets, rewards_values=None, names=("a", "b", "c")):
+    """A valuation of 3 parties with given coalition values (by bitmask) and targets, with tempering rewards."""
+    masks = coalition_masks(3)
+    codes = (masks * (1 << np.arange(3))).sum(axis=1)
+    coalition_values = np.array([values_by_coalition[c] for c in codes])
+    grand = coalition_values[-1]
+    rewards_values = np.asarray(targets if rewards_values is None else rewards_values, float)
+    rewards = bv.rewards.Rewards(
+        mechanism="tempering",
+        rho=0.5,
+        names=list(names),
+        shapley=np.zeros(3),
+        repair_weight=0.0,
+        singleton_values=coalition_values[[0, 1, 3]],
+        grand_value=grand,
+        targets=np.asarray(targets, float),
+        values=rewards_values,
+        stderr=np.full(3, 0.01),
+        parameters=np.ones(3),
+        calls=np.zeros(3, int),
+        reached=np.ones(3, bool),
+        similarity=np.zeros(3),
+        epsilon=np.ones(3),
+        effective_epsilon=np.ones((3, 3)),
+        rationality_bound=1.0,
+        seconds=0.0,
+    )
+    return bv.ValuationResult(
+        method="by hand",
+        values=np.zeros(3),
+        stderr=np.zeros(3),
+        names=list(names),
+        coalition_masks=masks,
+        coalition_values=coalition_values,
+        coalition_stderr=np.full(7, 0.01),
+        rewards=rewards,
+    )
+
+
+def test_incentive_report_checks_fairness_on_every_coalition_and_catches_violations():
+    """c adds nothing anywhere (F1), a dominates b (F3); rho-Shapley targets from the exact Shapley values satisfy
+    both, swapped or non-zero targets fail them; P4 fails once a target drops below the party's own value."""
+    own = {0: 0.0, 1: 3.0, 2: 2.0, 3: 4.0, 4: 0.0, 5: 3.0, 6: 2.0, 7: 4.0}  # bit 2 (party c) is useless
+    phi, _ = exact_shapley(np.array([own[c] for c in range(8)]))
+    targets = rho_shapley_targets(phi, own[7], 0.5)
+    report = bv.rewards.incentive_report(_hand_result(own, targets))
+    assert report["F1"].holds and report["F3"].holds and report["P1"].holds and report["P2"].holds
+    assert report["F4"].holds is None and report.all_hold
+    bad = bv.rewards.incentive_report(_hand_result(own, [2.0, 3.0, 0.5]))  # a below b and below v_a; c paid
+    assert not bad["F1"].holds and "'c'" in bad["F1"].detail
+    assert not bad["F3"].holds and "('a', 'b')" in bad["F3"].detail
+    assert not bad["P4"].holds and not bad.all_hold
+    with pytest.raises(ValueError, match="needs rewards"):
+        bv.rewards.incentive_report(bv.ValuationResult(method="x", values=[1.0], stderr=[0.0], names=["a"]))
+
+
+def test_incentive_report_on_syn_rewards(tempered):
+    _, _, _, result = tempered
+    report = bv.rewards.incentive_report(result)
+    assert report["P1"].holds and report["P2"].holds and report["F1"].holds
+    assert report["P4"].holds == (result.rewards.rho <= result.rewards.rationality_bound) or report["P4"].holds
+    assert "IncentiveReport" in repr(report)
