@@ -267,3 +267,25 @@ def test_incentive_report_on_syn_rewards(tempered):
     assert report["P1"].holds and report["P2"].holds and report["F1"].holds
     assert report["P4"].holds == (result.rewards.rho <= result.rewards.rationality_bound) or report["P4"].holds
     assert "IncentiveReport" in repr(report)
+
+
+def test_plots_show_the_rewards_and_the_trade_off_numbers(tempered):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    _, _, _, result = tempered
+    figure = result.plot()
+    panel = figure.axes[3]
+    heights = np.array([bar.get_height() for bar in panel.patches]).reshape(3, 3)
+    np.testing.assert_allclose(
+        heights, [result.rewards.singleton_values, result.rewards.targets, result.rewards.values]
+    )
+    trade_off = bv.plot_privacy_tradeoff([result, result], "party 2")
+    lines = {line.get_label(): line.get_ydata() for line in trade_off.axes[0].get_lines() if line.get_label()[0] != "_"}
+    np.testing.assert_allclose(lines["reward r_i"], result.rewards.values[1])
+    np.testing.assert_allclose(lines["Shapley value phi"], result.values[1])
+    np.testing.assert_allclose(lines["own value v_i"], result.rewards.singleton_values[1])
+    with pytest.raises(ValueError, match="2 or more privacy levels"):
+        bv.plot_privacy_tradeoff([result], "party 2")
+    with pytest.raises(ValueError, match="'party 9' is not a party"):
+        bv.plot_privacy_tradeoff([result, result], "party 9")

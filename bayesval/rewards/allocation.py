@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayesval.divergence import batched_kl
+from bayesval.games.surprise import theiler_window
 from bayesval.rewards.control import NoiseAddition, Tempering
 from bayesval.rewards.metrics import mnlp_classification, mnlp_regression
 from bayesval.rewards.sampling import Evaluation, RewardSampler
@@ -187,7 +188,10 @@ def allocate(
         calls=calls,
         reached=reached,
         similarity=np.array(
-            [0.0 if draws[i] is grand_draws else -kl_between(grand_draws, draws[i], sampler.k) for i in range(n)]
+            [
+                0.0 if draws[i] is grand_draws else -kl_between(grand_draws, draws[i], sampler.k, sampler.chain_length)
+                for i in range(n)
+            ]
         ),
         epsilon=np.array([released.release.guarantee.epsilon for released in releases]),
         effective_epsilon=mechanism.effective_epsilons(releases, parameters),
@@ -199,7 +203,15 @@ def allocate(
     )
 
 
-def kl_between(p_draws: np.ndarray, q_draws: np.ndarray, k: int) -> float:
-    """KL(p || q) from draws of each, the two-sample k-NN estimator (Sim et al. 2023, App. C.3)."""
+def kl_between(p_draws: np.ndarray, q_draws: np.ndarray, k: int, chain_length: int | None = None) -> float:
+    """KL(p || q) from draws of each, the two-sample k-NN estimator (Sim et al. 2023, App. C.3). With chain_length,
+    p_draws are consecutive MCMC chains of that length, and a draw's neighbours exclude its own chain's nearby steps
+    (the Theiler window of the valuation's estimator)."""
     p_draws = np.asarray(p_draws, np.float64)
-    return float(batched_kl(p_draws[None, None], np.ones((1, 1), bool), k, prior=np.asarray(q_draws)[None])[0])
+    length = p_draws.shape[0] if chain_length is None else int(chain_length)
+    if p_draws.shape[0] % length:
+        raise ValueError(f"{p_draws.shape[0]} draws are not chains of length {length}")
+    chains = p_draws.reshape(1, -1, length, p_draws.shape[-1])
+    window = 0 if chain_length is None else theiler_window(length)
+    kept = np.ones(chains.shape[:2], bool)
+    return float(batched_kl(chains, kept, k, prior=np.asarray(q_draws)[None], window=window)[0])

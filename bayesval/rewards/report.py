@@ -21,6 +21,9 @@ class Check:
 
 @dataclass(frozen=True)
 class IncentiveReport:
+    """The checks of `incentive_report`, in the paper's order; `report["P4"]` is one `Check`, `all_hold` whether
+    every applicable one holds."""
+
     checks: list[Check]
 
     @property

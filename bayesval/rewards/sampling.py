@@ -34,6 +34,7 @@ class RewardSampler:
         self.num_parties = int(self.data.counts.shape[0])
         self.k = surprise.k
         self.slots = max(1, surprise.batch_rows // surprise.config.num_repeats)
+        self.chain_length = surprise.config.num_samples // surprise.config.thinning  # draws run chain by chain
         self.calls = 0
 
     def evaluate(self, inputs: list[NoiseAwareData], parameters, masks: np.ndarray | None = None) -> list[Evaluation]:
