@@ -9,10 +9,13 @@ from bayesval.estimators.evaluation import (
     standardise,
 )
 from bayesval.estimators.knn import DPKNNShapley, KNNShapley, TKNNShapley
+from bayesval.estimators.utilities import LogisticRegressionUtility, SklearnUtility
 
 __all__ = [
     "DPKNNShapley",
     "KNNShapley",
+    "LogisticRegressionUtility",
+    "SklearnUtility",
     "TKNNShapley",
     "add_feature_noise",
     "balanced_split",
