@@ -9,11 +9,14 @@ from bayesval.estimators.evaluation import (
     standardise,
 )
 from bayesval.estimators.knn import DPKNNShapley, KNNShapley, TKNNShapley
+from bayesval.estimators.layered import LayeredShapley, MonteCarloShapley
 from bayesval.estimators.utilities import LogisticRegressionUtility, SklearnUtility
 
 __all__ = [
     "DPKNNShapley",
     "KNNShapley",
+    "LayeredShapley",
+    "MonteCarloShapley",
     "LogisticRegressionUtility",
     "SklearnUtility",
     "TKNNShapley",
