@@ -23,12 +23,13 @@ import itertools
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from math import comb
 
 import jax
 import numpy as np
 
-from bayesval.estimators.utilities import LogisticRegressionUtility
+from bayesval.estimators.utilities import LogisticRegressionUtility, power_of_two
 from bayesval.games.samplers import PermutationSampler
 from bayesval.games.semivalues import checked_values, semivalue
 from bayesval.games.stopping import MaxEvaluations
@@ -128,20 +129,14 @@ def layered_shapley(
         np.packbits(np.concatenate([with_point, without]), axis=1), axis=0, return_inverse=True
     )
     masks = np.unpackbits(coalitions, axis=1, count=num_players).astype(bool)
-    names = [str(i) for i in range(num_players)]
-    values = np.concatenate(
-        [
-            np.asarray(checked_values(utility(jax.random.fold_in(utility_key, b), chunk), chunk, names))[0]
-            for b, chunk in enumerate(np.array_split(masks, range(batch_size, len(masks), batch_size)))
-        ]
-    )
+    values = _chunked_values(utility, utility_key, masks, batch_size)
     gains = values[inverse[: len(owners)]] - values[inverse[len(owners) :]]
     layer_means, variances = _layer_statistics(gains, owners, layers, counts, num_players, c)
     return ValuationResult(
         method="layered shapley",
         values=layer_means.sum(axis=1) / num_players,
         stderr=np.sqrt(variances.sum(axis=1)) / num_players,
-        names=names,
+        names=[str(i) for i in range(num_players)],
         counts=counts.sum(axis=1),
         diagnostics={
             "alpha": alpha,
@@ -155,6 +150,22 @@ def layered_shapley(
             "seconds": time.perf_counter() - started,
         },
     )
+
+
+def _chunked_values(utility, key, masks: np.ndarray, batch_size: int) -> np.ndarray:
+    """The utility's values (checked: finite, one per coalition) of `masks`, in chunks of a power-of-two size (the
+    last padded with empty coalitions), so that a compiled utility sees few shapes; chunk b's key is fold_in(key, b)."""
+    rows = min(batch_size, power_of_two(len(masks)))
+    padded = np.zeros((-(-len(masks) // rows) * rows, masks.shape[1]), bool)
+    padded[: len(masks)] = masks
+    names = [str(i) for i in range(masks.shape[1])]
+    chunks = [
+        checked_values(
+            utility(jax.random.fold_in(key, b), padded[start : start + rows]), padded[start : start + rows], names
+        )[0]
+        for b, start in enumerate(range(0, len(padded), rows))
+    ]
+    return np.asarray(np.concatenate(chunks))[: len(masks)]
 
 
 def _layer_statistics(gains, owners, layers, counts, num_players: int, c: float):
@@ -201,7 +212,7 @@ class _RetrainingValuation:
     method: str
 
     def __init__(self, utility: Callable | None, seed, batch_size: int) -> None:
-        self.utility = LogisticRegressionUtility if utility is None else utility
+        self.utility = partial(LogisticRegressionUtility, norm_bound=1.0) if utility is None else utility
         if not callable(self.utility):
             raise TypeError(
                 f"utility must be callable as utility(X, y, X_val, y_val), e.g. LogisticRegressionUtility, got "
@@ -243,8 +254,9 @@ class LayeredShapley(_RetrainingValuation):
     epsilon        per-value DP budget (> 0); the n values together are n epsilon-DP (recorded in the ledger)
     adjacency      'replace-one' (the paper's Def. 2.1; sensitivity factor 2) or 'add-or-remove-one' (factor 1,
                    the paper's Appendix D)
-    utility        a factory utility(X, y, X_val, y_val) -> utility(key, masks) (default LogisticRegressionUtility;
-                   `functools.partial` sets its options); DP needs one with `stability()` (L, kappa, lambda)
+    utility        a factory utility(X, y, X_val, y_val) -> utility(key, masks) (default LogisticRegressionUtility
+                   with norm_bound=1: rows scaled to norm <= 1, log-loss, lambda = 1; `functools.partial` sets other
+                   options); DP needs one with `stability()` (L, kappa, lambda)
     seed           the sampling key (int or jax key); privacy noise comes from `noise_seed` / OS entropy instead
     """
 

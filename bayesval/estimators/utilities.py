@@ -74,7 +74,7 @@ def _check_metric(metric: str) -> str:
     return metric
 
 
-def _power_of_two(count: int) -> int:
+def power_of_two(count: int) -> int:
     """The smallest power of two >= count (1 for 0): padded shapes, so that a jitted program compiles rarely."""
     return 1 << max(count - 1, 0).bit_length()
 
@@ -180,7 +180,7 @@ class LogisticRegressionUtility:
         for start in range(0, len(masks), self.batch_size):
             chunk = masks[start : start + self.batch_size]
             rows = len(chunk)
-            padded = np.zeros((min(self.batch_size, _power_of_two(rows)), self.num_players), bool)
+            padded = np.zeros((min(self.batch_size, power_of_two(rows)), self.num_players), bool)
             padded[:rows] = chunk
             values.append(
                 _coalition_scores(
