@@ -5,7 +5,7 @@ Both follow the game layer's protocol `utility(key, masks (B, n)) -> values (B,)
 * :class:`LogisticRegressionUtility`: L2-regularised logistic regression, every coalition of a batch trained at once
   in one compiled program: the coalition's rows gathered into a padded (B, K, d) block (K the batch's largest
   coalition, rounded up to a power of two, so the solver compiles once per K), a fixed number of Newton steps with a
-  backtracking choice of step length, `vmap`ped over coalitions. Its optimum is scikit-learn's
+  capped step length, for all coalitions at once. Its optimum is scikit-learn's
   `LogisticRegression(C=...)` on the same rows (tests/test_utilities.py, 1e-4 on the score).
 * :class:`SklearnUtility`: any scikit-learn classifier refitted per coalition, one fit at a time: the slow path for
   users' own models.
@@ -176,15 +176,18 @@ class LogisticRegressionUtility:
         """Values (B,) of the coalitions `masks` (B, n); the key is unused (the fit is deterministic)."""
         masks = _check_masks(masks, self.num_players)
         self.fallbacks += int(self.unfittable(masks).sum())
-        values = []
+        order = np.argsort(masks.sum(axis=1), kind="stable")  # similar sizes share a chunk
+        values = np.empty(len(masks))
         for start in range(0, len(masks), self.batch_size):
-            chunk = masks[start : start + self.batch_size]
-            rows = len(chunk)
-            padded = np.zeros((min(self.batch_size, power_of_two(rows)), self.num_players), bool)
-            padded[:rows] = chunk
-            values.append(
+            rows = order[start : start + self.batch_size]
+            padded = np.zeros((min(self.batch_size, power_of_two(len(rows))), self.num_players), bool)
+            padded[: len(rows)] = masks[rows]
+            width = power_of_two(int(padded.sum(axis=1).max()))
+            members = np.argsort(~padded, axis=1, kind="stable")[:, :width] if 2 * width <= self.num_players else None
+            values[rows] = np.asarray(
                 _coalition_scores(
                     jnp.asarray(padded),
+                    None if members is None else jnp.asarray(members),
                     *self._arrays,
                     l2=self.l2,
                     fallback=self.fallback,
@@ -192,44 +195,85 @@ class LogisticRegressionUtility:
                     fit_intercept=self.fit_intercept,
                     metric=self.metric,
                     iterations=self.iterations,
-                )[:rows]
-            )
-        return jnp.concatenate(values)
+                )
+            )[: len(rows)]
+        return jnp.asarray(values)
 
 
 @partial(jax.jit, static_argnames=("mean_penalty", "fit_intercept", "metric", "iterations"))
-def _coalition_scores(masks, x, outer, y, x_val, y_val, l2, fallback, mean_penalty, fit_intercept, metric, iterations):
-    """Validation scores (B,) of the models fitted on each coalition (row of `masks`), all at once."""
+def _coalition_scores(
+    masks, members, x, outer, y, x_val, y_val, l2, fallback, mean_penalty, fit_intercept, metric, iterations
+):
+    """Validation scores (B,) of the models fitted on each coalition (row of `masks`), all at once. With `members`
+    (B, K), the indices of each coalition's points first (K at least its size), the fit runs on those K rows only;
+    else on all n with weights 0 and 1 (large coalitions, where gathering saves nothing)."""
     weights = masks.astype(x.dtype)
     sizes = weights.sum(axis=1)
+    positives = weights @ y
     strength = jnp.where(mean_penalty, 2.0 * l2 * jnp.maximum(sizes, 1.0), l2)  # of (1/2) ||w||^2
     ridge = jnp.ones(x.shape[1]).at[-1].set(0.0 if fit_intercept else 1.0)  # the intercept is not penalised
-    coefficients = _newton(x, outer, y, weights, strength[:, None] * ridge, iterations)
+    penalty = strength[:, None] * ridge
+    if members is None:
+        coefficients = _newton(_full_products(x, outer), x, y, weights, penalty, iterations)
+    else:
+        gathered = x[members]
+        kept = jnp.take_along_axis(weights, members, axis=1)
+        woodbury = not fit_intercept and members.shape[1] < x.shape[1]
+        products = _gathered_products(gathered, woodbury)
+        coefficients = _newton(products, gathered, y[members], kept, penalty, iterations)
     margins = coefficients @ x_val.T  # (B, V)
     if metric == "log_loss":
         scores = -jnp.mean(jax.nn.softplus(margins) - y_val * margins, axis=1)
     else:
         scores = jnp.mean((margins > 0) == (y_val > 0.5), axis=1)
-    positives = weights @ y
     unfittable = (sizes == 0) | (fit_intercept & ((positives == 0) | (positives == sizes)))
     return jnp.where(unfittable, fallback, scores)
 
 
-def _newton(x, outer, y, weights, penalty, iterations: int):
-    """argmin_w sum_j weights_bj logloss(y_j, x_j w) + (1/2) sum_f penalty_bf w_f^2 for every row b, by Newton steps
-    from 0. Gradients and Hessians of all B problems are two matrix products over the n points (the Hessian through
-    the points' outer products x_j x_j^T, `outer` (n, d * d)), and a step moves no margin x_j w by more than
-    MAX_MARGIN_STEP, which keeps Newton from overshooting where the loss is flat (no line search, whose
-    log-sigmoids cost more than the step)."""
+def _full_products(x, outer):
+    """Margins, gradient sums and Newton directions over all n points (shared x (n, d)): plain matrix products, the
+    Hessian through the points' outer products x_j x_j^T, `outer` (n, d * d)."""
+    features = x.shape[1]
+
+    def direction(curvatures, penalty, gradients):
+        hessians = (curvatures @ outer).reshape(len(curvatures), features, features) + jax.vmap(jnp.diag)(penalty)
+        return jnp.linalg.solve(hessians, gradients[..., None])[..., 0]
+
+    return lambda w: w @ x.T, lambda r: r @ x, direction
+
+
+def _gathered_products(x, woodbury: bool):
+    """The same over each coalition's own gathered rows x (B, K, d). With `woodbury` (every weight penalised, K < d)
+    the direction solves the K x K system of H = P + U^T U, U = diag(s)^(1/2) x: H^-1 g = P^-1 g - P^-1 U^T
+    (I + U P^-1 U^T)^-1 U P^-1 g, far cheaper than the d x d one for a small coalition of many features."""
+
+    def direction(curvatures, penalty, gradients):
+        if not woodbury:
+            hessians = jnp.einsum("bkd,bk,bke->bde", x, curvatures, x) + jax.vmap(jnp.diag)(penalty)
+            return jnp.linalg.solve(hessians, gradients[..., None])[..., 0]
+        scaled = jnp.sqrt(curvatures)[..., None] * x  # U (B, K, d)
+        inverse_penalty = 1.0 / penalty
+        inner = jnp.eye(x.shape[1]) + jnp.einsum("bkd,bd,bld->bkl", scaled, inverse_penalty, scaled)
+        projected = jnp.einsum("bkd,bd->bk", scaled, inverse_penalty * gradients)
+        correction = jnp.einsum("bkd,bk->bd", scaled, jnp.linalg.solve(inner, projected[..., None])[..., 0])
+        return inverse_penalty * (gradients - correction)
+
+    return lambda w: jnp.einsum("bkd,bd->bk", x, w), lambda r: jnp.einsum("bk,bkd->bd", r, x), direction
+
+
+def _newton(products, x, y, weights, penalty, iterations: int):
+    """argmin_w sum_j weights_bj logloss(y_bj, x_bj w) + (1/2) sum_f penalty_bf w_f^2 for every coalition b, by
+    Newton steps from 0; `products` (margins, gradient sums, Newton direction) hide whether the rows are shared or
+    gathered. A step moves no margin by more than MAX_MARGIN_STEP, which keeps Newton from overshooting where the
+    loss is flat (no line search, whose log-sigmoids cost more than the step)."""
+    margins_of, gradient_of, direction_of = products
     batch, features = penalty.shape
 
     def step(coefficients, _):
-        probabilities = jax.nn.sigmoid(coefficients @ x.T)  # (B, n)
-        gradients = (weights * (probabilities - y)) @ x + penalty * coefficients
-        curvature = ((weights * probabilities * (1 - probabilities)) @ outer).reshape(batch, features, features)
-        hessians = curvature + jax.vmap(jnp.diag)(penalty + 1e-12)
-        directions = jnp.linalg.solve(hessians, gradients[..., None])[..., 0]
-        largest = jnp.max(jnp.abs(directions @ x.T) * (weights > 0), axis=1, keepdims=True)
+        probabilities = jax.nn.sigmoid(margins_of(coefficients))
+        gradients = gradient_of(weights * (probabilities - y)) + penalty * coefficients
+        directions = direction_of(weights * probabilities * (1 - probabilities), penalty + 1e-12, gradients)
+        largest = jnp.max(jnp.abs(margins_of(directions)) * (weights > 0), axis=1, keepdims=True)
         return coefficients - directions * jnp.minimum(1.0, MAX_MARGIN_STEP / jnp.maximum(largest, 1e-300)), None
 
     coefficients, _ = jax.lax.scan(step, jnp.zeros((batch, features), x.dtype), None, length=iterations)
