@@ -10,6 +10,7 @@ from bayesval.estimators.evaluation import (
 )
 from bayesval.estimators.knn import DPKNNShapley, KNNShapley, TKNNShapley
 from bayesval.estimators.layered import LayeredShapley, MonteCarloShapley
+from bayesval.estimators.removal import RemovalCurves, removal_curves
 from bayesval.estimators.utilities import LogisticRegressionUtility, SklearnUtility
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "KNNShapley",
     "LayeredShapley",
     "MonteCarloShapley",
+    "RemovalCurves",
     "LogisticRegressionUtility",
     "SklearnUtility",
     "TKNNShapley",
@@ -25,5 +27,6 @@ __all__ = [
     "detection_auroc",
     "detection_aurocs",
     "flip_labels",
+    "removal_curves",
     "standardise",
 ]
