@@ -175,3 +175,37 @@ def test_bad_data_and_utilities_are_refused():
     accuracy = partial(LogisticRegressionUtility, metric="accuracy", norm_bound=1.0)
     with pytest.raises(ValueError, match="metric='log_loss'"):
         LayeredShapley(epsilon=1.0, utility=accuracy).fit(x, y).value(x_val, y_val)
+
+
+def test_removal_curves_with_oracle_values_lie_below_random_and_refit_the_kept_points():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(640, 2))
+    y = (x[:, 0] > 0).astype(int)
+    flipped = np.zeros(40, bool)
+    flipped[:12] = True
+    y_train = np.where(flipped, 1 - y[:40], y[:40])
+    oracle = np.where(flipped, -1.0, 1.0) + 0.01 * rng.random(40)  # clean points help, flipped ones hurt
+    curves = bv.estimators.removal_curves(oracle, x[:40], y_train, x[40:], y[40:], key=1)
+    assert list(curves.removed) == list(range(0, 30, 2))
+    assert curves.high_first.mean() < curves.random.mean() < curves.low_first.mean()
+    kept = np.argsort(-oracle)[4:]  # the point at 4 removed: a refit on the kept rows, sklearn's C = 1
+    model = LogisticRegression(tol=1e-10, max_iter=10_000).fit(x[:40][kept], y_train[kept])
+    assert curves.high_first[2] == pytest.approx(model.score(x[40:], y[40:]))
+    with pytest.raises(ValueError, match="values must have one entry per row of X"):
+        bv.estimators.removal_curves(oracle[:5], x[:40], y_train, x[40:], y[40:])
+
+
+def test_watson_splits_are_disjoint_scaled_and_sized():
+    from bayesval.datasets.pima import read_pima
+    from bayesval.datasets.watson import make_ghorbani_synthetic, watson_split
+
+    split = watson_split("pima", seed=3)
+    assert [len(part[1]) for part in split] == [100, 334, 334]
+    rows = np.vstack([part[0] for part in split])
+    raw, _, _ = read_pima()
+    assert len(np.unique(raw, axis=0)) == len(raw) and len(np.unique(rows, axis=0)) == len(rows)  # disjoint rows
+    assert np.linalg.norm(rows, axis=1).max() <= 1 + 1e-12 and rows.min() >= 0
+    x, y = make_ghorbani_synthetic(seed=1, num_points=600, num_train=100)
+    assert x.shape == (600, 50) and set(np.unique(y)) == {0, 1}
+    with pytest.raises(ValueError, match="name must be one of"):
+        watson_split("iris")
