@@ -1,4 +1,5 @@
-"""Data-point valuation: KNN-Shapley, TKNN-Shapley, DP-TKNN-Shapley and the naive DP-KNN baseline."""
+"""Data-point valuation: KNN-Shapley, TKNN-Shapley, DP-TKNN-Shapley and the naive DP-KNN baseline; Layered Shapley,
+DP Layered Shapley and the Monte Carlo baseline on retraining utilities, with removal curves."""
 
 from bayesval.estimators.evaluation import (
     add_feature_noise,
