@@ -127,6 +127,7 @@ def test_valuate_front_door_and_the_sklearn_fallback():
     x, y, x_val, y_val = _data()
     result = bv.valuate(LayeredShapley(0.3, 0.3), (x, y), validation=(x_val, y_val))
     assert result.method == "layered shapley" and len(result) == 10 and np.all(np.isfinite(result.values))
+    assert result.diagnostics["fallback_coalitions"] == 0  # no intercept: only the empty coalition, never drawn
     slow = partial(SklearnUtility, LogisticRegression())  # single-class coalitions cannot be fitted
     fallback = bv.valuate(LayeredShapley(0.3, 0.3, c=1.0, utility=slow), (x, y), validation=(x_val, y_val))
     assert fallback.diagnostics["fallback_coalitions"] > 0

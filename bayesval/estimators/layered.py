@@ -147,6 +147,7 @@ def layered_shapley(
             "enumerated_layers": [k for k in range(1, num_players) if counts[0, k] == comb(num_players - 1, k)],
             "marginals": len(gains),
             "evaluations": len(masks),
+            "padding_coalitions": -len(masks) % min(batch_size, power_of_two(len(masks))),
             "seconds": time.perf_counter() - started,
         },
     )
@@ -236,7 +237,8 @@ class _RetrainingValuation:
         utility = self.utility(self.X_, self.y_, X_val, y_val)
         before = getattr(utility, "fallbacks", 0)
         result = self._values(utility)
-        result.diagnostics["fallback_coalitions"] = getattr(utility, "fallbacks", 0) - before
+        padding = result.diagnostics.pop("padding_coalitions", 0)  # empty coalitions filling the last chunk
+        result.diagnostics["fallback_coalitions"] = getattr(utility, "fallbacks", 0) - before - padding
         return result
 
     def _values(self, utility) -> ValuationResult:

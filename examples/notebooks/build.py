@@ -275,6 +275,8 @@ for name in settings["datasets"]:
             "Spearman (re-run)": round(np.mean([spearmanr(p.values, layered.values)[0] for p in private]), 3),
             "Spearman (noise only)": round(np.mean([spearmanr(p.values, layered.values)[0] for p in noise_only]), 3),
             "Spearman (MC vs Layered)": round(spearmanr(monte_carlo.values, layered.values)[0], 3),
+            "accuracy, highest first": round(curves[name]["Layered"].high_first.mean(), 3),
+            "accuracy, random": round(curves[name]["Layered"].random.mean(), 3),
         }
     )
 pd.DataFrame(rows).set_index("data")"""
