@@ -128,3 +128,16 @@ def test_bad_input_is_refused_with_the_argument_named():
         utility.stability()
     with pytest.raises(TypeError, match="scikit-learn classifier"):
         SklearnUtility(object(), x, y, x_val, y_val)
+
+
+def test_small_coalitions_of_many_features_take_the_woodbury_solve_and_equal_sklearn():
+    x, y, x_val, y_val = _data(seed=4, d=12)
+    rng = np.random.default_rng(5)
+    masks = np.zeros((16, len(x)), bool)
+    for row, size in zip(masks, rng.integers(2, 7, 16)):  # at most 6 points < 12 features: K x K systems
+        row[rng.choice(len(x), size, replace=False)] = True
+    values = np.asarray(LogisticRegressionUtility(x, y, x_val, y_val, l2=0.5)(None, masks))
+    for mask, value in zip(masks, values):
+        if np.unique(y[mask]).size == 2:
+            expected = _sklearn_score(x[mask], y[mask], x_val, y_val, 1 / (2 * 0.5 * mask.sum()), False, "log_loss")
+            assert value == pytest.approx(expected, abs=1e-4)

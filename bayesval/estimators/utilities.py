@@ -138,6 +138,7 @@ class LogisticRegressionUtility:
             x, x_val = self._clip(x), self._clip(x_val)
         if self.fit_intercept:
             x, x_val = (np.hstack([a, np.ones((len(a), 1))]) for a in (x, x_val))
+        self._features = x.shape[1]
         outer = (x[:, :, None] * x[:, None, :]).reshape(len(x), -1)  # x_j x_j^T, for the Hessians
         self._arrays = tuple(jnp.asarray(a) for a in (x, outer, data.y, x_val, data.y_val))
         self.fallbacks = 0
@@ -183,7 +184,8 @@ class LogisticRegressionUtility:
             padded = np.zeros((min(self.batch_size, power_of_two(len(rows))), self.num_players), bool)
             padded[: len(rows)] = masks[rows]
             width = power_of_two(int(padded.sum(axis=1).max()))
-            members = np.argsort(~padded, axis=1, kind="stable")[:, :width] if 2 * width <= self.num_players else None
+            small = width < self._features and not self.fit_intercept  # the K x K Woodbury solve pays
+            members = np.argsort(~padded, axis=1, kind="stable")[:, :width] if small else None
             values[rows] = np.asarray(
                 _coalition_scores(
                     jnp.asarray(padded),
@@ -205,8 +207,8 @@ def _coalition_scores(
     masks, members, x, outer, y, x_val, y_val, l2, fallback, mean_penalty, fit_intercept, metric, iterations
 ):
     """Validation scores (B,) of the models fitted on each coalition (row of `masks`), all at once. With `members`
-    (B, K), the indices of each coalition's points first (K at least its size), the fit runs on those K rows only;
-    else on all n with weights 0 and 1 (large coalitions, where gathering saves nothing)."""
+    (B, K), the indices of each coalition's points first (K at least its size and below d), the fit runs on those K
+    rows only (Woodbury); else on all n with weights 0 and 1."""
     weights = masks.astype(x.dtype)
     sizes = weights.sum(axis=1)
     positives = weights @ y
@@ -218,8 +220,7 @@ def _coalition_scores(
     else:
         gathered = x[members]
         kept = jnp.take_along_axis(weights, members, axis=1)
-        woodbury = not fit_intercept and members.shape[1] < x.shape[1]
-        products = _gathered_products(gathered, woodbury)
+        products = _gathered_products(gathered)
         coefficients = _newton(products, gathered, y[members], kept, penalty, iterations)
     margins = coefficients @ x_val.T  # (B, V)
     if metric == "log_loss":
@@ -242,15 +243,12 @@ def _full_products(x, outer):
     return lambda w: w @ x.T, lambda r: r @ x, direction
 
 
-def _gathered_products(x, woodbury: bool):
-    """The same over each coalition's own gathered rows x (B, K, d). With `woodbury` (every weight penalised, K < d)
-    the direction solves the K x K system of H = P + U^T U, U = diag(s)^(1/2) x: H^-1 g = P^-1 g - P^-1 U^T
-    (I + U P^-1 U^T)^-1 U P^-1 g, far cheaper than the d x d one for a small coalition of many features."""
+def _gathered_products(x):
+    """The same over each coalition's own gathered rows x (B, K, d), K < d, every weight penalised: the direction
+    solves the K x K system of H = P + U^T U, U = diag(s)^(1/2) x, as H^-1 g = P^-1 g - P^-1 U^T (I + U P^-1 U^T)^-1
+    U P^-1 g (Woodbury), far cheaper than the d x d one for a small coalition of many features."""
 
     def direction(curvatures, penalty, gradients):
-        if not woodbury:
-            hessians = jnp.einsum("bkd,bk,bke->bde", x, curvatures, x) + jax.vmap(jnp.diag)(penalty)
-            return jnp.linalg.solve(hessians, gradients[..., None])[..., 0]
         scaled = jnp.sqrt(curvatures)[..., None] * x  # U (B, K, d)
         inverse_penalty = 1.0 / penalty
         inner = jnp.eye(x.shape[1]) + jnp.einsum("bkd,bd,bld->bkl", scaled, inverse_penalty, scaled)
