@@ -81,7 +81,8 @@ def permutation_rate(split, permutations: int) -> dict:
     """The same work as pyDVL's: permutation prefixes of the 100 points, scikit-learn's model (C = 1, intercept,
     accuracy), through the game layer's permutation sampler."""
     utility = partial(LogisticRegressionUtility, penalty="sum", fit_intercept=True, metric="accuracy")
-    MonteCarloShapley(num_permutations=8, utility=utility).fit(*split.train).value(*split.value)  # compile
+    warm_up = MonteCarloShapley(num_permutations=40, utility=utility, permutations_per_batch=40)
+    warm_up.fit(*split.train).value(*split.value)  # compiles for the same batch shapes
     start = time.perf_counter()
     result = MonteCarloShapley(num_permutations=permutations, utility=utility, permutations_per_batch=40, seed=1)
     result = result.fit(*split.train).value(*split.value)
