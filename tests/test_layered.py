@@ -107,6 +107,8 @@ def test_dp_layered_noise_is_laplace_of_the_calibrated_scale_and_is_recorded():
     np.testing.assert_allclose(scales, expected, rtol=1e-12)
     assert release.noise == "laplace" and release.noise_scale == pytest.approx(expected)
     assert release.guarantee.epsilon == pytest.approx(10 * 0.5)  # ten values, each 0.5-DP
+    np.testing.assert_allclose(result.stderr, np.sqrt(2) * expected)  # nothing un-noised is published
+    assert "fallback_coalitions" not in result.diagnostics
     noise = np.concatenate(noise)
     assert np.mean(np.abs(noise)) == pytest.approx(expected, rel=0.2)  # E|Laplace(b)| = b
     assert np.mean(noise**2) == pytest.approx(2 * expected**2, rel=0.35)

@@ -14,7 +14,8 @@ sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda) (spec P3: s = 2 for repla
 each loss by twice the removal stability; s = 1, the paper's, for add-or-remove). epsilon_0 = epsilon, except where
 amplification by subsampling holds (no layer enumerated and p < 1, p the expected number of sampled coalitions
 holding a given point; spec A10): then epsilon_0 = ln(1 + (e^epsilon - 1) / p). Each value is epsilon-DP for the
-other points; releasing all n composes to n epsilon, which is what the ledger records.
+other points; releasing all n composes to n epsilon, which is what the ledger records. A private result publishes
+nothing else computed from the data: its standard errors are the noise's, sqrt(2) b, and it has no fallback count.
 """
 
 from __future__ import annotations
@@ -238,7 +239,8 @@ class _RetrainingValuation:
         before = getattr(utility, "fallbacks", 0)
         result = self._values(utility)
         padding = result.diagnostics.pop("padding_coalitions", 0)  # empty coalitions filling the last chunk
-        result.diagnostics["fallback_coalitions"] = getattr(utility, "fallbacks", 0) - before - padding
+        if not result.privacy.releases:  # a count from the raw data is published only where nothing is private
+            result.diagnostics["fallback_coalitions"] = getattr(utility, "fallbacks", 0) - before - padding
         return result
 
     def _values(self, utility) -> ValuationResult:
@@ -331,7 +333,7 @@ class LayeredShapley(_RetrainingValuation):
         )
         self.ledger_.merge(ledger)
         result.values = released
-        result.stderr = np.sqrt(result.stderr**2 + 2 * mechanism.noise_scale**2)
+        result.stderr = np.full(num_players, math.sqrt(2.0) * mechanism.noise_scale)  # the noise's; nothing un-noised
         result.privacy = ledger
         result.diagnostics.update(
             epsilon=self.epsilon,
