@@ -15,12 +15,14 @@ from bayesval.datasets.paths import data_file
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
 NEEDS = {"sim2023_diab.ipynb": "pima_indians_diabetes.csv", "knn_detection.ipynb": "openml/2dplanes.npz"}
-NEEDS["layered_shapley.ipynb"] = "adult.csv.gz"
 PUBLIC_PACKAGES = {"bayesval", "bayesval.estimators", "bayesval.games", "bayesval.models"}  # and the loaders:
 
 
 def is_public(module: str) -> bool:
     return module in PUBLIC_PACKAGES or module.startswith("bayesval.datasets.")
+
+
+NEEDS["layered_shapley.ipynb"] = "adult.csv.gz"  # and Pima
 
 
 def notebooks() -> list[str]:
