@@ -29,6 +29,9 @@ def is_public(module: str) -> bool:
     return module in PUBLIC_PACKAGES or module.startswith("bayesval.datasets.")
 
 
+NEEDS["layered_shapley.ipynb"] = "adult.csv.gz"  # and Pima
+
+
 def notebooks() -> list[str]:
     return sorted(path.name for path in NOTEBOOKS.glob("*.ipynb"))
 

@@ -321,6 +321,88 @@ plt.xlabel("closed-form surprise (nats)")
 plt.ylabel("estimated surprise ± 2 s.e.");"""
         ),
     ],
+    "layered_shapley.ipynb": [
+        md(
+            "# Layered Shapley and DP Layered Shapley (Watson et al.)\n\n"
+            "Each of 100 training points is valued by retraining L2 logistic regression on small coalitions "
+            "(Algorithm 1: m_k = c² ln(2n/β) / (2α²k²) coalitions of size k), all fitted at once in one compiled "
+            "program; the private variant adds Laplace noise of the Appendix D sensitivity (Algorithm 2, ε = 1 per "
+            "value). The table gives the run times and the Spearman correlation of private against non-private values "
+            "(paper: 0.89 Diabetes, 0.61 Adult); the figure the removal curves of Fig. 1."
+        ),
+        code(BUDGET_CELL),
+        code(
+            """import time
+
+import pandas as pd
+from scipy.stats import spearmanr
+
+from bayesval.datasets.watson import watson_split
+from bayesval.estimators import LayeredShapley, MonteCarloShapley, removal_curves
+
+settings = {  # points valued, alpha = beta, private runs, data sets
+    "tiny": dict(n=30, alpha=0.1, runs=2, datasets=["pima", "adult"]),
+    "small": dict(n=100, alpha=0.05, runs=5, datasets=["pima", "adult", "synthetic"]),
+    "paper": dict(n=100, alpha=0.05, runs=5, datasets=["pima", "adult", "synthetic"]),
+}[BUDGET]
+alpha = settings["alpha"]
+rows, curves = [], {}
+for name in settings["datasets"]:
+    split = watson_split(name, seed=0, num_train=settings["n"])
+    start = time.perf_counter()
+    layered = bv.valuate(LayeredShapley(alpha, alpha), split.train, validation=split.value)
+    seconds = time.perf_counter() - start
+    private = [
+        LayeredShapley(alpha, alpha, epsilon=1.0, seed=run + 1).fit(*split.train).value(*split.value)
+        for run in range(settings["runs"])
+    ]
+    noise_only = [  # the same Algorithm-1 run, only the noise redrawn (spec A17)
+        LayeredShapley(alpha, alpha, epsilon=1.0).fit(*split.train).value(*split.value) for _ in range(settings["runs"])
+    ]
+    baseline = MonteCarloShapley(alpha, alpha, num_permutations=20 if BUDGET == "tiny" else None)
+    monte_carlo = baseline.fit(*split.train).value(*split.value)
+    curves[name] = {
+        "Layered": removal_curves(layered.values, *split.train, *split.test),
+        "DP Layered (eps = 1)": removal_curves(private[0].values, *split.train, *split.test),
+        "Monte Carlo": removal_curves(monte_carlo.values, *split.train, *split.test),
+    }
+    rows.append(
+        {
+            "data": name,
+            "Layered seconds": round(seconds, 1),
+            "coalitions": layered.diagnostics["evaluations"],
+            "value spread (std)": f"{layered.values.std():.1e}",
+            "noise scale": round(private[0].diagnostics["noise_scale"], 4),
+            "Spearman (re-run)": round(np.mean([spearmanr(p.values, layered.values)[0] for p in private]), 3),
+            "Spearman (noise only)": round(np.mean([spearmanr(p.values, layered.values)[0] for p in noise_only]), 3),
+            "Spearman (MC vs Layered)": round(spearmanr(monte_carlo.values, layered.values)[0], 3),
+            "accuracy, highest first": round(curves[name]["Layered"].high_first.mean(), 3),
+            "accuracy, random": round(curves[name]["Layered"].random.mean(), 3),
+        }
+    )
+pd.DataFrame(rows).set_index("data")"""
+        ),
+        md(
+            "Removal curves (Fig. 1): test accuracy of logistic regression refitted after removing the "
+            "highest-valued points first (top row: below the random line is good) or the lowest-valued first "
+            "(bottom row: above is good); the random line averages 10 random orders."
+        ),
+        code(
+            """figure, axes = plt.subplots(2, len(curves), figsize=(4 * len(curves), 6), squeeze=False)
+for column, (name, by_method) in enumerate(curves.items()):
+    for method, curve in by_method.items():
+        axes[0, column].plot(curve.removed, curve.high_first, label=method)
+        axes[1, column].plot(curve.removed, curve.low_first, label=method)
+    for row in range(2):
+        axes[row, column].plot(curve.removed, curve.random, "r:", label="random")
+        axes[row, column].set_xlabel("points removed")
+    axes[0, column].set_title(name)
+axes[0, 0].set_ylabel("accuracy, highest first")
+axes[1, 0].set_ylabel("accuracy, lowest first")
+axes[0, 0].legend(fontsize=8)
+figure.tight_layout()"""
+        ),
+    ],
 }
 
 

@@ -1,0 +1,404 @@
+"""Layered Shapley and DP Layered Shapley (Watson et al., Algorithms 1 and 2), and the Monte Carlo permutation
+baseline, as data-point estimators on a retraining utility: ``estimator.fit(X, y).value(X_val, y_val)``.
+
+Layered Shapley writes the Shapley value as the mean over coalition sizes k of the layer means
+phi_i^k = mean over size-k coalitions C of N minus i of v(C u i) - v(C) (paper Eq. 1), and estimates layer k from
+m_k = c^2 / (2 alpha^2 k^2) ln(2n / beta) coalitions (Alg. 1, line 4): Hoeffding per layer and a union bound give
+P(|phi_hat_i - phi_i| >= alpha) <= beta when |v_i(C)| <= c / k (Thm 3.3). With the spec's fixes
+(spec_layered_shapley.md Sec. 3.2.1, A1-A5): a layer with ceil(m_k) >= binom(n-1, k) coalitions is enumerated; a
+layer with m_k < 1 is sampled with probability m_k (estimate 0 when not); each layer's estimate is the mean of its
+realised draws (which the DP proof needs); the empty layer v({i}) - v({}) is added with `include_empty_layer`.
+
+DP Layered Shapley (Alg. 2) adds Laplace noise to each value, of scale Delta / epsilon_0 with the Appendix D
+sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda) (spec P3: s = 2 for replace-one neighbours, where a swap moves
+each loss by twice the removal stability; s = 1, the paper's, for add-or-remove). epsilon_0 = epsilon, except where
+amplification by subsampling holds (no layer enumerated and p < 1, p the expected number of sampled coalitions
+holding a given point; spec A10): then epsilon_0 = ln(1 + (e^epsilon - 1) / p). Each value is epsilon-DP for the
+other points; releasing all n composes to n epsilon, which is what the ledger records. A private result publishes
+nothing else computed from the data: its standard errors are the noise's, sqrt(2) b, and it has no fallback count.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable
+from functools import partial
+from math import comb
+
+import jax
+import numpy as np
+
+from bayesval.estimators.utilities import LogisticRegressionUtility, power_of_two
+from bayesval.games.samplers import PermutationSampler
+from bayesval.games.semivalues import checked_values, semivalue
+from bayesval.games.stopping import MaxEvaluations
+from bayesval.privacy import Mechanism, NoiseSource, PrivacyLedger
+from bayesval.privacy.ledger import ADJACENCIES
+from bayesval.results import ValuationResult
+from bayesval.validation import (
+    check_bool,
+    check_count,
+    check_finite_array,
+    check_key,
+    check_positive,
+    check_probability,
+)
+
+ENUMERATION_LIMIT = 20_000  # layers with at most this many coalitions are sampled without replacement
+_OWNERS = "each training point"
+
+
+def layer_sample_sizes(num_players: int, alpha: float, beta: float, c: float) -> np.ndarray:
+    """m_k = c^2 / (2 alpha^2 k^2) ln(2n / beta) for k = 1 .. n-1 (Alg. 1, line 4), with m_0 = 0 (index k)."""
+    sizes = np.arange(1, num_players)
+    return np.concatenate([[0.0], c**2 / (2 * alpha**2 * sizes**2) * math.log(2 * num_players / beta)])
+
+
+def layer_counts(key, num_players: int, alpha: float, beta: float, c: float, include_empty_layer: bool = False):
+    """Coalitions drawn per point and layer, (n, n) int: min(binom(n-1, k), ceil(m_k)) where m_k >= 1, else one with
+    probability m_k (spec A3, A5); 1 in layer 0 with `include_empty_layer` (A1)."""
+    sample_sizes = layer_sample_sizes(num_players, alpha, beta, c)
+    fixed = np.array(
+        [min(comb(num_players - 1, k), math.ceil(m)) if m >= 1 else 0 for k, m in enumerate(sample_sizes)], np.int64
+    )
+    rare = np.asarray(jax.random.uniform(key, (num_players, num_players))) < np.where(sample_sizes < 1, sample_sizes, 0)
+    counts = np.where(sample_sizes >= 1, fixed, rare.astype(np.int64))
+    counts[:, 0] = int(include_empty_layer)
+    return counts
+
+
+def _layer_coalitions(rng: np.random.Generator, num_players: int, counts: np.ndarray):
+    """Coalitions without their point: masks (T, n), owner (T,), layer (T,). An enumerated layer holds every
+    coalition, a small one distinct ones, a large one independent uniform ones (repeats negligible)."""
+    masks, owners, layers, independent = [], [], [], []
+    for player, layer in zip(*np.nonzero(counts)):
+        count, total = int(counts[player, layer]), comb(num_players - 1, int(layer))
+        if total > ENUMERATION_LIMIT:
+            independent.append((player, layer, count))
+            continue
+        others = np.delete(np.arange(num_players), player)
+        members = np.array(list(itertools.combinations(others, layer)), np.int64).reshape(total, layer)
+        if count < total:
+            members = members[rng.choice(total, count, replace=False)]
+        chosen = np.zeros((count, num_players), bool)
+        np.put_along_axis(chosen, members, True, axis=1)
+        masks.append(chosen)
+        owners.append(np.full(count, player))
+        layers.append(np.full(count, layer))
+    if independent:
+        player, layer, count = (np.repeat(column, [c for *_, c in independent]) for column in zip(*independent))
+        scores = rng.random((len(player), num_players))
+        scores[np.arange(len(player)), player] = 2.0  # never the point itself
+        masks.append(np.argsort(np.argsort(scores, axis=1), axis=1) < layer[:, None])
+        owners.append(player)
+        layers.append(layer)
+    return np.concatenate(masks), np.concatenate(owners), np.concatenate(layers)
+
+
+def layered_shapley(
+    utility,
+    num_players: int,
+    key,
+    *,
+    alpha: float = 0.05,
+    beta: float = 0.05,
+    c: float = 0.5,
+    include_empty_layer: bool = False,
+    batch_size: int = 4096,
+) -> ValuationResult:
+    """Layered Shapley values (Watson et al., Alg. 1 with the spec's fixes) of a utility `utility(key, masks)`.
+
+    Every sampled coalition costs two values, v(C) and v(C u i); each distinct coalition is valued once, in
+    batches of `batch_size` masks. The standard error per value is that of the layer means (a layer drawn once
+    counts its worst-case variance (c / 2k)^2; an enumerated one none)."""
+    num_players = check_count("num_players", num_players, minimum=2)
+    key = check_key("key", key)
+    alpha, beta = check_probability("alpha", alpha), check_probability("beta", beta)
+    c = check_positive("c", c)
+    check_bool("include_empty_layer", include_empty_layer)
+    batch_size = check_count("batch_size", batch_size, minimum=1)
+    started = time.perf_counter()
+    counts_key, coalition_key, utility_key = jax.random.split(key, 3)
+    counts = layer_counts(counts_key, num_players, alpha, beta, c, include_empty_layer)
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(coalition_key)).tolist())
+    without, owners, layers = _layer_coalitions(rng, num_players, counts)
+    with_point = without.copy()
+    with_point[np.arange(len(owners)), owners] = True
+    coalitions, inverse = np.unique(
+        np.packbits(np.concatenate([with_point, without]), axis=1), axis=0, return_inverse=True
+    )
+    masks = np.unpackbits(coalitions, axis=1, count=num_players).astype(bool)
+    values = _chunked_values(utility, utility_key, masks, batch_size)
+    gains = values[inverse[: len(owners)]] - values[inverse[len(owners) :]]
+    layer_means, variances = _layer_statistics(gains, owners, layers, counts, num_players, c)
+    return ValuationResult(
+        method="layered shapley",
+        values=layer_means.sum(axis=1) / num_players,
+        stderr=np.sqrt(variances.sum(axis=1)) / num_players,
+        names=[str(i) for i in range(num_players)],
+        counts=counts.sum(axis=1),
+        diagnostics={
+            "alpha": alpha,
+            "beta": beta,
+            "c": c,
+            "include_empty_layer": include_empty_layer,
+            "coalitions_per_layer": counts.mean(axis=0).tolist(),
+            "enumerated_layers": [k for k in range(1, num_players) if counts[0, k] == comb(num_players - 1, k)],
+            "marginals": len(gains),
+            "evaluations": len(masks),
+            "padding_coalitions": -len(masks) % min(batch_size, power_of_two(len(masks))),
+            "seconds": time.perf_counter() - started,
+        },
+    )
+
+
+def _chunked_values(utility, key, masks: np.ndarray, batch_size: int) -> np.ndarray:
+    """The utility's values (checked: finite, one per coalition) of `masks`, in chunks of a power-of-two size (the
+    last padded with empty coalitions), so that a compiled utility sees few shapes; chunk b's key is fold_in(key, b)."""
+    rows = min(batch_size, power_of_two(len(masks)))
+    padded = np.zeros((-(-len(masks) // rows) * rows, masks.shape[1]), bool)
+    padded[: len(masks)] = masks
+    names = [str(i) for i in range(masks.shape[1])]
+    chunks = [
+        checked_values(
+            utility(jax.random.fold_in(key, b), padded[start : start + rows]), padded[start : start + rows], names
+        )[0]
+        for b, start in enumerate(range(0, len(padded), rows))
+    ]
+    return np.asarray(np.concatenate(chunks))[: len(masks)]
+
+
+def _layer_statistics(gains, owners, layers, counts, num_players: int, c: float):
+    """Layer means (n, n), 0 where a layer drew nothing, and their variances (finite-population corrected)."""
+    groups = owners * num_players + layers
+    size = num_players * num_players
+    sums = np.bincount(groups, gains, size).reshape(num_players, num_players)
+    squares = np.bincount(groups, gains**2, size).reshape(num_players, num_players)
+    drawn = counts.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(drawn > 0, sums / drawn, 0.0)
+        spread = np.maximum(squares - drawn * means**2, 0.0) / (drawn - 1)
+        totals = np.array([comb(num_players - 1, k) for k in range(num_players)], np.float64)
+        correction = np.clip(1.0 - drawn / totals, 0.0, 1.0)
+        worst = (c / (2.0 * np.maximum(np.arange(num_players), 1))) ** 2
+        variances = np.where(drawn > 1, spread / drawn * correction, np.where(drawn == 1, worst * correction, 0.0))
+    return means, variances
+
+
+def expected_coalitions_with(coalitions_per_layer) -> float:
+    """p: the expected number of a point's sampled coalitions that hold a given other point,
+    sum_k E[M_k] k / (n - 1), from the mean draws per layer k = 0 .. n-1 (spec Sec. 3.3.1, P3; Thm 3.4 corrected)."""
+    per_layer = np.asarray(coalitions_per_layer, np.float64)
+    return float((per_layer * np.arange(len(per_layer))).sum() / (len(per_layer) - 1))
+
+
+def layered_sensitivity(num_players: int, lipschitz: float, kappa: float, l2: float, adjacency: str) -> float:
+    """Delta = s L^2 kappa^2 H_{n-1} / (n lambda) (Appendix D; s = 2 for replace-one neighbours, spec P3)."""
+    harmonic = float(np.sum(1.0 / np.arange(1, num_players)))
+    return (2.0 if adjacency == "replace-one" else 1.0) * lipschitz**2 * kappa**2 * harmonic / (num_players * l2)
+
+
+def amplified_epsilon(epsilon: float, p: float, enumerated: bool) -> float:
+    """epsilon_0 = ln(1 + (e^epsilon - 1) / p), where amplification holds (p < 1, no layer enumerated), else
+    epsilon (spec A10: with p >= 1 the printed formula would add more noise than no amplification)."""
+    if enumerated or p >= 1:
+        return epsilon
+    return math.log1p(math.expm1(epsilon) / p)
+
+
+class _RetrainingValuation:
+    """Fit stores the points; value builds the utility on the validation set and values every point."""
+
+    method: str
+
+    def __init__(self, utility: Callable | None, seed, batch_size: int) -> None:
+        self.utility = partial(LogisticRegressionUtility, norm_bound=1.0) if utility is None else utility
+        if not callable(self.utility):
+            raise TypeError(
+                f"utility must be callable as utility(X, y, X_val, y_val), e.g. LogisticRegressionUtility, got "
+                f"{self.utility!r}"
+            )
+        self.key = check_key("seed", seed)
+        self.batch_size = check_count("batch_size", batch_size, minimum=1)
+
+    def fit(self, X, y) -> _RetrainingValuation:
+        """Store the training points to be valued (at least two)."""
+        features = check_finite_array("X", X, ndim=2)
+        if features.shape[0] < 2:
+            raise ValueError(f"X has {features.shape[0]} rows; valuing data points needs at least 2")
+        self.X_, self.y_ = features, np.asarray(y)
+        return self
+
+    def value(self, X_val, y_val) -> ValuationResult:
+        """Value every training point by the utility's score on (X_val, y_val)."""
+        if not hasattr(self, "X_"):
+            raise RuntimeError(f"call {type(self).__name__}.fit(X, y) before .value(...)")
+        utility = self.utility(self.X_, self.y_, X_val, y_val)
+        before = getattr(utility, "fallbacks", 0)
+        result = self._values(utility)
+        padding = result.diagnostics.pop("padding_coalitions", 0)  # empty coalitions filling the last chunk
+        if not result.privacy.releases:  # a count from the raw data is published only where nothing is private
+            result.diagnostics["fallback_coalitions"] = getattr(utility, "fallbacks", 0) - before - padding
+        return result
+
+    def _values(self, utility) -> ValuationResult:
+        raise NotImplementedError
+
+
+class LayeredShapley(_RetrainingValuation):
+    """Layered Shapley (Watson et al., Alg. 1), private with `epsilon` (Alg. 2, Laplace output noise).
+
+    alpha, beta    the (alpha, beta) guarantee: P(|phi_hat_i - phi_i| >= alpha) <= beta per point, in (0, 1)
+    c              the diminishing-returns constant, |v_i(C)| <= c / |C| (taken as the marginals' range, as the
+                   paper's Hoeffding step does; pass 2c for a rigorous bound, spec A6). Default: from the utility's
+                   stability, c = L^2 kappa^2 / (2 lambda) (spec Sec. 1.1)
+    include_empty_layer   add the layer k = 0, v({i}) - v({}) (not in the paper's Alg. 1)
+    epsilon        per-value DP budget (> 0); the n values together are n epsilon-DP (recorded in the ledger)
+    adjacency      'replace-one' (the paper's Def. 2.1; sensitivity factor 2) or 'add-or-remove-one' (factor 1,
+                   the paper's Appendix D)
+    utility        a factory utility(X, y, X_val, y_val) -> utility(key, masks) (default LogisticRegressionUtility
+                   with norm_bound=1: rows scaled to norm <= 1, log-loss, lambda = 1; `functools.partial` sets other
+                   options); DP needs one with `stability()` (L, kappa, lambda)
+    seed           the sampling key (int or jax key); privacy noise comes from `noise_seed` / OS entropy instead
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.05,
+        beta: float = 0.05,
+        c: float | None = None,
+        *,
+        include_empty_layer: bool = False,
+        epsilon: float | None = None,
+        adjacency: str = "replace-one",
+        utility: Callable | None = None,
+        seed=0,
+        batch_size: int = 4096,
+        noise_seed: int | None = None,
+        allow_seed_reuse: bool = False,
+    ) -> None:
+        super().__init__(utility, seed, batch_size)
+        self.alpha, self.beta = check_probability("alpha", alpha), check_probability("beta", beta)
+        self.c = None if c is None else check_positive("c", c)
+        self.include_empty_layer = check_bool("include_empty_layer", include_empty_layer)
+        self.epsilon = None if epsilon is None else check_positive("epsilon", epsilon)
+        if adjacency not in ADJACENCIES:
+            raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
+        self.adjacency = adjacency
+        if self.epsilon is None and (noise_seed is not None or allow_seed_reuse):
+            raise ValueError("noise_seed / allow_seed_reuse apply to DP Layered Shapley: set epsilon too")
+        self.noise = None if self.epsilon is None else NoiseSource(noise_seed, allow_reuse=allow_seed_reuse)
+        self.method = "layered shapley" if self.epsilon is None else "dp layered shapley"
+        self.ledger_ = PrivacyLedger()
+
+    def _values(self, utility) -> ValuationResult:
+        needs_stability = self.epsilon is not None or self.c is None
+        if needs_stability and not hasattr(utility, "stability"):
+            raise ValueError(
+                f"{type(utility).__name__} declares no stability bound (L, kappa, lambda): DP Layered Shapley cannot "
+                "derive its sensitivity, and c must be given"
+            )
+        stability = utility.stability() if needs_stability else None
+        c = self.c if self.c is not None else stability[0] ** 2 * stability[1] ** 2 / (2 * stability[2])
+        num_players = utility.num_players
+        result = layered_shapley(
+            utility,
+            num_players,
+            self.key,
+            alpha=self.alpha,
+            beta=self.beta,
+            c=c,
+            include_empty_layer=self.include_empty_layer,
+            batch_size=self.batch_size,
+        )
+        result.method = self.method
+        if self.epsilon is None:
+            return result
+        p = expected_coalitions_with(result.diagnostics["coalitions_per_layer"])
+        enumerated = bool(result.diagnostics["enumerated_layers"])
+        epsilon_0 = amplified_epsilon(self.epsilon, p, enumerated)
+        sensitivity = layered_sensitivity(num_players, *stability, self.adjacency)
+        mechanism = Mechanism.laplace(
+            num_players * epsilon_0, sensitivity, num_compositions=num_players, adjacency=self.adjacency
+        )
+        ledger = PrivacyLedger()
+        released, _ = mechanism.perturb(
+            result.values,
+            noise=self.noise,
+            owner=_OWNERS,
+            what=f"Layered Shapley values of {num_players} points, each {epsilon_0:g}-DP for the other points",
+            ledger=ledger,
+        )
+        self.ledger_.merge(ledger)
+        result.values = released
+        result.stderr = np.full(num_players, math.sqrt(2.0) * mechanism.noise_scale)  # the noise's; nothing un-noised
+        result.privacy = ledger
+        result.diagnostics.update(
+            epsilon=self.epsilon,
+            epsilon_0=epsilon_0,
+            amplified=epsilon_0 != self.epsilon,
+            p=p,
+            sensitivity=sensitivity,
+            noise_scale=mechanism.noise_scale,
+            adjacency=self.adjacency,
+            privacy_noise=repr(self.noise),
+        )
+        return result
+
+
+class MonteCarloShapley(_RetrainingValuation):
+    """The Monte Carlo permutation baseline (Castro et al.; Watson et al. Sec. 2.1.1, the green line of Fig. 1):
+    m = ceil(ln(2 / beta) c^2 / (2 alpha^2)) permutations (Maleki et al.'s (alpha, beta) bound), each giving every
+    point its marginal contribution to its predecessors, through the game layer (`bayesval.games.semivalue` with a
+    `PermutationSampler`). Not truncated (spec Sec. 3.1 recommends none; TMC's truncation biases the values).
+    `num_permutations` overrides m; it is rounded up to whole batches of `permutations_per_batch`."""
+
+    method = "monte carlo shapley"
+
+    def __init__(
+        self,
+        alpha: float = 0.05,
+        beta: float = 0.05,
+        c: float = 0.5,
+        *,
+        num_permutations: int | None = None,
+        utility: Callable | None = None,
+        seed=0,
+        permutations_per_batch: int = 8,
+    ) -> None:
+        super().__init__(utility, seed, permutations_per_batch)
+        self.alpha, self.beta = check_probability("alpha", alpha), check_probability("beta", beta)
+        self.c = check_positive("c", c)
+        required = math.ceil(math.log(2 / self.beta) * self.c**2 / (2 * self.alpha**2))
+        self.num_permutations = (
+            required if num_permutations is None else check_count("num_permutations", num_permutations, minimum=1)
+        )
+
+    def _values(self, utility) -> ValuationResult:
+        num_players = utility.num_players
+        batch = min(self.batch_size, self.num_permutations)
+        batches = -(-self.num_permutations // batch)
+        result = semivalue(
+            utility,
+            num_players,
+            self.key,
+            sampler=PermutationSampler(),
+            stop=MaxEvaluations(batches * batch * (num_players + 1)),
+            batch_size=batch,
+        )
+        result.method = self.method
+        result.diagnostics["permutations"] = batches * batch
+        return result
+
+
+__all__ = [
+    "LayeredShapley",
+    "MonteCarloShapley",
+    "amplified_epsilon",
+    "layer_counts",
+    "layer_sample_sizes",
+    "layered_sensitivity",
+    "layered_shapley",
+]

@@ -1,0 +1,214 @@
+"""Layered Shapley against exact enumeration, its (alpha, beta) guarantee over 200 seeds, the spec's worked numbers,
+DP Layered Shapley's calibration and noise scale, the Monte Carlo baseline, the front door and bad input."""
+
+import math
+from functools import partial
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+import bayesval as bv
+from bayesval.estimators import LayeredShapley, LogisticRegressionUtility, MonteCarloShapley, SklearnUtility
+from bayesval.estimators.layered import (
+    amplified_epsilon,
+    expected_coalitions_with,
+    layer_counts,
+    layer_sample_sizes,
+    layered_sensitivity,
+    layered_shapley,
+)
+from bayesval.games import exact_semivalue
+
+
+def _data(seed=0, n=10, d=3, n_val=80):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n + n_val, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y = (rng.random(n + n_val) < 1 / (1 + np.exp(-4 * x[:, 0]))).astype(int)
+    y[:2] = [0, 1]
+    return x[:n], y[:n], x[n:], y[n:]
+
+
+def _averaging_game(weights, c):
+    """v(C) = c * mean of a_j over C (0 when empty): v_i(C) = c (a_i - mean_C) / (k + 1), of range c / (k + 1)."""
+    a = jnp.asarray(weights)
+
+    def utility(key, masks):
+        masks = jnp.asarray(masks)
+        sizes = masks.sum(axis=1)
+        return c * jnp.where(sizes > 0, masks @ a / jnp.maximum(sizes, 1), 0.0)
+
+    return utility
+
+
+def test_worked_numbers_of_the_spec():
+    sizes = layer_sample_sizes(100, 0.05, 0.05, 0.5)
+    assert sizes[1] == pytest.approx(414.7025, abs=1e-4) and sizes[2] == pytest.approx(103.6756, abs=1e-4)
+    assert sizes.sum() == pytest.approx(678.0, abs=0.05)
+    assert np.flatnonzero(sizes >= 1).max() == 20
+    counts = layer_counts(bv.games.semivalues.check_key("key", 0), 100, 0.05, 0.05, 0.5)
+    assert counts[0, 1] == 99 and counts[0, 2] == 104 and counts[0, 20] == 2  # layer 1 enumerated, ceil(m_k)
+    assert set(np.unique(counts[:, 21:])) <= {0, 1}
+    assert layered_sensitivity(100, 1.0, 1.0, 1.0, "add-or-remove-one") == pytest.approx(0.0517738, abs=1e-6)
+    assert layered_sensitivity(100, 1.0, 1.0, 1.0, "replace-one") == pytest.approx(2 * 0.0517738, abs=1e-6)
+    per_layer = [0.0] + [min(math.comb(99, k), m) for k, m in enumerate(sizes[1:], 1)]
+    assert expected_coalitions_with(per_layer) == pytest.approx(18.50, abs=0.01)  # spec Sec. 5, exact p
+
+
+def test_amplification_only_where_it_holds():
+    assert amplified_epsilon(1.0, 19.1, enumerated=True) == 1.0
+    assert amplified_epsilon(1.0, 0.5, enumerated=True) == 1.0
+    assert amplified_epsilon(1.0, 2.0, enumerated=False) == 1.0  # p >= 1: the formula would add noise
+    assert amplified_epsilon(1.0, 0.1, enumerated=False) == pytest.approx(math.log(1 + (math.e - 1) / 0.1))
+
+
+def test_exhaustive_layers_give_the_exact_shapley_value_of_a_logistic_regression():
+    x, y, x_val, y_val = _data(n=8)
+    utility = LogisticRegressionUtility(x, y, x_val, y_val, norm_bound=1.0)
+    exact = exact_semivalue(utility, 8, 0).values
+    layered = layered_shapley(utility, 8, 0, alpha=1e-3, beta=0.05, c=0.5, include_empty_layer=True)
+    assert layered.diagnostics["enumerated_layers"] == list(range(1, 8))
+    np.testing.assert_allclose(layered.values, exact, atol=1e-12)
+    assert layered.values.sum() == pytest.approx(float(utility(None, np.ones((1, 8), bool))[0]) + math.log(2))
+    without_empty = layered_shapley(utility, 8, 0, alpha=1e-3, beta=0.05, c=0.5)
+    empty_layer = (np.asarray(utility(None, np.eye(8, dtype=bool))) + math.log(2)) / 8
+    np.testing.assert_allclose(without_empty.values, exact - empty_layer, atol=1e-12)
+
+
+def test_the_alpha_beta_guarantee_holds_over_200_seeds():
+    n, c, alpha, beta = 10, 1.0, 0.1, 0.1
+    a = np.random.default_rng(4).random(n)
+    game = _averaging_game(a, c)
+    exact = exact_semivalue(game, n, 0).values
+    runs = [layered_shapley(game, n, seed, alpha=alpha, beta=beta, c=c) for seed in range(200)]
+    empty_layer = c * a / n  # layer 0, which Alg. 1 leaves out: v({i}) - v({}) = c a_i
+    errors = np.array([run.values for run in runs]) + empty_layer - exact
+    assert runs[0].diagnostics["enumerated_layers"] == [1, 2, 9]  # the other layers are sampled
+    assert (np.abs(errors) > alpha).mean(axis=0).max() <= beta
+    reported = np.array([run.stderr for run in runs]).mean(axis=0)  # and the standard errors are calibrated
+    np.testing.assert_allclose(errors.std(axis=0) / reported, 1.0, atol=0.25)
+    np.testing.assert_allclose(errors.mean(axis=0), 0.0, atol=3 * errors.std(axis=0).max() / np.sqrt(200) + 1e-12)
+
+
+def test_dp_layered_noise_is_laplace_of_the_calibrated_scale_and_is_recorded():
+    x, y, x_val, y_val = _data()
+    utility = partial(LogisticRegressionUtility, norm_bound=1.0, l2=2.0)
+    exact = LayeredShapley(0.2, 0.2, utility=utility).fit(x, y).value(x_val, y_val)
+    noise, scales = [], []
+    for seed in range(30):
+        private = LayeredShapley(0.2, 0.2, epsilon=0.5, utility=utility, noise_seed=1000 + seed)
+        result = private.fit(x, y).value(x_val, y_val)
+        noise.append(result.values - exact.values)
+        scales.append(result.diagnostics["noise_scale"])
+        [release] = result.privacy.releases
+    expected = layered_sensitivity(10, 1.0, 1.0, 2.0, "replace-one") / 0.5
+    np.testing.assert_allclose(scales, expected, rtol=1e-12)
+    assert release.noise == "laplace" and release.noise_scale == pytest.approx(expected)
+    assert release.guarantee.epsilon == pytest.approx(10 * 0.5)  # ten values, each 0.5-DP
+    np.testing.assert_allclose(result.stderr, np.sqrt(2) * expected)  # nothing un-noised is published
+    assert "fallback_coalitions" not in result.diagnostics
+    noise = np.concatenate(noise)
+    assert np.mean(np.abs(noise)) == pytest.approx(expected, rel=0.2)  # E|Laplace(b)| = b
+    assert np.mean(noise**2) == pytest.approx(2 * expected**2, rel=0.35)
+
+
+def test_monte_carlo_baseline_converges_to_the_exact_value():
+    x, y, x_val, y_val = _data(n=6)
+    utility = partial(LogisticRegressionUtility, metric="accuracy")
+    exact = exact_semivalue(utility(x, y, x_val, y_val), 6, 0).values
+    baseline = MonteCarloShapley(num_permutations=2000, utility=utility, permutations_per_batch=500)
+    result = baseline.fit(x, y).value(x_val, y_val)
+    assert result.diagnostics["permutations"] == 2000
+    assert np.all(np.abs(result.values - exact) <= 4 * result.stderr + 1e-9)
+    assert MonteCarloShapley(c=0.5).num_permutations == 185 and MonteCarloShapley(c=1.0).num_permutations == 738
+
+
+def test_valuate_front_door_and_the_sklearn_fallback():
+    x, y, x_val, y_val = _data()
+    result = bv.valuate(LayeredShapley(0.3, 0.3), (x, y), validation=(x_val, y_val))
+    assert result.method == "layered shapley" and len(result) == 10 and np.all(np.isfinite(result.values))
+    assert result.diagnostics["fallback_coalitions"] == 0  # no intercept: only the empty coalition, never drawn
+    slow = partial(SklearnUtility, LogisticRegression())  # single-class coalitions cannot be fitted
+    fallback = bv.valuate(LayeredShapley(0.3, 0.3, c=1.0, utility=slow), (x, y), validation=(x_val, y_val))
+    assert fallback.diagnostics["fallback_coalitions"] > 0
+
+
+@pytest.mark.parametrize(
+    "arguments, error, message",
+    [
+        ({"alpha": 0.0}, ValueError, "alpha must lie in"),
+        ({"alpha": 1.0}, ValueError, "alpha must lie in"),
+        ({"beta": 1.5}, ValueError, "beta must lie in"),
+        ({"beta": -0.1}, ValueError, "beta must lie in"),
+        ({"epsilon": 0.0}, ValueError, "epsilon must be a finite number > 0"),
+        ({"epsilon": -1.0}, ValueError, "epsilon must be a finite number > 0"),
+        ({"c": 0.0}, ValueError, "c must be a finite number > 0"),
+        ({"adjacency": "swap"}, ValueError, "adjacency must be one of"),
+        ({"noise_seed": 3}, ValueError, "set epsilon too"),
+        ({"utility": 3}, TypeError, "utility must be callable"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(arguments, error, message):
+    with pytest.raises(error, match=message):
+        LayeredShapley(**arguments)
+
+
+def test_bad_data_and_utilities_are_refused():
+    x, y, x_val, y_val = _data()
+    with pytest.raises(ValueError, match="X has 1 rows; valuing data points needs at least 2"):
+        LayeredShapley().fit(x[:1], y[:1])
+    with pytest.raises(RuntimeError, match="before .value"):
+        LayeredShapley().value(x_val, y_val)
+
+    class NaNUtility:
+        num_players = 10
+
+        def __init__(self, *data):
+            pass
+
+        def __call__(self, key, masks):
+            return jnp.where(jnp.asarray(masks).sum(axis=1) == 3, jnp.nan, 0.0)
+
+    with pytest.raises(ValueError, match="utility returned NaN or inf for"):
+        LayeredShapley(c=1.0, utility=NaNUtility).fit(x, y).value(x_val, y_val)
+    with pytest.raises(ValueError, match="declares no stability bound"):
+        LayeredShapley(utility=NaNUtility).fit(x, y).value(x_val, y_val)
+    accuracy = partial(LogisticRegressionUtility, metric="accuracy", norm_bound=1.0)
+    with pytest.raises(ValueError, match="metric='log_loss'"):
+        LayeredShapley(epsilon=1.0, utility=accuracy).fit(x, y).value(x_val, y_val)
+
+
+def test_removal_curves_with_oracle_values_lie_below_random_and_refit_the_kept_points():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(640, 2))
+    y = (x[:, 0] > 0).astype(int)
+    flipped = np.zeros(40, bool)
+    flipped[:12] = True
+    y_train = np.where(flipped, 1 - y[:40], y[:40])
+    oracle = np.where(flipped, -1.0, 1.0) + 0.01 * rng.random(40)  # clean points help, flipped ones hurt
+    curves = bv.estimators.removal_curves(oracle, x[:40], y_train, x[40:], y[40:], key=1)
+    assert list(curves.removed) == list(range(0, 30, 2))
+    assert curves.high_first.mean() < curves.random.mean() < curves.low_first.mean()
+    kept = np.argsort(-oracle)[4:]  # the point at 4 removed: a refit on the kept rows, sklearn's C = 1
+    model = LogisticRegression(tol=1e-10, max_iter=10_000).fit(x[:40][kept], y_train[kept])
+    assert curves.high_first[2] == pytest.approx(model.score(x[40:], y[40:]))
+    with pytest.raises(ValueError, match="values must have one entry per row of X"):
+        bv.estimators.removal_curves(oracle[:5], x[:40], y_train, x[40:], y[40:])
+
+
+def test_watson_splits_are_disjoint_scaled_and_sized():
+    from bayesval.datasets.pima import read_pima
+    from bayesval.datasets.watson import make_ghorbani_synthetic, watson_split
+
+    split = watson_split("pima", seed=3)
+    assert [len(part[1]) for part in split] == [100, 334, 334]
+    rows = np.vstack([part[0] for part in split])
+    raw, _, _ = read_pima()
+    assert len(np.unique(raw, axis=0)) == len(raw) and len(np.unique(rows, axis=0)) == len(rows)  # disjoint rows
+    assert np.linalg.norm(rows, axis=1).max() <= 1 + 1e-12 and rows.min() >= 0
+    x, y = make_ghorbani_synthetic(seed=1, num_points=600, num_train=100)
+    assert x.shape == (600, 50) and set(np.unique(y)) == {0, 1}
+    with pytest.raises(ValueError, match="name must be one of"):
+        watson_split("iris")
