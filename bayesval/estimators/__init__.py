@@ -1,4 +1,5 @@
-"""Data-point valuation: KNN-Shapley, TKNN-Shapley, DP-TKNN-Shapley and the naive DP-KNN baseline."""
+"""Data-point valuation: KNN-Shapley, TKNN-Shapley, DP-TKNN-Shapley and the naive DP-KNN baseline; semivalues
+from DP gradient trajectories with correlated noise."""
 
 from bayesval.estimators.evaluation import (
     add_feature_noise,
@@ -8,9 +9,28 @@ from bayesval.estimators.evaluation import (
     flip_labels,
     standardise,
 )
+from bayesval.estimators.gradient_models import LogisticModel, MLPModel
+from bayesval.estimators.gradients import (
+    NOISE_MODES,
+    GradientSemivalues,
+    burn_in_values,
+    gradient_marginals,
+    mean_adjusted_variance,
+    permutation_weights,
+    released_gradients,
+)
 from bayesval.estimators.knn import DPKNNShapley, KNNShapley, TKNNShapley
 
 __all__ = [
+    "NOISE_MODES",
+    "GradientSemivalues",
+    "LogisticModel",
+    "MLPModel",
+    "burn_in_values",
+    "gradient_marginals",
+    "mean_adjusted_variance",
+    "permutation_weights",
+    "released_gradients",
     "DPKNNShapley",
     "KNNShapley",
     "TKNNShapley",
