@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.datasets import load_breast_cancer
 
 import bayesval  # noqa: F401  (64-bit mode)
-from bayesval.estimators import LogisticModel, gradient_marginals, permutation_weights, standardise
+from bayesval.estimators import LogisticModel, gradient_marginals, standardise
 from bayesval.privacy import DPGuarantee, Mechanism
 
 
@@ -41,13 +41,12 @@ def jax_run(X, y, X_test, y_test, k, noise_std, learning_rate, dtype):
         jnp.asarray(y[:, None]),
         jnp.asarray(X_test, dtype),
         jnp.asarray(y_test),
-        jnp.asarray(permutation_weights("shapley", len(y)), dtype),
         jnp.asarray(noise_std, dtype),
     )
 
     def run(seed):
         keys = jax.random.key(seed), jax.random.key(seed + 1)
-        marginals, _ = gradient_marginals(
+        marginals, _, _ = gradient_marginals(
             *keys, *inputs, model=model, num_permutations=k, learning_rate=learning_rate, clip=1.0, mode=1
         )
         return marginals.block_until_ready()

@@ -9,7 +9,7 @@ from bayesval.estimators.evaluation import (
     flip_labels,
     standardise,
 )
-from bayesval.estimators.gradient_models import LogisticModel, MLPModel
+from bayesval.estimators.gradient_models import LinearModel, LogisticModel, MLPModel
 from bayesval.estimators.gradients import (
     NOISE_MODES,
     GradientSemivalues,
@@ -18,12 +18,14 @@ from bayesval.estimators.gradients import (
     mean_adjusted_variance,
     permutation_weights,
     released_gradients,
+    weighted_marginals,
 )
 from bayesval.estimators.knn import DPKNNShapley, KNNShapley, TKNNShapley
 
 __all__ = [
     "NOISE_MODES",
     "GradientSemivalues",
+    "LinearModel",
     "LogisticModel",
     "MLPModel",
     "burn_in_values",
@@ -40,4 +42,5 @@ __all__ = [
     "detection_aurocs",
     "flip_labels",
     "standardise",
+    "weighted_marginals",
 ]

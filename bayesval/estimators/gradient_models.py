@@ -1,9 +1,10 @@
-"""Small classifiers in pure JAX on a flat parameter vector, for the gradient-trajectory game.
+"""Small models in pure JAX on a flat parameter vector, for the gradient-trajectory game.
 
 Zhou et al. (2024), Sec. 6: logistic regression (multinomial, softmax cross-entropy on the logits: spec A9) and a
-small network. Parameters are one flat vector of length `num_parameters`, so a party's released gradient and its
-running-mean buffer are plain (d,) arrays. Each model has `init(key)` (a fresh random model, one per permutation:
-spec Sec. 1.3), `loss(params, x, y)` (mean cross-entropy of integer labels) and `accuracy(params, x, y)`.
+small network; least-squares regression for the theory's check (App. C, Prop. 5.1 (a)). Parameters are one flat
+vector of length `num_parameters`, so a party's released gradient and its running-mean buffer are plain (d,)
+arrays. Each model has `init(key)` (a fresh random model, one per permutation: spec Sec. 1.3) and
+`loss(params, x, y)`; the classifiers also `accuracy(params, x, y)`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,30 @@ class _Classifier:
     def accuracy(self, params: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
         """Fraction of rows whose largest logit is their label."""
         return jnp.mean(jnp.argmax(self.logits(params, x), axis=-1) == y)
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """Least-squares linear regression, prediction = x w + b, for the theory's strongly concave utility
+    V = -MSE (Prop. 5.1 (a), spec Sec. 5 target 1); w initialised N(0, init_scale^2), b = 0."""
+
+    num_features: int
+    init_scale: float = 0.01
+
+    def __post_init__(self) -> None:
+        check_int("num_features", self.num_features, minimum=1)
+        check_non_negative("init_scale", self.init_scale)
+
+    @property
+    def num_parameters(self) -> int:
+        return self.num_features + 1
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jnp.append(self.init_scale * jax.random.normal(key, (self.num_features,)), 0.0)
+
+    def loss(self, params: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
+        """Mean squared error of the targets y at the rows x."""
+        return jnp.mean((x @ params[:-1] + params[-1] - y) ** 2)
 
 
 @dataclass(frozen=True)
@@ -101,4 +126,4 @@ class MLPModel(_Classifier):
         return jax.nn.relu(x @ w1 + b1) @ w2 + b2
 
 
-__all__ = ["LogisticModel", "MLPModel"]
+__all__ = ["LinearModel", "LogisticModel", "MLPModel"]

@@ -125,7 +125,6 @@ def gradient_marginals(
     party_y: jax.Array,
     x_val: jax.Array,
     y_val: jax.Array,
-    position_weights: jax.Array,
     noise_std: jax.Array,
     *,
     model: LogisticModel | MLPModel,
@@ -136,14 +135,15 @@ def gradient_marginals(
     gradient_variance: float = 0.0,
     utility: str = "loss",
 ) -> tuple[jax.Array, jax.Array]:
-    """The (k, n) weighted marginal contributions p(r) m_j(pi^t) of the gradient-trajectory game, and whether every
-    gradient was finite.
+    """The gradient-trajectory game: (marginals, positions, finite) with marginals[t-1, j] = m_j(pi^t), the change
+    of V over party j's step in permutation t, positions[t-1, j] its position in pi^t (0-based; r = position + 1),
+    and whether every gradient and utility was finite. The trajectory does not depend on the semivalue: weight
+    the marginals by `permutation_weights(semivalue, n)[positions]` for any semivalue (`weighted_marginals`).
 
     party_x (n, B, f), party_y (n, B): each party's B rows. Permutation t (1-based) draws pi^t and a fresh model
     from fold_in(sampling_key, t); party j's noise at permutation t is row j of one (n, d) `add_noise` draw from
-    fold_in(noise_key, t).
-    position_weights: p(r) by position (`permutation_weights`); mode: the index of the noise mode in NOISE_MODES.
-    The step is theta <- theta - learning_rate * released / B (the released sum of clipped gradients, averaged).
+    fold_in(noise_key, t). mode: the index of the noise mode in NOISE_MODES. The step is
+    theta <- theta - learning_rate * released / B (the released sum of clipped gradients, averaged).
     """
     n, rows = party_x.shape[0], party_x.shape[1]
     k = num_permutations
@@ -169,16 +169,22 @@ def gradient_marginals(
             released, own = release_step(mode, buffer[j], noisy, t, k, noise_variance, gradient_variance)
             params = params - learning_rate * released / rows
             after = value(params)
-            weighted = position_weights[position] * (after - before)
-            return (params, after, buffer.at[j].set(own), finite & ok), weighted
+            return (params, after, buffer.at[j].set(own), finite & ok), after - before
 
         init = (params, value(params), buffer, jnp.asarray(True))
-        (_, _, buffer, finite), weighted = jax.lax.scan(step, init, jnp.arange(n))
-        return buffer, (jnp.zeros(n, weighted.dtype).at[order].set(weighted), finite)
+        (_, _, buffer, finite), marginals = jax.lax.scan(step, init, jnp.arange(n))
+        positions = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+        return buffer, (jnp.zeros(n, marginals.dtype).at[order].set(marginals), positions, finite)
 
     buffer = jnp.zeros((n, model.num_parameters), party_x.dtype)
-    _, (marginals, finite) = jax.lax.scan(permutation, buffer, jnp.arange(1, k + 1))
-    return marginals, jnp.all(finite) & jnp.all(jnp.isfinite(marginals))
+    _, (marginals, positions, finite) = jax.lax.scan(permutation, buffer, jnp.arange(1, k + 1))
+    return marginals, positions, jnp.all(finite) & jnp.all(jnp.isfinite(marginals))
+
+
+def weighted_marginals(marginals, positions, semivalue: str | Semivalue) -> np.ndarray:
+    """p(r) m_j(pi^t) (k, n): the summands of Eq. 2 for `semivalue`, from one run's marginals and positions."""
+    positions = np.asarray(positions)
+    return permutation_weights(semivalue, positions.shape[1])[positions] * np.asarray(marginals, np.float64)
 
 
 def burn_in_values(marginals, burn_in: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
@@ -217,8 +223,9 @@ class GradientSemivalues:
         OS entropy, never from it.
 
     `estimator.fit(X, y).value(X_val, y_val)` makes the k releases of each party once per call (one ledger record
-    for all parties' k releases) and returns the values; `marginals_` keeps the (k, n) weighted marginals for
-    `burn_in_values` at other q and for `mean_adjusted_variance`.
+    for all parties' k releases) and returns the values. The run's (k, n) `marginals_` and `positions_` give every
+    other semivalue and burn-in of the same releases by post-processing (`weighted_marginals`, `burn_in_values`).
+    The trajectories run in float32.
     """
 
     def __init__(
@@ -281,7 +288,7 @@ class GradientSemivalues:
             raise ValueError(f"y has a single class ({self.classes_[0]!r}); a classifier needs at least 2")
         self.n_features_in_ = features.shape[1]
         shape = (num_parties, self.party_size)
-        self.party_x_ = jnp.asarray(features.reshape(*shape, -1))
+        self.party_x_ = jnp.asarray(features.reshape(*shape, -1), jnp.float32)
         self.party_y_ = jnp.asarray(np.searchsorted(self.classes_, labels).reshape(shape))
         size = (self.n_features_in_, self.classes_.size)
         self.model_ = LogisticModel(*size) if self.model == "logistic" else MLPModel(*size, hidden=self.hidden)
@@ -311,15 +318,14 @@ class GradientSemivalues:
             utility=self.utility,
         )
         sampling_key = jax.random.key(self.key)
-        inputs = (self.party_x_, self.party_y_, jnp.asarray(features), jnp.asarray(codes))
-        weights = jnp.asarray(permutation_weights(self.semivalue, n))
+        inputs = (self.party_x_, self.party_y_, jnp.asarray(features, self.party_x_.dtype), jnp.asarray(codes))
         if self.privacy is None:
-            (marginals, finite), ledger = program(sampling_key, sampling_key, *inputs, weights, 0.0), PrivacyLedger()
+            (marginals, positions, finite), ledger = program(sampling_key, sampling_key, *inputs, 0.0), PrivacyLedger()
             diagnostics = {}
         else:
-            (marginals, finite), ledger, diagnostics = self.privacy.release(
+            (marginals, positions, finite), ledger, diagnostics = self.privacy.release(
                 lambda noise_key, *args: program(noise_key, sampling_key, *args),
-                (*inputs, weights),
+                inputs,
                 sensitivity=self.clip,
                 compositions=self.num_permutations,
                 what="clipped gradient (sum of per-example clipped gradients) with Gaussian noise, once per "
@@ -332,8 +338,9 @@ class GradientSemivalues:
                 f"model={self.model!r}): lower the learning rate or standardise X"
             )
         self.ledger_.merge(ledger)
-        self.marginals_ = np.asarray(marginals)
-        values, stderr, kept = burn_in_values(self.marginals_, self.burn_in)
+        self.marginals_, self.positions_ = np.asarray(marginals), np.asarray(positions)
+        weighted = weighted_marginals(self.marginals_, self.positions_, self.semivalue)
+        values, stderr, kept = burn_in_values(weighted, self.burn_in)
         diagnostics = {
             "num_permutations": self.num_permutations,
             "burn_in": self.burn_in,
@@ -344,7 +351,7 @@ class GradientSemivalues:
             "learning_rate": self.learning_rate,
             "clip": self.clip,
             "party_size": self.party_size,
-            "mean_adjusted_variance": mean_adjusted_variance(self.marginals_) if self.num_permutations > 1 else None,
+            "mean_adjusted_variance": mean_adjusted_variance(weighted) if self.num_permutations > 1 else None,
             **diagnostics,
         }
         return ValuationResult(
@@ -366,4 +373,5 @@ __all__ = [
     "mean_adjusted_variance",
     "permutation_weights",
     "released_gradients",
+    "weighted_marginals",
 ]
