@@ -332,12 +332,12 @@ class GradientSemivalues:
                 "permutation",
                 dimension=self.model_.num_parameters,
             )
+        self.ledger_.merge(ledger)  # recorded even if the run failed: the noise was drawn
         if not bool(finite):
             raise FloatingPointError(
                 f"non-finite gradients or utilities in the trajectories (learning_rate={self.learning_rate!r}, "
                 f"model={self.model!r}): lower the learning rate or standardise X"
             )
-        self.ledger_.merge(ledger)
         self.marginals_, self.positions_ = np.asarray(marginals), np.asarray(positions)
         weighted = weighted_marginals(self.marginals_, self.positions_, self.semivalue)
         values, stderr, kept = burn_in_values(weighted, self.burn_in)
