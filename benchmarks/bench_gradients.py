@@ -1,8 +1,10 @@
-"""Gradient-trajectory semivalues (issue 16): bayesval's scanned JAX program against a straightforward PyTorch
-per-step loop of the same computation (the way the paper's Opacus code runs), in one run, printing the ratio.
+"""Gradient-trajectory semivalues (issue 16): speed against a straightforward PyTorch per-step loop of the same
+computation (the way the paper's Opacus code runs), in one run, printing the ratio; and the paper's experiments.
 
-    python benchmarks/bench_gradients.py                       # k = 1000 permutations x 400 parties, X* noise
-    python benchmarks/bench_gradients.py --permutations 100    # quick look
+    python benchmarks/bench_gradients.py speed                        # k = 1000 permutations x 400 parties, X*
+    python benchmarks/bench_gradients.py speed --permutations 100     # quick look
+    python benchmarks/bench_gradients.py variance   # DP variance and mean-adjusted variance against k (Table 1)
+    python benchmarks/bench_gradients.py detection  # mislabel detection AUROC table (Table 2's protocol)
 
 Both sides: breast_cancer standardised, 400 single-point parties, the remaining 169 rows as the test set,
 multinomial logistic regression, per-party clipped gradient + Gaussian noise at (1, 5e-5)-DP over k releases,
@@ -23,7 +25,16 @@ import numpy as np
 from sklearn.datasets import load_breast_cancer
 
 import bayesval  # noqa: F401  (64-bit mode)
-from bayesval.estimators import LogisticModel, gradient_marginals, standardise
+from bayesval.estimators import (
+    LinearModel,
+    LogisticModel,
+    dp_variance_by_k,
+    fitted_slope,
+    gradient_marginals,
+    mislabel_detection,
+    standardise,
+)
+from bayesval.games import beta_shapley
 from bayesval.privacy import DPGuarantee, Mechanism
 
 
@@ -93,13 +104,53 @@ def torch_run(X, y, X_test, y_test, k, noise_std, learning_rate, permutations):
     return (time.perf_counter() - start) * k / permutations, marginals
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--permutations", type=int, default=1000)
-    parser.add_argument("--parties", type=int, default=400)
-    parser.add_argument("--torch-permutations", type=int, default=20)
-    parser.add_argument("--learning-rate", type=float, default=0.003)
-    args = parser.parse_args()
+def variance(args) -> None:
+    """Spec Sec. 5 target 1 on sklearn's diabetes (least squares, V = -MSE) and on breast_cancer (logistic)."""
+    from sklearn.datasets import load_diabetes
+
+    ks = (50, 100, 200, 400, 800)
+    arms = (("iid", 0.0), ("correlated", 0.0), ("correlated", 0.5), ("correlated", 0.9))
+    X, y = load_diabetes(return_X_y=True)
+    y = (y - y.mean()) / y.std()
+    X_train, X_test = standardise(X[: args.parties], X[args.parties :])
+    cancer = data(args.parties)
+    setups = {
+        "diabetes, least squares": (LinearModel(10), X_train, y[: args.parties], X_test, y[args.parties :], 0.01),
+        "breast_cancer, logistic": (LogisticModel(30, 2), *cancer, 0.003),
+    }
+    print(f"n = {args.parties} parties, {args.trials} noise draws per k, (1, 5e-5)-DP, k = {ks}")
+    for name, (model, X_p, y_p, X_v, y_v, lr) in setups.items():
+        results = dp_variance_by_k(
+            model, X_p[:, None], y_p[:, None], X_v, y_v, ks, learning_rate=lr, arms=arms, trials=args.trials
+        )
+        print(f"{name} (learning rate {lr}):")
+        for (mode, q), r in results.items():
+            label = {"iid": "i.i.d."}.get(mode, "X*" if q == 0 else f"Y*({q:g})")
+            print(
+                f"  {label:8s} Var[psi] {' '.join(f'{v:.3g}' for v in r['variance'])}  slope "
+                f"{fitted_slope(ks, r['variance']):+.2f} | mean-adjusted variance "
+                f"{' '.join(f'{v:.3g}' for v in r['mean_adjusted_variance'])}  slope "
+                f"{fitted_slope(ks, r['mean_adjusted_variance']):+.2f}"
+            )
+
+
+def detection(args) -> None:
+    """Table 2's protocol: 30 % flipped labels, logistic regression, (1, 5e-5)-DP, k permutations, 4 semivalues."""
+    X, y, X_test, y_test = data(args.parties)
+    semivalues = ("shapley", "banzhaf", beta_shapley(4, 1), beta_shapley(16, 1))
+    table = mislabel_detection(
+        X, y, X_test, y_test, semivalues=semivalues, num_permutations=args.permutations,
+        learning_rate=args.learning_rate, trials=args.trials, noise_seed=1000,
+    )  # fmt: skip
+    arms = ("no DP", "Y*(0.9)", "Y*(0.5)", "X*", "iid")
+    print(f"breast_cancer, {args.parties} points, k = {args.permutations}, {args.trials} trials: AUROC mean (s.e.)")
+    print("| semivalue | " + " | ".join(arms) + " |")
+    for name, row in table.items():
+        cells = [f"{row[a].mean():.3f} ({row[a].std(ddof=1) / np.sqrt(len(row[a])):.2g})" for a in arms]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def speed(args) -> None:
     X, y, X_test, y_test = data(args.parties)
     noise_std = Mechanism.gaussian(DPGuarantee(1.0, 5e-5), 1.0, num_compositions=args.permutations).noise_scale
     steps = args.permutations * args.parties
@@ -129,6 +180,21 @@ def main() -> None:
         f"mean |marginal| {np.abs(torch_marginals).mean():.3g}"
     )
     print(f"ratio PyTorch / bayesval (float32): {torch_seconds / jax_seconds:.1f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiment", choices=("speed", "variance", "detection"))
+    parser.add_argument("--permutations", type=int, default=1000)
+    parser.add_argument("--parties", type=int)
+    parser.add_argument("--torch-permutations", type=int, default=20)
+    parser.add_argument("--learning-rate", type=float, default=0.003)
+    parser.add_argument("--trials", type=int)
+    args = parser.parse_args()
+    defaults = {"speed": (400, 1), "variance": (10, 32), "detection": (200, 5)}[args.experiment]
+    args.parties = args.parties or defaults[0]
+    args.trials = args.trials or defaults[1]
+    {"speed": speed, "variance": variance, "detection": detection}[args.experiment](args)
 
 
 if __name__ == "__main__":

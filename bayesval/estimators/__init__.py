@@ -9,6 +9,7 @@ from bayesval.estimators.evaluation import (
     flip_labels,
     standardise,
 )
+from bayesval.estimators.gradient_experiments import dp_variance_by_k, fitted_slope, mislabel_detection
 from bayesval.estimators.gradient_models import LinearModel, LogisticModel, MLPModel
 from bayesval.estimators.gradients import (
     NOISE_MODES,
@@ -31,6 +32,7 @@ __all__ = [
     "burn_in_values",
     "gradient_marginals",
     "mean_adjusted_variance",
+    "mislabel_detection",
     "permutation_weights",
     "released_gradients",
     "DPKNNShapley",
@@ -40,6 +42,8 @@ __all__ = [
     "balanced_split",
     "detection_auroc",
     "detection_aurocs",
+    "dp_variance_by_k",
+    "fitted_slope",
     "flip_labels",
     "standardise",
     "weighted_marginals",

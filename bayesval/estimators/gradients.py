@@ -46,6 +46,7 @@ from bayesval.validation import (
 )
 
 NOISE_MODES = ("iid", "correlated", "adaptive", "fl")
+"""The release rules: i.i.d. noise, X* (running mean), the adaptive X of Lemma C.6, and the FL schedule (App. D.2)."""
 UTILITIES = ("loss", "accuracy")
 MODELS = ("logistic", "mlp")
 
