@@ -74,7 +74,7 @@ def torch_run(X, y, X_test, y_test, k, noise_std, learning_rate, permutations):
     """Algorithm 1 (X*) as a per-step PyTorch loop: autograd per party, clip, noise, buffer, step, evaluate."""
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # tiny ops: one thread is fastest (and fair on a shared machine)
     X, y = torch.tensor(X, dtype=torch.float32), torch.tensor(y)
     X_test, y_test = torch.tensor(X_test, dtype=torch.float32), torch.tensor(y_test)
     n, f = X.shape
@@ -175,7 +175,7 @@ def speed(args) -> None:
         X, y, X_test, y_test, args.permutations, noise_std, args.learning_rate, args.torch_permutations
     )
     print(
-        f"PyTorch per-step loop (float32, 2 threads): {torch_seconds:.1f} s for k = {args.permutations} "
+        f"PyTorch per-step loop (float32, 1 thread): {torch_seconds:.1f} s for k = {args.permutations} "
         f"(timed on {args.torch_permutations} permutations, {torch_seconds / steps * 1e6:.1f} us/step); "
         f"mean |marginal| {np.abs(torch_marginals).mean():.3g}"
     )

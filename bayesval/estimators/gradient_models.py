@@ -19,7 +19,8 @@ from bayesval.validation import check_int, check_non_negative
 
 
 def _cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
-    return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0])
+    own = jnp.sum(jnp.where(jnp.arange(logits.shape[-1]) == y[:, None], logits, 0.0), axis=-1)  # no gather: faster
+    return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - own)
 
 
 @dataclass(frozen=True)

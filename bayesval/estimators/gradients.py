@@ -162,20 +162,20 @@ def gradient_marginals(
         zeros = jnp.zeros((n, model.num_parameters), params.dtype)
         noise = add_noise(jax.random.fold_in(noise_key, t), zeros, noise_std)
 
-        def step(carry, position):
-            params, before, buffer, finite = carry
+        def step(carry, position):  # each party steps once per permutation: its buffer row is read-only here
+            params, before, finite = carry
             j = order[position]
             gradient, ok = _clipped_sum(model, params, party_x[j], party_y[j], clip)
             noisy = gradient + noise[j]
             released, own = release_step(mode, buffer[j], noisy, t, k, noise_variance, gradient_variance)
             params = params - learning_rate * released / rows
             after = value(params)
-            return (params, after, buffer.at[j].set(own), finite & ok), after - before
+            return (params, after, finite & ok), (after - before, own)
 
-        init = (params, value(params), buffer, jnp.asarray(True))
-        (_, _, buffer, finite), marginals = jax.lax.scan(step, init, jnp.arange(n))
+        init = (params, value(params), jnp.asarray(True))
+        (_, _, finite), (marginals, owns) = jax.lax.scan(step, init, jnp.arange(n))
         positions = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-        return buffer, (jnp.zeros(n, marginals.dtype).at[order].set(marginals), positions, finite)
+        return buffer.at[order].set(owns), (jnp.zeros(n, marginals.dtype).at[order].set(marginals), positions, finite)
 
     buffer = jnp.zeros((n, model.num_parameters), party_x.dtype)
     _, (marginals, positions, finite) = jax.lax.scan(permutation, buffer, jnp.arange(1, k + 1))
