@@ -5,6 +5,7 @@ computation (the way the paper's Opacus code runs), in one run, printing the rat
     python benchmarks/bench_gradients.py speed --permutations 100     # quick look
     python benchmarks/bench_gradients.py variance   # DP variance and mean-adjusted variance against k (Table 1)
     python benchmarks/bench_gradients.py detection  # mislabel detection AUROC table (Table 2's protocol)
+    python benchmarks/bench_gradients.py detection --dataset digits   # or 2dplanes, phoneme, ... (shared OpenML)
 
 Both sides: breast_cancer standardised, 400 single-point parties, the remaining 169 rows as the test set,
 multinomial logistic regression, per-party clipped gradient + Gaussian noise at (1, 5e-5)-DP over k releases,
@@ -22,9 +23,10 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.datasets import load_breast_cancer
+from sklearn.datasets import load_breast_cancer, load_digits
 
 import bayesval  # noqa: F401  (64-bit mode)
+from bayesval.datasets.openml import OPENML_DATASETS, load_openml
 from bayesval.estimators import (
     LinearModel,
     LogisticModel,
@@ -38,11 +40,16 @@ from bayesval.games import beta_shapley
 from bayesval.privacy import DPGuarantee, Mechanism
 
 
-def data(num_parties: int):
-    X, y = load_breast_cancer(return_X_y=True)
+def data(num_parties: int, dataset: str = "breast_cancer", test_size: int = 1000):
+    """A random split: `num_parties` training rows and up to `test_size` test rows, standardised."""
+    if dataset in OPENML_DATASETS:
+        X, y = load_openml(dataset)  # from $BAYESVAL_DATA/openml
+    else:
+        X, y = {"breast_cancer": load_breast_cancer, "digits": load_digits}[dataset](return_X_y=True)
     order = np.random.default_rng(0).permutation(len(y))
-    X_train, X_test = standardise(X[order[:num_parties]], X[order[num_parties:]])
-    return X_train, y[order[:num_parties]], X_test, y[order[num_parties:]]
+    train, test = order[:num_parties], order[num_parties : num_parties + test_size]
+    X_train, X_test = standardise(X[train], X[test])
+    return X_train, y[train], X_test, y[test]
 
 
 def jax_run(X, y, X_test, y_test, k, noise_std, learning_rate, dtype):
@@ -136,14 +143,17 @@ def variance(args) -> None:
 
 def detection(args) -> None:
     """Table 2's protocol: 30 % flipped labels, logistic regression, (1, 5e-5)-DP, k permutations, 4 semivalues."""
-    X, y, X_test, y_test = data(args.parties)
+    X, y, X_test, y_test = data(args.parties, args.dataset)
     semivalues = ("shapley", "banzhaf", beta_shapley(4, 1), beta_shapley(16, 1))
     table = mislabel_detection(
         X, y, X_test, y_test, semivalues=semivalues, num_permutations=args.permutations,
         learning_rate=args.learning_rate, trials=args.trials, noise_seed=1000,
     )  # fmt: skip
     arms = ("no DP", "Y*(0.9)", "Y*(0.5)", "X*", "iid")
-    print(f"breast_cancer, {args.parties} points, k = {args.permutations}, {args.trials} trials: AUROC mean (s.e.)")
+    print(
+        f"{args.dataset}, {len(y)} points ({len(y_test)} test), k = {args.permutations}, {args.trials} trials, lr "
+        f"{args.learning_rate}: AUROC mean (s.e.)"
+    )
     print("| semivalue | " + " | ".join(arms) + " |")
     for name, row in table.items():
         cells = [f"{row[a].mean():.3f} ({row[a].std(ddof=1) / np.sqrt(len(row[a])):.2g})" for a in arms]
@@ -190,6 +200,7 @@ def main() -> None:
     parser.add_argument("--torch-permutations", type=int, default=20)
     parser.add_argument("--learning-rate", type=float, default=0.003)
     parser.add_argument("--trials", type=int)
+    parser.add_argument("--dataset", default="breast_cancer", choices=("breast_cancer", "digits", *OPENML_DATASETS))
     args = parser.parse_args()
     defaults = {"speed": (400, 1), "variance": (10, 32), "detection": (200, 5)}[args.experiment]
     args.parties = args.parties or defaults[0]

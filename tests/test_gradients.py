@@ -33,7 +33,7 @@ from bayesval.estimators.gradient_experiments import dp_variance_by_k, fitted_sl
 from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley
 from bayesval.games.masks import coalition_masks
 from bayesval.games.weights import semivalue_matrix
-from bayesval.privacy import add_noise
+from bayesval.privacy import DPGuarantee, Mechanism, add_noise
 
 SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), beta_shapley(16, 1), beta_shapley(0.5, 2), LEAVE_ONE_OUT]
 
@@ -134,9 +134,12 @@ def test_the_scanned_trajectory_is_algorithm_1(mode, s2):
 
 
 def test_correlated_release_has_the_running_mean_covariance():
-    """Under X* the released noise z*_t = mean(z_1..z_t) has Cov(z*_s, z*_t) = sigma^2 / max(s, t) (spec Sec. 2.2);
-    i.i.d. releases are uncorrelated with variance sigma^2. Coordinates (d = 20,000) are the samples."""
-    k, d, sigma = 6, 20_000, 3.0
+    """Under X* the released noise has Cov(z*_s, z*_t) = k (C sigma)^2 / max(s, t) (spec Sec. 2.2), with the noise
+    calibrated for k releases at (1, 5e-5)-DP: std^2 = k (C sigma)^2, sigma = 1 / mu = 3.356 (spec Sec. 1.4);
+    i.i.d. releases are uncorrelated with variance k (C sigma)^2. Coordinates (d = 20,000) are the samples."""
+    k, d = 6, 20_000
+    sigma = Mechanism.gaussian(DPGuarantee(1.0, 5e-5), 1.0, num_compositions=k).noise_scale
+    assert sigma**2 == pytest.approx(k * 3.356**2, rel=2e-3)
     clean = jnp.tile(jnp.linspace(-0.5, 0.5, d), (k, 1))
     expected = sigma**2 / np.maximum.outer(np.arange(1, k + 1), np.arange(1, k + 1))
     for noise, target in (("correlated", expected), ("iid", sigma**2 * np.eye(k))):
