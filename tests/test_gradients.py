@@ -244,6 +244,13 @@ def test_bad_data_and_non_finite_gradients_are_refused(cancer):
         GradientSemivalues().fit(bad, y)
     with pytest.raises(ValueError, match="not a multiple of party_size=3"):
         GradientSemivalues(party_size=3).fit(X, y)
+    with pytest.raises(RuntimeError, match=r"call GradientSemivalues.fit\(X, y\) before"):
+        GradientSemivalues().value(X_val, y_val)
+    fitted = GradientSemivalues(num_permutations=2).fit(X, y)
+    with pytest.raises(ValueError, match="X_val has 29 features but X had 30"):
+        fitted.value(X_val[:, 1:], y_val)
+    with pytest.raises(ValueError, match="y_val has labels not seen in y"):
+        fitted.value(X_val, y_val + 2)
     with pytest.raises(ValueError, match="clipped gradients has 1 non-finite entries"):
         released_gradients(jax.random.key(0), np.array([[1.0, np.inf]]), 1.0)
     diverging = GradientSemivalues(num_permutations=20, learning_rate=1e37, epsilon=1.0, delta=1e-5).fit(X, y)
