@@ -142,17 +142,17 @@ def variance(args) -> None:
 
 
 def detection(args) -> None:
-    """Table 2's protocol: 30 % flipped labels, logistic regression, (1, 5e-5)-DP, k permutations, 4 semivalues."""
+    """Table 2's protocol: 30 % flipped labels, logistic regression, (epsilon, 5e-5)-DP, k permutations."""
     X, y, X_test, y_test = data(args.parties, args.dataset)
     semivalues = ("shapley", "banzhaf", beta_shapley(4, 1), beta_shapley(16, 1))
     table = mislabel_detection(
-        X, y, X_test, y_test, semivalues=semivalues, num_permutations=args.permutations,
+        X, y, X_test, y_test, semivalues=semivalues, num_permutations=args.permutations, epsilon=args.epsilon,
         learning_rate=args.learning_rate, trials=args.trials, noise_seed=1000,
     )  # fmt: skip
     arms = ("no DP", "Y*(0.9)", "Y*(0.5)", "X*", "iid")
     print(
         f"{args.dataset}, {len(y)} points ({len(y_test)} test), k = {args.permutations}, {args.trials} trials, lr "
-        f"{args.learning_rate}: AUROC mean (s.e.)"
+        f"{args.learning_rate}, ({args.epsilon:g}, 5e-5)-DP: AUROC mean (s.e.)"
     )
     print("| semivalue | " + " | ".join(arms) + " |")
     for name, row in table.items():
@@ -200,6 +200,7 @@ def main() -> None:
     parser.add_argument("--torch-permutations", type=int, default=20)
     parser.add_argument("--learning-rate", type=float, default=0.003)
     parser.add_argument("--trials", type=int)
+    parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--dataset", default="breast_cancer", choices=("breast_cancer", "digits", *OPENML_DATASETS))
     args = parser.parse_args()
     defaults = {"speed": (400, 1), "variance": (10, 32), "detection": (200, 5)}[args.experiment]
