@@ -14,6 +14,7 @@ from bayesval.estimators.evaluation import detection_auroc, flip_labels
 from bayesval.estimators.gradients import (
     NOISE_MODES,
     GradientSemivalues,
+    burn_in_count,
     burn_in_values,
     gradient_marginals,
     mean_adjusted_variance,
@@ -44,9 +45,9 @@ def dp_variance_by_k(
     trials: int = 16,
     key: int = 0,
 ) -> dict[tuple[str, float], dict[str, np.ndarray]]:
-    """For each arm (noise mode, burn-in q) and each k: the DP-noise variance of psi (Eq. 3: the variance over
-    `trials` noise draws with the permutations and initialisations held fixed, averaged over parties) and the
-    mean-adjusted variance (Sec. 6.1, averaged over trials), with the noise calibrated for k releases at
+    """For each arm (noise mode, burn-in q) and each k: the DP-noise variance of the Shapley psi (Eq. 3: the
+    variance over `trials` noise draws with the permutations and initialisations held fixed, averaged over parties)
+    and the mean-adjusted variance (Sec. 6.1, averaged over trials), with the noise calibrated for k releases at
     (epsilon, delta). One compiled run of max(ks) permutations serves every k: under 'iid' and 'correlated' a
     run of k permutations is the first k rows of a longer one with the same noise scale.
 
@@ -66,7 +67,7 @@ def dp_variance_by_k(
     )
 
     def run(noise_key, noise_std, mode):
-        marginals, positions, _ = gradient_marginals(
+        marginals, _, _ = gradient_marginals(
             noise_key,
             jax.random.key(key),
             *inputs,
@@ -88,7 +89,7 @@ def dp_variance_by_k(
             marginals = np.asarray(runs(noise_keys, noise_std, NOISE_MODES.index(mode)))[:, :k]
             for arm in (arm for arm in arms if arm[0] == mode):
                 psi = np.array([burn_in_values(m, arm[1])[0] for m in marginals])
-                start = int(np.floor(k * arm[1] + 1e-9))
+                start = burn_in_count(k, arm[1])
                 results[arm]["variance"].append(psi.var(axis=0, ddof=1).mean())
                 results[arm]["mean_adjusted_variance"].append(
                     np.mean([mean_adjusted_variance(m[start:]) for m in marginals])
