@@ -215,7 +215,8 @@ class GradientSemivalues:
 
     model: 'logistic' (multinomial logistic regression) or 'mlp' (one hidden layer of `hidden` ReLUs).
     semivalue: 'shapley', 'banzhaf', 'loo' or a `Semivalue` such as `bayesval.games.beta_shapley(16, 1)`.
-    num_permutations: k, each party's number of releases. learning_rate: alpha. clip: C, per example.
+    num_permutations: k, each party's number of releases. clip: C, per example. learning_rate: alpha, to be tuned
+        (spec A10: the paper searched it for the best one-pass accuracy; noise enters the step as alpha z).
     epsilon, delta: each point's (epsilon, delta)-DP over its k releases (add-or-remove-one example); both None
         values without noise (the paper's no-DP baseline, clipped gradients).
     noise: 'iid', 'correlated' (X*, the default when private), 'adaptive' (with `gradient_variance`) or 'fl'.
@@ -235,7 +236,7 @@ class GradientSemivalues:
         *,
         semivalue: str | Semivalue = "shapley",
         num_permutations: int = 200,
-        learning_rate: float = 0.1,
+        learning_rate: float = 0.01,
         clip: float = 1.0,
         epsilon: float | None = None,
         delta: float | None = None,
@@ -256,8 +257,8 @@ class GradientSemivalues:
         self.model, self.utility = model, utility
         self.semivalue = as_semivalue(semivalue)
         self.num_permutations = check_count("num_permutations", num_permutations, minimum=1)
+        burn_in_count(self.num_permutations, burn_in)  # checks q
         self.burn_in = burn_in
-        self.kept = self.num_permutations - burn_in_count(self.num_permutations, burn_in)
         self.learning_rate = check_positive("learning_rate", learning_rate)
         self.clip = check_positive("clip", clip)
         self.gradient_variance = check_non_negative("gradient_variance", gradient_variance)
