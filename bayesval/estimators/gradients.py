@@ -1,0 +1,379 @@
+"""Semivalues from differentially private gradients, with correlated noise (Zhou et al. 2024, arXiv:2412.17008).
+
+The game (spec Sec. 1.3, G-Shapley): for each of k uniform permutations a fresh model takes one clipped gradient
+step per party in permutation order, and party j's marginal contribution is the change of the utility V (negated
+test loss, or test accuracy) over its own step. The estimate is the running mean of p(r) m_j over permutations
+(Eq. 2) with the importance weight p(r) = C(n-1, r-1) w(r) of spec Sec. 1.2 (A1), r = j's position + 1, which makes
+E_pi[p m] = phi for any semivalue and E_pi[p] = 1.
+
+Privacy (spec Sec. 1.4, A5): each party releases its clipped gradient (per example clipped to C and summed, so one
+example moves it by at most C) with Gaussian noise once per permutation, k releases in all, the multiplier
+calibrated by dp-accounting for k compositions at (epsilon, delta). What the step uses is a post-processing of the
+party's releases so far (the corrected Algorithm 1, spec Sec. 2.1-2.2, buffer semantics of A2):
+
+* 'iid': the fresh noisy gradient g~_t (the baseline; Prop. 5.1, variance Omega(k)).
+* 'correlated': X* (Eq. 4), the running mean R_t of the party's own noisy gradients (Prop. C.9, O(log^2 k)).
+* 'adaptive': the X of Lemma C.6, (1 - X_tt) R_{t-1} + X_tt g~_t with X_tt = (A + t s) / (t (A + s)), A the
+  per-release noise variance and s = `gradient_variance` (sigma_g^2); s = 0 is X*.
+* 'fl': the FL schedule of App. D.2, an EMA of the previous *released* gradient with X_tt = 0.75 - 0.7 t/k and
+  the first release the raw one (A4, choice b).
+
+Burn-in Y(q) (Sec. 5.3) runs and releases every permutation but averages only t > floor(kq) (A11). The whole
+permutation is one `lax.scan` over positions inside a `lax.scan` over permutations (which depend on each other
+through the buffer R, spec Sec. 2.4); independent runs are batched with `vmap`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesval.estimators.gradient_models import LogisticModel, MLPModel
+from bayesval.estimators.knn import _check_privacy, _PrivateRelease
+from bayesval.games.weights import Semivalue, as_semivalue
+from bayesval.privacy import PrivacyLedger, add_noise
+from bayesval.results import ValuationResult
+from bayesval.validation import (
+    check_count,
+    check_finite_array,
+    check_labels,
+    check_non_negative,
+    check_positive,
+    check_real,
+)
+
+NOISE_MODES = ("iid", "correlated", "adaptive", "fl")
+"""The release rules: i.i.d. noise, X* (running mean), the adaptive X of Lemma C.6, and the FL schedule (App. D.2)."""
+UTILITIES = ("loss", "accuracy")
+MODELS = ("logistic", "mlp")
+
+
+def permutation_weights(semivalue: str | Semivalue, num_players: int) -> np.ndarray:
+    """p(r) = C(n-1, r-1) w(r) for r = 1..n (spec Sec. 1.2, A1, in the normalisation sum_r C(n-1, r-1) w(r) = n):
+    the weight of a marginal contribution at position r - 1 of a uniform permutation. Shapley: 1; Banzhaf:
+    n C(n-1, r-1) / 2^(n-1); Beta(alpha, beta): n BetaBinomPMF(r-1; n-1, beta, alpha); leave-one-out: n 1[r = n]."""
+    num_players = check_count("num_players", num_players, minimum=1)
+    return num_players * as_semivalue(semivalue).size_weights(num_players)
+
+
+def burn_in_count(num_permutations: int, burn_in: float) -> int:
+    """floor(k q): permutations run and released but left out of the average (spec A11); q in [0, 1)."""
+    k = check_count("num_permutations", num_permutations, minimum=1)
+    q = check_real("burn_in", burn_in)
+    if not 0 <= q < 1:
+        raise ValueError(f"burn_in (q) must lie in [0, 1), got {burn_in!r}")
+    return int(np.floor(k * q + 1e-9))
+
+
+def check_noise_mode(noise: str) -> int:
+    if noise not in NOISE_MODES:
+        raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}")
+    return NOISE_MODES.index(noise)
+
+
+def release_step(mode, buffer, noisy, t, k, noise_variance, gradient_variance):
+    """One release of the correlated mechanism: (released gradient, new buffer) from the party's buffer and its
+    fresh noisy gradient at permutation t (1-based). The buffer is the raw running mean R of the noisy gradients
+    (Algorithm 1 with A2's correction), or for 'fl' the previous released gradient (App. D.2)."""
+    t = jnp.asarray(t, noisy.dtype)
+    adaptive = (noise_variance + t * gradient_variance) / (t * (noise_variance + gradient_variance))
+    diagonal = jnp.select(
+        [mode == 0, mode == 1, mode == 2],
+        [jnp.ones_like(t), 1.0 / t, jnp.where(noise_variance + gradient_variance > 0, adaptive, 1.0 / t)],
+        jnp.where(t == 1, 1.0, 0.75 - 0.7 * t / k),
+    )
+    released = (1 - diagonal) * buffer + diagonal * noisy
+    running_mean = buffer + (noisy - buffer) / t
+    return released, jnp.where(mode == 3, released, running_mean)
+
+
+def released_gradients(
+    key: jax.Array, clipped: jax.Array, noise_std: float, noise: str = "correlated", gradient_variance: float = 0.0
+) -> jax.Array:
+    """The k released gradients (k, d) of one party whose clipped gradients at permutations 1..k are `clipped`
+    (k, d): g~_t = clipped_t + N(0, noise_std^2 I) (`add_noise`, key fold_in(key, t)) passed through
+    `release_step`. Under 'correlated' (X*) the released noise has Cov(z*_s, z*_t) = noise_std^2 / max(s, t)."""
+    mode = check_noise_mode(noise)
+    clipped = jnp.asarray(check_finite_array("clipped gradients", clipped, ndim=2))
+    noise_std = check_non_negative("noise_std", noise_std)
+    gradient_variance = check_non_negative("gradient_variance", gradient_variance)
+    k = clipped.shape[0]
+
+    def step(buffer, inputs):
+        t, gradient = inputs
+        noisy = add_noise(jax.random.fold_in(key, t), gradient, noise_std)
+        return release_step(mode, buffer, noisy, t, k, noise_std**2, gradient_variance)[::-1]
+
+    _, released = jax.lax.scan(step, jnp.zeros_like(clipped[0]), (jnp.arange(1, k + 1), clipped))
+    return released
+
+
+def _clipped_sum(model, params, x, y, clip):
+    """Sum over the party's rows of each row's loss gradient clipped to l2 norm `clip` (sensitivity `clip`)."""
+    gradients = jax.vmap(jax.grad(lambda p, xi, yi: model.loss(p, xi[None], yi[None])), (None, 0, 0))(params, x, y)
+    norms = jnp.linalg.norm(gradients, axis=1, keepdims=True)
+    return jnp.sum(gradients / jnp.maximum(1.0, norms / clip), axis=0), jnp.all(jnp.isfinite(gradients))
+
+
+@partial(jax.jit, static_argnames=("model", "num_permutations", "utility"))
+def gradient_marginals(
+    noise_key: jax.Array,
+    sampling_key: jax.Array,
+    party_x: jax.Array,
+    party_y: jax.Array,
+    x_val: jax.Array,
+    y_val: jax.Array,
+    noise_std: jax.Array,
+    *,
+    model: LogisticModel | MLPModel,
+    num_permutations: int,
+    learning_rate: float,
+    clip: float,
+    mode: int,
+    gradient_variance: float = 0.0,
+    utility: str = "loss",
+) -> tuple[jax.Array, jax.Array]:
+    """The gradient-trajectory game: (marginals, positions, finite) with marginals[t-1, j] = m_j(pi^t), the change
+    of V over party j's step in permutation t, positions[t-1, j] its position in pi^t (0-based; r = position + 1),
+    and whether every gradient and utility was finite. The trajectory does not depend on the semivalue: weight
+    the marginals by `permutation_weights(semivalue, n)[positions]` for any semivalue (`weighted_marginals`).
+
+    party_x (n, B, f), party_y (n, B): each party's B rows. Permutation t (1-based) draws pi^t and a fresh model
+    from fold_in(sampling_key, t); party j's noise at permutation t is row j of one (n, d) `add_noise` draw from
+    fold_in(noise_key, t). mode: the index of the noise mode in NOISE_MODES. The step is
+    theta <- theta - learning_rate * released / B (the released sum of clipped gradients, averaged).
+    """
+    n, rows = party_x.shape[0], party_x.shape[1]
+    k = num_permutations
+    noise_variance = noise_std**2
+
+    def value(params):
+        if utility == "accuracy":
+            return model.accuracy(params, x_val, y_val)
+        return -model.loss(params, x_val, y_val)
+
+    def permutation(buffer, t):
+        perm_key, init_key = jax.random.split(jax.random.fold_in(sampling_key, t))
+        order = jax.random.permutation(perm_key, n)
+        params = model.init(init_key).astype(party_x.dtype)
+        zeros = jnp.zeros((n, model.num_parameters), params.dtype)
+        noise = add_noise(jax.random.fold_in(noise_key, t), zeros, noise_std)
+
+        def step(carry, position):  # each party steps once per permutation: its buffer row is read-only here
+            params, before, finite = carry
+            j = order[position]
+            gradient, ok = _clipped_sum(model, params, party_x[j], party_y[j], clip)
+            noisy = gradient + noise[j]
+            released, own = release_step(mode, buffer[j], noisy, t, k, noise_variance, gradient_variance)
+            params = params - learning_rate * released / rows
+            after = value(params)
+            return (params, after, finite & ok), (after - before, own)
+
+        init = (params, value(params), jnp.asarray(True))
+        (_, _, finite), (marginals, owns) = jax.lax.scan(step, init, jnp.arange(n))
+        positions = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+        return buffer.at[order].set(owns), (jnp.zeros(n, marginals.dtype).at[order].set(marginals), positions, finite)
+
+    buffer = jnp.zeros((n, model.num_parameters), party_x.dtype)
+    _, (marginals, positions, finite) = jax.lax.scan(permutation, buffer, jnp.arange(1, k + 1))
+    return marginals, positions, jnp.all(finite) & jnp.all(jnp.isfinite(marginals))
+
+
+def weighted_marginals(marginals, positions, semivalue: str | Semivalue) -> np.ndarray:
+    """p(r) m_j(pi^t) (k, n): the summands of Eq. 2 for `semivalue`, from one run's marginals and positions."""
+    positions = np.asarray(positions)
+    return permutation_weights(semivalue, positions.shape[1])[positions] * np.asarray(marginals, np.float64)
+
+
+def burn_in_values(marginals, burn_in: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
+    """psi_j (Eq. 2, or Y's average over t > floor(kq), Sec. 5.3) with its standard error and the number of
+    permutations averaged, from the (k, n) weighted marginals of one run: post-processing, so every q of one run
+    costs no extra privacy."""
+    marginals = np.asarray(marginals, np.float64)
+    kept = marginals[burn_in_count(marginals.shape[0], burn_in) :]
+    count = kept.shape[0]
+    stderr = kept.std(axis=0, ddof=1) / np.sqrt(count) if count > 1 else np.zeros(kept.shape[1])
+    return kept.mean(axis=0), stderr, count
+
+
+def mean_adjusted_variance(marginals) -> float:
+    """The estimation-uncertainty proxy of Sec. 6.1 (Zhou et al. 2023): n^-1 sum_j s_j^2 / |mu_j| with mu_j the mean
+    of the (k, n) marginals over permutations and s_j^2 the variance of that mean."""
+    marginals = np.asarray(marginals, np.float64)
+    k = marginals.shape[0]
+    if k < 2:
+        raise ValueError(f"the mean-adjusted variance needs at least 2 permutations, got {k}")
+    return float(np.mean(marginals.var(axis=0, ddof=1) / k / np.abs(marginals.mean(axis=0))))
+
+
+class GradientSemivalues:
+    """Semivalues of data points (or of parties of `party_size` consecutive rows) from DP gradient trajectories
+    (Zhou et al. 2024, Algorithm 1, corrected as in the module docstring).
+
+    model: 'logistic' (multinomial logistic regression) or 'mlp' (one hidden layer of `hidden` ReLUs).
+    semivalue: 'shapley', 'banzhaf', 'loo' or a `Semivalue` such as `bayesval.games.beta_shapley(16, 1)`.
+    num_permutations: k, each party's number of releases. clip: C, per example. learning_rate: alpha, to be tuned
+        (spec A10: the paper searched it for the best one-pass accuracy; noise enters the step as alpha z).
+    epsilon, delta: each point's (epsilon, delta)-DP over its k releases (add-or-remove-one example); both None
+        values without noise (the paper's no-DP baseline, clipped gradients).
+    noise: 'iid', 'correlated' (X*, the default when private), 'adaptive' (with `gradient_variance`) or 'fl'.
+    burn_in: q in [0, 1) of Y(q); utility: 'loss' (negated test cross-entropy) or 'accuracy'.
+    key: the sampling key (permutations and model initialisations); privacy noise comes from `noise_seed`, else
+        OS entropy, never from it.
+
+    `estimator.fit(X, y).value(X_val, y_val)` makes the k releases of each party once per call (one ledger record
+    for all parties' k releases) and returns the values. The run's (k, n) `marginals_` and `positions_` give every
+    other semivalue and burn-in of the same releases by post-processing (`weighted_marginals`, `burn_in_values`).
+    The trajectories run in float32.
+    """
+
+    def __init__(
+        self,
+        model: str = "logistic",
+        *,
+        semivalue: str | Semivalue = "shapley",
+        num_permutations: int = 200,
+        learning_rate: float = 0.01,
+        clip: float = 1.0,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        noise: str | None = None,
+        burn_in: float = 0.0,
+        gradient_variance: float = 0.0,
+        utility: str = "loss",
+        party_size: int = 1,
+        hidden: int = 16,
+        key: int = 0,
+        noise_seed: int | None = None,
+        allow_seed_reuse: bool = False,
+    ) -> None:
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        if utility not in UTILITIES:
+            raise ValueError(f"utility must be one of {UTILITIES}, got {utility!r}")
+        self.model, self.utility = model, utility
+        self.semivalue = as_semivalue(semivalue)
+        self.num_permutations = check_count("num_permutations", num_permutations, minimum=1)
+        burn_in_count(self.num_permutations, burn_in)  # checks q
+        self.burn_in = burn_in
+        self.learning_rate = check_positive("learning_rate", learning_rate)
+        self.clip = check_positive("clip", clip)
+        self.gradient_variance = check_non_negative("gradient_variance", gradient_variance)
+        self.party_size = check_count("party_size", party_size, minimum=1)
+        self.hidden = check_count("hidden", hidden, minimum=1)
+        self.key = check_count("key", key)
+        private = _check_privacy(epsilon, delta, required=False) is not None
+        self.noise = ("correlated" if private else "iid") if noise is None else noise
+        check_noise_mode(self.noise)
+        if not private and self.noise != "iid":
+            raise ValueError(f"noise={self.noise!r} post-processes DP releases: set epsilon and delta too")
+        if not private and (noise_seed is not None or allow_seed_reuse):
+            raise ValueError("noise_seed / allow_seed_reuse apply to private valuation: set epsilon and delta too")
+        self.epsilon, self.delta = epsilon, delta
+        self.privacy = _PrivateRelease(epsilon, delta, 1.0, noise_seed, allow_seed_reuse) if private else None
+        self.method = f"gradient_{self.semivalue.name}" + ("" if private else "_no_dp")
+
+    def fit(self, X, y) -> GradientSemivalues:
+        """Store the training rows, grouped into parties of `party_size` consecutive rows."""
+        features = check_finite_array("X", X, ndim=2)
+        labels = check_labels("y", y, features.shape[0])
+        if features.shape[0] % self.party_size:
+            raise ValueError(f"X has {features.shape[0]} rows, not a multiple of party_size={self.party_size}")
+        num_parties = features.shape[0] // self.party_size
+        if num_parties < 2:
+            raise ValueError(f"X must hold at least 2 parties of {self.party_size} rows, got {features.shape[0]} rows")
+        self.classes_ = np.unique(labels)
+        if self.classes_.size < 2:
+            raise ValueError(f"y has a single class ({self.classes_[0]!r}); a classifier needs at least 2")
+        self.n_features_in_ = features.shape[1]
+        shape = (num_parties, self.party_size)
+        self.party_x_ = jnp.asarray(features.reshape(*shape, -1), jnp.float32)
+        self.party_y_ = jnp.asarray(np.searchsorted(self.classes_, labels).reshape(shape))
+        size = (self.n_features_in_, self.classes_.size)
+        self.model_ = LogisticModel(*size) if self.model == "logistic" else MLPModel(*size, hidden=self.hidden)
+        self.ledger_ = PrivacyLedger()
+        return self
+
+    def value(self, X_val, y_val) -> ValuationResult:
+        """Run the k permutations (each party's k releases, when private) and value every party on (X_val, y_val)."""
+        if not hasattr(self, "party_x_"):
+            raise RuntimeError("call GradientSemivalues.fit(X, y) before .value(...)")
+        features = check_finite_array("X_val", X_val, ndim=2)
+        if features.shape[1] != self.n_features_in_:
+            raise ValueError(f"X_val has {features.shape[1]} features but X had {self.n_features_in_}")
+        labels = check_labels("y_val", y_val, features.shape[0], rows_name="X_val")
+        codes = np.searchsorted(self.classes_, labels).clip(0, self.classes_.size - 1)
+        if (self.classes_[codes] != labels).any():
+            raise ValueError(f"y_val has labels not seen in y; known: {self.classes_.tolist()}")
+        n = self.party_x_.shape[0]
+        program = partial(
+            gradient_marginals,
+            model=self.model_,
+            num_permutations=self.num_permutations,
+            learning_rate=self.learning_rate,
+            clip=self.clip,
+            mode=NOISE_MODES.index(self.noise),
+            gradient_variance=self.gradient_variance,
+            utility=self.utility,
+        )
+        sampling_key = jax.random.key(self.key)
+        inputs = (self.party_x_, self.party_y_, jnp.asarray(features, self.party_x_.dtype), jnp.asarray(codes))
+        if self.privacy is None:
+            (marginals, positions, finite), ledger = program(sampling_key, sampling_key, *inputs, 0.0), PrivacyLedger()
+            diagnostics = {}
+        else:
+            (marginals, positions, finite), ledger, diagnostics = self.privacy.release(
+                lambda noise_key, *args: program(noise_key, sampling_key, *args),
+                inputs,
+                sensitivity=self.clip,
+                compositions=self.num_permutations,
+                what="clipped gradient (sum of per-example clipped gradients) with Gaussian noise, once per "
+                "permutation",
+                dimension=self.model_.num_parameters,
+            )
+        self.ledger_.merge(ledger)  # recorded even if the run failed: the noise was drawn
+        if not bool(finite):
+            raise FloatingPointError(
+                f"non-finite gradients or utilities in the trajectories (learning_rate={self.learning_rate!r}, "
+                f"model={self.model!r}): lower the learning rate or standardise X"
+            )
+        self.marginals_, self.positions_ = np.asarray(marginals), np.asarray(positions)
+        weighted = weighted_marginals(self.marginals_, self.positions_, self.semivalue)
+        values, stderr, kept = burn_in_values(weighted, self.burn_in)
+        diagnostics = {
+            "num_permutations": self.num_permutations,
+            "burn_in": self.burn_in,
+            "kept_permutations": kept,
+            "noise": self.noise if self.privacy else "none",
+            "semivalue": self.semivalue.name,
+            "utility": self.utility,
+            "learning_rate": self.learning_rate,
+            "clip": self.clip,
+            "party_size": self.party_size,
+            "mean_adjusted_variance": mean_adjusted_variance(weighted) if self.num_permutations > 1 else None,
+            **diagnostics,
+        }
+        return ValuationResult(
+            method=self.method,
+            values=values,
+            stderr=stderr,
+            names=[str(i) for i in range(n)],
+            counts=np.full(n, kept),
+            privacy=ledger,
+            diagnostics=diagnostics,
+        )
+
+
+__all__ = [
+    "NOISE_MODES",
+    "GradientSemivalues",
+    "burn_in_values",
+    "gradient_marginals",
+    "mean_adjusted_variance",
+    "permutation_weights",
+    "released_gradients",
+    "weighted_marginals",
+]

@@ -1,0 +1,259 @@
+"""Semivalues from DP gradient trajectories with correlated noise (Zhou et al. 2024; spec_correlated_noise.md):
+the permutation importance weights by enumeration, the scanned trajectory against a literal loop of the corrected
+Algorithm 1, the X* noise covariance, the calibration and ledger, the scaling of the DP variance with k, and bad
+input."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import betabinom
+from sklearn.datasets import load_breast_cancer, load_diabetes
+
+import bayesval as bv
+from bayesval.estimators import (
+    GradientSemivalues,
+    LinearModel,
+    LogisticModel,
+    MLPModel,
+    burn_in_values,
+    detection_auroc,
+    flip_labels,
+    gradient_marginals,
+    mean_adjusted_variance,
+    permutation_weights,
+    released_gradients,
+    standardise,
+    weighted_marginals,
+)
+from bayesval.estimators.gradient_experiments import dp_variance_by_k, fitted_slope
+from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley
+from bayesval.games.masks import coalition_masks
+from bayesval.games.weights import semivalue_matrix
+from bayesval.privacy import DPGuarantee, Mechanism, add_noise
+
+SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), beta_shapley(16, 1), beta_shapley(0.5, 2), LEAVE_ONE_OUT]
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X_train, X_val = standardise(X[order[:40]], X[order[400:]])
+    return X_train, y[order[:40]], X_val, y[order[400:]]
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6])
+def test_permutation_weights_make_the_permutation_mean_exact(n):
+    """E_pi[p m_j] = phi_j and E_pi[p] = 1 over all n! permutations, for random utilities (spec Sec. 1.2, A1)."""
+    masks = coalition_masks(n, include_empty=True)
+    codes = {tuple(m): c for c, m in enumerate(masks.astype(int).tolist())}
+    utility = np.random.default_rng(n).normal(size=len(masks))
+    permutations = list(itertools.permutations(range(n)))
+    for semivalue in SEMIVALUES:
+        p = permutation_weights(semivalue, n)
+        total, weight_sum = np.zeros(n), np.zeros(n)
+        for order in permutations:
+            coalition = [0] * n
+            for position, j in enumerate(order):
+                before = utility[codes[tuple(coalition)]]
+                coalition[j] = 1
+                total[j] += p[position] * (utility[codes[tuple(coalition)]] - before)
+                weight_sum[j] += p[position]
+        np.testing.assert_allclose(total / len(permutations), semivalue_matrix(n, semivalue) @ utility, atol=1e-12)
+        np.testing.assert_allclose(weight_sum / len(permutations), 1.0, atol=1e-12)
+
+
+def test_permutation_weights_closed_forms():
+    """Spec Sec. 1.1's table: Shapley 1, Banzhaf n C(n-1, r-1) / 2^(n-1), Beta n BetaBinom(r-1; n-1, beta, alpha),
+    leave-one-out n 1[r = n]."""
+    n, r = 7, np.arange(1, 8)
+    np.testing.assert_allclose(permutation_weights(SHAPLEY, n), 1.0)
+    binomials = np.array([math.comb(n - 1, int(i) - 1) for i in r])
+    np.testing.assert_allclose(permutation_weights(BANZHAF, n), n * binomials / 2 ** (n - 1))
+    np.testing.assert_allclose(permutation_weights(beta_shapley(16, 1), n), n * betabinom.pmf(r - 1, n - 1, 1, 16))
+    np.testing.assert_allclose(permutation_weights(LEAVE_ONE_OUT, n), n * (r == n))
+
+
+def algorithm_1(noise_key, sampling_key, model, party_x, party_y, x_val, y_val, k, alpha, clip, noise_std, mode, s2):
+    """Algorithm 1 (corrected: the buffer is the raw running mean, A2) as a literal loop over t and j."""
+    n, rows = party_x.shape[:2]
+    d = model.num_parameters
+    running_mean, previous = np.zeros((n, d)), np.zeros((n, d))
+    marginals = np.zeros((k, n))
+    loss = jax.jit(model.loss)
+    grad = jax.jit(jax.grad(model.loss))
+    for t in range(1, k + 1):
+        perm_key, init_key = jax.random.split(jax.random.fold_in(sampling_key, t))
+        order = np.asarray(jax.random.permutation(perm_key, n))
+        theta = np.asarray(model.init(init_key), np.float64)
+        noise = np.asarray(add_noise(jax.random.fold_in(noise_key, t), jnp.zeros((n, d)), noise_std))
+        before = -float(loss(theta, x_val, y_val))
+        for j in order:
+            clipped = np.zeros(d)
+            for b in range(rows):
+                g = np.asarray(grad(theta, party_x[j, b : b + 1], party_y[j, b : b + 1]))
+                clipped += g / max(1.0, np.linalg.norm(g) / clip)
+            noisy = clipped + noise[j]
+            if mode == "iid":
+                released = noisy
+            elif mode == "fl":
+                released = noisy if t == 1 else (0.25 + 0.7 * t / k) * previous[j] + (0.75 - 0.7 * t / k) * noisy
+                previous[j] = released
+            else:
+                a = noise_std**2
+                x_tt = 1 / t if mode == "correlated" else (a + t * s2) / (t * (a + s2))
+                released = (1 - x_tt) * running_mean[j] + x_tt * noisy
+            running_mean[j] = (t - 1) / t * running_mean[j] + noisy / t
+            theta = theta - alpha * released / rows
+            after = -float(loss(theta, x_val, y_val))
+            marginals[t - 1, j] = after - before
+            before = after
+    return marginals
+
+
+@pytest.mark.parametrize("mode, s2", [("iid", 0.0), ("correlated", 0.0), ("adaptive", 0.3), ("fl", 0.0)])
+def test_the_scanned_trajectory_is_algorithm_1(mode, s2):
+    rng = np.random.default_rng(1)
+    n, rows, f, k = 4, 2, 3, 5
+    model = LogisticModel(f, 3)
+    party_x, party_y = rng.normal(size=(n, rows, f)), rng.integers(0, 3, (n, rows))
+    x_val, y_val = rng.normal(size=(20, f)), rng.integers(0, 3, 20)
+    keys = jax.random.key(5), jax.random.key(6)
+    marginals, positions, finite = gradient_marginals(
+        *keys, party_x, party_y, x_val, y_val, 0.7, model=model, num_permutations=k, learning_rate=0.5, clip=0.8,
+        mode=bv.estimators.NOISE_MODES.index(mode), gradient_variance=s2,
+    )  # fmt: skip
+    expected = algorithm_1(*keys, model, party_x, party_y, x_val, y_val, k, 0.5, 0.8, 0.7, mode, s2)
+    np.testing.assert_allclose(np.asarray(marginals), expected, rtol=1e-9, atol=1e-12)
+    assert bool(finite)
+    assert sorted(np.asarray(positions)[0].tolist()) == list(range(n))
+
+
+def test_correlated_release_has_the_running_mean_covariance():
+    """Under X* the released noise has Cov(z*_s, z*_t) = k (C sigma)^2 / max(s, t) (spec Sec. 2.2), with the noise
+    calibrated for k releases at (1, 5e-5)-DP: std^2 = k (C sigma)^2, sigma = 1 / mu = 3.356 (spec Sec. 1.4);
+    i.i.d. releases are uncorrelated with variance k (C sigma)^2. Coordinates (d = 20,000) are the samples."""
+    k, d = 6, 20_000
+    sigma = Mechanism.gaussian(DPGuarantee(1.0, 5e-5), 1.0, num_compositions=k).noise_scale
+    assert sigma**2 == pytest.approx(k * 3.356**2, rel=2e-3)
+    clean = jnp.tile(jnp.linspace(-0.5, 0.5, d), (k, 1))
+    expected = sigma**2 / np.maximum.outer(np.arange(1, k + 1), np.arange(1, k + 1))
+    for noise, target in (("correlated", expected), ("iid", sigma**2 * np.eye(k))):
+        z = np.asarray(released_gradients(jax.random.key(3), clean, sigma, noise)) - np.asarray(clean)
+        np.testing.assert_allclose(np.cov(z), target, atol=0.05 * sigma**2)
+    adaptive = released_gradients(jax.random.key(4), clean, sigma, "adaptive", gradient_variance=0.0)
+    np.testing.assert_allclose(adaptive, released_gradients(jax.random.key(4), clean, sigma, "correlated"), atol=1e-12)
+    no_reuse = released_gradients(jax.random.key(4), clean, sigma, "adaptive", gradient_variance=1e12)
+    np.testing.assert_allclose(no_reuse, released_gradients(jax.random.key(4), clean, sigma, "iid"), atol=1e-6)
+
+
+def test_private_valuation_is_calibrated_for_k_releases_and_recorded(cancer):
+    X, y, X_val, y_val = cancer
+    estimator = GradientSemivalues(num_permutations=200, epsilon=1.0, delta=5e-5, learning_rate=0.003, noise_seed=11)
+    result = bv.valuate(estimator, (X, y), validation=(X_val, y_val))
+    assert result.diagnostics["noise_std"] == pytest.approx(47.5, rel=2e-3)  # spec Sec. 1.4's table
+    (release,) = result.privacy.releases
+    assert release.event.count == 200 and release.event.event.noise_multiplier == pytest.approx(47.5, rel=2e-3)
+    assert release.sensitivity == 1.0 and release.adjacency == "add-or-remove-one"
+    assert result.privacy.spent(release.owner).epsilon <= 1.0 + 1e-3
+    estimator.value(X_val, y_val)  # asking again is a new release
+    assert len(estimator.ledger_) == 2
+    assert result.counts.tolist() == [200] * 40 and result.diagnostics["noise"] == "correlated"
+    plain = GradientSemivalues(num_permutations=200, learning_rate=0.003).fit(X, y).value(X_val, y_val)
+    assert len(plain.privacy) == 0 and plain.method == "gradient_shapley_no_dp"
+
+
+def test_values_are_the_burn_in_mean_of_weighted_marginals(cancer):
+    X, y, X_val, y_val = cancer
+    estimator = GradientSemivalues(
+        semivalue=BANZHAF, num_permutations=20, epsilon=2.0, delta=1e-5, burn_in=0.7, noise_seed=12
+    )
+    result = estimator.fit(X, y).value(X_val, y_val)
+    weighted = permutation_weights(BANZHAF, 40)[estimator.positions_] * estimator.marginals_
+    np.testing.assert_allclose(result.values, weighted[14:].mean(axis=0))
+    np.testing.assert_allclose(result.stderr, weighted[14:].std(axis=0, ddof=1) / np.sqrt(6))
+    assert result.counts.tolist() == [6] * 40
+    np.testing.assert_allclose(weighted_marginals(estimator.marginals_, estimator.positions_, BANZHAF), weighted)
+    psi, _, kept = burn_in_values(weighted, 0.0)
+    assert kept == 20 and np.allclose(psi, weighted.mean(axis=0))
+    m = weighted
+    expected = np.mean(m.var(axis=0, ddof=1) / 20 / np.abs(m.mean(axis=0)))
+    assert mean_adjusted_variance(m) == pytest.approx(expected)
+
+
+def test_no_dp_values_find_flipped_labels_and_datasets_and_mlp_run(cancer):
+    X, y, X_val, y_val = cancer
+    labels, flipped = flip_labels(jax.random.key(0), y, 0.3)
+    values = GradientSemivalues(num_permutations=20, learning_rate=0.05).fit(X, labels).value(X_val, y_val).values
+    assert detection_auroc(values, flipped) > 0.85
+    mlp = GradientSemivalues("mlp", hidden=4, party_size=4, num_permutations=5, epsilon=1.0, delta=1e-5, noise="fl")
+    result = mlp.fit(X, y).value(X_val, y_val)
+    assert len(result) == 10 and np.isfinite(result.values).all()
+    assert result.privacy.releases[0].dimension == MLPModel(30, 2, 4).num_parameters
+
+
+def test_dp_variance_grows_with_k_under_iid_noise_only():
+    """The central claim (Table 1; spec Sec. 5 target 1): the DP-noise variance of psi (Eq. 3) grows like k under
+    i.i.d. noise (Prop. 5.1) and is nearly flat under X* (O(log^2 k)) and Y*(0.5) (k-free), at (1, 5e-5)-DP."""
+    X, y = load_diabetes(return_X_y=True)
+    X_train, X_val = standardise(X[:8], X[100:])
+    y = (y - y.mean()) / y.std()
+    ks = (50, 100, 200, 400, 800)
+    results = dp_variance_by_k(
+        LinearModel(10), X_train[:, None], y[:8, None], X_val, y[100:], ks, learning_rate=0.01, trials=12
+    )
+    slopes = {arm: fitted_slope(ks, r["variance"]) for arm, r in results.items()}
+    assert slopes["iid", 0.0] > 0.7
+    assert slopes["correlated", 0.0] < 0.45 and slopes["correlated", 0.5] < 0.45
+    assert results["iid", 0.0]["variance"][-1] > 10 * results["correlated", 0.5]["variance"][-1]
+
+
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        ({"semivalue": "shapely"}, "semivalue must be one of"),
+        ({"burn_in": 1.0}, r"burn_in \(q\) must lie in \[0, 1\), got 1.0"),
+        ({"burn_in": -0.1}, r"burn_in \(q\) must lie in \[0, 1\)"),
+        ({"burn_in": float("nan")}, "burn_in must be a finite number"),
+        ({"num_permutations": 0}, "num_permutations must be an integer >= 1, got 0"),
+        ({"epsilon": 0.0, "delta": 1e-5}, "epsilon must be a finite number > 0, got 0.0"),
+        ({"epsilon": float("inf"), "delta": 1e-5}, "epsilon must be a finite number > 0"),
+        ({"epsilon": 1.0, "delta": 1.0}, r"delta must lie in \(0, 1\), got 1.0"),
+        ({"epsilon": 1.0, "delta": 0.0}, r"delta must lie in \(0, 1\)"),
+        ({"epsilon": 1.0}, "epsilon and delta must be given together"),
+        ({"epsilon": 1.0, "delta": 1e-5, "noise": "pink"}, "noise must be one of"),
+        ({"noise": "correlated"}, "set epsilon and delta too"),
+        ({"model": "cnn"}, "model must be one of"),
+        ({"learning_rate": -1.0}, "learning_rate must be a finite number > 0"),
+    ],
+)
+def test_bad_settings_are_refused_before_any_work(settings, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        GradientSemivalues(**settings)
+
+
+def test_bad_data_and_non_finite_gradients_are_refused(cancer):
+    X, y, X_val, y_val = cancer
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="X has 1 non-finite entries"):
+        GradientSemivalues().fit(bad, y)
+    with pytest.raises(ValueError, match="not a multiple of party_size=3"):
+        GradientSemivalues(party_size=3).fit(X, y)
+    with pytest.raises(RuntimeError, match=r"call GradientSemivalues.fit\(X, y\) before"):
+        GradientSemivalues().value(X_val, y_val)
+    fitted = GradientSemivalues(num_permutations=2).fit(X, y)
+    with pytest.raises(ValueError, match="X_val has 29 features but X had 30"):
+        fitted.value(X_val[:, 1:], y_val)
+    with pytest.raises(ValueError, match="y_val has labels not seen in y"):
+        fitted.value(X_val, y_val + 2)
+    with pytest.raises(ValueError, match="clipped gradients has 1 non-finite entries"):
+        released_gradients(jax.random.key(0), np.array([[1.0, np.inf]]), 1.0)
+    diverging = GradientSemivalues(num_permutations=20, learning_rate=1e37, epsilon=1.0, delta=1e-5).fit(X, y)
+    with pytest.raises(FloatingPointError, match="non-finite gradients or utilities .* lower the learning rate"):
+        diverging.value(X_val, y_val)
+    assert len(diverging.ledger_) == 1  # the noise was drawn: the release counts
