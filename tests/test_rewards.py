@@ -281,7 +281,7 @@ def test_plots_show_the_rewards_and_the_trade_off_numbers(tempered):
         heights, [result.rewards.singleton_values, result.rewards.targets, result.rewards.values]
     )
     trade_off = bv.plot_privacy_tradeoff([result, result], "party 2")
-    lines = {line.get_label(): line.get_ydata() for line in trade_off.axes[0].get_lines() if line.get_label()[0] != "_"}
+    lines = {bars.get_label(): bars.lines[0].get_ydata() for bars in trade_off.axes[0].containers}
     np.testing.assert_allclose(lines["reward r_i"], result.rewards.values[1])
     np.testing.assert_allclose(lines["Shapley value phi"], result.values[1])
     np.testing.assert_allclose(lines["own value v_i"], result.rewards.singleton_values[1])
