@@ -138,7 +138,8 @@ def _init(key, sizes):
     params = []
     for key_layer, fan_in, fan_out in zip(jax.random.split(key, len(sizes) - 1), sizes[:-1], sizes[1:]):
         limit = math.sqrt(6.0 / fan_in)
-        params.append((jax.random.uniform(key_layer, (fan_in, fan_out), minval=-limit, maxval=limit), jnp.zeros(fan_out)))
+        weight = jax.random.uniform(key_layer, (fan_in, fan_out), minval=-limit, maxval=limit)
+        params.append((weight, jnp.zeros(fan_out)))
     return tuple(params)
 
 
@@ -236,7 +237,9 @@ class CaliforniaDataset:
     """Parties' datasets, pooled private training rows, validation (MNLP test) set, declared bounds, the public
     prior and the fitted feature map of the CaliH setting.
 
-    `public` holds the public rows in BLR inputs (they build the priors and nothing else); `mlp_losses` the
+    `public` holds the public rows in BLR inputs (they build the priors and nothing else); `party_indices` index
+    `train`; `public_rows` and `validation_rows` index the rows of `read_california` (less the blank ones with
+    missing="drop"); `mlp_losses` is the
     network's training loss per epoch; `imputed_rows` how many blank total_bedrooms were imputed;
     `dropped_rows` the private training rows dropped for a feature with |z| > max_abs_z.
     """
@@ -250,6 +253,8 @@ class CaliforniaDataset:
     data_prior: NIW
     features: MLPFeatures
     party_indices: list[np.ndarray]
+    public_rows: np.ndarray
+    validation_rows: np.ndarray
     mlp_losses: np.ndarray
     imputed_rows: int
     dropped_rows: int
@@ -364,6 +369,8 @@ def load_california(
         data_prior=calih_data_prior(X_public),
         features=feature_map,
         party_indices=party_indices,
+        public_rows=public_rows,
+        validation_rows=validation_rows,
         mlp_losses=losses,
         imputed_rows=int(blank.sum()) if missing == "impute" else 0,
         dropped_rows=int((~inside).sum()),
