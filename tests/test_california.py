@@ -133,7 +133,7 @@ def test_priors_from_public_rows_by_hand(calih):
     X_public, y_public = calih.public
     x_tilde = np.column_stack([X_public, np.ones(len(X_public))])
     residual = y_public - least_squares_prediction(X_public, y_public, X_public)
-    np.testing.assert_allclose(calih.prior.precision, 10.0 * x_tilde.T @ x_tilde / len(x_tilde), rtol=1e-10)
+    np.testing.assert_allclose(calih.prior.precision, 10.0 * x_tilde.T @ x_tilde / len(x_tilde), atol=1e-10)
     np.testing.assert_allclose(np.diag(calih.prior.precision), 10.0, rtol=1e-10)  # standardised inputs
     assert float(calih.prior.shape) == 5.0
     assert float(calih.prior.scale) == pytest.approx(5.0 * np.mean(residual**2), rel=1e-10)
@@ -173,6 +173,7 @@ def test_bad_input_is_refused_before_any_work(tmp_path):
         ({"missing": "zero"}, "missing"),
         ({"n0": 0}, "n0"),
         ({"epochs": 0}, "epochs"),
+        ({"seed": -1}, "seed"),
     ):
         with pytest.raises(ValueError, match=match):
             load_california(tmp_path, **bad)  # a ValueError, not the missing file: checked first

@@ -27,6 +27,7 @@ from bayesval.datasets.paths import data_file
 from bayesval.datasets.pima import party_sizes, robust_scaling, train_validation_split
 from bayesval.inference.conjugate import NIG, NIW
 from bayesval.statistics import Bounds
+from bayesval.validation import check_count, check_int, check_positive, check_probability
 
 CALIFORNIA_FILE = "california_housing.csv.gz"
 FEATURE_NAMES = ("MedInc", "HouseAge", "AveRooms", "AveBedrms", "Population", "AveOccup", "Latitude", "Longitude")
@@ -286,12 +287,6 @@ class CaliforniaDataset:
         ]
 
 
-def _check_fraction(name: str, value: float) -> float:
-    if not (isinstance(value, int | float) and math.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
-    return float(value)
-
-
 def load_california(
     data_dir: str | Path | None = None,
     *,
@@ -325,16 +320,15 @@ def load_california(
     sqrt(6); y lies in (0, 5.00001] since the file top-codes house values at 500,001 dollars. Both follow from
     the rules, not from the private rows, so declaring them leaks nothing.
     """
-    if not (isinstance(max_abs_z, int | float) and math.isfinite(max_abs_z) and max_abs_z > 0):
-        raise ValueError(f"max_abs_z must be a finite number > 0, got {max_abs_z!r}")
+    for name, value in (("seed", seed), ("split_seed", split_seed), ("network_seed", network_seed)):
+        check_int(name, value, minimum=0, maximum=2**32 - 1)
+    max_abs_z = check_positive("max_abs_z", max_abs_z)
+    n0 = check_positive("n0", n0)
+    epochs = check_count("epochs", epochs, minimum=1)
+    public_fraction = check_probability("public_fraction", public_fraction)
+    validation_fraction = check_probability("validation_fraction", validation_fraction)
     if missing not in ("impute", "drop"):
         raise ValueError(f"missing must be 'impute' or 'drop', got {missing!r}")
-    if not (isinstance(n0, int | float) and math.isfinite(n0) and n0 > 0):
-        raise ValueError(f"n0 must be a finite number > 0, got {n0!r}")
-    if not (isinstance(epochs, int) and epochs >= 1):
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
-    public_fraction = _check_fraction("public_fraction", public_fraction)
-    validation_fraction = _check_fraction("validation_fraction", validation_fraction)
     party_sizes(1000, tuple(fractions))  # checks the fractions before any work
 
     features, target, bedroom_share = read_california(data_dir)
