@@ -99,43 +99,44 @@ class MLPFeatures(NamedTuple):
     mean: np.ndarray  # (6,) public mean of the last hidden layer
     std: np.ndarray  # (6,) public standard deviation (ddof=0) of the last hidden layer; 1 where it is 0
 
+    def scaled(self, features: np.ndarray) -> jnp.ndarray:
+        """The network's input: features (n, 8) less the public median, over the public IQR."""
+        return jnp.asarray((np.asarray(features, np.float64) - self.median) / self.iqr)
+
     def hidden(self, features: np.ndarray) -> np.ndarray:
-        scaled = (np.asarray(features, np.float64) - self.median) / self.iqr
-        return np.asarray(_hidden(self.params, jnp.asarray(scaled))[-1])
+        """The last hidden layer's outputs (n, 6), before standardisation."""
+        return np.asarray(_forward(self.params, self.scaled(features))[0][-1])
 
     def apply(self, features: np.ndarray) -> np.ndarray:
+        """The BLR inputs (n, 6): the last hidden layer standardised with public statistics."""
         return (self.hidden(features) - self.mean) / self.std
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        scaled = (np.asarray(features, np.float64) - self.median) / self.iqr
-        return np.asarray(_predict(self.params, jnp.asarray(scaled)))
+        """The network's own prediction of y (n,)."""
+        return np.asarray(_forward(self.params, self.scaled(features))[1])
 
 
-def _hidden(params, x):
+def _forward(params, x):
+    """Every hidden layer's output and the network's prediction (n,)."""
     activations = []
     for weight, bias in params[:-1]:
         x = jax.nn.relu(x @ weight + bias)
         activations.append(x)
-    return activations
-
-
-def _predict(params, x):
     weight, bias = params[-1]
-    return (_hidden(params, x)[-1] @ weight + bias)[:, 0]
+    return activations, (x @ weight + bias)[:, 0]
 
 
 def _loss(params, x, y, penalty):
     """MSE, plus penalty * mean-over-rows squared norm of every hidden layer's output (Keras's l2 activity
     regulariser) and penalty * squared norm of the output layer's weight and bias."""
-    activations = _hidden(params, x)
+    activations, prediction = _forward(params, x)
     weight, bias = params[-1]
-    prediction = (activations[-1] @ weight + bias)[:, 0]
     activity = sum(jnp.mean(jnp.sum(a**2, axis=1)) for a in activations)
     return jnp.mean((prediction - y) ** 2) + penalty * (activity + jnp.sum(weight**2) + jnp.sum(bias**2))
 
 
 def _init(key, sizes):
-    """He-uniform weights, zero biases."""
+    """He-uniform weights (suited to ReLU), zero biases."""
     params = []
     for key_layer, fan_in, fan_out in zip(jax.random.split(key, len(sizes) - 1), sizes[:-1], sizes[1:]):
         limit = math.sqrt(6.0 / fan_in)
