@@ -215,6 +215,22 @@ diab = bv.valuate(bv.models.LogisticRegression(max_sq_norm=bv.models.non_private
 print(diab.rewards.mnlp(*pima.validation, task="classification"))
 diab.rewards.to_dataframe()"""
         ),
+        md(
+            "## CaliH: rewards on transfer-learnt features\n\nCalifornia Housing: a network trained on 60 % public "
+            "rows maps each house to 6 features, and three parties value and reward private Bayesian linear "
+            "regression on them (App. H.1). Skipped at the tiny budget: its 6-feature Gibbs program alone takes about "
+            "a minute to compile, and `tests/test_california.py` already values the CaliH parties."
+        ),
+        code(
+            """if BUDGET != "tiny":
+    from bayesval.datasets import load_california
+
+    calih = load_california()  # from $BAYESVAL_DATA; trains the feature network (~5 s)
+    houses = bv.valuate(calih.model(), calih.make_parties((0.2, 0.1, 0.2), noise_seeds=(300, 301, 302)), key=0,
+                        config=config, rewards="tempering", rho=0.2)
+    print(houses.rewards.mnlp(*calih.validation))
+    display(houses.rewards.to_dataframe())"""
+        ),
     ],
     "knn_detection.ipynb": [
         md(
