@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval.estimators.gradient_models import LogisticModel, MLPModel
-from bayesval.estimators.knn import _check_privacy, _PrivateRelease
+from bayesval.estimators.release import PrivateRelease, check_privacy
 from bayesval.games.weights import Semivalue, as_semivalue
 from bayesval.privacy import PrivacyLedger, add_noise
 from bayesval.results import ValuationResult
@@ -265,7 +265,7 @@ class GradientSemivalues:
         self.party_size = check_count("party_size", party_size, minimum=1)
         self.hidden = check_count("hidden", hidden, minimum=1)
         self.key = check_count("key", key)
-        private = _check_privacy(epsilon, delta, required=False) is not None
+        private = check_privacy(epsilon, delta, required=False) is not None
         self.noise = ("correlated" if private else "iid") if noise is None else noise
         check_noise_mode(self.noise)
         if not private and self.noise != "iid":
@@ -273,7 +273,7 @@ class GradientSemivalues:
         if not private and (noise_seed is not None or allow_seed_reuse):
             raise ValueError("noise_seed / allow_seed_reuse apply to private valuation: set epsilon and delta too")
         self.epsilon, self.delta = epsilon, delta
-        self.privacy = _PrivateRelease(epsilon, delta, 1.0, noise_seed, allow_seed_reuse) if private else None
+        self.privacy = PrivateRelease(epsilon, delta, 1.0, noise_seed, allow_seed_reuse) if private else None
         self.method = f"gradient_{self.semivalue.name}" + ("" if private else "_no_dp")
 
     def fit(self, X, y) -> GradientSemivalues:

@@ -26,85 +26,16 @@ from bayesval.estimators.knn_values import (
     private_tknn_shapley_values,
     tknn_shapley_values,
 )
-from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
-from bayesval.privacy.accounting import epsilon_at
+from bayesval.estimators.release import PrivateRelease, check_privacy
+from bayesval.privacy import PrivacyLedger
 from bayesval.results import ValuationResult
-from bayesval.validation import check_finite_array, check_labels, check_positive, check_probability, to_float
-
-_OWNERS = "each training point"
+from bayesval.validation import check_finite_array, check_labels
 
 
 def _check_count(name: str, value: int, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
-
-
-def _check_sampling_probability(value: float) -> float:
-    number = to_float("sampling_probability", value)  # TypeError for a bool, a string, None
-    if not 0 < number <= 1:
-        raise ValueError(f"sampling_probability must lie in (0, 1], got {value!r}")
-    return number
-
-
-def _check_privacy(epsilon: float | None, delta: float | None, *, required: bool) -> tuple[float, float] | None:
-    """(epsilon, delta) checked: epsilon > 0 and delta in (0, 1), both or neither (unless `required`)."""
-    if epsilon is None and delta is None and not required:
-        return None
-    if epsilon is None or delta is None:
-        raise ValueError(
-            f"epsilon and delta must be given together (epsilon > 0, delta in (0, 1)), got "
-            f"epsilon={epsilon!r}, delta={delta!r}"
-        )
-    return check_positive("epsilon", epsilon), check_probability("delta", delta)
-
-
-class _PrivateRelease:
-    """An estimator's privacy: its guarantee, Poisson subsampling rate and noise source, the mechanism
-    calibrated per validation-set size, and each `.value()` call as one release through it."""
-
-    def __init__(self, epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse) -> None:
-        self.guarantee = DPGuarantee(*_check_privacy(epsilon, delta, required=True))
-        self.sampling_probability = _check_sampling_probability(sampling_probability)
-        self.noise = NoiseSource(noise_seed, allow_reuse=allow_seed_reuse)
-        self._mechanisms: dict[tuple[float, int], Mechanism] = {}
-
-    def mechanism(self, sensitivity: float, compositions: int) -> Mechanism:
-        """Gaussian noise for the guarantee over `compositions` releases (one per validation point), each on a
-        Poisson subsample: calibrated by dp-accounting's PLD accountant (the paper uses PRV; PLD is tighter)."""
-        if (sensitivity, compositions) not in self._mechanisms:
-            self._mechanisms[sensitivity, compositions] = Mechanism.gaussian(
-                self.guarantee,
-                sensitivity,
-                num_compositions=compositions,
-                sampling_probability=self.sampling_probability,
-                adjacency="add-or-remove-one",
-            )
-        return self._mechanisms[sensitivity, compositions]
-
-    def release(self, program, inputs, *, sensitivity: float, compositions: int, what: str, dimension: int):
-        """Run `program(privacy_key, *inputs, noise_std)` as one release: (output, ledger, diagnostics)."""
-        mechanism = self.mechanism(sensitivity, compositions)
-        ledger = PrivacyLedger()
-        output, release = mechanism.run(
-            lambda key, *args: program(key, *args, mechanism.noise_scale),
-            inputs,
-            noise=self.noise,
-            owner=_OWNERS,
-            what=what,
-            dimension=dimension,
-            ledger=ledger,
-        )
-        diagnostics = {
-            "epsilon_target": self.guarantee.epsilon,
-            "epsilon_spent": epsilon_at(release.event, self.guarantee.delta)[0],
-            "delta": self.guarantee.delta,
-            "sampling_probability": self.sampling_probability,
-            "noise_std": mechanism.noise_scale,
-            "noise_multiplier": mechanism.noise_scale / sensitivity,
-            "privacy_noise": repr(self.noise),
-        }
-        return output, ledger, diagnostics
 
 
 class _NearestNeighbourValuation:
@@ -249,9 +180,9 @@ class TKNNShapley(_NearestNeighbourValuation):
         super().__init__(distance, batch_size)
         self.tau = check_tau(tau, distance)
         self.epsilon, self.delta, self.sampling_probability = epsilon, delta, sampling_probability
-        private = _check_privacy(epsilon, delta, required=False) is not None
+        private = check_privacy(epsilon, delta, required=False) is not None
         self.privacy = (
-            _PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse) if private else None
+            PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse) if private else None
         )
         if not private and (noise_seed is not None or allow_seed_reuse):
             raise ValueError("noise_seed / allow_seed_reuse apply to DP-TKNN-Shapley: set epsilon and delta too")
@@ -318,7 +249,7 @@ class DPKNNShapley(_NearestNeighbourValuation):
         super().__init__(distance, batch_size)
         self.n_neighbors = _check_count("n_neighbors", n_neighbors)
         self.epsilon, self.delta, self.sampling_probability = epsilon, delta, sampling_probability
-        self.privacy = _PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse)
+        self.privacy = PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse)
 
     def _values(self, x_val, y_val, batch_size):
         k = self.n_neighbors

@@ -30,6 +30,7 @@ from math import comb
 import jax
 import numpy as np
 
+from bayesval.estimators.release import OWNERS
 from bayesval.estimators.utilities import LogisticRegressionUtility, power_of_two
 from bayesval.games.samplers import PermutationSampler
 from bayesval.games.semivalues import checked_values, semivalue
@@ -47,7 +48,6 @@ from bayesval.validation import (
 )
 
 ENUMERATION_LIMIT = 20_000  # layers with at most this many coalitions are sampled without replacement
-_OWNERS = "each training point"
 
 
 def layer_sample_sizes(num_players: int, alpha: float, beta: float, c: float) -> np.ndarray:
@@ -327,7 +327,7 @@ class LayeredShapley(_RetrainingValuation):
         released, _ = mechanism.perturb(
             result.values,
             noise=self.noise,
-            owner=_OWNERS,
+            owner=OWNERS,
             what=f"Layered Shapley values of {num_players} points, each {epsilon_0:g}-DP for the other points",
             ledger=ledger,
         )
