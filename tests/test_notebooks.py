@@ -26,7 +26,7 @@ PUBLIC_PACKAGES = {
 
 
 def is_public(module: str) -> bool:
-    return module in PUBLIC_PACKAGES or module.startswith("bayesval.datasets.")
+    return module in PUBLIC_PACKAGES or module == "bayesval.datasets" or module.startswith("bayesval.datasets.")
 
 
 NEEDS["layered_shapley.ipynb"] = "adult.csv.gz"  # and Pima
