@@ -289,3 +289,10 @@ def test_plots_show_the_rewards_and_the_trade_off_numbers(tempered):
         bv.plot_privacy_tradeoff([result], "party 2")
     with pytest.raises(ValueError, match="'party 9' is not a party"):
         bv.plot_privacy_tradeoff([result, result], "party 9")
+
+
+def test_incentive_report_f2_compares_targets_within_their_standard_errors():
+    """a and b are interchangeable: targets 0.5 apart fail F2; targets apart by less than their noise hold."""
+    symmetric = {0: 0.0, 1: 2.0, 2: 2.0, 3: 3.0, 4: 1.0, 5: 2.5, 6: 2.5, 7: 3.5}
+    assert not bv.rewards.incentive_report(_hand_result(symmetric, [3.0, 3.5, 2.0]))["F2"].holds
+    assert bv.rewards.incentive_report(_hand_result(symmetric, [3.5, 3.5 - 1e-4, 2.0]))["F2"].holds

@@ -95,7 +95,7 @@ def incentive_report(result, baseline=None, z: float = 2.0) -> IncentiveReport:
     if not game.complete:
         checks.append(Check("P3 fairness (F1-F3)", None, "not every coalition was valued (permutation sampling)"))
     else:
-        checks += _fairness(game, targets, names, z)
+        checks += _fairness(game, targets, _target_stderr(result, game), names, z)
     if baseline is not None and game.complete:
         checks.append(_monotonicity(game, _Game(baseline), rewards, baseline.rewards, names, z))
     else:
@@ -117,8 +117,21 @@ def incentive_report(result, baseline=None, z: float = 2.0) -> IncentiveReport:
     return IncentiveReport(checks)
 
 
-def _fairness(game: _Game, targets, names, z: float) -> list[Check]:
-    """F1 uselessness, F2 symmetry and F3 strict desirability on the targets, from every coalition's value."""
+def _target_stderr(result, game: _Game) -> np.ndarray:
+    """Standard errors of r*_i = v_N (phi_i / phi*)^rho by the delta method, from those of v_N and the phi."""
+    rewards = result.rewards
+    top = int(np.argmax(rewards.shapley))
+    relative_phi = np.divide(
+        result.stderr, rewards.shapley, out=np.zeros_like(result.stderr), where=rewards.shapley > 0
+    )
+    relative = np.hypot(game.stderr[2**game.n - 1] / rewards.grand_value, rewards.rho * relative_phi)
+    relative = np.hypot(relative, rewards.rho * relative_phi[top])
+    return rewards.targets * relative
+
+
+def _fairness(game: _Game, targets, target_stderr, names, z: float) -> list[Check]:
+    """F1 uselessness, F2 symmetry and F3 strict desirability on the targets, from every coalition's value; targets
+    count as equal within z combined standard errors."""
     useless, unequal, misordered = [], [], []
     for i in range(game.n):
         gains = [game.difference(c | 1 << i, c) for c in game.others(i)]
@@ -126,7 +139,8 @@ def _fairness(game: _Game, targets, names, z: float) -> list[Check]:
             useless.append(names[i])
     for i, j in itertools.permutations(range(game.n), 2):
         gaps = [game.difference(c | 1 << i, c | 1 << j) for c in game.others(i, j)]
-        if i < j and all(abs(d) <= z * se for d, se in gaps) and not np.isclose(targets[i], targets[j], rtol=1e-9):
+        apart = abs(targets[i] - targets[j]) > z * np.hypot(target_stderr[i], target_stderr[j]) + 1e-9 * targets[i]
+        if i < j and all(abs(d) <= z * se for d, se in gaps) and apart:
             unequal.append((names[i], names[j]))
         dominates = all(d >= -z * se for d, se in gaps) and any(d > z * se for d, se in gaps)
         if dominates and not targets[i] > targets[j]:
