@@ -11,6 +11,7 @@ jax.config.update("jax_enable_x64", True)
 from bayesval import estimators, games, models, rewards  # noqa: E402
 from bayesval.boundary import PerturbedStatistic  # noqa: E402
 from bayesval.config import SamplerConfig  # noqa: E402
+from bayesval.inference.data import NoiseAwareData  # noqa: E402
 from bayesval.parties import Party  # noqa: E402
 from bayesval.plotting import plot_privacy_tradeoff  # noqa: E402
 from bayesval.privacy import DPGuarantee, PrivacyLedger  # noqa: E402
@@ -21,6 +22,7 @@ from bayesval.valuate import valuate  # noqa: E402
 __all__ = [
     "Bounds",
     "DPGuarantee",
+    "NoiseAwareData",
     "Party",
     "PerturbedStatistic",
     "PrivacyLedger",

@@ -13,7 +13,7 @@ two-sample k-NN estimator on the pooled draws, without the Theiler window `bv.va
 collapsed moves, is how bayesval avoids thinning); a second column keeps each draw's own-chain neighbours within
 --window kept draws out, as `bv.valuate` does, and --collapsed-moves 8 runs bayesval's default sampler.
 Only the grand coalition is sampled, so this script reaches past `valuate` to the model's own `posterior_draws`
-with the stacked releases (`NoiseAwareData`).
+with the stacked releases (`bv.NoiseAwareData`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets import load_california
 from bayesval.divergence import batched_kl
-from bayesval.inference.data import NoiseAwareData
 
 PAPER = {1: 14.849, 2: 12.839, 4: 11.626, 8: 11.038, 16: 10.834, 20: 10.790, 30: 10.793}
 
@@ -52,7 +51,7 @@ def main() -> None:
 
     calih = load_california(seed=args.seed)
     parties = calih.make_parties((0.2, 0.1, 0.2), noise_seeds=(1, 2, 3))
-    data = NoiseAwareData.from_releases([party.release() for party in parties])
+    data = bv.NoiseAwareData.from_releases([party.release() for party in parties])
     model = calih.model(collapsed_moves=args.collapsed_moves)
     grand = np.ones((base.num_repeats, len(parties)), bool)  # one row per repeat, each with its own chains
     print(

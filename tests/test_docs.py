@@ -1,17 +1,22 @@
-"""The docs site builds with `mkdocs build --strict` (a broken reference fails it), and every public name has a
-rendered, non-empty docstring in its API reference."""
+"""The docs site builds with `mkdocs build --strict` (a broken reference fails it), every public name has a
+rendered, non-empty docstring in its API reference, and every example notebook is a tutorial page showing the
+figures it was executed with."""
 
+import html
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
+import yaml
 
 import bayesval as bv
 
 ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "examples" / "notebooks"
 PAGES = {"valuate": "valuate", "ValuationResult": "valuate", "SamplerConfig": "config"}  # the rest: privacy
-PAGES |= {"plot_privacy_tradeoff": "rewards"}
+PAGES |= {"plot_privacy_tradeoff": "rewards", "NoiseAwareData": "models"}
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +60,25 @@ def test_every_public_name_has_a_rendered_docstring(site, page, identifier):
     assert anchor in html, f"{identifier} is not rendered on api/{page}"
     section = html[html.index(anchor) :].split('class="doc doc-heading"')[1]  # from its heading to the next one
     assert "<p>" in section, f"{identifier} is rendered without a docstring on api/{page}"
+
+
+def tutorial_pages(nav) -> list[str]:
+    """Every page path in mkdocs.yml's nav."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in tutorial_pages(value)]
+    return [page for item in nav for page in tutorial_pages(item)]
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in NOTEBOOKS.glob("*.ipynb")))
+def test_every_notebook_is_a_tutorial_page_with_its_figures(site, name):
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    assert f"tutorials/{name}.ipynb" in tutorial_pages(nav), f"{name} is not under Tutorials in mkdocs.yml's nav"
+    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    figures = sum("image/png" in o.get("data", {}) for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+    assert figures, f"{name} is stored without its figures: python examples/notebooks/build.py --execute {name}.ipynb"
+    page = (site / "tutorials" / name / "index.html").read_text()
+    title = notebook.cells[0].source.splitlines()[0].removeprefix("# ")
+    assert html.escape(title, quote=False) in page, f"{name}'s title is not on its page"
+    assert page.count("<img") >= figures, f"{name}'s page shows fewer than its {figures} figures"

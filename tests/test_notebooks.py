@@ -1,7 +1,6 @@
 """Every example notebook runs top to bottom at the tiny budget (BAYESVAL_BUDGET=tiny), shows at least one plot,
 imports only the public API, and is what examples/notebooks/build.py writes."""
 
-import ast
 import os
 import runpy
 import tempfile
@@ -10,24 +9,13 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from public_api import internal_imports
 
 from bayesval.datasets.paths import data_file
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
 NEEDS = {"sim2023_diab.ipynb": "pima_indians_diabetes.csv", "knn_detection.ipynb": "openml/2dplanes.npz"}
 NEEDS |= {"sim2023_rewards.ipynb": "pima_indians_diabetes.csv"}
-PUBLIC_PACKAGES = {
-    "bayesval",
-    "bayesval.estimators",
-    "bayesval.games",
-    "bayesval.models",
-    "bayesval.rewards",
-}  # and the loaders:
-
-
-def is_public(module: str) -> bool:
-    return module in PUBLIC_PACKAGES or module == "bayesval.datasets" or module.startswith("bayesval.datasets.")
-
 
 NEEDS["layered_shapley.ipynb"] = "adult.csv.gz"  # and Pima
 
@@ -54,9 +42,7 @@ def test_notebook_runs_at_the_tiny_budget_and_shows_a_plot(name, monkeypatch):
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            for node in ast.walk(ast.parse(cell.source)):
-                if isinstance(node, ast.ImportFrom) and node.module.startswith("bayesval"):
-                    assert is_public(node.module), f"{name} imports the internal module {node.module}"
+            assert not internal_imports(cell.source), f"{name} imports internals: {internal_imports(cell.source)}"
     monkeypatch.setenv("BAYESVAL_BUDGET", "tiny")
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "bayesval-tests-jax-cache"))
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")

@@ -11,7 +11,9 @@ import numpy as np
 
 
 class NoiseAwareData(NamedTuple):
-    """What the mediator holds per party: perturbed statistic (n, P), count (n,), noise std (n,)."""
+    """What the mediator holds of n parties, the input of every model's `posterior_draws` and `prior_draws`:
+    each party's perturbed statistic (n, P), count (n,) and noise std (n,). Built from the releases with
+    `NoiseAwareData.from_releases([party.release() for party in parties])`; `valuate` does this itself."""
 
     perturbed: jnp.ndarray
     counts: jnp.ndarray
