@@ -66,14 +66,15 @@ def valuate(
         mediator side below never sees raw data.
     key: the sampling key (an int seed or a jax key; default 0). Privacy noise never comes from it.
     config: a `SamplerConfig` or a preset name ('fast', the default, or 'paper') of the model's sampler.
-    k: neighbours in the KL estimator (default 4). kl: the KL estimator: 'prior-density' (-H(posterior) by
-        k-NN minus E[log prior]; far less noisy), 'two-sample' (posterior against prior draws, Sim et al.
-        2023, App. C.3 as printed) or 'auto' (the default: prior-density where the model knows its prior
-        density). exact_up_to: largest party count valued by enumerating
-        all 2^n coalitions (default 10); beyond it, permutation sampling (`bayesval.games.semivalue`) until
-        `stop` holds: a stopping rule of `bayesval.games.stopping` (default: every stderr <= tolerance, 0.05 by
-        default, after 64 permutations, at most 10,000 permutations), or once every coalition is known (then
-        the values are exact). The result carries each party's permutation count and converged flag.
+    k: neighbours in the KL estimator (default 4).
+    kl: the KL estimator: 'prior-density' (-H(posterior) by k-NN minus E[log prior]; far less noisy),
+        'two-sample' (posterior against prior draws, Sim et al. 2023, App. C.3 as printed) or 'auto' (the
+        default: prior-density where the model knows its prior density).
+    exact_up_to: largest party count valued by enumerating all 2^n coalitions (default 10); beyond it,
+        permutation sampling (`bayesval.games.semivalue`) until `stop` holds: a stopping rule of
+        `bayesval.games.stopping` (default: every stderr <= tolerance, 0.05 by default, after 64 permutations,
+        at most 10,000 permutations), or once every coalition is known (then the values are exact). The result
+        carries each party's permutation count and converged flag.
     resume_from: a result of the same game (same model, releases, sampler settings, k and KL estimator) to
         continue: its coalition estimates are reused, not sampled again, and a stopped permutation run goes on
         where it stopped; with the same key the values equal an uninterrupted run's with the total budget.
@@ -82,8 +83,8 @@ def valuate(
     rewards: also reward each party with posterior samples whose surprise meets its rho-Shapley target (Sim et al.
         2023, Sec. 5): 'tempering' (likelihood tempering, recommended), 'noise' (noise addition) or a configured
         `bayesval.rewards.Tempering` / `NoiseAddition`; the result's `rewards` holds the samples, values, kappa / tau,
-        similarity and each party's effective privacy inside the others' rewards. rho: the targets' rho in (0, 1]
-        (default 0.2, as Sim et al. 2023, Sec. 6).
+        similarity and each party's effective privacy inside the others' rewards.
+    rho: the targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
     ledger: a `PrivacyLedger` carried across calls; every release of the valued parties is recorded in it
         once, so `ledger.spent(owner)` is the cumulative spend.
     All arguments are checked before any release, compilation or sampling.

@@ -62,6 +62,13 @@ def test_every_public_name_has_a_rendered_docstring(site, page, identifier):
     assert "<p>" in section, f"{identifier} is rendered without a docstring on api/{page}"
 
 
+def test_argument_lines_render_as_lists(site):
+    """docs/argument_lists.py: a docstring's "key: ..." lines are list items, not one run-on paragraph."""
+    html = (site / "api" / "valuate" / "index.html").read_text()
+    for name in ("model", "key", "kl", "exact_up_to", "rho"):
+        assert f"<li><code>{name}</code>:" in html, name
+
+
 def tutorial_pages(nav) -> list[str]:
     """Every page path in mkdocs.yml's nav."""
     if isinstance(nav, str):
