@@ -296,3 +296,29 @@ def test_incentive_report_f2_compares_targets_within_their_standard_errors():
     symmetric = {0: 0.0, 1: 2.0, 2: 2.0, 3: 3.0, 4: 1.0, 5: 2.5, 6: 2.5, 7: 3.5}
     assert not bv.rewards.incentive_report(_hand_result(symmetric, [3.0, 3.5, 2.0]))["F2"].holds
     assert bv.rewards.incentive_report(_hand_result(symmetric, [3.5, 3.5 - 1e-4, 2.0]))["F2"].holds
+
+
+class DroppingFirstChains(bv.models.LinearRegression):
+    """Linear regression whose every other batch row loses its first chain, as NUTS's BFMI rule drops chains; the
+    dropped chain is filled with a sentinel, so any reward or posterior that used it shows."""
+
+    def posterior_draws(self, key, data, masks, config):
+        sample = super().posterior_draws(key, data, masks, config)
+        kept, draws = np.array(sample.kept_chains), np.array(sample.draws)
+        kept[::2, 0], draws[::2, 0] = False, 1e6
+        return sample._replace(draws=draws, kept_chains=kept)
+
+
+def test_rewards_leave_out_dropped_chains_and_keep_whole_chains(tempered):
+    _, parties, _, _ = tempered
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # single-chain diagnostics and convergence at the test budget
+        result = bv.valuate(DroppingFirstChains(), parties, key=1, config=REWARD_BUDGET, rewards="tempering", rho=0.5)
+    rewards = result.rewards
+    for draws in (rewards.draws, rewards.own_draws, rewards.grand_draws[None]):
+        assert np.abs(draws).max() < 1e5  # no dropped chain's draws
+    full = REWARD_BUDGET.num_repeats * REWARD_BUDGET.num_chains * REWARD_BUDGET.num_samples
+    chain = REWARD_BUDGET.num_samples
+    assert rewards.draws.shape[1] < full and rewards.draws.shape[1] % chain == 0  # fewer, whole chains
+    assert rewards.own_draws.shape[1] % chain == 0 and len(rewards.grand_draws) % chain == 0
+    assert np.isfinite(rewards.values).all() and np.isfinite(rewards.similarity).all()

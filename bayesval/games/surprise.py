@@ -150,7 +150,7 @@ class CoalitionSurprise:
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
         masks = (np.array([code for code, _ in rows])[:, None] >> np.arange(num_parties)) & 1
         keys = [coalition_key(self.key_posterior, code, repeat) for code, repeat in rows]
-        kl, r_hat, ess, dropped, divergences, row_draws = self._sample_rows(
+        kl, r_hat, ess, dropped, divergences, row_draws, _ = self._sample_rows(
             keys, masks.astype(bool), [repeat for _, repeat in rows], keep_draws=self.draws is not None
         )
         by_code = (len(codes), repeats)
@@ -172,11 +172,12 @@ class CoalitionSurprise:
     def of_inputs(self, key: jax.Array, inputs: list, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The surprise of coalition masks (J, n) under modified releases, one `NoiseAwareData` per mask (the reward
         mechanisms' tempered or noisier inputs, Sim et al. 2023, App. E.3), against this game's prior: estimates
-        (num_repeats, J) and each one's draws (J, repeats, chains, kept, d). Rows of every variant share the
+        (num_repeats, J) and, for each mask, the draws of every chain it kept (m_j, d), pooled over repeats (NUTS
+        chains dropped for low BFMI are left out, as in the estimates). Rows of every variant share the
         valuation's compiled batch shape; row (j, repeat) samples from coalition_key(key, j, repeat). Not cached."""
         repeats = self.config.num_repeats
         rows = [(j, repeat) for j in range(len(inputs)) for repeat in range(repeats)]
-        kl, *_, draws = self._sample_rows(
+        kl, *_, draws, kept = self._sample_rows(
             [coalition_key(key, j, repeat) for j, repeat in rows],
             np.repeat(np.asarray(masks, bool), repeats, axis=0),
             [repeat for _, repeat in rows],
@@ -187,16 +188,18 @@ class CoalitionSurprise:
         if np.isnan(kl).all(axis=1).any():
             raise RuntimeError("every chain of some reward posterior was dropped (BFMI); raise num_warmup")
         kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)
-        return kl.T, draws.reshape((len(inputs), repeats) + draws.shape[1:])
+        by_input = (len(inputs), repeats * draws.shape[1])  # (J, repeats x chains)
+        draws, kept = draws.reshape(by_input + draws.shape[2:]), kept.reshape(by_input)
+        return kl.T, [d[k].reshape(-1, d.shape[-1]) for d, k in zip(draws, kept)]
 
     def _sample_rows(self, keys: list, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
         """Rows (key, mask, repeat[, releases]) in padded, sharded batches of `batch_rows`, sampler to KL and
         diagnostics on the device: per row KL (NaN without kept chains), max R-hat, min ESS, dropped chains,
-        divergences, and the draws (rows, chains, kept, d) if `keep_draws`."""
+        divergences, the draws (rows, chains, kept, d) if `keep_draws`, and which chains were kept (rows, chains)."""
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
-        row_draws = []
+        row_draws, row_kept = [], []
         for start in range(0, num_rows, self.batch_rows):
             here = slice(start, min(start + self.batch_rows, num_rows))
             size = here.stop - here.start
@@ -216,6 +219,7 @@ class CoalitionSurprise:
                 prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
             summary = [np.asarray(a)[:size] for a in summarise(draws, kept, self.k, self._log_density, prior)]
             kept_here = np.asarray(kept)[:size]
+            row_kept.append(kept_here)
             any_kept = kept_here.any(axis=1)
             kl[here] = np.where(any_kept, summary[0], np.nan)
             r_hat[here] = np.where(any_kept, summary[1], np.inf)
@@ -230,7 +234,7 @@ class CoalitionSurprise:
                     "sampler is stuck (raise num_warmup, or check the model)"
                 )
         draws = np.concatenate(row_draws) if keep_draws else None
-        return kl, r_hat, ess, dropped, divergences, draws
+        return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
 
     def _prior_sample(self, repeat: int) -> np.ndarray:
         """The prior draws every coalition of `repeat` is compared with (two-sample estimator)."""

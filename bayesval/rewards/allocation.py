@@ -197,10 +197,17 @@ def allocate(
         effective_epsilon=mechanism.effective_epsilons(releases, parameters),
         rationality_bound=bound,
         seconds=time.perf_counter() - started,
-        draws=np.stack(draws),
+        draws=_first_draws(draws),
         grand_draws=grand_draws,
-        own_draws=np.stack(own_draws),
+        own_draws=_first_draws(own_draws),
     )
+
+
+def _first_draws(per_party: list[np.ndarray]) -> np.ndarray:
+    """(n, m, d): each party's first m draws, m the fewest any party has. Posteriors keep whole chains, so where
+    NUTS dropped a chain for low BFMI some party has fewer draws, and every party keeps as many whole chains."""
+    m = min(len(draws) for draws in per_party)
+    return np.stack([draws[:m] for draws in per_party])
 
 
 def kl_between(p_draws: np.ndarray, q_draws: np.ndarray, k: int, chain_length: int | None = None) -> float:

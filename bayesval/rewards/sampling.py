@@ -44,10 +44,7 @@ class RewardSampler:
         values, draws = self.surprise.of_inputs(jax.random.fold_in(self.key, self.calls), inputs, masks)
         self.calls += math.ceil(len(inputs) / self.slots)
         mean, stderr = per_repeat(values)
-        return [
-            Evaluation(float(p), float(m), float(s), d.reshape(-1, d.shape[-1]))
-            for p, m, s, d in zip(parameters, mean, stderr, draws)
-        ]
+        return [Evaluation(float(p), float(m), float(s), d) for p, m, s, d in zip(parameters, mean, stderr, draws)]
 
     def prior(self, num_draws: int) -> np.ndarray:
         """Draws of p(theta): the reward of a party whose target is 0."""
