@@ -103,3 +103,21 @@ def test_unknown_preset_and_bad_config():
         SamplerConfig.preset("slow")
     with pytest.raises(ValueError, match="multiple of thinning"):
         SamplerConfig(num_samples=10, thinning=3)
+
+
+def test_noise_aware_data_from_releases_refuses_what_is_not_a_set_of_releases(syn):
+    for bad in ([], None, "party 1"):
+        with pytest.raises(ValueError, match="non-empty list of released statistics"):
+            bv.NoiseAwareData.from_releases(bad)
+    X, y = syn.parties[0]
+    release = bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name="a").release(
+        bv.models.LinearRegression().statistic(2)
+    )
+    with pytest.raises(TypeError, match=r"releases\[1\] is not a released statistic \(got ndarray"):
+        bv.NoiseAwareData.from_releases([release, np.zeros(9)])
+    X, y = syn.parties[1]
+    wider = bv.Party(np.c_[X, X[:, :1]], y, epsilon=1.0, bounds=syn.bounds, name="three features")
+    with pytest.raises(ValueError, match="statistics of different shapes"):
+        bv.NoiseAwareData.from_releases([release, wider.release(bv.models.LinearRegression().statistic(3))])
+    stacked = bv.NoiseAwareData.from_releases([release, release])
+    assert stacked.perturbed.shape == (2, 9) and list(stacked.counts) == [len(syn.parties[0][0])] * 2

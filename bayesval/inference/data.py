@@ -21,7 +21,22 @@ class NoiseAwareData(NamedTuple):
 
     @classmethod
     def from_releases(cls, releases) -> NoiseAwareData:
-        """Stack released statistics (anything with .perturbed, .count, .noise_std), one row per party."""
+        """Stack released statistics (`PerturbedStatistic`s, or anything with .perturbed, .count, .noise_std), one
+        row per party, in order."""
+        if isinstance(releases, (str, bytes)) or not hasattr(releases, "__len__") or len(releases) == 0:
+            raise ValueError(f"releases must be a non-empty list of released statistics, got {releases!r:.80}")
+        for index, release in enumerate(releases):
+            if not all(hasattr(release, field) for field in ("perturbed", "count", "noise_std")):
+                raise TypeError(
+                    f"releases[{index}] is not a released statistic (got {type(release).__name__}; expected a "
+                    "bayesval.PerturbedStatistic, e.g. party.release(model.statistic(d)))"
+                )
+        shapes = {np.shape(release.perturbed) for release in releases}
+        if len(shapes) > 1:
+            raise ValueError(
+                f"the releases are statistics of different shapes {sorted(shapes)}: release every party for the "
+                "same model and number of features"
+            )
         return cls(
             jnp.asarray(np.stack([r.perturbed for r in releases])),
             jnp.asarray([float(r.count) for r in releases]),
