@@ -79,7 +79,8 @@ def batched_kl(
     (B, chains) count, against prior draws (B, m, d) (two-sample) or the prior's log density at each draw
     (B, chains, kept) (prior-density). A draw's neighbours exclude the draws of its own chain within `window`
     steps (a Theiler window: autocorrelated MCMC neighbours would shrink rho and bias the KL upwards). NaN
-    where more than EXTRA_NEIGHBOURS draws repeat around some point (a stuck sampler)."""
+    where more than EXTRA_NEIGHBOURS draws repeat around some point or the draws have no spread in some direction
+    (a stuck sampler)."""
     if (prior is None) == (log_prior is None):
         raise ValueError("pass exactly one of prior= (draws) and log_prior= (the prior's log density at the draws)")
     if backend == "auto":
@@ -210,6 +211,9 @@ def _kdtree_rows(white, kept, *white_prior, k, per_chain, window):
     for row in range(white.shape[0]):
         prior = np.asarray(white_prior[0][row]) if white_prior else None
         mine = np.flatnonzero(kept[row])
+        if not (np.isfinite(white[row][mine]).all() and (prior is None or np.isfinite(prior).all())):
+            rho[row, mine] = np.nan  # degenerate draws (no spread to whiten by, or non-finite): NaN, as the brute path
+            continue
         found = _kdtree_row(white[row][mine], mine // per_chain, mine, prior, k, window)
         rho[row, mine], nu[row, mine], rank[row, mine] = found
     return rho, nu, rank

@@ -142,6 +142,22 @@ def test_batched_estimates_equal_row_by_row_and_ignore_dropped_chains(backend, r
         assert two_sample[row] == pytest.approx(knn_kl(mine, prior[row], backend="kdtree"), rel=1e-9)
 
 
+@pytest.mark.parametrize("backend", ["kdtree", "brute"])
+def test_a_posterior_without_spread_is_nan_and_leaves_the_rest_of_the_batch(backend, rng):
+    """A stuck sampler (every draw of row 1 at one point, so its covariance cannot whiten) or a non-finite draw
+    (row 2) gives NaN for that row only, on both backends: no crash inside the KD-tree callback."""
+    draws = rng.normal(size=(3, 2, 100, 2))
+    draws[1] = 0.5
+    draws[2, 0, 7, 1] = np.inf
+    kept = np.ones((3, 2), bool)
+    log_prior = -0.5 * np.sum(np.where(np.isfinite(draws), draws, 0.0) ** 2, axis=-1)
+    for estimate in (
+        batched_kl(draws, kept, 4, log_prior=log_prior, backend=backend),
+        batched_kl(draws, kept, 4, prior=rng.normal(size=(3, 400, 2)), backend=backend),
+    ):
+        assert np.isfinite(estimate[0]) and np.isnan(estimate[1]) and np.isnan(estimate[2]), estimate
+
+
 def test_diagnostics_equal_arviz_rank_normalised_split_r_hat_and_bulk_ess(rng):
     """AR(1) chains of several lengths (odd ones lose their middle draw when split) and correlations; with one
     chain dropped the result equals arviz's on the kept chains."""

@@ -11,10 +11,11 @@ from bayesval.datasets.paths import data_file
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TINY = ["--num-chains", "2", "--num-warmup", "20", "--num-samples", "40", "--num-repeats", "2"]
+NUTS_TINY = ["--num-chains", "2", "--num-warmup", "60", "--num-samples", "120", "--num-repeats", "2"]  # 20 steps: stuck
 RUNS = {
     "syn_privacy_tradeoff.py": TINY,
     "many_parties.py": [*TINY, "--tolerance", "0.5", "--max-permutations", "8"],
-    "diab_privacy_tradeoff.py": [*TINY, "--epsilon-2", "12.5"],
+    "diab_privacy_tradeoff.py": [*NUTS_TINY, "--epsilon-2", "12.5"],
     "syn_rewards.py": [*TINY, "--epsilons", "0.1", "12.5", "--reward-repeats", "1"],
     "rewards_reached.py": TINY,
     "calih_thinning.py": [*TINY, "--thinnings", "1,2"],
