@@ -492,8 +492,8 @@ def written(name: str, cells: list) -> nbformat.NotebookNode:
         stored = {c.source: c for c in old.cells if c.cell_type == "code"}
     notebook = nbformat.v4.new_notebook(cells=[nbformat.from_dict(dict(cell)) for cell in cells])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    if stored:
-        notebook.metadata.update({k: v for k, v in old.metadata.items() if k == "bayesval"})
+    if stored and "bayesval" in old.metadata:  # the budget the stored outputs came from
+        notebook.metadata["bayesval"] = old.metadata["bayesval"]
     for index, cell in enumerate(notebook.cells):
         cell.id = f"cell-{index}"
         if cell.cell_type == "code" and cell.source in stored:
