@@ -4,6 +4,7 @@ computation (the way the paper's Opacus code runs), in one run, printing the rat
     python benchmarks/bench_gradients.py speed                        # k = 1000 permutations x 400 parties, X*
     python benchmarks/bench_gradients.py speed --permutations 100     # quick look
     python benchmarks/bench_gradients.py variance   # DP variance and mean-adjusted variance against k (Table 1)
+    python benchmarks/bench_gradients.py variance --sweep   # ... over learning rates, epsilon 1 and 10, and Fig. 2
     python benchmarks/bench_gradients.py detection  # mislabel detection AUROC table (Table 2's protocol)
     python benchmarks/bench_gradients.py detection --dataset digits   # or 2dplanes, phoneme, ... (shared OpenML)
 
@@ -17,6 +18,7 @@ without it only the JAX side is printed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import platform
 import time
 
@@ -112,33 +114,49 @@ def torch_run(X, y, X_test, y_test, k, noise_std, learning_rate, permutations):
 
 
 def variance(args) -> None:
-    """Spec Sec. 5 target 1 on sklearn's diabetes (least squares, V = -MSE) and on breast_cancer (logistic)."""
+    """Spec Sec. 5 target 1 on sklearn's diabetes (least squares, V = -MSE) and on breast_cancer (logistic); with
+    --sweep, the slopes over a grid of learning rates and epsilons, adding the paper's Fig. 2 setup (diabetes
+    binarised at the median, 400 single-point parties, logistic regression, the other 42 rows as the test set)."""
     from sklearn.datasets import load_diabetes
 
     ks = (50, 100, 200, 400, 800)
     arms = (("iid", 0.0), ("correlated", 0.0), ("correlated", 0.5), ("correlated", 0.9))
     X, y = load_diabetes(return_X_y=True)
-    y = (y - y.mean()) / y.std()
+    regression = (y - y.mean()) / y.std()
     X_train, X_test = standardise(X[: args.parties], X[args.parties :])
     cancer = data(args.parties)
+    # setup: (model, training rows, labels, test rows, labels, learning rates: default first, noise draws)
     setups = {
-        "diabetes, least squares": (LinearModel(10), X_train, y[: args.parties], X_test, y[args.parties :], 0.01),
-        "breast_cancer, logistic": (LogisticModel(30, 2), *cancer, 0.003),
-    }
-    print(f"n = {args.parties} parties, {args.trials} noise draws per k, (1, 5e-5)-DP, k = {ks}")
-    for name, (model, X_p, y_p, X_v, y_v, lr) in setups.items():
-        results = dp_variance_by_k(
-            model, X_p[:, None], y_p[:, None], X_v, y_v, ks, learning_rate=lr, arms=arms, trials=args.trials
-        )
-        print(f"{name} (learning rate {lr}):")
-        for (mode, q), r in results.items():
-            label = {"iid": "i.i.d."}.get(mode, "X*" if q == 0 else f"Y*({q:g})")
-            print(
-                f"  {label:8s} Var[psi] {' '.join(f'{v:.3g}' for v in r['variance'])}  slope "
-                f"{fitted_slope(ks, r['variance']):+.2f} | mean-adjusted variance "
-                f"{' '.join(f'{v:.3g}' for v in r['mean_adjusted_variance'])}  slope "
-                f"{fitted_slope(ks, r['mean_adjusted_variance']):+.2f}"
-            )
+        "diabetes, least squares": (
+            LinearModel(10), X_train, regression[: args.parties], X_test, regression[args.parties :],
+            (0.01, 1e-4, 1e-3, 0.03), args.trials,
+        ),
+        "breast_cancer, logistic": (LogisticModel(30, 2), *cancer, (0.003, 0.03), args.trials),
+    }  # fmt: skip
+    if args.sweep:
+        order = np.random.default_rng(0).permutation(len(y))
+        fig2_train, fig2_test = standardise(X[order[:400]], X[order[400:]])
+        labels = (y[order] > np.median(y)).astype(int)
+        setups["diabetes > median, logistic, 400 parties (Fig. 2)"] = (
+            LogisticModel(10, 2), fig2_train, labels[:400], fig2_test, labels[400:], (0.003, 0.03, 0.3), 4,
+        )  # fmt: skip
+    epsilons = (1.0, 10.0) if args.sweep else (args.epsilon,)
+    print(f"n = {args.parties} parties (Fig. 2: 400), noise draws per k as given, delta 5e-5, k = {ks}")
+    for name, (model, X_p, y_p, X_v, y_v, rates, trials) in setups.items():
+        for lr, epsilon in itertools.product(rates if args.sweep else rates[:1], epsilons):
+            results = dp_variance_by_k(
+                model, X_p[:, None], y_p[:, None], X_v, y_v, ks, epsilon=epsilon, learning_rate=lr, arms=arms,
+                trials=trials,
+            )  # fmt: skip
+            print(f"{name} (learning rate {lr:g}, epsilon {epsilon:g}, {trials} noise draws):")
+            for (mode, q), r in results.items():
+                label = {"iid": "i.i.d."}.get(mode, "X*" if q == 0 else f"Y*({q:g})")
+                print(
+                    f"  {label:8s} Var[psi] {' '.join(f'{v:.3g}' for v in r['variance'])}  slope "
+                    f"{fitted_slope(ks, r['variance']):+.2f} | mean-adjusted variance "
+                    f"{' '.join(f'{v:.3g}' for v in r['mean_adjusted_variance'])}  slope "
+                    f"{fitted_slope(ks, r['mean_adjusted_variance']):+.2f}"
+                )
 
 
 def detection(args) -> None:
@@ -158,6 +176,13 @@ def detection(args) -> None:
     for name, row in table.items():
         cells = [f"{row[a].mean():.3f} ({row[a].std(ddof=1) / np.sqrt(len(row[a])):.2g})" for a in arms]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print("Paired differences within a trial (same flips and permutations), mean (s.e.): the order is significant")
+    print("where the mean exceeds about two standard errors.")
+    print("| semivalue | " + " | ".join(f"{a} - {b}" for a, b in zip(arms, arms[1:])) + " |")
+    for name, row in table.items():
+        gaps = [row[a] - row[b] for a, b in zip(arms, arms[1:])]
+        cells = [f"{g.mean():+.3f} ({g.std(ddof=1) / np.sqrt(len(g)):.2g})" for g in gaps]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def speed(args) -> None:
@@ -172,7 +197,8 @@ def speed(args) -> None:
         )
         print(
             f"bayesval JAX ({jnp.dtype(dtype).name}): {seconds:.2f} s ({seconds / steps * 1e6:.1f} us/step; first call "
-            f"with compilation {first:.2f} s); mean |marginal| {np.abs(marginals).mean():.3g}"
+            f"with compilation {first:.2f} s); mean |marginal| over the first {args.torch_permutations} permutations "
+            f"{np.abs(marginals[: args.torch_permutations]).mean():.3g}"
         )
         if dtype is jnp.float32:
             jax_seconds = seconds
@@ -187,7 +213,8 @@ def speed(args) -> None:
     print(
         f"PyTorch per-step loop (float32, 1 thread): {torch_seconds:.1f} s for k = {args.permutations} "
         f"(timed on {args.torch_permutations} permutations, {torch_seconds / steps * 1e6:.1f} us/step); "
-        f"mean |marginal| {np.abs(torch_marginals).mean():.3g}"
+        f"mean |marginal| {np.abs(torch_marginals).mean():.3g} (a check that both compute the same thing: it varies by "
+        "about 30 % between seeds, since the first releases carry the full noise)"
     )
     print(f"ratio PyTorch / bayesval (float32): {torch_seconds / jax_seconds:.1f}x")
 
@@ -201,6 +228,7 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=0.003)
     parser.add_argument("--trials", type=int)
     parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--sweep", action="store_true", help="variance: slopes over learning rates and epsilons")
     parser.add_argument("--dataset", default="breast_cancer", choices=("breast_cancer", "digits", *OPENML_DATASETS))
     args = parser.parse_args()
     defaults = {"speed": (400, 1), "variance": (10, 32), "detection": (200, 5)}[args.experiment]

@@ -5,6 +5,7 @@ input."""
 
 import itertools
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +30,7 @@ from bayesval.estimators import (
     standardise,
     weighted_marginals,
 )
-from bayesval.estimators.gradient_experiments import dp_variance_by_k, fitted_slope
+from bayesval.estimators.gradient_experiments import detection_auroc_bound, dp_variance_by_k, fitted_slope
 from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley
 from bayesval.games.masks import coalition_masks
 from bayesval.games.weights import semivalue_matrix
@@ -151,6 +152,29 @@ def test_correlated_release_has_the_running_mean_covariance():
     np.testing.assert_allclose(no_reuse, released_gradients(jax.random.key(4), clean, sigma, "iid"), atol=1e-6)
 
 
+def test_no_score_of_the_releases_detects_flips_beyond_the_gdp_bound():
+    """detection_auroc_bound: k Gaussian releases at (1, 5e-5)-DP are mu-GDP with mu = 0.298, so no score ranks a
+    flipped point below a clean one with expected AUROC above Phi(sqrt(2) mu) = 0.663 (Table 2's private columns,
+    0.735-0.788, lie above it). The bound is attained by the likelihood-ratio score when the clean and flipped
+    clipped gradients are antipodal (+C and -C): the sum of the i.i.d. releases, or k times the last X* release
+    (the running mean). Noise calibrated too small would exceed it. Each coordinate is one 1-d party."""
+    k, parties, clip = 50, 8_000, 1.0
+    std = Mechanism.gaussian(DPGuarantee(1.0, 5e-5), clip, num_compositions=k).noise_scale
+    bound = detection_auroc_bound(std / clip, k)
+    assert bound == pytest.approx(0.6633, abs=5e-4)
+    flipped = np.arange(parties) >= parties // 2
+    clean = jnp.tile(jnp.where(flipped, -clip, clip), (k, 1))
+    iid = np.asarray(released_gradients(jax.random.key(5), clean, std, "iid")).sum(axis=0)
+    running_mean = np.asarray(released_gradients(jax.random.key(6), clean, std, "correlated"))[-1] * k
+    for score in (iid, running_mean):
+        assert detection_auroc(score, flipped) == pytest.approx(bound, abs=0.02)
+    assert detection_auroc_bound(std / clip / 2, k) > 0.79  # half the noise: the bound (and the attack) move
+    with pytest.raises(ValueError, match="noise_multiplier must be a finite number > 0"):
+        detection_auroc_bound(0.0, k)
+    with pytest.raises(ValueError, match="num_releases must be an integer >= 1"):
+        detection_auroc_bound(1.0, 0)
+
+
 def test_private_valuation_is_calibrated_for_k_releases_and_recorded(cancer):
     X, y, X_val, y_val = cancer
     estimator = GradientSemivalues(num_permutations=200, epsilon=1.0, delta=5e-5, learning_rate=0.003, noise_seed=11)
@@ -183,6 +207,18 @@ def test_values_are_the_burn_in_mean_of_weighted_marginals(cancer):
     m = weighted
     expected = np.mean(m.var(axis=0, ddof=1) / 20 / np.abs(m.mean(axis=0)))
     assert mean_adjusted_variance(m) == pytest.approx(expected)
+    # the diagnostic is over the permutations that were averaged (t > kq), not the burn-in
+    assert result.diagnostics["mean_adjusted_variance"] == pytest.approx(mean_adjusted_variance(weighted[14:]))
+
+
+def test_mean_adjusted_variance_of_parties_without_value():
+    """With V = accuracy a party's marginals are often all 0: 0/0 is left out; a zero mean with spread is inf."""
+    spread = np.array([[1.0, 0.0, 2.0], [3.0, 0.0, -2.0], [2.0, 0.0, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mean_adjusted_variance(spread[:, :2]) == pytest.approx(1.0 / 3 / 2)
+        assert mean_adjusted_variance(spread) == np.inf
+        assert np.isnan(mean_adjusted_variance(np.zeros((4, 3))))
 
 
 def test_no_dp_values_find_flipped_labels_and_datasets_and_mlp_run(cancer):

@@ -10,7 +10,12 @@ from bayesval.estimators.evaluation import (
     flip_labels,
     standardise,
 )
-from bayesval.estimators.gradient_experiments import dp_variance_by_k, fitted_slope, mislabel_detection
+from bayesval.estimators.gradient_experiments import (
+    detection_auroc_bound,
+    dp_variance_by_k,
+    fitted_slope,
+    mislabel_detection,
+)
 from bayesval.estimators.gradient_models import LinearModel, LogisticModel, MLPModel
 from bayesval.estimators.gradients import (
     NOISE_MODES,
@@ -51,6 +56,7 @@ __all__ = [
     "balanced_split",
     "detection_auroc",
     "detection_aurocs",
+    "detection_auroc_bound",
     "dp_variance_by_k",
     "fitted_slope",
     "flip_labels",

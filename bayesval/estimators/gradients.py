@@ -201,12 +201,19 @@ def burn_in_values(marginals, burn_in: float = 0.0) -> tuple[np.ndarray, np.ndar
 
 def mean_adjusted_variance(marginals) -> float:
     """The estimation-uncertainty proxy of Sec. 6.1 (Zhou et al. 2023): n^-1 sum_j s_j^2 / |mu_j| with mu_j the mean
-    of the (k, n) marginals over permutations and s_j^2 the variance of that mean."""
+    of the (k, n) marginals over permutations and s_j^2 the variance of that mean. A party whose marginals are all
+    equal to 0 (common with V = accuracy) has no uncertainty and no value, so 0/0 is left out of the average; a
+    zero mean with spread gives inf."""
     marginals = np.asarray(marginals, np.float64)
     k = marginals.shape[0]
     if k < 2:
         raise ValueError(f"the mean-adjusted variance needs at least 2 permutations, got {k}")
-    return float(np.mean(marginals.var(axis=0, ddof=1) / k / np.abs(marginals.mean(axis=0))))
+    variance, mean = marginals.var(axis=0, ddof=1) / k, np.abs(marginals.mean(axis=0))
+    defined = (mean > 0) | (variance > 0)
+    if not defined.any():
+        return float("nan")
+    with np.errstate(divide="ignore"):
+        return float(np.mean(variance[defined] / mean[defined]))
 
 
 class GradientSemivalues:
@@ -343,6 +350,7 @@ class GradientSemivalues:
         self.marginals_, self.positions_ = np.asarray(marginals), np.asarray(positions)
         weighted = weighted_marginals(self.marginals_, self.positions_, self.semivalue)
         values, stderr, kept = burn_in_values(weighted, self.burn_in)
+        averaged = weighted[self.num_permutations - kept :]
         diagnostics = {
             "num_permutations": self.num_permutations,
             "burn_in": self.burn_in,
@@ -353,7 +361,7 @@ class GradientSemivalues:
             "learning_rate": self.learning_rate,
             "clip": self.clip,
             "party_size": self.party_size,
-            "mean_adjusted_variance": mean_adjusted_variance(weighted) if self.num_permutations > 1 else None,
+            "mean_adjusted_variance": mean_adjusted_variance(averaged) if kept > 1 else None,
             **diagnostics,
         }
         return ValuationResult(
