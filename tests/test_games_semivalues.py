@@ -11,7 +11,7 @@ from game_examples import random_table, surprise_table, table_utility, voting_ta
 from scipy import integrate, stats
 
 from bayesval.games.masks import coalition_masks, mask_codes
-from bayesval.games.samplers import PermutationSampler, StratifiedSampler, UniformSampler
+from bayesval.games.samplers import BatchStatistics, PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
 from bayesval.games.semivalues import exact_semivalue, semivalue
 from bayesval.games.shapley import shapley_matrix
 from bayesval.games.state import SemivalueState
@@ -123,13 +123,13 @@ def seed_study(table, utility, sv, sampler, batch_size):
     n = int(np.log2(len(table)))
     plan = sampler.plan(n, batch_size, sv)
     keys = jax.vmap(lambda seed: jax.random.split(jax.random.fold_in(jax.random.key(seed), 0)))(np.arange(SEEDS))
-    masks, aux = jax.vmap(lambda key: plan.draw(key))(keys[:, 0])
+    masks, aux = jax.vmap(lambda key: plan.draw(key, None))(keys[:, 0])
     values = jax.vmap(utility)(keys[:, 1], masks)[:, None]  # (SEEDS, R = 1, M)
     sums = jax.tree.map(np.asarray, jax.vmap(lambda v, a: plan.reduce(v, a))(values, aux))
     estimates, variances = [], []
     for seed in range(SEEDS):
-        state = SemivalueState.empty(sv.name, sampler.name, plan.coefficients, 1, n)
-        state.add(*(part[seed] for part in sums), evaluations=plan.num_masks)
+        state = SemivalueState.empty(sv.name, sampler.name, plan.coefficients, plan.exact, 1, n)
+        state.add(BatchStatistics(*(part[seed] for part in sums)), evaluations=plan.num_masks)
         estimates.append(state.estimate()[0])
         variances.append(state.estimate()[1])
     for seed in (0,):
@@ -179,15 +179,15 @@ def test_permutations_are_efficient_for_shapley():
 
 def test_masks_of_every_sampler_are_what_they_claim():
     n, key = 5, jax.random.key(0)
-    masks, _ = PermutationSampler().plan(n, 4, SHAPLEY).draw(key)
+    masks, _ = PermutationSampler().plan(n, 4, SHAPLEY).draw(key, None)
     chains = np.asarray(masks).reshape(4, n + 1, n)
     assert np.all(np.diff(chains.sum(axis=2), axis=1) == 1) and np.all(chains[:, :-1] <= chains[:, 1:])
-    masks, _ = PermutationSampler(antithetic=True).plan(n, 4, SHAPLEY).draw(key)
+    masks, _ = PermutationSampler(antithetic=True).plan(n, 4, SHAPLEY).draw(key, None)
     chains = np.asarray(masks).reshape(4, n + 1, n)
     np.testing.assert_array_equal(chains[2:, 1:-1], ~chains[:2, -2:0:-1])  # the reverse joins in reverse order
     per_size = StratifiedSampler().draws_per_size(n, 16, BANZHAF)
     assert per_size.tolist() == [3, 3, 4, 3, 3]  # 2 each; 6 more, a quarter evenly, the rest ~ binom(4, s)
-    masks = np.asarray(StratifiedSampler().plan(n, 16, BANZHAF).draw(key)[0]).reshape(2, n, 16, n)
+    masks = np.asarray(StratifiedSampler().plan(n, 16, BANZHAF).draw(key, None)[0]).reshape(2, n, 16, n)
     with_i, without = masks
     assert not np.any(without[np.arange(n), :, np.arange(n)]) and np.all(with_i[np.arange(n), :, np.arange(n)])
     np.testing.assert_array_equal(without.sum(axis=2), np.broadcast_to(np.repeat(np.arange(n), per_size), (n, 16)))

@@ -1,7 +1,7 @@
 """The game layer: a utility of coalition masks, semivalue weights, samplers of fixed-size mask batches,
 stopping rules, and results that merge and resume (docs/games.md)."""
 
-from bayesval.games.samplers import PermutationSampler, StratifiedSampler, UniformSampler
+from bayesval.games.samplers import PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
 from bayesval.games.semivalues import exact_semivalue, semivalue
 from bayesval.games.stopping import MaxEvaluations, MaxTime, RankStability, StandardError, When
 from bayesval.games.weights import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, Semivalue, beta_shapley
@@ -14,6 +14,7 @@ __all__ = [
     "MaxTime",
     "PermutationSampler",
     "RankStability",
+    "SemivalueSampler",
     "Semivalue",
     "StandardError",
     "StratifiedSampler",

@@ -1,30 +1,40 @@
 """Coalition samplers: fixed-size batches of masks from an explicit key, and the draws they give each index.
 
 A sampler is configured once (its options) and planned for a game (`plan(num_players, batch_size, semivalue)`), which
-gives a `BatchPlan`: `draw(key) -> (masks (M, n), aux)` with M fixed, so a jitted utility compiles once, and
-`reduce(values (R, M), aux) -> (sums (R, G, n), sums_sq (G, n), counts (G, n))`, the batch's draws of each index
-filed into the sampler's G groups (see `bayesval.games.state`). Both are jitted, cached by JAX on their static
-shapes. Every draw is an unbiased estimate of its group's mean, for any semivalue:
+gives a `BatchPlan`: `draw(key, state) -> (masks (M, n), aux)` with M fixed, so a jitted utility compiles once (the
+state of the run so far, None before the first batch, steers the adaptive samplers), and
+`reduce(values (R, M), aux) -> BatchStatistics`, the batch's draws of each index filed into the sampler's G groups
+(see `bayesval.games.state`). Every draw is an unbiased estimate of its group's mean, for any semivalue, and
+phi_i = sum_g c_g E[x_gi].
 
-* `PermutationSampler`: a permutation's marginal contributions (Castro et al. 2009), importance weighted by
-  n binom(n-1, s) w(s) for a predecessor set of size s (1 for Shapley; as pyDVL's semivalue sampling). Antithetic:
-  each permutation with its reverse, the pair's mean one draw.
+The groups follow coalition sizes. A size s of which N minus i has a single coalition (s = 0: the empty coalition,
+s = n - 1: everyone else) is an *exact* group: its marginal v(S u i) - v(S) is one number, valued twice per batch,
+so a rare event there (the airport game's cheapest player adds value only when it comes first) costs no variance.
+
+* `PermutationSampler`: a permutation's marginal contributions (Castro et al. 2009), filed as first, middle or last;
+  a middle draw at position s is importance weighted by (n - 2) binom(n-1, s) w(s) / c_middle (1 for Shapley; as
+  pyDVL's semivalue sampling). Antithetic: each permutation with its reverse, a middle pair's mean one draw.
 * `UniformSampler`: uniform random coalitions, each used for every index (maximum sample reuse, Wang & Jia 2023,
   Eq. 4): phi_i = 2^(n-1) (E[w(|S|-1) v(S) | i in S] - E[w(|S|) v(S) | i not in S]); for Banzhaf the difference of
   the mean value of the coalitions with and without i.
 * `StratifiedSampler`: per index i and coalition size s, uniform coalitions S of N minus i of size s and the marginal
-  contribution v(S u i) - v(S); phi_i = sum_s binom(n-1, s) w(s) mean_s (the layers of Layered Shapley, Watson et al.;
-  spec_layered_shapley.md Sec. 3.2, with every layer sampled and the mean estimator). Each batch allocates its draws
-  over the sizes: a quarter evenly, three quarters in proportion to `allocation` (default the semivalue's size
-  weights), and at least two per used size, so that every batch alone gives each layer a variance, estimated from
-  enough draws to be trusted (proportional allocation left Beta(4, 1)'s large layers a few dozen 0/1 draws of a
-  voting game, whose variance was at times near 0: z-scores beyond 6).
+  v(S u i) - v(S); phi_i = sum_s binom(n-1, s) w(s) mean_s (the layers of Layered Shapley, Watson et al., with every
+  layer sampled and the mean estimator). Its allocation is adaptive (Neyman 1934): each batch gives every used size
+  two draws per index, and the rest where c_s sigma_s, with the honest layer spreads of the run so far
+  (`bayesval.games.variance`), says the variance is.
+* `SemivalueSampler`: coalitions drawn from the semivalue's own distribution, the size s with probability
+  binom(n-1, s) w(s), then uniform members, so every draw has weight 1 (the exact sizes are valued on their own).
+
+Importance weights with heavy tails make standard errors lie (a few huge draws dominate): `BatchPlan.weight_inflation`
+is E_q[r^2] of the weights r = p / q, the factor by which they shrink the effective number of draws (Kong 1992);
+`semivalue` warns above `HEAVY_TAILS` and names the sampler to use (docs/games.md, "Calibration").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from math import comb
 from typing import Any, NamedTuple
 
 import jax
@@ -34,20 +44,94 @@ import numpy as np
 from bayesval.games.weights import Semivalue
 from bayesval.validation import check_bool
 
+HEAVY_TAILS = 3.0  # weight inflation E_q[r^2] above which a sampler's importance weights are too heavy-tailed
+LAYER_DRAWS = 30  # draws per layer and batch below which stratified layer variances are not to be trusted
+
+
+class BatchStatistics(NamedTuple):
+    """One batch's draws of each index, per group: sums (R, G, n) per utility estimate, and of the draws averaged over
+    the R estimates the sum of squared deviations from the batch's group mean m2 (G, n), counts (G, n) and the
+    smallest and largest draw low, high (G, n) (+inf, -inf where a group drew nothing)."""
+
+    sums: Any
+    m2: Any
+    counts: Any
+    low: Any
+    high: Any
+
 
 class BatchPlan(NamedTuple):
-    """A sampler specialised to a game: G group coefficients, M masks per batch, and its two jitted steps."""
+    """A sampler specialised to a game: G group coefficients, which groups hold one coalition (exact), M masks per
+    batch, its two steps, the weight inflation of its importance weights (1 without weights), and what makes its
+    standard errors unreliable for this game, if anything (a sentence for a warning)."""
 
     coefficients: np.ndarray
+    exact: np.ndarray
     num_masks: int
     draw: Any
     reduce: Any
+    weight_inflation: float
+    unreliable: str | None = None
+
+
+def heavy_tails(inflation: float) -> str | None:
+    """Why importance weights that inflate the variance `inflation`-fold make standard errors lie, or None."""
+    if inflation <= HEAVY_TAILS:
+        return None
+    return (
+        f"its importance weights are heavy-tailed (they shrink the effective number of draws {inflation:.3g}-fold, "
+        f"above {HEAVY_TAILS:g}), so a few huge draws decide the estimate and its standard error"
+    )
+
+
+def size_groups(num_players: int) -> np.ndarray:
+    """The group (0 first, 1 middle, 2 last) of each coalition size 0..n-1: sizes 0 and n - 1 are single coalitions."""
+    groups = np.ones(num_players, np.int64)
+    groups[0] = 0
+    if num_players > 1:
+        groups[-1] = 2
+    return groups
+
+
+def end_coefficients(num_players: int, semivalue: Semivalue) -> np.ndarray:
+    """c_g of the groups first, middle, last: the semivalue's probability of each (sizes 0, 1..n-2, n-1)."""
+    return np.bincount(size_groups(num_players), semivalue.size_weights(num_players), minlength=3)
+
+
+@partial(jax.jit, static_argnames=("num_groups",))
+def file_draws(draws, groups, num_groups: int) -> BatchStatistics:
+    """Draws (R, D, n) of each index, and their groups (D, n) (num_groups: not filed), as BatchStatistics."""
+    member = jax.nn.one_hot(groups, num_groups, dtype=draws.dtype)  # (D, n, G)
+    counts = member.sum(axis=0).T  # (G, n)
+    sums = jnp.einsum("rdn,dng->rgn", draws, member)
+    averaged = draws.mean(axis=0)  # (D, n)
+    means = sums.mean(axis=0) / jnp.maximum(counts, 1)
+    deviations = averaged - jnp.take_along_axis(means.T, jnp.minimum(groups, num_groups - 1).T, axis=1).T
+    m2 = jnp.einsum("dn,dng->gn", deviations**2, member)
+    inside = member.transpose(2, 0, 1) > 0  # (G, D, n)
+    low = jnp.where(inside, averaged[None], jnp.inf).min(axis=1)
+    high = jnp.where(inside, averaged[None], -jnp.inf).max(axis=1)
+    return BatchStatistics(sums, m2, counts.astype(jnp.int64), low, high)
+
+
+def end_masks(num_players: int) -> np.ndarray:
+    """The 2n + 2 coalitions of the exact sizes: the empty one, each {i}, each N minus i, and N."""
+    eye = np.eye(num_players, dtype=bool)
+    return np.concatenate([np.zeros((1, num_players), bool), eye, ~eye, np.ones((1, num_players), bool)])
+
+
+def end_draws(values):
+    """From the values (R, 2n + 2) of `end_masks`: draws (R, 2, n) of v({i}) - v({}) and v(N) - v(N minus i)."""
+    num_players = (values.shape[1] - 2) // 2
+    first = values[:, 1 : num_players + 1] - values[:, :1]
+    last = values[:, -1:] - values[:, num_players + 1 : -1]
+    return jnp.stack([first, last], axis=1)
 
 
 @dataclass(frozen=True)
 class PermutationSampler:
-    """Random permutations, each giving every index one draw (n + 1 coalitions); `antithetic` pairs each with its
-    reverse (the batch size must then be even)."""
+    """Random permutations, each giving every index one draw (n + 1 coalitions), plus the exact sizes valued twice
+    (2 (2n + 2) coalitions); `antithetic` pairs each permutation with its reverse (the batch size must be even)."""
 
     antithetic: bool = False
 
@@ -61,32 +145,62 @@ class PermutationSampler:
     def plan(self, num_players: int, batch_size: int, semivalue: Semivalue) -> BatchPlan:
         if self.antithetic and batch_size % 2:
             raise ValueError(f"batch_size must be even for antithetic permutations (pairs), got {batch_size}")
-        importance = jnp.asarray(num_players * semivalue.size_weights(num_players))
-        draw = partial(_permutation_masks, num_players=num_players, batch_size=batch_size, antithetic=self.antithetic)
-        reduce = partial(_permutation_reduce, importance=importance, antithetic=self.antithetic)
-        return BatchPlan(np.ones(1), batch_size * (num_players + 1), draw, reduce)
+        coefficients = end_coefficients(num_players, semivalue)
+        middle = semivalue.size_weights(num_players)[1:-1]
+        importance = np.zeros(num_players)
+        if coefficients[1] > 0:
+            importance[1:-1] = len(middle) * middle / coefficients[1]
+        ends = jnp.asarray(np.tile(end_masks(num_players), (2, 1)))
+        draw = partial(_permutation_masks, ends=ends, batch_size=batch_size, antithetic=self.antithetic)
+        reduce = partial(
+            _permutation_reduce,
+            importance=jnp.asarray(importance),
+            groups_by_rank=jnp.asarray(size_groups(num_players)),
+            antithetic=self.antithetic,
+        )
+        inflation = float(np.mean(importance[1:-1] ** 2)) if coefficients[1] > 0 else 1.0
+        num_masks = batch_size * (num_players + 1) + len(ends)
+        return BatchPlan(
+            coefficients, np.array([True, False, True]), num_masks, draw, reduce, inflation, heavy_tails(inflation)
+        )
 
 
-@partial(jax.jit, static_argnames=("num_players", "batch_size", "antithetic"))
-def _permutation_masks(key, num_players: int, batch_size: int, antithetic: bool):
+def _permutation_masks(key, state, ends, batch_size: int, antithetic: bool):
+    return _permutation_chains(key, ends, batch_size, antithetic)
+
+
+@partial(jax.jit, static_argnames=("batch_size", "antithetic"))
+def _permutation_chains(key, ends, batch_size: int, antithetic: bool):
+    num_players = ends.shape[1]
     orders = jnp.argsort(jax.random.uniform(key, (batch_size // 2 if antithetic else batch_size, num_players)), axis=1)
     if antithetic:
         orders = jnp.concatenate([orders, orders[:, ::-1]])
     ranks = jnp.argsort(orders, axis=1)  # position of each player
     prefixes = ranks[:, None, :] < jnp.arange(num_players + 1)[None, :, None]  # (B, n + 1, n): the first k players
-    return prefixes.reshape(-1, num_players), ranks
+    return jnp.concatenate([prefixes.reshape(-1, num_players), ends]), ranks
 
 
 @partial(jax.jit, static_argnames=("antithetic",))
-def _permutation_reduce(values, ranks, importance, antithetic: bool):
+def _permutation_reduce(values, ranks, importance, groups_by_rank, antithetic: bool) -> BatchStatistics:
     batch, num_players = ranks.shape
-    steps = jnp.diff(values.reshape(len(values), batch, num_players + 1), axis=2)  # (R, B, n): k-th player's gain
-    draws = jnp.take_along_axis(steps, ranks[None], axis=2) * importance[ranks]  # (R, B, n) by player
-    if antithetic:
-        draws = 0.5 * (draws[:, : batch // 2] + draws[:, batch // 2 :])
-    mean_draws = draws.mean(axis=0)
-    counts = jnp.full((1, num_players), draws.shape[1])
-    return draws.sum(axis=1)[:, None], (mean_draws**2).sum(axis=0)[None], counts
+    chains = values[:, : batch * (num_players + 1)].reshape(len(values), batch, num_players + 1)
+    steps = jnp.diff(chains, axis=2)  # (R, B, n): the k-th player's gain
+    marginals = jnp.take_along_axis(steps, ranks[None], axis=2)  # (R, B, n) by player
+    groups = groups_by_rank[ranks]  # (B, n)
+    draws = jnp.where(groups == 1, marginals * importance[ranks], marginals)
+    exact = end_draws(values[:, batch * (num_players + 1) :].reshape(2 * len(values), -1))  # (2R, 2, n): 2 copies
+    exact_draws = exact.reshape(len(values), 4, num_players)
+    exact_groups = jnp.broadcast_to(jnp.array([0, 2, 0, 2])[:, None], (4, num_players))
+    if antithetic:  # a middle pair is one draw (its halves are correlated); an end pair is one draw in each end
+        half = batch // 2
+        pair_means = 0.5 * (draws[:, :half] + draws[:, half:])
+        pair_groups = jnp.where(groups[:half] == 1, 1, 3)  # 3: not filed
+        end_groups = jnp.where(groups == 1, 3, groups)
+        draws = jnp.concatenate([pair_means, draws], axis=1)
+        groups = jnp.concatenate([pair_groups, end_groups])
+    return file_draws(
+        jnp.concatenate([draws, exact_draws], axis=1), jnp.concatenate([groups, exact_groups]), num_groups=3
+    )
 
 
 @dataclass(frozen=True)
@@ -98,35 +212,36 @@ class UniformSampler:
         return "uniform"
 
     def plan(self, num_players: int, batch_size: int, semivalue: Semivalue) -> BatchPlan:
-        scaled = jnp.asarray(np.append(semivalue.weights(num_players), 0.0) * 2.0 ** (num_players - 1))
+        scaled = np.append(semivalue.weights(num_players), 0.0) * 2.0 ** (num_players - 1)
         draw = partial(_uniform_masks, num_players=num_players, batch_size=batch_size)
-        return BatchPlan(np.array([1.0, -1.0]), batch_size, draw, partial(_uniform_reduce, scaled_weights=scaled))
+        reduce = partial(_uniform_reduce, scaled_weights=jnp.asarray(scaled))
+        size_weights = semivalue.size_weights(num_players)
+        inflation = float((size_weights * scaled[:-1]).sum())  # E_q[r^2] = sum_s p(s) r(s), r = 2^(n-1) w(s)
+        return BatchPlan(
+            np.array([1.0, -1.0]), np.zeros(2, bool), batch_size, draw, reduce, inflation, heavy_tails(inflation)
+        )
 
 
-@partial(jax.jit, static_argnames=("num_players", "batch_size"))
-def _uniform_masks(key, num_players: int, batch_size: int):
+def _uniform_masks(key, state, num_players: int, batch_size: int):
     masks = jax.random.bernoulli(key, 0.5, (batch_size, num_players))
     return masks, masks
 
 
 @jax.jit
-def _uniform_reduce(values, masks, scaled_weights):
-    sizes = masks.sum(axis=1)
-    members = masks * scaled_weights[jnp.maximum(sizes - 1, 0)][:, None]  # (B, n): weight of v(S) in group "in"
-    others = ~masks * scaled_weights[sizes][:, None]  # group "out"
-    mean_values = values.mean(axis=0)
-    sums = jnp.stack([values @ members, values @ others], axis=1)  # (R, 2, n)
-    sums_sq = jnp.stack([mean_values**2 @ members**2, mean_values**2 @ others**2])
-    inside = masks.sum(axis=0)
-    return sums, sums_sq, jnp.stack([inside, len(masks) - inside])
+def _uniform_reduce(values, masks, scaled_weights) -> BatchStatistics:
+    sizes = masks.sum(axis=1, keepdims=True)
+    weights = jnp.where(masks, scaled_weights[jnp.maximum(sizes - 1, 0)], scaled_weights[sizes])  # (B, n)
+    return file_draws(values[:, :, None] * weights, jnp.where(masks, 0, 1), num_groups=2)
 
 
 @dataclass(frozen=True)
 class StratifiedSampler:
     """Per index and coalition size, uniform coalitions of that size without the index (2 n B coalitions a batch).
 
-    `allocation` (n,) weighs the sizes' share of each batch's B draws per index (default: the semivalue's
-    binom(n-1, s) w(s)); a size with zero semivalue weight is never sampled."""
+    The first batch shares each index's B draws over the sizes: two for every size the semivalue weighs, a quarter of
+    the rest evenly and three quarters in proportion to `allocation` (n,) (default: the semivalue's
+    binom(n-1, s) w(s)). Later batches keep the two per size and give the rest by Neyman allocation, in proportion
+    to c_s sigma_s per index (the honest layer spreads so far), filling the layers furthest below their share."""
 
     allocation: tuple[float, ...] | None = None
 
@@ -142,8 +257,8 @@ class StratifiedSampler:
         return "stratified" if self.allocation is None else f"stratified {list(self.allocation)}"
 
     def draws_per_size(self, num_players: int, batch_size: int, semivalue: Semivalue) -> np.ndarray:
-        """Draws per coalition size in each batch: two for every size the semivalue weighs, the rest a quarter evenly
-        over those sizes and three quarters in proportion to the allocation (largest remainders)."""
+        """The first batch's draws per coalition size: two for every size the semivalue weighs, the rest a quarter
+        evenly over those sizes and three quarters in proportion to the allocation (largest remainders)."""
         used = semivalue.size_weights(num_players) > 0
         allocation = semivalue.size_weights(num_players) if self.allocation is None else np.array(self.allocation)
         if len(allocation) != num_players:
@@ -160,50 +275,132 @@ class StratifiedSampler:
             )
         share = np.where(used, allocation / allocation[used].sum(), 0.0)
         share = 0.25 * used / used.sum() + 0.75 * share  # a quarter spread evenly: no layer's variance from a handful
-        counts = 2 * used.astype(np.int64)
-        quota = share * (batch_size - counts.sum())
-        counts += np.floor(quota).astype(np.int64)
-        remainder = np.argsort(-(quota - np.floor(quota)), kind="stable")[: batch_size - counts.sum()]
-        counts[remainder] += 1
-        return counts
+        return 2 * used + largest_remainders(share[None], batch_size - 2 * used.sum())[0]
 
     def plan(self, num_players: int, batch_size: int, semivalue: Semivalue) -> BatchPlan:
-        per_size = self.draws_per_size(num_players, batch_size, semivalue)
-        sizes = jnp.asarray(np.repeat(np.arange(num_players), per_size))
-        draw = partial(_stratified_masks, sizes=sizes, num_players=num_players)
-        reduce = partial(_stratified_reduce, sizes=sizes)
-        return BatchPlan(semivalue.size_weights(num_players), 2 * num_players * batch_size, draw, reduce)
+        first = np.repeat(np.arange(num_players), self.draws_per_size(num_players, batch_size, semivalue))
+        coefficients = semivalue.size_weights(num_players)
+        exact = np.array([comb(num_players - 1, s) == 1 for s in range(num_players)])
+        draw = partial(_neyman_masks, first=np.broadcast_to(first, (num_players, batch_size)), weights=coefficients)
+        reduce = partial(_sized_reduce, group_of_size=jnp.arange(num_players), num_groups=num_players)
+        sampled = int(((coefficients > 0) & ~exact).sum())
+        unreliable = None
+        if batch_size - 2 * (coefficients > 0).sum() < LAYER_DRAWS * sampled:
+            unreliable = (
+                f"each batch gives the {sampled} sampled layers fewer than {LAYER_DRAWS} draws each (batch_size "
+                f"{batch_size}), and layer variances from so few draws miss rare marginals (measured in "
+                f"docs/games.md, 'Calibration'); use batch_size >= {LAYER_DRAWS * sampled + 2 * (coefficients > 0).sum()}"
+            )
+        return BatchPlan(coefficients, exact, 2 * num_players * batch_size, draw, reduce, 1.0, unreliable)
 
 
-@partial(jax.jit, static_argnames=("num_players",))
-def _stratified_masks(key, sizes, num_players: int):
-    players = jnp.eye(num_players, dtype=bool)[:, None, :]  # (n, 1, n): index i's own column
-    scores = jnp.where(players, 2.0, jax.random.uniform(key, (num_players, len(sizes), num_players)))
-    ranks = jnp.argsort(jnp.argsort(scores, axis=2), axis=2)
-    without = ranks < sizes[None, :, None]  # (n, B, n): the sizes[b] lowest scores, never i itself
-    return jnp.concatenate([without | players, without]).reshape(-1, num_players), ()
+def largest_remainders(shares: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts (K, G) summing to `total` per row, proportional to shares (K, G) (Hamilton's method)."""
+    shares = np.asarray(shares, np.float64)
+    quota = shares / shares.sum(axis=1, keepdims=True) * total
+    counts = np.floor(quota).astype(np.int64)
+    order = np.argsort(-(quota - counts), axis=1, kind="stable")
+    extra = np.arange(shares.shape[1])[None] < (total - counts.sum(axis=1))[:, None]
+    np.put_along_axis(counts, order, np.take_along_axis(counts, order, axis=1) + extra, axis=1)
+    return counts
+
+
+def neyman_sizes(state, weights: np.ndarray, batch_size: int) -> np.ndarray:
+    """Sizes (n, B) of the next batch's draws per index: two per used size, the rest to bring each layer's draws
+    toward its Neyman share c_s sigma_s / sum_s c_s sigma_s of all draws after the batch."""
+    from bayesval.games.variance import draw_variances
+
+    used = weights > 0
+    num_players = len(weights)
+    sigma = np.sqrt(np.nan_to_num(draw_variances(state), posinf=0.0)).T  # (n, G): per index and size
+    target = weights[None] * sigma
+    target = np.where(target.sum(axis=1, keepdims=True) > 0, target, weights[None])  # no spread seen: by weight
+    counts = state.counts.T  # (n, G)
+    spare = batch_size - 2 * used.sum()
+    after = counts.sum(axis=1, keepdims=True) + batch_size
+    deficit = np.maximum(target / target.sum(axis=1, keepdims=True) * after - counts - 2 * used, 0.0)
+    deficit = np.where(deficit.sum(axis=1, keepdims=True) > 0, deficit, target)
+    per_size = 2 * used[None] + largest_remainders(deficit, spare)
+    return np.stack([np.repeat(np.arange(num_players), row) for row in per_size])
+
+
+def _neyman_masks(key, state, first: np.ndarray, weights: np.ndarray):
+    sizes = first if state is None else neyman_sizes(state, weights, first.shape[1])
+    return sized_masks(key, jnp.asarray(sizes)), jnp.asarray(sizes)
 
 
 @jax.jit
-def _stratified_reduce(values, aux, sizes):
-    num_players, batch = values.shape[1] // (2 * len(sizes)), len(sizes)
+def sized_masks(key, sizes):
+    """Masks (2 n B, n): per index i and draw b, a uniform coalition of size sizes[i, b] without i, with i (first
+    half) and without (second half)."""
+    num_players = sizes.shape[0]
+    players = jnp.eye(num_players, dtype=bool)[:, None, :]  # (n, 1, n): index i's own column
+    scores = jnp.where(players, 2.0, jax.random.uniform(key, (num_players, sizes.shape[1], num_players)))
+    ranks = jnp.argsort(jnp.argsort(scores, axis=2), axis=2)
+    without = ranks < sizes[:, :, None]  # (n, B, n): the sizes[i, b] lowest scores, never i itself
+    return jnp.concatenate([without | players, without]).reshape(-1, num_players)
+
+
+@partial(jax.jit, static_argnames=("num_groups",))
+def _sized_reduce(values, sizes, group_of_size, num_groups: int) -> BatchStatistics:
+    num_players, batch = sizes.shape
     paired = values.reshape(len(values), 2, num_players, batch)
     gains = paired[:, 0] - paired[:, 1]  # (R, n, B)
-    layers = jax.nn.one_hot(sizes, num_players, dtype=values.dtype)  # (B, G)
-    sums = jnp.einsum("rnb,bg->rgn", gains, layers)
-    sums_sq = jnp.einsum("nb,bg->gn", gains.mean(axis=0) ** 2, layers)
-    counts = jnp.broadcast_to(layers.sum(axis=0)[:, None], (num_players, num_players)).astype(jnp.int64)
-    return sums, sums_sq, counts
+    return file_draws(gains.transpose(0, 2, 1), group_of_size[sizes].T, num_groups=num_groups)
 
 
-Sampler = PermutationSampler | UniformSampler | StratifiedSampler
+@dataclass(frozen=True)
+class SemivalueSampler:
+    """Coalitions from the semivalue's own distribution: per index and draw a size s with probability
+    binom(n-1, s) w(s), then uniform members without the index; every draw has weight 1 (2 n B coalitions a batch).
+    The sizes 0 and n - 1, single coalitions, get two draws each per batch and are estimated on their own."""
+
+    @property
+    def name(self) -> str:
+        return "semivalue"
+
+    def plan(self, num_players: int, batch_size: int, semivalue: Semivalue) -> BatchPlan:
+        coefficients = end_coefficients(num_players, semivalue)
+        weights = semivalue.size_weights(num_players)
+        ends = sorted({s for s, group in ((0, 0), (num_players - 1, 2)) if coefficients[group] > 0})
+        if coefficients[1] > 0:  # two draws of each weighted end, the rest from the middle sizes
+            fixed, middle = np.repeat(ends, 2), np.where(size_groups(num_players) == 1, weights, 0.0)
+            if batch_size <= len(fixed):
+                raise ValueError(
+                    f"batch_size must exceed {len(fixed)} for semivalue sampling (two draws of each exact size and "
+                    f"at least one of the others), got {batch_size}"
+                )
+        else:  # only exact sizes (leave-one-out): each in turn
+            fixed, middle = np.resize(ends, batch_size), np.ones(num_players)
+        logits = jnp.asarray(np.log(middle / middle.sum(), out=np.full(num_players, -np.inf), where=middle > 0))
+        draw = partial(_semivalue_masks, fixed=jnp.asarray(fixed), logits=logits, batch_size=batch_size)
+        reduce = partial(_sized_reduce, group_of_size=jnp.asarray(size_groups(num_players)), num_groups=3)
+        exact = np.array([True, False, True])
+        return BatchPlan(coefficients, exact, 2 * num_players * batch_size, draw, reduce, 1.0)
+
+
+def _semivalue_masks(key, state, fixed, logits, batch_size: int):
+    return _semivalue_draw(key, fixed, logits, batch_size)
+
+
+@partial(jax.jit, static_argnames=("batch_size",))
+def _semivalue_draw(key, fixed, logits, batch_size: int):
+    size_key, member_key = jax.random.split(key)
+    num_players = len(logits)
+    drawn = jax.random.categorical(size_key, logits, shape=(num_players, batch_size - len(fixed)))
+    sizes = jnp.concatenate([jnp.broadcast_to(fixed, (num_players, len(fixed))), drawn], axis=1)
+    return sized_masks(member_key, sizes), sizes
+
+
+Sampler = PermutationSampler | UniformSampler | StratifiedSampler | SemivalueSampler
+SAMPLERS = (PermutationSampler, UniformSampler, StratifiedSampler, SemivalueSampler)
 
 
 def default_sampler(semivalue: Semivalue) -> Sampler:
-    """Maximum sample reuse for Banzhaf (Wang & Jia 2023), stratified for leave-one-out (one layer), else
-    permutations."""
+    """Permutations for Shapley (every draw weight 1), maximum sample reuse for Banzhaf (Wang & Jia 2023), and the
+    semivalue's own distribution for Beta semivalues and leave-one-out (whose permutation weights are heavy-tailed)."""
+    if semivalue.kind == "shapley":
+        return PermutationSampler()
     if semivalue.kind == "banzhaf":
         return UniformSampler()
-    if semivalue.kind == "loo":
-        return StratifiedSampler()
-    return PermutationSampler()
+    return SemivalueSampler()

@@ -11,6 +11,7 @@ an uninterrupted run with the same key, to the last bit.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 
 import jax
@@ -19,9 +20,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesval.games.masks import code_masks, members
-from bayesval.games.samplers import PermutationSampler, Sampler, StratifiedSampler, UniformSampler, default_sampler
+from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
 from bayesval.games.state import SemivalueState
-from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped
+from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.results import ValuationResult
 from bayesval.validation import check_bool, check_count, check_int, check_key
@@ -45,16 +46,20 @@ def semivalue(
 ) -> ValuationResult:
     """Sample the semivalue `weights` of `utility` over `num_players` players until `stop` holds.
 
-    sampler      `PermutationSampler`, `UniformSampler` or `StratifiedSampler` (default: uniform with maximum sample
-                 reuse for Banzhaf, stratified for leave-one-out, else permutations)
+    sampler      `PermutationSampler`, `UniformSampler`, `StratifiedSampler` or `SemivalueSampler` (default:
+                 permutations for Shapley, uniform with maximum sample reuse for Banzhaf, the semivalue's own
+                 distribution for Beta semivalues and leave-one-out). A sampler whose importance weights are
+                 heavy-tailed for this semivalue at this n (standard errors that lie) gets a warning naming a better one
     stop         a stopping rule (`bayesval.games.stopping`); one without an evaluation or time cap gets a warning
                  and a default cap. Default: StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)
     batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling)
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
                  run goes on at the next batch, with another key it adds new batches
 
-    Returns a ValuationResult with values, stderr, counts per index, the stopping rule's converged flag per index
-    and the state to resume or merge (`a + b`).
+    Returns a ValuationResult with values, stderr (the Monte Carlo error of the sampling: 0 only where a value is
+    exact, docs/games.md), counts per index, the stopping rule's converged flag per index (never on an index whose
+    draws were all equal unless its value is exact), per index in `diagnostics["indices"]` the draws, their range,
+    whether the value is exact and why it is or is not converged, and the state to resume or merge (`a + b`).
     """
     num_players = check_int("num_players", num_players, minimum=1)
     key = check_key("key", key)
@@ -65,6 +70,7 @@ def semivalue(
     names = _check_names(names, num_players)
     stop = capped(StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS) if stop is None else stop)
     plan = sampler.plan(num_players, batch_size, semivalue)
+    _warn_unreliable(plan, semivalue, sampler, num_players)
     stream = jax.random.key_data(key).tobytes().hex()
     state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size)
     started = time.perf_counter()
@@ -72,21 +78,24 @@ def semivalue(
     bar = tqdm(disable=not progress_bar, desc=f"{semivalue.name} by {sampler.name} sampling", unit=" evaluations")
     while progress is None or not stop.holds(progress):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
-        masks, aux = plan.draw(draw_key)
+        masks, aux = plan.draw(draw_key, state)
         values = checked_values(utility(utility_key, masks), masks, names)
-        batch_sums = plan.reduce(values, aux)
+        batch_draws = plan.reduce(values, aux)
         if state is None:
-            state = SemivalueState.empty(semivalue.name, sampler.name, plan.coefficients, len(values), num_players)
+            state = SemivalueState.empty(
+                semivalue.name, sampler.name, plan.coefficients, plan.exact, len(values), num_players
+            )
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
             )
-        state.add(*batch_sums, evaluations=plan.num_masks)
+        state.add(batch_draws, evaluations=plan.num_masks)
         batch += 1
         state.streams[stream] = [batch_size, batch]
         progress = _progress(state, started, stop.history)
         bar.update(plan.num_masks)
     bar.close()
+    converged = stop.converged(progress)
     return ValuationResult(
         method=f"{semivalue.name} by {sampler.name} sampling",
         values=progress.values,
@@ -98,9 +107,15 @@ def semivalue(
             "batches": batch,
             "batch_size": batch_size,
             "seconds": progress.elapsed,
+            "indices": {
+                "draws": progress.counts.tolist(),
+                "range": progress.ranges.tolist(),
+                "exact": progress.exact.tolist(),
+                "verdict": verdicts(progress, converged),
+            },
         },
         counts=progress.counts,
-        converged=stop.converged(progress),
+        converged=converged,
         state=state,
     )
 
@@ -172,11 +187,27 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
 
 
 def _check_sampler(sampler) -> Sampler:
-    if not isinstance(sampler, (PermutationSampler, UniformSampler, StratifiedSampler)):
+    if not isinstance(sampler, SAMPLERS):
         raise TypeError(
-            f"sampler must be a PermutationSampler, UniformSampler or StratifiedSampler, got {type(sampler).__name__}"
+            "sampler must be a PermutationSampler, UniformSampler, StratifiedSampler or SemivalueSampler, got "
+            f"{type(sampler).__name__}"
         )
     return sampler
+
+
+def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: int) -> None:
+    """A warning where the plan says its standard errors and convergence flags are not to be trusted (heavy-tailed
+    importance weights, layers with too few draws: docs/games.md, "Calibration"), naming the sampler to use."""
+    if plan.unreliable is None:
+        return
+    better = default_sampler(semivalue)
+    warnings.warn(
+        f"{sampler.name} sampling of the {semivalue.name} semivalue on {num_players} players: {plan.unreliable}. "
+        f"Its standard errors and convergence flags are not reliable; use {type(better).__name__}() (the default "
+        f"for {semivalue.name}) instead",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _check_names(names, num_players: int) -> list[str]:
@@ -224,5 +255,12 @@ def _progress(state: SemivalueState, started: float, history: int, record: bool 
         ranking = np.argsort(-values, kind="stable")[None]
         state.rankings = np.concatenate([state.rankings, ranking])[-history:]
     return Progress(
-        values, np.sqrt(variances), state.index_counts, state.evaluations, time.perf_counter() - started, state.rankings
+        values,
+        np.sqrt(variances),
+        state.index_counts,
+        state.evaluations,
+        time.perf_counter() - started,
+        state.rankings,
+        state.ranges,
+        state.exact_indices,
     )

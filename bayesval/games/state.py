@@ -1,10 +1,13 @@
 """The running sums of a sampled semivalue: what a result carries so that a run can resume and two runs can merge.
 
-A sampler files each draw of index i into one of G groups g (the whole sample for permutations; coalitions with and
-without i for maximum sample reuse; coalition sizes for stratified sampling) with phi_i = sum_g c_g E[x_gi]. The
-estimate is sum_g c_g mean_gi and its variance sum_g c_g^2 s_gi^2 / m_gi (independent groups; s^2 the sample variance
-of the m_gi draws). Sums are float64 on the host, added batch after batch in a fixed order, so a resumed run repeats an
-uninterrupted one to the last bit.
+A sampler files each draw of index i into one of G groups g (first / middle / last coalition sizes for permutations
+and semivalue sampling; coalitions with and without i for maximum sample reuse; coalition sizes for stratified
+sampling) with phi_i = sum_g c_g E[x_gi]. Per group and index the state keeps the count m, the sum, the sum of
+squared deviations from the mean m2 (combined batch by batch with Chan, Golub & LeVeque 1983, so it does not cancel
+as E[x^2] - E[x]^2 does: a group whose draws are all equal has m2 = 0 exactly) and the smallest and largest draw.
+The estimate is sum_g c_g mean_gi and its variance sum_g c_g^2 sigma~_gi^2 / m_gi, with the honest group variances
+of `bayesval.games.variance`. Sums are float64 on the host, added batch after batch in a fixed order, so a resumed
+run repeats an uninterrupted one to the last bit.
 
 A utility that returns R estimates per coalition (R, B) is averaged over r before the draws are filed; the sums per
 estimate are kept too, and the spread over r of the semivalues from each estimate alone adds var_r / R to the
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from bayesval.games.variance import draw_variances, exact_indices, index_ranges
+
 
 @dataclass
 class SemivalueState:
@@ -25,9 +30,12 @@ class SemivalueState:
 
     semivalue, sampler    names of the semivalue and the sampler (with its options), e.g. 'shapley', 'permutation'
     coefficients          (G,) c_g of each group
+    exact                 (G,) groups of a single coalition (their draws differ only by the utility's noise)
     sums                  (R, G, n) sums of the draws from each of the utility's R estimates
-    sums_sq               (G, n) sums of squares of the draws averaged over the R estimates
+    m2                    (G, n) sums of squared deviations of the draws (averaged over the R estimates) from their
+                          group mean
     counts                (G, n) draws per group and index
+    low, high             (G, n) the smallest and largest draw (+inf and -inf before the first)
     evaluations           utility evaluations (coalitions valued) so far
     streams               per key (hex of its key data): [batch size, batches done]. The key and the batch size fix
                           every batch's coalitions: a run resumed with one of these keys (and its batch size) starts
@@ -38,25 +46,31 @@ class SemivalueState:
     semivalue: str
     sampler: str
     coefficients: np.ndarray
+    exact: np.ndarray
     sums: np.ndarray
-    sums_sq: np.ndarray
+    m2: np.ndarray
     counts: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
     evaluations: int = 0
     streams: dict[str, list[int]] = field(default_factory=dict)
     rankings: np.ndarray | None = None
 
-    ARRAYS = ("coefficients", "sums", "sums_sq", "counts", "rankings")
+    ARRAYS = ("coefficients", "exact", "sums", "m2", "counts", "low", "high", "rankings")
 
     @classmethod
-    def empty(cls, semivalue: str, sampler: str, coefficients, num_repeats: int, num_players: int):
+    def empty(cls, semivalue: str, sampler: str, coefficients, exact, num_repeats: int, num_players: int):
         groups = len(coefficients)
         return cls(
             semivalue,
             sampler,
             np.asarray(coefficients, np.float64),
+            np.asarray(exact, bool),
             np.zeros((num_repeats, groups, num_players)),
             np.zeros((groups, num_players)),
             np.zeros((groups, num_players), np.int64),
+            np.full((groups, num_players), np.inf),
+            np.full((groups, num_players), -np.inf),
             rankings=np.zeros((0, num_players), np.int64),
         )
 
@@ -73,11 +87,20 @@ class SemivalueState:
         """Draws per index (n,) over the groups the semivalue weighs."""
         return self.counts[self.coefficients != 0].sum(axis=0)
 
-    def add(self, sums, sums_sq, counts, evaluations: int) -> None:
-        """File one batch's sums (R, G, n), sums of squares (G, n) and counts (G, n)."""
-        self.sums += np.asarray(sums, np.float64)
-        self.sums_sq += np.asarray(sums_sq, np.float64)
-        self.counts += np.asarray(counts, np.int64)
+    @property
+    def ranges(self) -> np.ndarray:
+        """The range of each index's draws (n,): 0 where they were all equal."""
+        return index_ranges(self)
+
+    @property
+    def exact_indices(self) -> np.ndarray:
+        """Indices whose value is exact (every weighted group a single coalition with equal draws)."""
+        return exact_indices(self)
+
+    def add(self, batch, evaluations: int) -> None:
+        """File one batch's `BatchStatistics` (sums (R, G, n), m2, counts, low, high (G, n))."""
+        combined = _combined(self, *(np.asarray(part) for part in batch))
+        self.sums, self.m2, self.counts, self.low, self.high = combined
         self.evaluations += int(evaluations)
 
     def estimate(self) -> tuple[np.ndarray, np.ndarray]:
@@ -87,9 +110,7 @@ class SemivalueState:
         coefficients = self.coefficients[used][:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             per_repeat = (coefficients * self.sums[:, used] / counts).sum(axis=1)  # (R, n)
-            means = self.sums[:, used].mean(axis=0) / counts
-            sample_var = np.maximum(self.sums_sq[used] - counts * means**2, 0.0) / (counts - 1)
-            variance = (coefficients**2 * np.where(counts > 1, sample_var / counts, np.inf)).sum(axis=0)
+            variance = (coefficients**2 * draw_variances(self)[used] / counts).sum(axis=0)
         values = per_repeat.mean(axis=0)
         if self.num_repeats > 1:
             variance = variance + per_repeat.var(axis=0, ddof=1) / self.num_repeats
@@ -115,11 +136,14 @@ class SemivalueState:
                 "cannot merge two results sampled from the same key: their first batches are the same draws, which "
                 "would count twice; run the second with another key, or resume the first (resume_from=...)"
             )
+        sums, m2, counts, low, high = _combined(self, other.sums, other.m2, other.counts, other.low, other.high)
         return replace(
             self,
-            sums=self.sums + other.sums,
-            sums_sq=self.sums_sq + other.sums_sq,
-            counts=self.counts + other.counts,
+            sums=sums,
+            m2=m2,
+            counts=counts,
+            low=low,
+            high=high,
             evaluations=self.evaluations + other.evaluations,
             streams=self.streams | other.streams,
             rankings=np.zeros((0, self.num_players), np.int64),
@@ -141,3 +165,15 @@ class SemivalueState:
     @classmethod
     def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> SemivalueState:
         return cls(**meta, **arrays)
+
+
+def _combined(state: SemivalueState, sums, m2, counts, low, high):
+    """The state's (sums, m2, counts, low, high) with another set of draws' added: m2 by Chan et al.'s pairwise
+    update, m2_a + m2_b + delta^2 m_a m_b / (m_a + m_b), and exactly 0 where every draw is the same."""
+    total = state.counts + counts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        delta = sums.mean(axis=0) / counts - state.sums.mean(axis=0) / state.counts
+        between = np.where((state.counts > 0) & (counts > 0), delta**2 * state.counts * counts / total, 0.0)
+    low, high = np.minimum(state.low, low), np.maximum(state.high, high)
+    m2 = np.where(low == high, 0.0, state.m2 + m2 + between)
+    return state.sums + sums, m2, total, low, high

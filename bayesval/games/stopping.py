@@ -2,7 +2,8 @@
 
 A rule is a pure function of the run's `Progress`: it keeps no state of its own, so a resumed run stops where an
 uninterrupted one would. Besides `holds`, each rule says which indices it counts as converged: a standard error
-threshold those within it, rank stability those whose rank stayed put; budget caps stop a run without converging it.
+threshold those within it whose variance can be trusted, rank stability those whose rank stayed put; budget caps stop
+a run without converging it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ DEFAULT_MAX_EVALUATIONS = 1_000_000
 
 class Progress(NamedTuple):
     """A run so far: the estimates, their standard errors and draws per index, the utility evaluations in all
-    (resumed runs included), this call's wall time in seconds, and the last rankings (H, n), best first."""
+    (resumed runs included), this call's wall time in seconds, the last rankings (H, n), best first, and per index
+    the range of its draws (0: all equal) and whether its value is exact (every weighted group one coalition)."""
 
     values: np.ndarray
     stderr: np.ndarray
@@ -27,6 +29,13 @@ class Progress(NamedTuple):
     evaluations: int
     elapsed: float
     rankings: np.ndarray
+    ranges: np.ndarray
+    exact: np.ndarray
+
+    @property
+    def trusted(self) -> np.ndarray:
+        """Indices whose standard error means something: exact, or draws that varied (n,)."""
+        return self.exact | (self.ranges > 0)
 
 
 class StoppingRule:
@@ -49,14 +58,16 @@ class StoppingRule:
 
 
 class StandardError(StoppingRule):
-    """Every index's standard error at most `threshold` (>= 0), from at least `min_count` draws."""
+    """Every index's standard error at most `threshold` (>= 0), from at least `min_count` draws that varied (an index
+    whose draws were all equal has no variance to judge, and converges only where its value is exact)."""
 
     def __init__(self, threshold: float, min_count: int = 8) -> None:
         self.threshold = check_non_negative("threshold", threshold)
         self.min_count = check_int("min_count", min_count, minimum=2)
 
     def converged(self, progress: Progress) -> np.ndarray:
-        return (progress.stderr <= self.threshold) & (progress.counts >= self.min_count)
+        enough = progress.exact | ((progress.counts >= self.min_count) & progress.trusted)
+        return (progress.stderr <= self.threshold) & enough
 
     def holds(self, progress: Progress) -> bool:
         return bool(self.converged(progress).all())
@@ -159,6 +170,19 @@ class _Either(_Both):
 
     def __repr__(self) -> str:
         return f"({self.first!r} | {self.second!r})"
+
+
+def verdicts(progress: Progress, converged: np.ndarray) -> list[str]:
+    """Why each index is or is not converged, in words (a result's `diagnostics["indices"]["verdict"]`)."""
+    words = []
+    for exact, trusted, done in zip(progress.exact, progress.trusted, converged):
+        if exact:
+            words.append("exact")
+        elif not trusted:
+            words.append("not converged: all draws equal, so the error is unknown (a floor from the game's range)")
+        else:
+            words.append("converged" if done else "not converged: the rule did not hold before the run stopped")
+    return words
 
 
 def _check_rule(rule) -> StoppingRule:
