@@ -1,6 +1,7 @@
 """The game layer: a utility of coalition masks, semivalue weights, samplers of fixed-size mask batches,
-stopping rules, and results that merge and resume (docs/games.md)."""
+stopping rules, and results that merge and resume (docs/games.md); games with closed-form semivalues to test them."""
 
+from bayesval.games.analytic import Airport, Miner, Shoes, SymmetricVoting, UnanimitySum, WeightedVoting
 from bayesval.games.samplers import PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
 from bayesval.games.semivalues import exact_semivalue, semivalue
 from bayesval.games.stopping import MaxEvaluations, MaxTime, RankStability, StandardError, When
@@ -10,15 +11,21 @@ __all__ = [
     "BANZHAF",
     "LEAVE_ONE_OUT",
     "SHAPLEY",
+    "Airport",
     "MaxEvaluations",
     "MaxTime",
+    "Miner",
     "PermutationSampler",
     "RankStability",
     "SemivalueSampler",
     "Semivalue",
+    "Shoes",
     "StandardError",
     "StratifiedSampler",
+    "SymmetricVoting",
+    "UnanimitySum",
     "UniformSampler",
+    "WeightedVoting",
     "When",
     "beta_shapley",
     "exact_semivalue",
