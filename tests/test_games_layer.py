@@ -62,7 +62,8 @@ def test_merging_two_keys_equals_resuming_with_the_second_key(utility):
     np.testing.assert_allclose(merged.values, both.values, rtol=1e-12)
     np.testing.assert_allclose(merged.stderr, both.stderr, rtol=1e-9)
     np.testing.assert_array_equal(merged.counts, a.counts + b.counts)
-    pooled = (a.values * a.counts + b.values * b.counts) / (a.counts + b.counts)  # permutations: one group
+    sums, counts = a.state.sums[0] + b.state.sums[0], a.state.counts + b.state.counts  # groups first, middle, last
+    pooled = (a.state.coefficients[:, None] * sums / counts).sum(axis=0)
     np.testing.assert_allclose(merged.values, pooled, rtol=1e-12)
     assert merged.state.evaluations == a.state.evaluations + b.state.evaluations
     assert np.all(merged.stderr < np.minimum(a.stderr, b.stderr))

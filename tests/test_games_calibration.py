@@ -1,0 +1,141 @@
+"""Standard errors and convergence flags on games too large to enumerate, where sampling is needed (issue 27).
+
+Closed-form games of 60 and 100 players (`bayesval.games.analytic`): z = (estimate - exact) / stderr over 20 keys on
+the indices worth at least 1 % of the largest value. The full sweep (every semivalue x sampler, more keys) is
+`benchmarks/bench_calibration.py`, its table in docs/games.md."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayesval.games import (
+    BANZHAF,
+    LEAVE_ONE_OUT,
+    SHAPLEY,
+    Airport,
+    MaxEvaluations,
+    PermutationSampler,
+    SemivalueSampler,
+    StandardError,
+    StratifiedSampler,
+    UnanimitySum,
+    UniformSampler,
+    beta_shapley,
+    semivalue,
+)
+
+KEYS = 20
+UNANIMITY = UnanimitySum.random(60, 40, 8, seed=0)
+AIRPORT = Airport.random(100, seed=0)
+
+
+def calibration(game, weights, sampler, evaluations: int, batch_size: int):
+    """RMS z, the share of |z| > 4, max |z|, the median of stderr / spread over keys, and the (index, key) pairs with
+    stderr 0 and a wrong value, over KEYS runs."""
+    exact = game.semivalue(weights)
+    runs = [
+        semivalue(game.utility, game.num_players, key, weights=weights, sampler=sampler,
+                  stop=MaxEvaluations(evaluations), batch_size=batch_size)
+        for key in range(KEYS)
+    ]
+    values, stderr = np.array([r.values for r in runs]), np.array([r.stderr for r in runs])
+    worth = np.abs(exact) >= 0.01 * np.abs(exact).max()
+    wrong_zero = int(((stderr == 0) & ~np.isclose(values, exact, rtol=0, atol=1e-12 * np.abs(exact).max())).sum())
+    z = ((values - exact) / stderr)[:, worth]
+    ratio = np.median(stderr[:, worth].mean(axis=0) / values[:, worth].std(axis=0, ddof=1))
+    return np.sqrt(np.mean(z**2)), np.mean(np.abs(z) > 4), np.abs(z).max(), ratio, wrong_zero
+
+
+@pytest.mark.parametrize(
+    "game, weights, sampler, evaluations, batch_size",
+    [
+        (UNANIMITY, SHAPLEY, None, 40_000, 64),
+        (UNANIMITY, SHAPLEY, SemivalueSampler(), 40_000, 32),
+        (UNANIMITY, BANZHAF, None, 40_000, 1024),
+        (UNANIMITY, beta_shapley(4, 1), None, 40_000, 32),
+        (UNANIMITY, beta_shapley(4, 1), PermutationSampler(), 40_000, 64),
+        (AIRPORT, SHAPLEY, None, 60_000, 64),
+        (AIRPORT, SHAPLEY, SemivalueSampler(), 60_000, 32),
+        (AIRPORT, BANZHAF, None, 60_000, 1024),
+    ],
+    ids=lambda x: getattr(x, "name", type(x).__name__) if not isinstance(x, int) else str(x),
+)
+def test_standard_errors_are_calibrated_on_large_games(game, weights, sampler, evaluations, batch_size):
+    """RMS z in [0.8, 1.2], at most 1 % of |z| above 4 and none above 8, the median stderr / spread in [0.85, 1.15],
+    no stderr 0 on an inexact value, and no warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rms, beyond_4, worst, ratio, wrong_zero = calibration(game, weights, sampler, evaluations, batch_size)
+    print(f"RMS z {rms:.2f}, |z| > 4: {beyond_4:.2%}, max |z| {worst:.1f}, stderr / spread {ratio:.2f}")
+    assert 0.8 <= rms <= 1.2 and beyond_4 <= 0.01 and worst <= 8 and 0.85 <= ratio <= 1.15 and wrong_zero == 0
+
+
+@pytest.mark.parametrize(
+    "weights, sampler, better",
+    [
+        (BANZHAF, PermutationSampler(), "UniformSampler"),
+        (beta_shapley(16, 1), PermutationSampler(antithetic=True), "SemivalueSampler"),
+        (SHAPLEY, UniformSampler(), "PermutationSampler"),
+        (LEAVE_ONE_OUT, UniformSampler(), "SemivalueSampler"),
+        (SHAPLEY, StratifiedSampler(), "PermutationSampler"),
+    ],
+)
+def test_an_unreliable_sampler_is_warned_with_the_better_one_named(weights, sampler, better):
+    with pytest.warns(UserWarning, match=f"not reliable; use {better}"):
+        semivalue(UNANIMITY.utility, 60, 0, weights=weights, sampler=sampler, stop=MaxEvaluations(1), batch_size=128)
+
+
+def test_the_default_samplers_are_not_warned_at_any_size():
+    for weights in (SHAPLEY, BANZHAF, beta_shapley(4, 1), beta_shapley(16, 1), beta_shapley(1, 16), LEAVE_ONE_OUT):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            semivalue(UNANIMITY.utility, 60, 0, weights=weights, stop=MaxEvaluations(1), batch_size=64)
+
+
+def test_an_index_whose_draws_are_all_equal_does_not_converge():
+    """v(S) = |S|: every marginal is 1, so the draws never vary. Nothing tells the sampler the value is exact (the
+    middle sizes are sampled), so StandardError never holds; the run stops at its cap and says why."""
+
+    def size(key, masks):
+        return masks.sum(axis=1).astype(jnp.float64)
+
+    result = semivalue(size, 8, 0, stop=StandardError(0.1) | MaxEvaluations(2_000), batch_size=16)
+    assert not result.converged.any() and result.diagnostics["evaluations"] >= 2_000
+    np.testing.assert_allclose(result.values, 1.0)
+    assert result.diagnostics["indices"]["range"] == [0.0] * 8
+    assert all("all draws equal" in verdict for verdict in result.diagnostics["indices"]["verdict"])
+
+
+def test_an_exact_value_has_stderr_zero_and_converges_at_once():
+    """Leave-one-out is one coalition per index: its draws are all equal and exact, stderr exactly 0 (the squared
+    deviations are combined without cancellation), converged after the first batch."""
+    result = semivalue(UNANIMITY.utility, 60, 0, weights=LEAVE_ONE_OUT, stop=StandardError(0.0), batch_size=8)
+    np.testing.assert_allclose(result.values, UNANIMITY.semivalue(LEAVE_ONE_OUT), rtol=1e-12, atol=1e-12)
+    assert np.all(result.stderr == 0) and result.converged.all() and result.diagnostics["batches"] == 1
+    assert set(result.diagnostics["indices"]["verdict"]) == {"exact"}
+
+
+def test_a_rare_marginal_never_seen_still_has_an_error():
+    """Airport game: an index whose sampled (middle) draws missed every rare positive marginal has a standard
+    error above 0 (from its own range), and the estimate is within 4 of them of the exact value."""
+    exact = AIRPORT.semivalue(SHAPLEY)
+    result = semivalue(AIRPORT.utility, 100, 0, stop=MaxEvaluations(2_000), batch_size=8)
+    assert np.all(result.stderr > 0)
+    assert np.all(np.abs(result.values - exact) <= 4 * result.stderr)
+
+
+def test_a_standard_error_rule_stops_within_twice_its_threshold():
+    """StandardError(t) on the 60-player unanimity game: |error| <= 2 t on at least 93 % of the indices (over 8
+    keys; a calibrated stderr at t gives |error| <= 2 t on 95 %)."""
+    exact = UNANIMITY.semivalue(SHAPLEY)
+    threshold = 0.01 * np.abs(exact).max()
+    within = []
+    for key in range(8):
+        result = semivalue(UNANIMITY.utility, 60, key, stop=StandardError(threshold) | MaxEvaluations(400_000))
+        assert result.converged.all()
+        within.append(np.abs(result.values - exact) <= 2 * threshold)
+    assert np.mean(within) >= 0.93
