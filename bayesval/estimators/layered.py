@@ -91,7 +91,8 @@ def _layer_coalitions(rng: np.random.Generator, num_players: int, counts: np.nda
         player, layer, count = (np.repeat(column, [c for *_, c in independent]) for column in zip(*independent))
         scores = rng.random((len(player), num_players))
         scores[np.arange(len(player)), player] = 2.0  # never the point itself
-        masks.append(np.argsort(np.argsort(scores, axis=1), axis=1) < layer[:, None])
+        kth = np.take_along_axis(np.sort(scores, axis=1), layer[:, None], axis=1)  # the layer-th smallest score
+        masks.append(scores < kth)  # the `layer` smallest scores' players
         owners.append(player)
         layers.append(layer)
     return np.concatenate(masks), np.concatenate(owners), np.concatenate(layers)
