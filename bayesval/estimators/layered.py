@@ -117,7 +117,8 @@ def layered_shapley(
     Every sampled coalition costs two values, v(C) and v(C u i); each distinct coalition is valued once, in
     batches of `batch_size` masks. The standard error per value estimates its standard deviation over keys: the
     sampled layers' sampling variance and the rare layers' random inclusion (`_layer_statistics`); it is 0 only
-    where every layer was enumerated or none shows any spread. It leaves out the estimate's bias,
+    where every layer was enumerated or the point's draws vary nowhere (equal within each sampled layer, 0 in each
+    rare one: a null player). It leaves out the estimate's bias,
     E[phi_hat_i] = (1 / n) sum_k min(m_k, 1) phi_i^k, from the rare layers' estimate 0 when not drawn."""
     num_players = check_count("num_players", num_players, minimum=2)
     key = check_key("key", key)
