@@ -1,7 +1,9 @@
 """Layered Shapley benchmarks (issue 15): the batched JAX retraining utility against pyDVL's TMC Shapley with a
-scikit-learn LogisticRegression utility on the same data, in the same run, and the whole Pima Layered run timed.
+scikit-learn LogisticRegression utility on the same data, in the same run, and the whole Pima Layered run timed;
+with `calibration` (issue 27), its standard errors against the spread of its values over keys.
 
     python benchmarks/bench_layered.py [--seconds 20] [--pydvl-python /work/venv-pydvl/bin/python]
+    python benchmarks/bench_layered.py calibration [--keys 40] [--players 100]
 
 pyDVL 0.10 pins numpy < 2, so it lives in its own virtual environment and runs here as a subprocess on the same
 arrays (saved to a temporary .npz):
@@ -30,6 +32,10 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets.watson import watson_split
 from bayesval.estimators import LayeredShapley, LogisticRegressionUtility, MonteCarloShapley
+from bayesval.estimators.layered import layered_shapley
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test games, with their closed forms
+from game_examples import averaging_shapley, averaging_utility  # noqa: E402
 
 PYDVL_TMC = r"""
 import json, sys, time, warnings
@@ -98,12 +104,54 @@ def layered_run(split, epsilon: float | None = None) -> dict:
     return {"evaluations": result.diagnostics["evaluations"], "seconds": elapsed}
 
 
+def calibration(keys: int, num_players: int, alpha: float = 0.05, beta: float = 0.05, c: float = 0.5) -> dict:
+    """Layered Shapley on the mean-score game v(S) = c mean_{j in S} a_j (a ~ U[0, 1]; Shapley values in closed form)
+    over `keys` keys: per point, the mean reported standard error over the spread (std) of its values over keys, and
+    the (alpha, beta) guarantee, P(|phi_hat_i - phi_i| >= alpha) <= beta (Watson et al., Thm 3.3)."""
+    scores = np.random.default_rng(0).random(num_players)
+    game = averaging_utility(scores, c)
+    target = averaging_shapley(scores, c) - c * scores / num_players  # Alg. 1 leaves out layer 0, v({i}) - v({})
+    start = time.perf_counter()
+    runs = [layered_shapley(game, num_players, key, alpha=alpha, beta=beta, c=c) for key in range(keys)]
+    elapsed = time.perf_counter() - start
+    values, stderr = np.array([run.values for run in runs]), np.array([run.stderr for run in runs])
+    ratio = stderr.mean(axis=0) / values.std(axis=0, ddof=1)
+    errors = np.abs(values - target)
+    within = errors <= alpha
+    return {
+        "ratio": np.percentile(ratio, [10, 50, 90]),
+        "covered": within.mean(),
+        "worst_point": within.mean(axis=0).min(),
+        "largest_error": errors.max() / alpha,
+        "zero_stderr": int((stderr == 0).sum()),
+        "seconds": elapsed / keys,
+    }
+
+
+def print_calibration(keys: int, num_players: int) -> None:
+    """The calibration, as docs/layered.md records it."""
+    result = calibration(keys, num_players)
+    p10, median, p90 = result["ratio"]
+    print(f"mean-score game, n = {num_players}, alpha = beta = 0.05, c = 0.5, {keys} keys")
+    print(f"  stderr / spread over points: median {median:.3f}, 10th percentile {p10:.3f}, 90th {p90:.3f}")
+    print(
+        f"  |error| <= alpha: {result['covered']:.4f} of values, worst point {result['worst_point']:.3f} "
+        f"(guarantee: >= 0.95), largest |error| {result['largest_error']:.3f} alpha"
+    )
+    print(f"  zero standard errors: {result['zero_stderr']}; {result['seconds']:.2f} s per run")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", nargs="?", choices=["speed", "calibration"], default="speed")
     parser.add_argument("--seconds", type=float, default=20.0, help="pyDVL's time budget")
     parser.add_argument("--permutations", type=int, default=400, help="bayesval's permutations")
     parser.add_argument("--pydvl-python", default="/work/venv-pydvl/bin/python")
+    parser.add_argument("--keys", type=int, default=40, help="calibration: keys (runs)")
+    parser.add_argument("--players", type=int, default=100, help="calibration: players of the mean-score game")
     args = parser.parse_args(argv)
+    if args.mode == "calibration":
+        return print_calibration(args.keys, args.players)
     split = watson_split("pima", seed=0)
     print(
         f"Pima: {len(split.train[1])} points valued, value set {len(split.value[1])}, "

@@ -54,3 +54,32 @@ def surprise_table(syn) -> np.ndarray:
     prior = model.priors(2).model
     kl = [nig_kl(jax.tree.map(lambda a, i=i: a[i], posteriors), prior) for i in range(len(masks))]
     return np.concatenate([[0.0], kl])
+
+
+def averaging_utility(scores, c: float = 1.0, step: float | None = None):
+    """The mean-score game v(S) = c mean_{j in S} a_j (v(empty) = 0), a jitted utility(key, masks) -> values; with
+    `step`, v rounded down to a multiple of it (a discrete utility, like an accuracy). Its marginal to a size-k
+    coalition C, v_i(C) = c (a_i - mean_C a) / (k + 1), satisfies Watson et al.'s diminishing-returns assumption
+    |v_i(C)| <= c / k (Sec. 3) for scores in [0, 1]."""
+    scores = jnp.asarray(scores)
+
+    @jax.jit
+    def utility(key, masks):
+        masks = jnp.asarray(masks)
+        sizes = masks.sum(axis=1)
+        values = c * jnp.where(sizes > 0, masks @ scores / jnp.maximum(sizes, 1), 0.0)
+        return values if step is None else jnp.floor(values / step) * step
+
+    return utility
+
+
+def averaging_shapley(scores, c: float = 1.0) -> np.ndarray:
+    """The Shapley values of `averaging_utility` in closed form,
+    phi_i = c (a_i H_n / n - (sum_{j != i} a_j) (H_n - 1) / (n (n - 1))), by linearity over g_j(S) = 1[j in S] / |S|:
+    j's marginal to a size-k coalition is 1 / (k + 1), so phi_j(g_j) = H_n / n, and by efficiency and symmetry the
+    other n - 1 players share g_j(N) - H_n / n = -(H_n - 1) / n equally."""
+    scores = np.asarray(scores, np.float64)
+    num_players = len(scores)
+    harmonic = np.sum(1.0 / np.arange(1, num_players + 1))
+    others = scores.sum() - scores
+    return c * (scores * harmonic / num_players - others * (harmonic - 1) / (num_players * (num_players - 1)))

@@ -1,5 +1,6 @@
-"""Layered Shapley against exact enumeration, its (alpha, beta) guarantee over 200 seeds, the spec's worked numbers,
-DP Layered Shapley's calibration and noise scale, the Monte Carlo baseline, the front door and bad input."""
+"""Layered Shapley against exact enumeration, its (alpha, beta) guarantee over 200 seeds, its standard errors against
+the spread over keys on a 100-player game with a closed form, the spec's worked numbers, DP Layered Shapley's
+calibration and noise scale, the Monte Carlo baseline, the front door and bad input."""
 
 import math
 from functools import partial
@@ -7,11 +8,13 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from game_examples import averaging_shapley, averaging_utility
 from sklearn.linear_model import LogisticRegression
 
 import bayesval as bv
 from bayesval.estimators import LayeredShapley, LogisticRegressionUtility, MonteCarloShapley, SklearnUtility
 from bayesval.estimators.layered import (
+    _layer_statistics,
     amplified_epsilon,
     expected_coalitions_with,
     layer_counts,
@@ -29,18 +32,6 @@ def _data(seed=0, n=10, d=3, n_val=80):
     y = (rng.random(n + n_val) < 1 / (1 + np.exp(-4 * x[:, 0]))).astype(int)
     y[:2] = [0, 1]
     return x[:n], y[:n], x[n:], y[n:]
-
-
-def _averaging_game(weights, c):
-    """v(C) = c * mean of a_j over C (0 when empty): v_i(C) = c (a_i - mean_C) / (k + 1), of range c / (k + 1)."""
-    a = jnp.asarray(weights)
-
-    def utility(key, masks):
-        masks = jnp.asarray(masks)
-        sizes = masks.sum(axis=1)
-        return c * jnp.where(sizes > 0, masks @ a / jnp.maximum(sizes, 1), 0.0)
-
-    return utility
 
 
 def test_worked_numbers_of_the_spec():
@@ -71,25 +62,71 @@ def test_exhaustive_layers_give_the_exact_shapley_value_of_a_logistic_regression
     layered = layered_shapley(utility, 8, 0, alpha=1e-3, beta=0.05, c=0.5, include_empty_layer=True)
     assert layered.diagnostics["enumerated_layers"] == list(range(1, 8))
     np.testing.assert_allclose(layered.values, exact, atol=1e-12)
+    assert np.all(layered.stderr == 0)  # every layer enumerated: exact
     assert layered.values.sum() == pytest.approx(float(utility(None, np.ones((1, 8), bool))[0]) + math.log(2))
     without_empty = layered_shapley(utility, 8, 0, alpha=1e-3, beta=0.05, c=0.5)
     empty_layer = (np.asarray(utility(None, np.eye(8, dtype=bool))) + math.log(2)) / 8
     np.testing.assert_allclose(without_empty.values, exact - empty_layer, atol=1e-12)
 
 
+def test_the_mean_score_game_has_its_closed_form_shapley_values():
+    for n in (2, 5, 8):
+        scores = np.random.default_rng(n).random(n)
+        exact = exact_semivalue(averaging_utility(scores, 0.7), n, 0).values
+        np.testing.assert_allclose(averaging_shapley(scores, 0.7), exact, atol=1e-12)
+
+
 def test_the_alpha_beta_guarantee_holds_over_200_seeds():
     n, c, alpha, beta = 10, 1.0, 0.1, 0.1
     a = np.random.default_rng(4).random(n)
-    game = _averaging_game(a, c)
-    exact = exact_semivalue(game, n, 0).values
+    game = averaging_utility(a, c)
+    target = averaging_shapley(a, c) - c * a / n  # less layer 0, which Alg. 1 leaves out: v({i}) - v({}) = c a_i
     runs = [layered_shapley(game, n, seed, alpha=alpha, beta=beta, c=c) for seed in range(200)]
-    empty_layer = c * a / n  # layer 0, which Alg. 1 leaves out: v({i}) - v({}) = c a_i
-    errors = np.array([run.values for run in runs]) + empty_layer - exact
-    assert runs[0].diagnostics["enumerated_layers"] == [1, 2, 9]  # the other layers are sampled
+    errors = np.array([run.values for run in runs]) - target
+    assert len(errors) == 200 and runs[0].diagnostics["enumerated_layers"] == [1, 2, 9]  # the others are sampled
     assert (np.abs(errors) > alpha).mean(axis=0).max() <= beta
     reported = np.array([run.stderr for run in runs]).mean(axis=0)  # and the standard errors are calibrated
     np.testing.assert_allclose(errors.std(axis=0) / reported, 1.0, atol=0.25)
     np.testing.assert_allclose(errors.mean(axis=0), 0.0, atol=3 * errors.std(axis=0).max() / np.sqrt(200) + 1e-12)
+
+
+def test_standard_errors_match_the_spread_over_keys_on_100_players():
+    """Default alpha = beta = 0.05, c = 0.5: layers 2-20 sampled, 21-99 rare (drawn with probability m_k), whose
+    random inclusion is most of the spread of the points far from the mean score."""
+    n, keys = 100, 20
+    a = np.random.default_rng(0).random(n)
+    game = averaging_utility(a, 0.5)
+    runs = [layered_shapley(game, n, key) for key in range(keys)]
+    values, stderr = np.array([run.values for run in runs]), np.array([run.stderr for run in runs])
+    ratio = stderr.mean(axis=0) / values.std(axis=0, ddof=1)
+    assert 0.85 <= np.median(ratio) <= 1.15
+    errors = values - (averaging_shapley(a, 0.5) - 0.5 * a / n)
+    assert (np.abs(errors) <= 0.05).mean() >= 1 - 0.05  # the (alpha, beta) guarantee
+
+
+def test_no_standard_error_is_zero_unless_exact():
+    """A rounded utility leaves many few-draw layers with all draws equal; each point still gets a positive
+    standard error, shrunk from its neighbouring layers."""
+    n = 100
+    rounded = averaging_utility(np.random.default_rng(1).random(n), 0.5, step=0.005)
+    assert np.all(layered_shapley(rounded, n, 3).stderr > 0)
+
+
+def test_a_few_equal_draws_borrow_the_variance_of_the_neighbouring_layers():
+    """Five players, layer 1 enumerated (4 coalitions), layer 2 sampled (3 of 6), layer 3 sampled (2 of 4), layer 4
+    a single coalition; no rare layer. Point 0 varies only in layer 1, point 1 nowhere."""
+    sizes = np.array([0.0, 4.0, 3.0, 2.0, 1.0])
+    counts = np.array([[0, 4, 3, 2, 1]] * 2 + [[0] * 5] * 3)
+    layers = np.tile(np.repeat(np.arange(5), counts[0]), 2)
+    owners = np.repeat([0, 1], counts[0].sum())
+    gains = np.array([0.1, 0.2, 0.3, 0.4, 0.05, 0.05, 0.05, 0.02, 0.02, 0.01] + [0.1] * 10)
+    means, variance = _layer_statistics(gains, owners, layers, counts, sizes, c=1.0)
+    np.testing.assert_allclose(means[0, 1:], [0.25, 0.05, 0.02, 0.01])
+    spread = np.var([0.1, 0.2, 0.3, 0.4], ddof=1)  # layer 1's, scaled by 1^2; the pool of layers 1-4 has 6 dof
+    # layer 2: window [1, 4], prior spread / 2 / 2^2, shrunk (2 dof * 0 + 1 * prior) / 3, over 3 draws, FPC 1 - 3/6;
+    # layer 3: window [2, 4] holds no spread, so the point's pool: spread / 2 / 3^2, shrunk / 2, over 2 draws, 1 - 2/4
+    assert variance[0] == pytest.approx(spread / 8 / 3 / 3 / 2 + spread / 18 / 2 / 2 / 2)
+    assert variance[1] == 0  # no spread in any layer: constant marginals, as in an additive game
 
 
 def test_dp_layered_noise_is_laplace_of_the_calibrated_scale_and_is_recorded():

@@ -8,6 +8,9 @@ P(|phi_hat_i - phi_i| >= alpha) <= beta when |v_i(C)| <= c / k (Thm 3.3). With t
 (spec_layered_shapley.md Sec. 3.2.1, A1-A5): a layer with ceil(m_k) >= binom(n-1, k) coalitions is enumerated; a
 layer with m_k < 1 is sampled with probability m_k (estimate 0 when not); each layer's estimate is the mean of its
 realised draws (which the DP proof needs); the empty layer v({i}) - v({}) is added with `include_empty_layer`.
+Each value's standard error estimates its spread over keys: the sampled layers' variances (finite-population
+corrected, a few-draw layer's shrunk toward its neighbouring layers') and the random inclusion of the layers of
+m_k < 1, whose moments are pooled over a point's drawn ones under the c / k scaling.
 
 DP Layered Shapley (Alg. 2) adds Laplace noise to each value, of scale Delta / epsilon_0 with the Appendix D
 sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda) (spec P3: s = 2 for replace-one neighbours, where a swap moves
@@ -91,7 +94,8 @@ def _layer_coalitions(rng: np.random.Generator, num_players: int, counts: np.nda
         player, layer, count = (np.repeat(column, [c for *_, c in independent]) for column in zip(*independent))
         scores = rng.random((len(player), num_players))
         scores[np.arange(len(player)), player] = 2.0  # never the point itself
-        masks.append(np.argsort(np.argsort(scores, axis=1), axis=1) < layer[:, None])
+        kth = np.take_along_axis(np.sort(scores, axis=1), layer[:, None], axis=1)  # the layer-th smallest score
+        masks.append(scores < kth)  # the `layer` smallest scores' players
         owners.append(player)
         layers.append(layer)
     return np.concatenate(masks), np.concatenate(owners), np.concatenate(layers)
@@ -111,8 +115,11 @@ def layered_shapley(
     """Layered Shapley values (Watson et al., Alg. 1 with the spec's fixes) of a utility `utility(key, masks)`.
 
     Every sampled coalition costs two values, v(C) and v(C u i); each distinct coalition is valued once, in
-    batches of `batch_size` masks. The standard error per value is that of the layer means (a layer drawn once
-    counts its worst-case variance (c / 2k)^2; an enumerated one none)."""
+    batches of `batch_size` masks. The standard error per value estimates its standard deviation over keys: the
+    sampled layers' sampling variance and the rare layers' random inclusion (`_layer_statistics`); it is 0 only
+    where every layer was enumerated or the point's draws vary nowhere (equal within each sampled layer, 0 in each
+    rare one: a null player). It leaves out the estimate's bias,
+    E[phi_hat_i] = (1 / n) sum_k min(m_k, 1) phi_i^k, from the rare layers' estimate 0 when not drawn."""
     num_players = check_count("num_players", num_players, minimum=2)
     key = check_key("key", key)
     alpha, beta = check_probability("alpha", alpha), check_probability("beta", beta)
@@ -132,11 +139,12 @@ def layered_shapley(
     masks = np.unpackbits(coalitions, axis=1, count=num_players).astype(bool)
     values = _chunked_values(utility, utility_key, masks, batch_size)
     gains = values[inverse[: len(owners)]] - values[inverse[len(owners) :]]
-    layer_means, variances = _layer_statistics(gains, owners, layers, counts, num_players, c)
+    sample_sizes = layer_sample_sizes(num_players, alpha, beta, c)
+    layer_means, variance = _layer_statistics(gains, owners, layers, counts, sample_sizes, c)
     return ValuationResult(
         method="layered shapley",
         values=layer_means.sum(axis=1) / num_players,
-        stderr=np.sqrt(variances.sum(axis=1)) / num_players,
+        stderr=np.sqrt(variance) / num_players,
         names=[str(i) for i in range(num_players)],
         counts=counts.sum(axis=1),
         diagnostics={
@@ -170,21 +178,109 @@ def _chunked_values(utility, key, masks: np.ndarray, batch_size: int) -> np.ndar
     return np.asarray(np.concatenate(chunks))[: len(masks)]
 
 
-def _layer_statistics(gains, owners, layers, counts, num_players: int, c: float):
-    """Layer means (n, n), 0 where a layer drew nothing, and their variances (finite-population corrected)."""
-    groups = owners * num_players + layers
-    size = num_players * num_players
-    sums = np.bincount(groups, gains, size).reshape(num_players, num_players)
-    squares = np.bincount(groups, gains**2, size).reshape(num_players, num_players)
+def _layer_statistics(gains, owners, layers, counts, sample_sizes, c: float):
+    """Layer means (n, n), 0 where a layer drew nothing, and the variance (n,) of each point's sum of layer
+    estimates over the draws of Alg. 1: that of its sampled layers' means plus that of its rare layers' inclusion.
+    Enumerated layers are exact and add none."""
+    num_players = counts.shape[0]
     drawn = counts.astype(np.float64)
+    sums = _layer_sums(gains, owners, layers, num_players)
+    means = np.divide(sums, drawn, out=np.zeros_like(sums), where=drawn > 0)
+    squares = _squared_deviations(gains, owners, layers, drawn)
+    totals = np.array([comb(num_players - 1, k) for k in range(num_players)], np.float64)
+    rare = np.broadcast_to((sample_sizes < 1) & (np.arange(num_players) > 0), counts.shape)
+    variance = _sampled_layer_variance(squares, drawn, totals, rare) + _rare_layer_variance(
+        sums, drawn > 0, sample_sizes, rare[0], c
+    )
+    return means, variance
+
+
+def _layer_sums(values, owners, layers, num_players: int) -> np.ndarray:
+    """Sums of `values` per point and layer, (n, n)."""
+    groups = owners * num_players + layers
+    return np.bincount(groups, values, num_players * num_players).reshape(num_players, num_players)
+
+
+def _squared_deviations(gains, owners, layers, drawn) -> np.ndarray:
+    """sum (x - mean)^2 per point and layer, (n, n), from the draws shifted by their layer's smallest, so that equal
+    draws give exactly 0."""
+    num_players = len(drawn)
+    smallest = np.full(num_players * num_players, np.inf)
+    np.minimum.at(smallest, owners * num_players + layers, gains)
+    shifted = gains - smallest[owners * num_players + layers]
+    sums = _layer_sums(shifted, owners, layers, num_players)
+    squares = _layer_sums(shifted**2, owners, layers, num_players)
+    return np.maximum(squares - np.divide(sums**2, drawn, out=np.zeros_like(sums), where=drawn > 0), 0.0)
+
+
+def _sampled_layer_variance(squares, drawn, totals, rare) -> np.ndarray:
+    """sum_k s_k^2 / m_k (1 - m_k / N_k) per point over its layers of m_k >= 1 draws (without replacement from the
+    N_k = binom(n-1, k) coalitions, or independent where N_k is too large to list, which the correction then leaves
+    at 1; Cochran, Sampling Techniques, Thm 2.2). s_k^2 is the layer's sample variance shrunk toward its neighbours'
+    (`_shrunk_variances`); an enumerated layer (m_k = N_k) adds 0."""
+    dof = np.maximum(drawn - 1.0, 0.0)  # 0 for a rare layer, drawn once at most
+    variances = np.divide(squares, dof, out=np.zeros_like(squares), where=dof > 0)
+    sampled = ~rare & (drawn > 0) & (drawn < totals)
+    correction = 1.0 - drawn / totals
+    shrunk = _shrunk_variances(variances, dof)
+    return np.where(sampled, shrunk / np.maximum(drawn, 1.0) * correction, 0.0).sum(axis=1)
+
+
+SHRINKAGE_DOF = 1.0  # the prior's weight in degrees of freedom: a layer of 2 draws (1 dof) is half prior
+
+
+def _shrunk_variances(variances, dof) -> np.ndarray:
+    """Each layer's sample variance shrunk toward a prior from the same point's other layers, with weights dof_k and
+    SHRINKAGE_DOF: (dof_k s_k^2 + d_0 prior_k) / (dof_k + d_0) (Smyth 2004, moderated variances; Watson et al.'s
+    layers differ in size, so the prior is scaled by their diminishing-returns bound c / k, Sec. 3). A layer of a
+    few draws, all equal, thus gets its neighbours' variance rather than 0; one of hundreds keeps its own.
+
+    The prior for layer k pools the scaled variances j^2 s_j^2 of the point's layers j in [k/2, 2k] (sampled or
+    enumerated, weighted by dof_j), divided by k^2; where those hold no spread, of all its layers. The window keeps
+    the prior local: a layer's variance falls faster than the bound (as k^-3 for a mean of k points), and pooling
+    every layer at k^2 would overstate the few-draw layers, which lie at the top of the sampled range."""
+    num_players = variances.shape[1]
+    sizes = np.arange(num_players)
+    scaled = np.concatenate([np.zeros((len(dof), 1)), np.cumsum(dof * sizes**2 * variances, axis=1)], axis=1)
+    weights = np.concatenate([np.zeros((len(dof), 1)), np.cumsum(dof, axis=1)], axis=1)
+    low, high = (sizes + 1) // 2, np.minimum(2 * sizes, num_players - 1) + 1
+    window = np.divide(
+        scaled[:, high] - scaled[:, low],
+        weights[:, high] - weights[:, low],
+        out=np.zeros_like(variances),
+        where=weights[:, high] > weights[:, low],
+    )
+    point = np.divide(scaled[:, -1:], weights[:, -1:], out=np.zeros((len(dof), 1)), where=weights[:, -1:] > 0)
+    prior = np.where(window > 0, window, point) / np.maximum(sizes, 1) ** 2
+    return (dof * variances + SHRINKAGE_DOF * prior) / (dof + SHRINKAGE_DOF)
+
+
+def _rare_layer_variance(sums, seen, sample_sizes, rare, c: float) -> np.ndarray:
+    """Var(sum_k 1[D_k] x_k) per point over its rare layers (Watson et al., Alg. 1, line 4: m_k < 1 coalitions),
+    each drawn with probability m_k (D_k), then as one uniform coalition's marginal x_k:
+    sum_k m_k E[x_k^2] - m_k^2 E[x_k]^2, layers being independent.
+
+    Each rare layer is seen once at most, so its moments are pooled over the point's seen rare layers, scaled by the
+    diminishing-returns bound c / k (Sec. 3): y_k = k x_k, with h = E[y^2] and g = E[y] shared, the variance is
+    A h - B g^2, A = sum_k m_k / k^2, B = sum_k m_k^2 / k^2. Both moments are Hajek (ratio) estimates (Hajek 1971)
+    with each seen layer weighted by its target weight over its inclusion probability: 1 / k^2 for h,
+    m_k / k^2 for g^2, estimated without bias from the pairs of distinct seen layers. g^2 <= h caps the estimate
+    of g^2, so the variance stays at least (A - B) h > 0. A point with fewer than two seen rare layers leaves out
+    g^2 (an upper bound); one with none borrows h from every point's seen rare layers, and where no point saw one,
+    takes the bound c^2."""
+    sizes = np.arange(len(sample_sizes), dtype=np.float64)
+    inverse_square = np.where(rare, 1.0 / np.maximum(sizes, 1.0) ** 2, 0.0)
+    seen = seen & rare
+    mean_square = np.where(seen, inverse_square, 0.0)  # the Hajek weights of h
+    square_sums = (seen * sums**2).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(drawn > 0, sums / drawn, 0.0)
-        spread = np.maximum(squares - drawn * means**2, 0.0) / (drawn - 1)
-        totals = np.array([comb(num_players - 1, k) for k in range(num_players)], np.float64)
-        correction = np.clip(1.0 - drawn / totals, 0.0, 1.0)
-        worst = (c / (2.0 * np.maximum(np.arange(num_players), 1))) ** 2
-        variances = np.where(drawn > 1, spread / drawn * correction, np.where(drawn == 1, worst * correction, 0.0))
-    return means, variances
+        pooled = square_sums.sum() / mean_square.sum() if seen.any() else c**2
+        h = np.where(seen.any(axis=1), square_sums / mean_square.sum(axis=1), pooled)
+        weights = mean_square * sample_sizes  # those of g^2
+        pairs = weights.sum(axis=1) ** 2 - (weights**2).sum(axis=1)
+        products = (weights * sizes * sums).sum(axis=1) ** 2 - ((weights * sizes * sums) ** 2).sum(axis=1)
+        g_squared = np.where(seen.sum(axis=1) >= 2, np.clip(products / pairs, 0.0, h), 0.0)
+    return (sample_sizes * inverse_square).sum() * h - (sample_sizes**2 * inverse_square).sum() * g_squared
 
 
 def expected_coalitions_with(coalitions_per_layer) -> float:
