@@ -1,0 +1,363 @@
+"""Bad input across the newer half of the API (tracker issue 28): the tables the CLI reads, `ValuationResult` and its
+files, the incentive report, removal curves, the scikit-learn utility, MNLP and the Monte Carlo baseline's plan.
+
+The same harness as tests/test_bad_input_suite.py: each row of REFUSED is (call, expected exception type, a phrase
+the message must contain). The call must raise that type (a SystemExit with the message on stderr for the CLI) from
+bayesval's own code, within a second, and the message must name the argument, file or column. ACCEPTED lists what
+looks unusual but is accepted on purpose, with the reason, and checks that it works and gives no NaN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_bad_input_suite import NAN, Accepted, Case, problems
+from test_rewards import _hand_result
+
+import bayesval as bv
+from bayesval.cli import main as cli_main
+from bayesval.datasets.tables import read_table, read_tables
+from bayesval.estimators import SklearnUtility, removal_curves
+
+# the coalition values (by bitmask) of a 3-party game in which c adds nothing to any coalition
+GAME = {0: 0.0, 1: 3.0, 2: 2.0, 3: 4.0, 4: 0.0, 5: 3.0, 6: 2.0, 7: 4.0}
+META = {"method": "m", "names": ["a", "b"], "privacy": [], "diagnostics": {}}
+
+
+class World:
+    """The files and objects the cases use, built once."""
+
+    def __init__(self, tmp: Path) -> None:
+        rng = np.random.default_rng(28)
+        self.tmp = tmp
+        self.X = rng.normal(size=(40, 2)) * 0.4
+        self.y = self.X @ np.array([1.0, -1.0]) + 0.1 * rng.normal(size=40)
+        self.labels = (self.X[:, 0] > 0).astype(int)
+        self.tables = self._tables()
+        self.results = self._result_files()
+        self.rewarded = _hand_result(GAME, [2.5, 1.5, 0.0])
+        w = 2  # the reward draws predict from 2 features: (w, bias, noise variance) and (w, bias)
+        self.regression_rewards = self._with_draws(w + 2)
+        self.classification_rewards = self._with_draws(w + 1)
+
+    def _with_draws(self, width: int) -> bv.rewards.Rewards:
+        rng = np.random.default_rng(width)
+        draws = np.abs(rng.normal(size=(3, 50, width))) + 0.1  # the noise variance (last column) > 0
+        return dataclasses.replace(self.rewarded.rewards, draws=draws, grand_draws=draws[0], own_draws=draws)
+
+    def _tables(self) -> dict[str, Path]:
+        good = pd.DataFrame({"x1": self.X[:, 0], "x2": self.X[:, 1], "target": self.y})
+        labelled = pd.DataFrame({"x1": self.X[:, 0], "x2": self.X[:, 1], "label": self.labels})
+        paths = {name: self.tmp / f"{name}.csv" for name in ("good", "train", "validation")}
+        good.to_csv(paths["good"], index=False)
+        labelled.iloc[:30].to_csv(paths["train"], index=False)
+        labelled.iloc[30:].to_csv(paths["validation"], index=False)
+        flags = np.where(self.X[:, 1] > 0, "True", "False")
+        raw = {  # written as text: the header and cells exactly as a user's file has them
+            "duplicate": ("x1,x1,target", lambda i: f"{self.X[i, 0]},{self.X[i, 1]},{self.y[i]}"),
+            "duplicate_target": ("x1,target,target", lambda i: f"{self.X[i, 0]},{self.y[i]},{self.y[i]}"),
+            "duplicate_unused": ("x1,x2,note,note,target", lambda i: f"{self.X[i, 0]},{self.X[i, 1]},0,1,{self.y[i]}"),
+            "index": (",x1,x2,target", lambda i: f"{i},{self.X[i, 0]},{self.X[i, 1]},{self.y[i]}"),
+            "unnamed": ("x1,,target", lambda i: f"{self.X[i, 0]},{self.X[i, 1]},{self.y[i]}"),
+            "long_rows": ("x1,x2,target", lambda i: f"{i},{self.X[i, 0]},{self.X[i, 1]},{self.y[i]}"),
+            "flag": ("x1,flag,target", lambda i: f"{self.X[i, 0]},{flags[i]},{self.y[i]}"),
+            "flag_blank": ("x1,flag,target", lambda i: f"{self.X[i, 0]},{'' if i == 6 else flags[i]},{self.y[i]}"),
+            "flag_and_number": ("x1,flag,target", lambda i: f"{self.X[i, 0]},{'1' if i else 'True'},{self.y[i]}"),
+            "flag_label": ("x1,x2,label", lambda i: f"{self.X[i, 0]},{self.X[i, 1]},{bool(self.labels[i])}"),
+            "duplicate_train": ("x1,x1,label", lambda i: f"{self.X[i, 0]},{self.X[i, 1]},{self.labels[i]}"),
+            "index_validation": (",x1,x2,label", lambda i: f"{i},{self.X[i, 0]},{self.X[i, 1]},{self.labels[i]}"),
+            "long_validation": ("x1,x2,label", lambda i: f"{i},{self.X[i, 0]},{self.X[i, 1]},{self.labels[i]}"),
+        }
+        for name, (header, row) in raw.items():
+            paths[name] = self.tmp / f"{name}.csv"
+            paths[name].write_text("\n".join([header, *(row(i) for i in range(40))]) + "\n")
+        return paths
+
+    def _result_files(self) -> dict[str, Path]:
+        files = {name: self.tmp / f"{name}.npz" for name in ("good", "truncated", "random", "json", "empty")}
+        bv.ValuationResult("m", [1.0, 2.0], [0.1, 0.1], ["a", "b"], counts=[3, 4]).save(files["good"])
+        data = files["good"].read_bytes()
+        files["truncated"].write_bytes(data[: len(data) // 2])
+        files["random"].write_bytes(np.random.default_rng(0).bytes(600))
+        files["json"].write_text(json.dumps(META))
+        files["empty"].write_text("")
+        files["npy"] = self.tmp / "array.npy"
+        np.save(files["npy"], np.ones(3))
+        files["zip"] = self.tmp / "text.zip"
+        with zipfile.ZipFile(files["zip"], "w") as archive:
+            archive.writestr("notes.txt", "not a result")
+        written = {  # .npz files that are not results, or whose contents a result refuses
+            "no_meta": {"values": np.ones(2)},
+            "meta_not_json": {"_meta": np.array("{bad"), "values": np.ones(2), "stderr": np.zeros(2)},
+            "meta_list": {"_meta": np.array("[]"), "values": np.ones(2), "stderr": np.zeros(2)},
+            "no_stderr": {"_meta": np.array(json.dumps(META)), "values": np.ones(2)},
+            "nan_values": {"_meta": np.array(json.dumps(META)), "values": np.array([1.0, NAN]), "stderr": np.zeros(2)},
+            "extra_array": {"_meta": np.array(json.dumps(META)), "values": np.ones(2), "stderr": np.zeros(2)}
+            | {"weights": np.ones(2)},
+            "object_array": {
+                "_meta": np.array(json.dumps(META)),
+                "values": np.array([1.0, None], dtype=object),
+                "stderr": np.zeros(2),
+            },
+            "bad_privacy": {
+                "_meta": np.array(json.dumps(META | {"privacy": [{"owner": "a"}]})),
+                "values": np.ones(2),
+                "stderr": np.zeros(2),
+            },
+            "duplicate_names": {
+                "_meta": np.array(json.dumps(META | {"names": ["a", "a"]})),
+                "values": np.ones(2),
+                "stderr": np.zeros(2),
+            },
+        }
+        for name, arrays in written.items():
+            files[name] = self.tmp / f"{name}.npz"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                np.savez(files[name], **arrays)
+        files["directory"] = self.tmp / "results_directory"
+        files["directory"].mkdir()
+        files["missing"] = self.tmp / "missing.npz"
+        return files
+
+    def release_cli(self, table: str, *changes: str) -> list[str]:
+        """`bayesval release` of one of the tables, with options added."""
+        output = ["-o", str(self.tmp / "cli.release.json")]
+        options = ["--model", "linear", "--target", "target", "--epsilon", "1", "--bounds", "3,3"]
+        return ["release", str(self.tables[table]), *options, *output, *changes]
+
+    def valuate_cli(self, table: str, *changes: str) -> list[str]:
+        """`bayesval valuate` of the good table and one other, released in-process."""
+        options = ["--model", "linear", "--target", "target", "--epsilon", "1", "--bounds", "3,3", "--no-progress"]
+        return ["valuate", str(self.tables["good"]), str(self.tables[table]), *options, *changes]
+
+    def knn_cli(self, train: str = "train", validation: str = "validation", *changes: str) -> list[str]:
+        arguments = ["knn", str(self.tables[train]), "--validation", str(self.tables[validation])]
+        return [*arguments, "--target", "label", *changes]
+
+    def result(self, **changes) -> bv.ValuationResult:
+        """ValuationResult of 2 values, with the given fields changed."""
+        arguments = {"method": "m", "values": [1.0, 2.0], "stderr": [0.1, 0.1], "names": ["a", "b"]}
+        return bv.ValuationResult(**(arguments | changes))
+
+    def coalitions(self, **changes) -> bv.ValuationResult:
+        """ValuationResult of 2 values and their 3 coalitions, with the given fields changed."""
+        masks = np.array([[True, False], [False, True], [True, True]])
+        arguments = {"coalition_masks": masks, "coalition_values": [1.0, 2.0, 3.0], "coalition_stderr": [0.1] * 3}
+        return self.result(**(arguments | changes))
+
+    def removal(self, removed):
+        """removal_curves of 40 points with the given removal counts (refused before any refit)."""
+        values = np.arange(40.0)
+        return removal_curves(values, self.X, self.labels, self.X, self.labels, removed=removed)
+
+    def sklearn(self, estimator, metric: str = "accuracy") -> SklearnUtility:
+        return SklearnUtility(estimator, self.X, self.labels, self.X, self.labels, metric=metric)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> World:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return World(tmp_path_factory.mktemp("bad_input_newer_api"))
+
+
+def refused(id: str, call: Callable[[World], Any], error: type[Exception], phrase: str) -> Any:
+    """A call that must raise `error` whose message matches `phrase` (a regex)."""
+    return pytest.param(Case(id, call, phrase, errors=(error,)), id=id)
+
+
+def cli_refused(id: str, argv: Callable[[World], list[str]], phrase: str) -> Any:
+    """A command line that must exit with status 2 and one line on stderr matching `phrase`."""
+    return pytest.param(Case(id, lambda w: cli_main(argv(w)), phrase, cli=True, errors=(SystemExit,)), id=id)
+
+
+TABLES = [
+    # bayesval release
+    cli_refused(
+        "release-duplicate-header",
+        lambda w: w.release_cli("duplicate"),
+        r"duplicate.csv: column name 'x1' appears 2 times in the header \(columns \[1, 2\]; pandas would read them "
+        r"as \['x1', 'x1.1'\]\)",
+    ),
+    cli_refused(
+        "release-duplicate-target-header",
+        lambda w: w.release_cli("duplicate_target"),
+        r"duplicate_target.csv: column name 'target' appears 2 times",
+    ),
+    cli_refused(
+        "release-index-column",
+        lambda w: w.release_cli("index"),
+        r"index.csv: column 1 has no name in the header \(pandas calls it 'Unnamed: 0'\).*index=False",
+    ),
+    cli_refused(
+        "release-index-column-listed",
+        lambda w: w.release_cli("index", "--features", "Unnamed: 0,x1"),
+        r"index.csv: column 1 has no name in the header",
+    ),
+    cli_refused(
+        "release-unnamed-column", lambda w: w.release_cli("unnamed"), r"unnamed.csv: column 2 has no name in the header"
+    ),
+    cli_refused(
+        "release-rows-longer-than-header",
+        lambda w: w.release_cli("long_rows"),
+        r"long_rows.csv: some rows have more fields than the header has names",
+    ),
+    cli_refused(
+        "release-target-among-features",
+        lambda w: w.release_cli("good", "--features", "x1,target"),
+        r"good.csv: the target column 'target' is also listed among the features",
+    ),
+    cli_refused(
+        "release-feature-listed-twice",
+        lambda w: w.release_cli("good", "--features", "x1,x2,x1"),
+        r"good.csv: the features list column\(s\) \['x1'\] more than once",
+    ),
+    cli_refused(
+        "release-bool-column-with-blank",
+        lambda w: w.release_cli("flag_blank"),
+        r"flag_blank.csv: column 'flag' has 1 empty or NaN cell\(s\) \(rows 7\)",
+    ),
+    cli_refused(
+        "release-bool-column-with-number",
+        lambda w: w.release_cli("flag_and_number"),
+        r"flag_and_number.csv: column 'flag' is not numeric \(row 1 holds 'True'\)",
+    ),
+    cli_refused(
+        "release-name-parent", lambda w: w.release_cli("good", "--name", "../x"), r"--name '../x' is not a plain"
+    ),
+    cli_refused(
+        "release-name-absolute", lambda w: w.release_cli("good", "--name", "/tmp/x"), r"--name '/tmp/x' is not a plain"
+    ),
+    cli_refused("release-name-separator", lambda w: w.release_cli("good", "--name", "a/b"), r"--name 'a/b' is not"),
+    cli_refused(
+        "release-name-backslash", lambda w: w.release_cli("good", "--name", "a\\b"), r"--name 'a\\\\b' is not a plain"
+    ),
+    cli_refused(
+        "release-name-dotdot", lambda w: w.release_cli("good", "--name", ".."), r"--name '\.\.' is not a plain"
+    ),
+    cli_refused("release-name-dot", lambda w: w.release_cli("good", "--name", "."), r"--name '\.' is not a plain"),
+    cli_refused("release-name-empty", lambda w: w.release_cli("good", "--name", ""), r"--name must not be empty"),
+    cli_refused("release-name-blank", lambda w: w.release_cli("good", "--name", "  "), r"--name must not be empty"),
+    # bayesval valuate, tables released in-process
+    cli_refused(
+        "valuate-duplicate-header", lambda w: w.valuate_cli("duplicate"), r"duplicate.csv: column name 'x1' appears 2"
+    ),
+    cli_refused(
+        "valuate-index-column", lambda w: w.valuate_cli("index"), r"index.csv: column 1 has no name.*'Unnamed: 0'"
+    ),
+    cli_refused(
+        "valuate-target-among-features",
+        lambda w: w.valuate_cli("index", "--features", "x1,x2,target"),
+        r"good.csv: the target column 'target' is also listed among the features",
+    ),
+    cli_refused(
+        "valuate-bool-column-with-blank", lambda w: w.valuate_cli("flag_blank"), r"flag_blank.csv: column 'flag' has 1"
+    ),
+    cli_refused(
+        "valuate-rows-longer-than-header", lambda w: w.valuate_cli("long_rows"), r"long_rows.csv: some rows have more"
+    ),
+    # bayesval knn
+    cli_refused(
+        "knn-duplicate-header",
+        lambda w: w.knn_cli("duplicate_train"),
+        r"duplicate_train.csv: column name 'x1' appears 2 times",
+    ),
+    cli_refused(
+        "knn-index-column-in-validation",
+        lambda w: w.knn_cli("train", "index_validation"),
+        r"index_validation.csv: column 1 has no name.*'Unnamed: 0'",
+    ),
+    cli_refused(
+        "knn-target-among-features",
+        lambda w: w.knn_cli("train", "validation", "--features", "label,x1"),
+        r"train.csv: the target column 'label' is also listed among the features",
+    ),
+    cli_refused(
+        "knn-rows-longer-than-header",
+        lambda w: w.knn_cli("train", "long_validation"),
+        r"long_validation.csv: some rows have more fields",
+    ),
+    # the Python functions behind them
+    refused(
+        "read_table-target-among-features",
+        lambda w: read_table(w.tables["good"], "target", ["target"]),
+        ValueError,
+        r"good.csv: the target column 'target' is also listed among the features",
+    ),
+    refused(
+        "read_tables-duplicate-header",
+        lambda w: read_tables([w.tables["good"], w.tables["duplicate"]], "target"),
+        ValueError,
+        r"duplicate.csv: column name 'x1' appears 2 times",
+    ),
+]
+
+REFUSED = TABLES
+
+
+def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
+    return pytest.param(Accepted(id, call, why, questionable=True), id=id)
+
+
+def _released_count(w: World, table: str, *changes: str) -> float:
+    cli_main(w.release_cli(table, *changes))
+    return bv.PerturbedStatistic.load(w.tmp / "cli.release.json").count
+
+
+ACCEPTED = [
+    accepted(
+        "release-bool-feature-as-0-1",
+        lambda w: _released_count(w, "flag"),
+        "a True/False column is a 0/1 indicator, as Party takes boolean X (tables.py's docstring)",
+    ),
+    accepted(
+        "read_table-bool-label-as-0-1",
+        lambda w: read_table(w.tables["flag_label"], "label")[1],
+        "a True/False target is a 0/1 label",
+    ),
+    accepted(
+        "release-index-column-left-out",
+        lambda w: _released_count(w, "index", "--features", "x1,x2"),
+        "an unnamed column the features leave out is never read as data",
+    ),
+    accepted(
+        "release-duplicate-header-left-out",
+        lambda w: read_table(w.tables["duplicate_unused"], "target", ["x1", "x2"])[0],
+        "a repeated name is refused only where its columns are used",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_bad_input_gets_a_clear_error(case, world, capsys):
+    found = problems(case, world, capsys)
+    assert not found, f"{case.id}: " + "; ".join(found)
+
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_accepted_on_purpose_works_without_nan(case, world):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        output = np.asarray(case.call(world), dtype=np.float64)
+    assert not np.isnan(output).any(), f"{case.id} returned NaN: {output!r}"
+
+
+def test_suite_size_and_share_of_clear_errors(world, capsys):
+    """Distinct refused cases, every one a clear error from bayesval (a missing file's FileNotFoundError counts: it
+    names the path, as open() does)."""
+    cases = [param.values[0] for param in REFUSED]
+    assert len({c.id for c in cases}) == len(cases), "case ids must be distinct"
+    unclear = {c.id: problems(c, world, capsys) for c in cases}
+    unclear = {id: found for id, found in unclear.items() if found}
+    print(f"{len(cases) - len(unclear)} of {len(cases)} refused cases get a clear error; {len(ACCEPTED)} accepted")
+    assert not unclear, unclear
