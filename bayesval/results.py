@@ -4,6 +4,7 @@ for sampled semivalues the running sums that let a run resume or merge with anot
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -12,6 +13,7 @@ import numpy as np
 
 from bayesval.privacy.accounting import PrivacySpent
 from bayesval.privacy.ledger import PrivacyLedger
+from bayesval.validation import check_count_array, check_finite_array, check_real_array
 
 if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
     from bayesval.games.state import SemivalueState
@@ -47,6 +49,10 @@ class ValuationResult:
                          `to_inference_data()`; parameter_names names theta's d coordinates
 
     `result["name"]` is one index's `ValueItem`, `result.sorted()` orders by value, `variances` are stderr^2.
+
+    A result is valid once built, or refused with an error naming the field: finite values, one distinct name and
+    one standard error per value, each error >= 0 or inf (inf: the Monte Carlo error is unknown, as from a single
+    permutation; NaN is refused), counts that are whole numbers >= 0, and coalition arrays that fit each other.
     """
 
     method: str
@@ -66,16 +72,65 @@ class ValuationResult:
     rewards: Rewards | None = None
 
     def __post_init__(self) -> None:
-        self.values = np.asarray(self.values, dtype=np.float64)
-        self.stderr = np.asarray(self.stderr, dtype=np.float64)
-        if self.values.shape != self.stderr.shape or len(self.names) != self.values.shape[0]:
-            raise ValueError("values, stderr and names must have the same length")
+        """Check every field (see the class docstring): a result is valid once built, or refused."""
+        if not isinstance(self.method, str):
+            raise TypeError(f"{_WHERE} method must be a string, got {type(self.method).__name__}")
+        self.values = check_finite_array(
+            f"{_WHERE} values", self.values, ndim=1, remedy="a result holds finite values only"
+        )
+        self.stderr = check_real_array(f"{_WHERE} stderr", self.stderr, ndim=1)
+        if isinstance(self.names, (str, bytes)) or not isinstance(self.names, (list, tuple, np.ndarray)):
+            raise TypeError(f"{_WHERE} names must be a list of names, one per value, got {type(self.names).__name__}")
+        if not len(self.values) == len(self.stderr) == len(self.names):
+            raise ValueError(
+                f"{_WHERE} values, stderr and names must have the same length (values {len(self.values)}, stderr "
+                f"{len(self.stderr)}, names {len(self.names)})"
+            )
+        _check_errors(f"{_WHERE} stderr", self.stderr)
         self.names = [str(name) for name in self.names]
-        for name, dtype in (("counts", np.int64), ("converged", bool)):
-            if getattr(self, name) is not None:
-                setattr(self, name, np.asarray(getattr(self, name), dtype=dtype))
-                if getattr(self, name).shape != self.values.shape:
-                    raise ValueError(f"{name} must have one entry per value ({len(self.values)})")
+        repeated = sorted(name for name, count in Counter(self.names).items() if count > 1)
+        if repeated:
+            raise ValueError(f"{_WHERE} names must be distinct (as strings); {repeated[:5]} appear more than once")
+        if self.counts is not None:
+            self.counts = check_count_array(f"{_WHERE} counts", self.counts)
+        if self.converged is not None:
+            self.converged = _flags(f"{_WHERE} converged", self.converged)
+        for name in ("counts", "converged"):
+            if getattr(self, name) is not None and getattr(self, name).shape != self.values.shape:
+                raise ValueError(f"{_WHERE} {name} must have one entry per value ({len(self.values)})")
+        self._check_coalitions()
+        if not isinstance(self.privacy, PrivacyLedger):
+            raise TypeError(f"{_WHERE} privacy must be a bayesval.PrivacyLedger, got {type(self.privacy).__name__}")
+        if not isinstance(self.diagnostics, dict):
+            raise TypeError(f"{_WHERE} diagnostics must be a dict, got {type(self.diagnostics).__name__}")
+
+    def _check_coalitions(self) -> None:
+        """coalition_masks (C, n) booleans; coalition_values (C,) finite and coalition_stderr (C,) errors, with them."""
+        if self.coalition_masks is None:
+            if self.coalition_values is not None or self.coalition_stderr is not None:
+                raise ValueError(f"{_WHERE} coalition_values and coalition_stderr need coalition_masks")
+            return
+        masks = _flags(f"{_WHERE} coalition_masks", self.coalition_masks)
+        if masks.ndim != 2 or masks.shape[1] != len(self.values):
+            raise ValueError(
+                f"{_WHERE} coalition_masks must be (coalitions, {len(self.values)}): one column per value, got shape "
+                f"{masks.shape}"
+            )
+        self.coalition_masks = masks
+        if self.coalition_values is not None:
+            self.coalition_values = check_finite_array(
+                f"{_WHERE} coalition_values", self.coalition_values, ndim=1, remedy="a result holds finite values only"
+            )
+        if self.coalition_stderr is not None:
+            self.coalition_stderr = _check_errors(
+                f"{_WHERE} coalition_stderr", check_real_array(f"{_WHERE} coalition_stderr", self.coalition_stderr, 1)
+            )
+        for name in ("coalition_values", "coalition_stderr"):
+            array = getattr(self, name)
+            if array is not None and len(array) != len(masks):
+                raise ValueError(
+                    f"{_WHERE} {name} must have one entry per coalition mask ({len(masks)}), got {len(array)}"
+                )
 
     @property
     def variances(self) -> np.ndarray:
@@ -301,6 +356,28 @@ class ValuationResult:
             header += f", {self.state.evaluations} utility evaluations"
         shown_rewards = "" if self.rewards is None else "\n" + repr(self.rewards)
         return header + ")\n" + "\n".join(rows) + shown_rewards
+
+
+_WHERE = "ValuationResult:"  # what the construction checks' errors begin with
+
+
+def _check_errors(name: str, errors: np.ndarray) -> np.ndarray:
+    """Standard errors: each >= 0, or inf where the Monte Carlo error is unknown; NaN and negatives are refused."""
+    bad = np.isnan(errors) | (errors < 0)
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must hold standard errors >= 0 (inf where unknown), got {float(errors[index])} at index {index}"
+        )
+    return errors
+
+
+def _flags(name: str, flags) -> np.ndarray:
+    """Booleans (or 0 / 1) as a bool array."""
+    array = np.asarray(flags)
+    if array.dtype.kind != "b" and not (array.dtype.kind in "iuf" and np.isin(array, (0, 1)).all()):
+        raise TypeError(f"{name} must hold booleans (True / False), got an array of dtype {array.dtype}")
+    return array.astype(bool)
 
 
 def _jsonable(value: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from test_bad_input_suite import NAN, Accepted, Case, problems
+from test_bad_input_suite import INF, NAN, Accepted, Case, problems
 from test_rewards import _hand_result
 
 import bayesval as bv
@@ -302,7 +302,90 @@ TABLES = [
     ),
 ]
 
-REFUSED = TABLES
+RESULT = [
+    # values
+    refused(
+        "values-nan", lambda w: w.result(values=[1.0, NAN]), ValueError, r"ValuationResult: values has 1 non-finite"
+    ),
+    refused("values-inf", lambda w: w.result(values=[INF, 1.0]), ValueError, r"values has 1 non-finite.*index \[0\]"),
+    refused("values-2d", lambda w: w.result(values=[[1.0], [2.0]]), ValueError, r"values must be a 1-D array"),
+    refused("values-strings", lambda w: w.result(values=["1", "2"]), TypeError, r"values must hold numbers"),
+    refused("values-None", lambda w: w.result(values=None), TypeError, r"values must hold numbers"),
+    refused("values-complex", lambda w: w.result(values=[1j, 2.0]), TypeError, r"values must hold real numbers"),
+    refused("values-scalar", lambda w: w.result(values=1.0), ValueError, r"values must be a 1-D array, got shape \(\)"),
+    # stderr: >= 0, or inf where unknown
+    refused("stderr-negative", lambda w: w.result(stderr=[0.1, -0.1]), ValueError, r"stderr must hold standard errors"),
+    refused(
+        "stderr-nan", lambda w: w.result(stderr=[NAN, 0.1]), ValueError, r"stderr .*\(inf where unknown\), got nan"
+    ),
+    refused("stderr-minus-inf", lambda w: w.result(stderr=[-INF, 0.1]), ValueError, r"stderr must hold standard"),
+    refused("stderr-2d", lambda w: w.result(stderr=[[0.1, 0.1]]), ValueError, r"stderr must be a 1-D array"),
+    refused("stderr-strings", lambda w: w.result(stderr=["0.1", "0.1"]), TypeError, r"stderr must hold numbers"),
+    refused(
+        "stderr-short", lambda w: w.result(stderr=[0.1]), ValueError, r"values, stderr and names must have the same"
+    ),
+    # names
+    refused("names-duplicate", lambda w: w.result(names=["a", "a"]), ValueError, r"names must be distinct.*\['a'\]"),
+    refused("names-duplicate-as-strings", lambda w: w.result(names=[1, "1"]), ValueError, r"names must be distinct"),
+    refused("names-string", lambda w: w.result(names="ab"), TypeError, r"names must be a list of names.*got str"),
+    refused("names-None", lambda w: w.result(names=None), TypeError, r"names must be a list of names.*got NoneType"),
+    refused("names-long", lambda w: w.result(names=["a", "b", "c"]), ValueError, r"names 3\)"),
+    # counts and converged
+    refused("counts-negative", lambda w: w.result(counts=[3, -1]), ValueError, r"counts must hold counts.*got -1"),
+    refused("counts-fractional", lambda w: w.result(counts=[3, 1.5]), ValueError, r"counts must hold counts.*got 1.5"),
+    refused("counts-nan", lambda w: w.result(counts=[3, NAN]), ValueError, r"counts must hold counts.*got nan"),
+    refused("counts-bools", lambda w: w.result(counts=[True, False]), TypeError, r"counts must hold counts.*booleans"),
+    refused("counts-short", lambda w: w.result(counts=[3]), ValueError, r"counts must have one entry per value \(2\)"),
+    refused(
+        "converged-strings", lambda w: w.result(converged=["yes", "no"]), TypeError, r"converged must hold booleans"
+    ),
+    refused("converged-twos", lambda w: w.result(converged=[2, 0]), TypeError, r"converged must hold booleans"),
+    refused("converged-short", lambda w: w.result(converged=[True]), ValueError, r"converged must have one entry per"),
+    # coalitions
+    refused(
+        "coalition_masks-wrong-width",
+        lambda w: w.coalitions(coalition_masks=np.ones((3, 3), bool)),
+        ValueError,
+        r"coalition_masks must be \(coalitions, 2\)",
+    ),
+    refused(
+        "coalition_masks-strings",
+        lambda w: w.coalitions(coalition_masks=np.full((3, 2), "x")),
+        TypeError,
+        r"coalition_masks must hold booleans",
+    ),
+    refused(
+        "coalition_values-nan",
+        lambda w: w.coalitions(coalition_values=[1.0, NAN, 3.0]),
+        ValueError,
+        r"coalition_values has 1 non-finite",
+    ),
+    refused(
+        "coalition_values-short",
+        lambda w: w.coalitions(coalition_values=[1.0, 2.0]),
+        ValueError,
+        r"coalition_values must have one entry per coalition mask \(3\), got 2",
+    ),
+    refused(
+        "coalition_values-without-masks",
+        lambda w: w.result(coalition_values=[1.0, 2.0, 3.0]),
+        ValueError,
+        r"coalition_values and coalition_stderr need coalition_masks",
+    ),
+    refused(
+        "coalition_stderr-negative",
+        lambda w: w.coalitions(coalition_stderr=[0.1, -1.0, 0.1]),
+        ValueError,
+        r"coalition_stderr must hold standard errors",
+    ),
+    # the other fields
+    refused("privacy-dict", lambda w: w.result(privacy={}), TypeError, r"privacy must be a bayesval.PrivacyLedger"),
+    refused("diagnostics-list", lambda w: w.result(diagnostics=[]), TypeError, r"diagnostics must be a dict"),
+    refused("method-int", lambda w: w.result(method=3), TypeError, r"method must be a string, got int"),
+    refused("method-None", lambda w: w.result(method=None), TypeError, r"method must be a string, got NoneType"),
+]
+
+REFUSED = TABLES + RESULT
 
 
 def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
@@ -334,6 +417,16 @@ ACCEPTED = [
         "release-duplicate-header-left-out",
         lambda w: read_table(w.tables["duplicate_unused"], "target", ["x1", "x2"])[0],
         "a repeated name is refused only where its columns are used",
+    ),
+    accepted(
+        "ValuationResult-stderr-inf",
+        lambda w: w.result(stderr=[INF, 0.1]).values,
+        "inf is the standard error of a value whose Monte Carlo error is unknown (one draw)",
+    ),
+    accepted(
+        "ValuationResult-counts-whole-floats",
+        lambda w: w.result(counts=np.array([3.0, 4.0])).counts,
+        "whole numbers stored as floats are counts",
     ),
 ]
 
