@@ -4,6 +4,8 @@ for sampled semivalues the running sums that let a run resume or merge with anot
 from __future__ import annotations
 
 import json
+import os
+import zipfile
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,6 +55,7 @@ class ValuationResult:
     A result is valid once built, or refused with an error naming the field: finite values, one distinct name and
     one standard error per value, each error >= 0 or inf (inf: the Monte Carlo error is unknown, as from a single
     permutation; NaN is refused), counts that are whole numbers >= 0, and coalition arrays that fit each other.
+    `load` refuses a file that is not a saved result with an error naming the path.
     """
 
     method: str
@@ -284,9 +287,7 @@ class ValuationResult:
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz file (arrays) with its metadata as JSON inside."""
         path = Path(path)
-        fields = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
-        fields += ("draws",)
-        arrays = {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
+        arrays = {name: getattr(self, name) for name in RESULT_ARRAYS if getattr(self, name) is not None}
         meta = {
             "method": self.method,
             "names": list(self.names),
@@ -309,33 +310,46 @@ class ValuationResult:
 
     @classmethod
     def load(cls, path: str | Path) -> ValuationResult:
-        with np.load(Path(path), allow_pickle=False) as data:
-            meta = json.loads(str(data["_meta"]))
-            arrays = {k: data[k] for k in data.files if k != "_meta"}
-        state = None
-        if "state" in meta:
-            from bayesval.games.state import SemivalueState
+        """Read a result written by `save`. A missing file is a FileNotFoundError; anything else that is not such a
+        result (a directory, a file of another kind, one cut short, an .npz without a result's metadata, or a
+        result whose contents `ValuationResult` refuses) a ValueError naming the path."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(
+                f"ValuationResult.load: path must be a file path (a str or a Path), got {type(path).__name__}"
+            )
+        path = Path(path)
+        meta, arrays = _read_result_file(path)
+        try:
+            state = None
+            if "state" in meta:
+                from bayesval.games.state import SemivalueState
 
-            state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
-            state = SemivalueState.from_json(meta["state"], state_arrays)
-        rewards = None
-        if "rewards" in meta:
-            from bayesval.rewards.allocation import Rewards
+                state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
+                state = SemivalueState.from_json(meta["state"], state_arrays)
+            rewards = None
+            if "rewards" in meta:
+                from bayesval.rewards.allocation import Rewards
 
-            reward_arrays = {
-                name[len("rewards_") :]: arrays.pop(name) for name in list(arrays) if name[:8] == "rewards_"
-            }
-            rewards = Rewards.from_json(meta["rewards"], reward_arrays)
-        return cls(
-            method=meta["method"],
-            names=meta["names"],
-            privacy=PrivacyLedger.from_records(meta["privacy"]),
-            diagnostics=meta["diagnostics"],
-            parameter_names=meta.get("parameter_names"),
-            state=state,
-            rewards=rewards,
-            **arrays,
-        )
+                reward_arrays = {
+                    name[len("rewards_") :]: arrays.pop(name) for name in list(arrays) if name[:8] == "rewards_"
+                }
+                rewards = Rewards.from_json(meta["rewards"], reward_arrays)
+            unknown = sorted(set(arrays) - set(RESULT_ARRAYS))
+            if unknown:
+                raise ValueError(f"it holds arrays no result has: {unknown[:5]}")
+            return cls(
+                method=meta["method"],
+                names=meta["names"],
+                privacy=PrivacyLedger.from_records(meta["privacy"]),
+                diagnostics=meta["diagnostics"],
+                parameter_names=meta.get("parameter_names"),
+                state=state,
+                rewards=rewards,
+                **arrays,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            detail = f"no {error}" if isinstance(error, KeyError) else str(error)
+            raise ValueError(f"{path} is not a valid bayesval result: {detail}") from None
 
     SHOWN = 10  # rows a repr shows; the rest are summarised
 
@@ -359,6 +373,45 @@ class ValuationResult:
 
 
 _WHERE = "ValuationResult:"  # what the construction checks' errors begin with
+# the arrays of a result file, besides its JSON metadata `_meta` and the state_* / rewards_* arrays
+RESULT_ARRAYS = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
+RESULT_ARRAYS += ("draws",)
+META_KEYS = ("method", "names", "privacy", "diagnostics")
+
+
+def _read_result_file(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata and arrays of a file `ValuationResult.save` wrote, or an error of our own naming `path`."""
+    if not path.exists():
+        raise FileNotFoundError(f"result file {path} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a bayesval result file (an .npz written by ValuationResult.save)")
+    not_a_result = f"{path} is not a bayesval result (an .npz file written by ValuationResult.save)"
+    names: list[str] = []
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{not_a_result}: it is not an .npz archive (another kind of file, or one cut short)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = list(data.files)
+            if "_meta" not in names:
+                raise KeyError("_meta")
+            text = str(data["_meta"])
+            arrays = {name: data[name] for name in names if name != "_meta"}
+        meta = json.loads(text)
+    except KeyError:
+        raise ValueError(f"{not_a_result}: it has no result metadata (_meta); its arrays are {names[:5]}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{not_a_result}: its metadata is not valid JSON ({error})") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):  # corrupted members, pickled objects
+        raise ValueError(
+            f"{not_a_result}: its arrays cannot be read (corrupted, or pickled Python objects, which no result holds)"
+        ) from None
+    missing = [key for key in META_KEYS if not isinstance(meta, dict) or key not in meta]
+    if missing:
+        raise ValueError(f"{not_a_result}: its metadata lacks {missing}")
+    missing = [name for name in ("values", "stderr") if name not in arrays]
+    if missing:
+        raise ValueError(f"{not_a_result}: it lacks the arrays {missing}")
+    return meta, arrays
 
 
 def _check_errors(name: str, errors: np.ndarray) -> np.ndarray:

@@ -385,7 +385,114 @@ RESULT = [
     refused("method-None", lambda w: w.result(method=None), TypeError, r"method must be a string, got NoneType"),
 ]
 
-REFUSED = TABLES + RESULT
+NOT_A_RESULT = r"is not a bayesval result \(an .npz file written by ValuationResult.save\)"
+
+LOAD = [
+    refused(
+        "load-random-bytes",
+        lambda w: bv.ValuationResult.load(w.results["random"]),
+        ValueError,
+        r"random.npz " + NOT_A_RESULT + ": it is not an .npz archive",
+    ),
+    refused("load-json", lambda w: bv.ValuationResult.load(w.results["json"]), ValueError, r"json.npz " + NOT_A_RESULT),
+    refused(
+        "load-truncated",
+        lambda w: bv.ValuationResult.load(w.results["truncated"]),
+        ValueError,
+        r"truncated.npz " + NOT_A_RESULT + r": .*cut short",
+    ),
+    refused(
+        "load-missing",
+        lambda w: bv.ValuationResult.load(w.results["missing"]),
+        FileNotFoundError,
+        r"result file .*missing.npz does not exist",
+    ),
+    refused(
+        "load-directory",
+        lambda w: bv.ValuationResult.load(w.results["directory"]),
+        ValueError,
+        r"results_directory is a directory, not a bayesval result file",
+    ),
+    refused(
+        "load-empty-file",
+        lambda w: bv.ValuationResult.load(w.results["empty"]),
+        ValueError,
+        r"empty.npz " + NOT_A_RESULT,
+    ),
+    refused(
+        "load-npy-array", lambda w: bv.ValuationResult.load(w.results["npy"]), ValueError, r"array.npy " + NOT_A_RESULT
+    ),
+    refused(
+        "load-zip-of-text",
+        lambda w: bv.ValuationResult.load(w.results["zip"]),
+        ValueError,
+        r"text.zip " + NOT_A_RESULT + r": it has no result metadata",
+    ),
+    refused(
+        "load-csv-table",
+        lambda w: bv.ValuationResult.load(w.tables["good"]),
+        ValueError,
+        r"good.csv " + NOT_A_RESULT,
+    ),
+    refused(
+        "load-npz-without-metadata",
+        lambda w: bv.ValuationResult.load(w.results["no_meta"]),
+        ValueError,
+        r"no_meta.npz " + NOT_A_RESULT + r": it has no result metadata \(_meta\); its arrays are \['values'\]",
+    ),
+    refused(
+        "load-npz-metadata-not-json",
+        lambda w: bv.ValuationResult.load(w.results["meta_not_json"]),
+        ValueError,
+        r"meta_not_json.npz " + NOT_A_RESULT + r": its metadata is not valid JSON",
+    ),
+    refused(
+        "load-npz-metadata-a-list",
+        lambda w: bv.ValuationResult.load(w.results["meta_list"]),
+        ValueError,
+        r"meta_list.npz " + NOT_A_RESULT + r": its metadata lacks \['method', 'names', 'privacy', 'diagnostics'\]",
+    ),
+    refused(
+        "load-npz-without-stderr",
+        lambda w: bv.ValuationResult.load(w.results["no_stderr"]),
+        ValueError,
+        r"no_stderr.npz " + NOT_A_RESULT + r": it lacks the arrays \['stderr'\]",
+    ),
+    refused(
+        "load-npz-object-array",
+        lambda w: bv.ValuationResult.load(w.results["object_array"]),
+        ValueError,
+        r"object_array.npz " + NOT_A_RESULT + r": its arrays cannot be read",
+    ),
+    refused(
+        "load-npz-nan-values",
+        lambda w: bv.ValuationResult.load(w.results["nan_values"]),
+        ValueError,
+        r"nan_values.npz is not a valid bayesval result: ValuationResult: values has 1 non-finite",
+    ),
+    refused(
+        "load-npz-unknown-array",
+        lambda w: bv.ValuationResult.load(w.results["extra_array"]),
+        ValueError,
+        r"extra_array.npz is not a valid bayesval result: it holds arrays no result has: \['weights'\]",
+    ),
+    refused(
+        "load-npz-bad-privacy-record",
+        lambda w: bv.ValuationResult.load(w.results["bad_privacy"]),
+        ValueError,
+        r"bad_privacy.npz is not a valid bayesval result: release record lacks",
+    ),
+    refused(
+        "load-npz-duplicate-names",
+        lambda w: bv.ValuationResult.load(w.results["duplicate_names"]),
+        ValueError,
+        r"duplicate_names.npz is not a valid bayesval result: .*names must be distinct",
+    ),
+    refused("load-path-None", lambda w: bv.ValuationResult.load(None), TypeError, r"path must be a file path"),
+    refused("load-path-int", lambda w: bv.ValuationResult.load(3), TypeError, r"path must be a file path.*got int"),
+]
+
+REFUSED = TABLES + RESULT + LOAD
 
 
 def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
