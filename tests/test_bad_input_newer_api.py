@@ -27,6 +27,7 @@ import bayesval as bv
 from bayesval.cli import main as cli_main
 from bayesval.datasets.tables import read_table, read_tables
 from bayesval.estimators import SklearnUtility, removal_curves
+from bayesval.rewards import incentive_report
 
 # the coalition values (by bitmask) of a 3-party game in which c adds nothing to any coalition
 GAME = {0: 0.0, 1: 3.0, 2: 2.0, 3: 4.0, 4: 0.0, 5: 3.0, 6: 2.0, 7: 4.0}
@@ -492,7 +493,74 @@ LOAD = [
     refused("load-path-int", lambda w: bv.ValuationResult.load(3), TypeError, r"path must be a file path.*got int"),
 ]
 
-REFUSED = TABLES + RESULT + LOAD
+INCENTIVE_REPORT = [
+    refused(
+        "report-z-nan", lambda w: incentive_report(w.rewarded, z=NAN), ValueError, r"z must be a finite number > 0"
+    ),
+    refused(
+        "report-z-negative", lambda w: incentive_report(w.rewarded, z=-1), ValueError, r"z must be a finite number"
+    ),
+    refused(
+        "report-z-zero", lambda w: incentive_report(w.rewarded, z=0.0), ValueError, r"z must be a finite number > 0"
+    ),
+    refused(
+        "report-z-inf", lambda w: incentive_report(w.rewarded, z=INF), ValueError, r"z must be a finite number > 0"
+    ),
+    refused("report-z-string", lambda w: incentive_report(w.rewarded, z="2"), TypeError, r"z must be a number"),
+    refused("report-z-bool", lambda w: incentive_report(w.rewarded, z=True), TypeError, r"z must be a number"),
+    refused("report-z-None", lambda w: incentive_report(w.rewarded, z=None), TypeError, r"z must be a number"),
+    refused(
+        "report-result-dict",
+        lambda w: incentive_report({"values": [1.0]}),
+        TypeError,
+        r"result must be a bayesval.ValuationResult with rewards.*got dict",
+    ),
+    refused("report-result-None", lambda w: incentive_report(None), TypeError, r"result must be a bayesval.Valuation"),
+    refused(
+        "report-result-rewards-object",
+        lambda w: incentive_report(w.rewarded.rewards),
+        TypeError,
+        r"result must be a bayesval.ValuationResult.*got Rewards",
+    ),
+    refused(
+        "report-result-without-rewards",
+        lambda w: incentive_report(w.result()),
+        ValueError,
+        r"the incentive report needs rewards: result has none",
+    ),
+    refused(
+        "report-result-without-coalitions",
+        lambda w: incentive_report(dataclasses.replace(w.result(names=["a", "b"]), rewards=w.rewarded.rewards)),
+        ValueError,
+        r"result has no coalition values and standard errors",
+    ),
+    refused(
+        "report-baseline-dict",
+        lambda w: incentive_report(w.rewarded, baseline={}),
+        TypeError,
+        r"baseline must be a bayesval.ValuationResult.*got dict",
+    ),
+    refused(
+        "report-baseline-string",
+        lambda w: incentive_report(w.rewarded, baseline="before.npz"),
+        TypeError,
+        r"baseline must be a bayesval.ValuationResult.*got str",
+    ),
+    refused(
+        "report-baseline-without-rewards",
+        lambda w: incentive_report(w.rewarded, baseline=w.result()),
+        ValueError,
+        r"the incentive report needs rewards: baseline has none",
+    ),
+    refused(
+        "report-baseline-other-parties",
+        lambda w: incentive_report(w.rewarded, baseline=_hand_result(GAME, [2.5, 1.5, 0.0], names=("a", "b", "z"))),
+        ValueError,
+        r"baseline must value the same parties as result.*\['a', 'b', 'z'\] != \['a', 'b', 'c'\]",
+    ),
+]
+
+REFUSED = TABLES + RESULT + LOAD + INCENTIVE_REPORT
 
 
 def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
