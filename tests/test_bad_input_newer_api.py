@@ -20,6 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 from test_bad_input_suite import INF, NAN, Accepted, Case, problems
 from test_rewards import _hand_result
 
@@ -27,7 +32,7 @@ import bayesval as bv
 from bayesval.cli import main as cli_main
 from bayesval.datasets.tables import read_table, read_tables
 from bayesval.estimators import SklearnUtility, removal_curves
-from bayesval.rewards import incentive_report
+from bayesval.rewards import base_rate_mnlp, incentive_report, mnlp_classification, mnlp_regression
 
 # the coalition values (by bitmask) of a 3-party game in which c adds nothing to any coalition
 GAME = {0: 0.0, 1: 3.0, 2: 2.0, 3: 4.0, 4: 0.0, 5: 3.0, 6: 2.0, 7: 4.0}
@@ -560,7 +565,141 @@ INCENTIVE_REPORT = [
     ),
 ]
 
-REFUSED = TABLES + RESULT + LOAD + INCENTIVE_REPORT
+REMOVAL = [
+    refused(
+        "removed-negative", lambda w: w.removal([0, -5]), ValueError, r"removed must hold counts .*got -5 at index"
+    ),
+    refused(
+        "removed-all-points",
+        lambda w: w.removal([0, 40]),
+        ValueError,
+        r"removed must hold counts \(whole numbers in "
+        r"\[0, 39\]\), got 40",
+    ),
+    refused("removed-beyond", lambda w: w.removal([10**6]), ValueError, r"removed must hold counts.*got 1000000"),
+    refused("removed-fractional", lambda w: w.removal([0, 2.5]), ValueError, r"removed must hold counts.*got 2.5"),
+    refused("removed-nan", lambda w: w.removal([NAN]), ValueError, r"removed must hold counts.*got nan"),
+    refused("removed-strings", lambda w: w.removal(["5"]), TypeError, r"removed must hold numbers"),
+    refused("removed-bools", lambda w: w.removal([True, False]), TypeError, r"removed must hold counts.*booleans"),
+    refused("removed-2d", lambda w: w.removal([[1, 2]]), ValueError, r"removed must be a 1-D array"),
+    refused("removed-empty", lambda w: w.removal([]), ValueError, r"removed is empty"),
+    refused("removed-scalar", lambda w: w.removal(5), ValueError, r"removed must be a 1-D array, got shape \(\)"),
+]
+
+SKLEARN = [
+    refused(
+        "SklearnUtility-LinearRegression",
+        lambda w: w.sklearn(LinearRegression()),
+        TypeError,
+        r"estimator must be a classifier.*LinearRegression is a regressor",
+    ),
+    refused(
+        "SklearnUtility-regression-pipeline",
+        lambda w: w.sklearn(make_pipeline(StandardScaler(), Ridge())),
+        TypeError,
+        r"estimator must be a classifier.*Pipeline is a regressor",
+    ),
+    refused(
+        "SklearnUtility-KNeighborsRegressor",
+        lambda w: w.sklearn(KNeighborsRegressor()),
+        TypeError,
+        r"KNeighborsRegressor is a regressor",
+    ),
+    refused(
+        "SklearnUtility-class",
+        lambda w: w.sklearn(LogisticRegression),
+        TypeError,
+        r"estimator must be an instance, e.g. LogisticRegression\(\), not the class",
+    ),
+    refused("SklearnUtility-string", lambda w: w.sklearn("logistic"), TypeError, r"estimator must be a scikit-learn"),
+    refused(
+        "SklearnUtility-log_loss-without-probabilities",
+        lambda w: w.sklearn(SVC(), metric="log_loss"),
+        TypeError,
+        r"metric='log_loss' needs predicted probabilities, but SVC has no predict_proba",
+    ),
+]
+
+MNLP = [
+    refused(
+        "Rewards.mnlp-X-too-wide",
+        lambda w: w.regression_rewards.mnlp(np.ones((5, 3)), np.ones(5)),
+        ValueError,
+        r"X has 3 columns, but the draws of shape \(50, 4\) hold 2 weights .*X needs 2 columns",
+    ),
+    refused(
+        "Rewards.mnlp-X-too-narrow-classification",
+        lambda w: w.classification_rewards.mnlp(np.ones((5, 1)), np.ones(5), task="classification"),
+        ValueError,
+        r"X has 1 columns, but the draws of shape \(50, 3\) hold 2 weights",
+    ),
+    refused(
+        "Rewards.mnlp-X-strings",
+        lambda w: w.regression_rewards.mnlp([["a", "b"]], [1.0]),
+        TypeError,
+        r"X must hold numbers, got strings",
+    ),
+    refused(
+        "Rewards.mnlp-X-1d", lambda w: w.regression_rewards.mnlp(np.ones(2), [1.0]), ValueError, r"X must be a 2-D"
+    ),
+    refused(
+        "Rewards.mnlp-X-nan",
+        lambda w: w.regression_rewards.mnlp([[1.0, NAN]], [1.0]),
+        ValueError,
+        r"X has 1 non-finite entries",
+    ),
+    refused(
+        "Rewards.mnlp-X-empty",
+        lambda w: w.regression_rewards.mnlp(np.ones((0, 2)), []),
+        ValueError,
+        r"X must be a "
+        r"non-empty 2-D array",
+    ),
+    refused(
+        "Rewards.mnlp-y-short",
+        lambda w: w.regression_rewards.mnlp(np.ones((5, 2)), np.ones(4)),
+        ValueError,
+        r"y has 4 entries but X has 5 rows",
+    ),
+    refused(
+        "Rewards.mnlp-y-strings",
+        lambda w: w.regression_rewards.mnlp(np.ones((2, 2)), ["a", "b"]),
+        TypeError,
+        r"y must hold numbers",
+    ),
+    refused(
+        "Rewards.mnlp-task-list",
+        lambda w: w.regression_rewards.mnlp(np.ones((2, 2)), np.ones(2), task=["regression"]),
+        ValueError,
+        r"task must be one of \['classification', 'regression'\]",
+    ),
+    refused(
+        "mnlp_regression-X-too-wide",
+        lambda w: mnlp_regression(np.ones((10, 4)), np.ones((3, 5)), np.ones(3)),
+        ValueError,
+        r"X has 5 columns, but the draws of shape \(10, 4\) hold 2 weights \(w weights, bias, noise variance\)",
+    ),
+    refused(
+        "mnlp_regression-draws-too-narrow",
+        lambda w: mnlp_regression(np.ones((10, 1)), np.ones((3, 5)), np.ones(3)),
+        ValueError,
+        r"draws must have at least 2 columns \(w weights, bias, noise variance\)",
+    ),
+    refused(
+        "mnlp_classification-X-strings",
+        lambda w: mnlp_classification(np.ones((10, 3)), [["a", "b"]], [1]),
+        TypeError,
+        r"X must hold numbers",
+    ),
+    refused(
+        "base_rate_mnlp-y_train-strings",
+        lambda w: base_rate_mnlp(["yes", "no"], [1, 0]),
+        TypeError,
+        r"y_train must hold numbers",
+    ),
+]
+
+REFUSED = TABLES + RESULT + LOAD + INCENTIVE_REPORT + REMOVAL + SKLEARN + MNLP
 
 
 def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
