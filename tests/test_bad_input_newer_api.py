@@ -31,7 +31,7 @@ from test_rewards import _hand_result
 import bayesval as bv
 from bayesval.cli import main as cli_main
 from bayesval.datasets.tables import read_table, read_tables
-from bayesval.estimators import SklearnUtility, removal_curves
+from bayesval.estimators import MonteCarloShapley, SklearnUtility, removal_curves
 from bayesval.rewards import base_rate_mnlp, incentive_report, mnlp_classification, mnlp_regression
 
 # the coalition values (by bitmask) of a 3-party game in which c adds nothing to any coalition
@@ -699,7 +699,60 @@ MNLP = [
     ),
 ]
 
-REFUSED = TABLES + RESULT + LOAD + INCENTIVE_REPORT + REMOVAL + SKLEARN + MNLP
+MONTE_CARLO = [
+    refused(
+        "MonteCarloShapley-alpha-1e-6",
+        lambda w: MonteCarloShapley(alpha=1e-6),
+        ValueError,
+        r"would take at least 1.38e\+12 utility evaluations: 4.61e\+11 permutations \(to meet alpha=1e-06.*pass a "
+        r"larger max_evaluations=",
+    ),
+    refused(
+        "MonteCarloShapley-alpha-1e-300",
+        lambda w: MonteCarloShapley(alpha=1e-300),
+        ValueError,
+        r"would take at least inf utility evaluations.*max_evaluations=10,000,000",
+    ),
+    refused(
+        "MonteCarloShapley-num_permutations-1e7",
+        lambda w: MonteCarloShapley(num_permutations=10**7),
+        ValueError,
+        r"at least 3e\+07 utility evaluations: 1e\+07 permutations \(num_permutations\)",
+    ),
+    refused(
+        "MonteCarloShapley-plan-beyond-budget-for-40-points",
+        lambda w: MonteCarloShapley(num_permutations=250_000).fit(w.X, w.labels).value(w.X, w.labels),
+        ValueError,
+        r"would take 1.02e\+07 utility evaluations: 2.5e\+05 permutations \(num_permutations\) times n \+ 1 = 41 "
+        r"for 40 points, more than max_evaluations=10,000,000",
+    ),
+    refused(
+        "MonteCarloShapley-max_evaluations-below-plan",
+        lambda w: MonteCarloShapley(max_evaluations=100),
+        ValueError,
+        r"would take at least 576 utility evaluations: 185 permutations.*more than max_evaluations=100",
+    ),
+    refused(
+        "MonteCarloShapley-max_evaluations-zero",
+        lambda w: MonteCarloShapley(max_evaluations=0),
+        ValueError,
+        r"max_evaluations must be an integer >= 1, got 0",
+    ),
+    refused(
+        "MonteCarloShapley-max_evaluations-float",
+        lambda w: MonteCarloShapley(max_evaluations=1e8),
+        TypeError,
+        r"max_evaluations must be an integer >= 1, got 100000000.0 \(float\) \(write 100000000\)",
+    ),
+    refused(
+        "MonteCarloShapley-max_evaluations-string",
+        lambda w: MonteCarloShapley(max_evaluations="1e8"),
+        TypeError,
+        r"max_evaluations must be an integer",
+    ),
+]
+
+REFUSED = TABLES + RESULT + LOAD + INCENTIVE_REPORT + REMOVAL + SKLEARN + MNLP + MONTE_CARLO
 
 
 def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
@@ -742,6 +795,11 @@ ACCEPTED = [
         lambda w: w.result(counts=np.array([3.0, 4.0])).counts,
         "whole numbers stored as floats are counts",
     ),
+    accepted(
+        "MonteCarloShapley-alpha-1e-6-with-explicit-cap",
+        lambda w: MonteCarloShapley(alpha=1e-6, max_evaluations=10**13).num_permutations,
+        "an explicit max_evaluations allows a plan beyond the default budget",
+    ),
 ]
 
 
@@ -760,10 +818,11 @@ def test_accepted_on_purpose_works_without_nan(case, world):
 
 
 def test_suite_size_and_share_of_clear_errors(world, capsys):
-    """Distinct refused cases, every one a clear error from bayesval (a missing file's FileNotFoundError counts: it
-    names the path, as open() does)."""
+    """At least 130 distinct refused cases (issue 28's newer API), every one a clear error from bayesval (a missing
+    file's FileNotFoundError counts: it names the path, as open() does)."""
     cases = [param.values[0] for param in REFUSED]
     assert len({c.id for c in cases}) == len(cases), "case ids must be distinct"
+    assert len(cases) >= 130
     unclear = {c.id: problems(c, world, capsys) for c in cases}
     unclear = {id: found for id, found in unclear.items() if found}
     print(f"{len(cases) - len(unclear)} of {len(cases)} refused cases get a clear error; {len(ACCEPTED)} accepted")
