@@ -58,8 +58,8 @@ def release(
 ) -> Path:
     """Party side: read the party's CSV, clip, compute and perturb its statistic, write the release file."""
     path = Path(data)
+    name = path.name.split(".")[0] if name is None else _file_name("--name", name)
     X, y, _ = read_table(path, target, features)
-    name = name or path.name.split(".")[0]
     party = bv.Party(
         X, y, epsilon=epsilon, bounds=bounds, name=name, delta=delta, rdp_order=rdp_order, noise_seed=noise_seed
     )
@@ -189,6 +189,19 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
     if save:
         print(f"saved to {result.save(save)}")
     return result
+
+
+def _file_name(option: str, name: str) -> str:
+    """`name` as a party name that is also a plain file name: the release file NAME.release.json stays in the working
+    directory (no path separator, not '.' or '..', not empty)."""
+    if not name.strip():
+        raise ValueError(f"{option} must not be empty")
+    if "/" in name or "\\" in name or name in (".", ".."):
+        raise ValueError(
+            f"{option} {name!r} is not a plain name: the release file NAME.release.json is named after it and stays in "
+            "the working directory, so a name holds no '/' or '\\' and is not '.' or '..' (-o PATH chooses the file)"
+        )
+    return name
 
 
 def _columns(text: str) -> list[str]:

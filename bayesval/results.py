@@ -4,6 +4,9 @@ for sampled semivalues the running sums that let a run resume or merge with anot
 from __future__ import annotations
 
 import json
+import os
+import zipfile
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -12,6 +15,7 @@ import numpy as np
 
 from bayesval.privacy.accounting import PrivacySpent
 from bayesval.privacy.ledger import PrivacyLedger
+from bayesval.validation import check_count_array, check_finite_array, check_real_array
 
 if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
     from bayesval.games.state import SemivalueState
@@ -47,6 +51,11 @@ class ValuationResult:
                          `to_inference_data()`; parameter_names names theta's d coordinates
 
     `result["name"]` is one index's `ValueItem`, `result.sorted()` orders by value, `variances` are stderr^2.
+
+    A result is valid once built, or refused with an error naming the field: finite values, one distinct name and
+    one standard error per value, each error >= 0 or inf (inf: the Monte Carlo error is unknown, as from a single
+    permutation; NaN is refused), counts that are whole numbers >= 0, and coalition arrays that fit each other.
+    `load` refuses a file that is not a saved result with an error naming the path.
     """
 
     method: str
@@ -66,16 +75,65 @@ class ValuationResult:
     rewards: Rewards | None = None
 
     def __post_init__(self) -> None:
-        self.values = np.asarray(self.values, dtype=np.float64)
-        self.stderr = np.asarray(self.stderr, dtype=np.float64)
-        if self.values.shape != self.stderr.shape or len(self.names) != self.values.shape[0]:
-            raise ValueError("values, stderr and names must have the same length")
+        """Check every field (see the class docstring): a result is valid once built, or refused."""
+        if not isinstance(self.method, str):
+            raise TypeError(f"{_WHERE} method must be a string, got {type(self.method).__name__}")
+        self.values = check_finite_array(
+            f"{_WHERE} values", self.values, ndim=1, remedy="a result holds finite values only"
+        )
+        self.stderr = check_real_array(f"{_WHERE} stderr", self.stderr, ndim=1)
+        if isinstance(self.names, (str, bytes)) or not isinstance(self.names, (list, tuple, np.ndarray)):
+            raise TypeError(f"{_WHERE} names must be a list of names, one per value, got {type(self.names).__name__}")
+        if not len(self.values) == len(self.stderr) == len(self.names):
+            raise ValueError(
+                f"{_WHERE} values, stderr and names must have the same length (values {len(self.values)}, stderr "
+                f"{len(self.stderr)}, names {len(self.names)})"
+            )
+        _check_errors(f"{_WHERE} stderr", self.stderr)
         self.names = [str(name) for name in self.names]
-        for name, dtype in (("counts", np.int64), ("converged", bool)):
-            if getattr(self, name) is not None:
-                setattr(self, name, np.asarray(getattr(self, name), dtype=dtype))
-                if getattr(self, name).shape != self.values.shape:
-                    raise ValueError(f"{name} must have one entry per value ({len(self.values)})")
+        repeated = sorted(name for name, count in Counter(self.names).items() if count > 1)
+        if repeated:
+            raise ValueError(f"{_WHERE} names must be distinct (as strings); {repeated[:5]} appear more than once")
+        if self.counts is not None:
+            self.counts = check_count_array(f"{_WHERE} counts", self.counts)
+        if self.converged is not None:
+            self.converged = _flags(f"{_WHERE} converged", self.converged)
+        for name in ("counts", "converged"):
+            if getattr(self, name) is not None and getattr(self, name).shape != self.values.shape:
+                raise ValueError(f"{_WHERE} {name} must have one entry per value ({len(self.values)})")
+        self._check_coalitions()
+        if not isinstance(self.privacy, PrivacyLedger):
+            raise TypeError(f"{_WHERE} privacy must be a bayesval.PrivacyLedger, got {type(self.privacy).__name__}")
+        if not isinstance(self.diagnostics, dict):
+            raise TypeError(f"{_WHERE} diagnostics must be a dict, got {type(self.diagnostics).__name__}")
+
+    def _check_coalitions(self) -> None:
+        """coalition_masks (C, n) booleans; coalition_values (C,) finite and coalition_stderr (C,) errors, with them."""
+        if self.coalition_masks is None:
+            if self.coalition_values is not None or self.coalition_stderr is not None:
+                raise ValueError(f"{_WHERE} coalition_values and coalition_stderr need coalition_masks")
+            return
+        masks = _flags(f"{_WHERE} coalition_masks", self.coalition_masks)
+        if masks.ndim != 2 or masks.shape[1] != len(self.values):
+            raise ValueError(
+                f"{_WHERE} coalition_masks must be (coalitions, {len(self.values)}): one column per value, got shape "
+                f"{masks.shape}"
+            )
+        self.coalition_masks = masks
+        if self.coalition_values is not None:
+            self.coalition_values = check_finite_array(
+                f"{_WHERE} coalition_values", self.coalition_values, ndim=1, remedy="a result holds finite values only"
+            )
+        if self.coalition_stderr is not None:
+            self.coalition_stderr = _check_errors(
+                f"{_WHERE} coalition_stderr", check_real_array(f"{_WHERE} coalition_stderr", self.coalition_stderr, 1)
+            )
+        for name in ("coalition_values", "coalition_stderr"):
+            array = getattr(self, name)
+            if array is not None and len(array) != len(masks):
+                raise ValueError(
+                    f"{_WHERE} {name} must have one entry per coalition mask ({len(masks)}), got {len(array)}"
+                )
 
     @property
     def variances(self) -> np.ndarray:
@@ -229,9 +287,7 @@ class ValuationResult:
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz file (arrays) with its metadata as JSON inside."""
         path = Path(path)
-        fields = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
-        fields += ("draws",)
-        arrays = {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
+        arrays = {name: getattr(self, name) for name in RESULT_ARRAYS if getattr(self, name) is not None}
         meta = {
             "method": self.method,
             "names": list(self.names),
@@ -254,33 +310,46 @@ class ValuationResult:
 
     @classmethod
     def load(cls, path: str | Path) -> ValuationResult:
-        with np.load(Path(path), allow_pickle=False) as data:
-            meta = json.loads(str(data["_meta"]))
-            arrays = {k: data[k] for k in data.files if k != "_meta"}
-        state = None
-        if "state" in meta:
-            from bayesval.games.state import SemivalueState
+        """Read a result written by `save`. A missing file is a FileNotFoundError; anything else that is not such a
+        result (a directory, a file of another kind, one cut short, an .npz without a result's metadata, or a
+        result whose contents `ValuationResult` refuses) a ValueError naming the path."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(
+                f"ValuationResult.load: path must be a file path (a str or a Path), got {type(path).__name__}"
+            )
+        path = Path(path)
+        meta, arrays = _read_result_file(path)
+        try:
+            state = None
+            if "state" in meta:
+                from bayesval.games.state import SemivalueState
 
-            state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
-            state = SemivalueState.from_json(meta["state"], state_arrays)
-        rewards = None
-        if "rewards" in meta:
-            from bayesval.rewards.allocation import Rewards
+                state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
+                state = SemivalueState.from_json(meta["state"], state_arrays)
+            rewards = None
+            if "rewards" in meta:
+                from bayesval.rewards.allocation import Rewards
 
-            reward_arrays = {
-                name[len("rewards_") :]: arrays.pop(name) for name in list(arrays) if name[:8] == "rewards_"
-            }
-            rewards = Rewards.from_json(meta["rewards"], reward_arrays)
-        return cls(
-            method=meta["method"],
-            names=meta["names"],
-            privacy=PrivacyLedger.from_records(meta["privacy"]),
-            diagnostics=meta["diagnostics"],
-            parameter_names=meta.get("parameter_names"),
-            state=state,
-            rewards=rewards,
-            **arrays,
-        )
+                reward_arrays = {
+                    name[len("rewards_") :]: arrays.pop(name) for name in list(arrays) if name[:8] == "rewards_"
+                }
+                rewards = Rewards.from_json(meta["rewards"], reward_arrays)
+            unknown = sorted(set(arrays) - set(RESULT_ARRAYS))
+            if unknown:
+                raise ValueError(f"it holds arrays no result has: {unknown[:5]}")
+            return cls(
+                method=meta["method"],
+                names=meta["names"],
+                privacy=PrivacyLedger.from_records(meta["privacy"]),
+                diagnostics=meta["diagnostics"],
+                parameter_names=meta.get("parameter_names"),
+                state=state,
+                rewards=rewards,
+                **arrays,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            detail = f"no {error}" if isinstance(error, KeyError) else str(error)
+            raise ValueError(f"{path} is not a valid bayesval result: {detail}") from None
 
     SHOWN = 10  # rows a repr shows; the rest are summarised
 
@@ -301,6 +370,67 @@ class ValuationResult:
             header += f", {self.state.evaluations} utility evaluations"
         shown_rewards = "" if self.rewards is None else "\n" + repr(self.rewards)
         return header + ")\n" + "\n".join(rows) + shown_rewards
+
+
+_WHERE = "ValuationResult:"  # what the construction checks' errors begin with
+# the arrays of a result file, besides its JSON metadata `_meta` and the state_* / rewards_* arrays
+RESULT_ARRAYS = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
+RESULT_ARRAYS += ("draws",)
+META_KEYS = ("method", "names", "privacy", "diagnostics")
+
+
+def _read_result_file(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata and arrays of a file `ValuationResult.save` wrote, or an error of our own naming `path`."""
+    if not path.exists():
+        raise FileNotFoundError(f"result file {path} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a bayesval result file (an .npz written by ValuationResult.save)")
+    not_a_result = f"{path} is not a bayesval result (an .npz file written by ValuationResult.save)"
+    names: list[str] = []
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{not_a_result}: it is not an .npz archive (another kind of file, or one cut short)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = list(data.files)
+            if "_meta" not in names:
+                raise KeyError("_meta")
+            text = str(data["_meta"])
+            arrays = {name: data[name] for name in names if name != "_meta"}
+        meta = json.loads(text)
+    except KeyError:
+        raise ValueError(f"{not_a_result}: it has no result metadata (_meta); its arrays are {names[:5]}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{not_a_result}: its metadata is not valid JSON ({error})") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):  # corrupted members, pickled objects
+        raise ValueError(
+            f"{not_a_result}: its arrays cannot be read (corrupted, or pickled Python objects, which no result holds)"
+        ) from None
+    missing = [key for key in META_KEYS if not isinstance(meta, dict) or key not in meta]
+    if missing:
+        raise ValueError(f"{not_a_result}: its metadata lacks {missing}")
+    missing = [name for name in ("values", "stderr") if name not in arrays]
+    if missing:
+        raise ValueError(f"{not_a_result}: it lacks the arrays {missing}")
+    return meta, arrays
+
+
+def _check_errors(name: str, errors: np.ndarray) -> np.ndarray:
+    """Standard errors: each >= 0, or inf where the Monte Carlo error is unknown; NaN and negatives are refused."""
+    bad = np.isnan(errors) | (errors < 0)
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must hold standard errors >= 0 (inf where unknown), got {float(errors[index])} at index {index}"
+        )
+    return errors
+
+
+def _flags(name: str, flags) -> np.ndarray:
+    """Booleans (or 0 / 1) as a bool array."""
+    array = np.asarray(flags)
+    if array.dtype.kind != "b" and not (array.dtype.kind in "iuf" and np.isin(array, (0, 1)).all()):
+        raise TypeError(f"{name} must hold booleans (True / False), got an array of dtype {array.dtype}")
+    return array.astype(bool)
 
 
 def _jsonable(value: Any) -> Any:

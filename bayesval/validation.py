@@ -175,12 +175,12 @@ def _first_index(mask: np.ndarray) -> list[int]:
     return np.argwhere(mask)[0].tolist()
 
 
-def check_finite_array(name: str, array, ndim: int) -> np.ndarray:
-    """`array` as float64 of the given rank, with every entry a finite number.
+def check_real_array(name: str, array, ndim: int) -> np.ndarray:
+    """`array` as float64 of the given rank, whose entries may be NaN or +-inf (the caller checks their range).
 
     Integers and bools are converted; strings, complex numbers, dates and objects that are not all
-    real numbers (None, say) are a TypeError; ragged nesting, the wrong rank and NaN or inf entries a
-    ValueError. Each error names `name` and, for bad entries, the first bad index.
+    real numbers (None, say) are a TypeError; ragged nesting and the wrong rank a ValueError. Each
+    error names `name` and, for a bad entry, its index.
     """
     raw = _as_array(name, array, "numbers")
     kind = raw.dtype.kind
@@ -202,16 +202,47 @@ def check_finite_array(name: str, array, ndim: int) -> np.ndarray:
     if raw.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {raw.shape}")
     try:
-        values = raw.astype(np.float64)
+        return raw.astype(np.float64)
     except OverflowError:  # python ints beyond float64 in an object array
         raise ValueError(f"{name} has entries too large for float64; rescale it before valuation") from None
+
+
+def check_finite_array(
+    name: str, array, ndim: int, remedy: str = "remove or impute them before valuation"
+) -> np.ndarray:
+    """`array` as float64 of the given rank (as `check_real_array`), with every entry a finite number: NaN or inf
+    entries are a ValueError naming `name`, the first bad index and the `remedy`."""
+    values = check_real_array(name, array, ndim)
     bad = ~np.isfinite(values)
     if bad.any():
         raise ValueError(
-            f"{name} has {int(bad.sum())} non-finite entries (first at index {_first_index(bad)}); "
-            "remove or impute them before valuation"
+            f"{name} has {int(bad.sum())} non-finite entries (first at index {_first_index(bad)}); {remedy}"
         )
     return values
+
+
+def check_count_array(name: str, array, ndim: int = 1, maximum: int | None = None) -> np.ndarray:
+    """`array` as int64 of the given rank, every entry a count: a whole number >= 0 (and <= maximum where given).
+
+    Integer arrays pass, and so do float arrays of whole numbers (what `np.linspace` or a saved file gives); a
+    fraction, NaN or inf, a negative entry or one above `maximum` is a ValueError naming `name` and the first bad
+    index; bools and everything `check_real_array` refuses are a TypeError.
+    """
+    raw = _as_array(name, array, "counts")
+    if raw.dtype.kind == "b":
+        raise TypeError(f"{name} must hold counts (whole numbers >= 0), got booleans")
+    values = check_real_array(name, raw, ndim)
+    limit = math.inf if maximum is None else maximum
+    valid = f"whole numbers in [0, {maximum}]" if maximum is not None else "whole numbers >= 0"
+    bad = ~(np.isfinite(values) & (values == np.round(values)) & (values >= 0) & (values <= limit))
+    if bad.any():
+        index = _first_index(bad)
+        entry = raw[tuple(index)]
+        raise ValueError(
+            f"{name} must hold counts ({valid}), got {_show(entry.item() if isinstance(entry, np.generic) else entry)} "
+            f"at index {index}" + (f" ({int(bad.sum())} such entries)" if bad.sum() > 1 else "")
+        )
+    return values.astype(np.int64)
 
 
 def row_norms(X) -> np.ndarray:
@@ -281,6 +312,7 @@ __all__ = [
     "MAX_COUNT",
     "check_bool",
     "check_count",
+    "check_count_array",
     "check_finite_array",
     "check_int",
     "check_key",
@@ -289,6 +321,7 @@ __all__ = [
     "check_positive",
     "check_probability",
     "check_real",
+    "check_real_array",
     "row_norms",
     "to_float",
 ]

@@ -999,7 +999,7 @@ PARTIAL = bv.ValuationResult(
     names=["ann", "bob", "cy"],
     coalition_masks=np.array([[True, False, False], [True, True, True]]),
     coalition_values=np.array([1.0, 3.5]),
-    coalition_stderr=np.full(2, np.nan),
+    coalition_stderr=np.full(2, np.inf),
 )
 
 RESULTS = [

@@ -211,6 +211,18 @@ def test_values_are_the_burn_in_mean_of_weighted_marginals(cancer):
     assert result.diagnostics["mean_adjusted_variance"] == pytest.approx(mean_adjusted_variance(weighted[14:]))
 
 
+def test_one_permutation_has_an_unknown_standard_error_not_zero(cancer):
+    """From one permutation (k = 1, or a burn-in that keeps one) the Monte Carlo error is unknown: inf, not 0, while
+    the value itself carries that permutation's variance and the DP noise (docs/gradients.md)."""
+    X, y, X_val, y_val = cancer
+    values, stderr, kept = burn_in_values(np.arange(6.0).reshape(3, 2), burn_in=0.7)
+    assert kept == 1 and values.tolist() == [4.0, 5.0] and np.isinf(stderr).all()
+    private = GradientSemivalues(num_permutations=1, epsilon=1.0, delta=1e-5, noise_seed=28)
+    result = private.fit(X[:6], y[:6]).value(X_val, y_val)
+    assert np.isinf(result.stderr).all() and np.isfinite(result.values).all() and result.counts.tolist() == [1] * 6
+    assert "± inf" in repr(result)
+
+
 def test_mean_adjusted_variance_of_parties_without_value():
     """With V = accuracy a party's marginals are often all 0: 0/0 is left out; a zero mean with spread is inf."""
     spread = np.array([[1.0, 0.0, 2.0], [3.0, 0.0, -2.0], [2.0, 0.0, 0.0]])

@@ -191,11 +191,13 @@ def weighted_marginals(marginals, positions, semivalue: str | Semivalue) -> np.n
 def burn_in_values(marginals, burn_in: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
     """psi_j (Eq. 2, or Y's average over t > floor(kq), Sec. 5.3) with its standard error and the number of
     permutations averaged, from the (k, n) weighted marginals of one run: post-processing, so every q of one run
-    costs no extra privacy."""
+    costs no extra privacy. The standard error is the Monte Carlo error over permutations, s / sqrt(count); from a
+    single permutation it is unknown, and reported as inf (not 0: one draw has no spread to measure, while its value
+    carries all of the permutation's variance and the DP noise)."""
     marginals = np.asarray(marginals, np.float64)
     kept = marginals[burn_in_count(marginals.shape[0], burn_in) :]
     count = kept.shape[0]
-    stderr = kept.std(axis=0, ddof=1) / np.sqrt(count) if count > 1 else np.zeros(kept.shape[1])
+    stderr = kept.std(axis=0, ddof=1) / np.sqrt(count) if count > 1 else np.full(kept.shape[1], np.inf)
     return kept.mean(axis=0), stderr, count
 
 
@@ -234,7 +236,8 @@ class GradientSemivalues:
     `estimator.fit(X, y).value(X_val, y_val)` makes the k releases of each party once per call (one ledger record
     for all parties' k releases) and returns the values. The run's (k, n) `marginals_` and `positions_` give every
     other semivalue and burn-in of the same releases by post-processing (`weighted_marginals`, `burn_in_values`).
-    The trajectories run in float32.
+    The trajectories run in float32. The stderr is the Monte Carlo error over the permutations averaged: inf (unknown)
+    where only one is (docs/gradients.md).
     """
 
     def __init__(

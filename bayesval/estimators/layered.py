@@ -45,12 +45,14 @@ from bayesval.validation import (
     check_bool,
     check_count,
     check_finite_array,
+    check_int,
     check_key,
     check_positive,
     check_probability,
 )
 
 ENUMERATION_LIMIT = 20_000  # layers with at most this many coalitions are sampled without replacement
+EVALUATION_BUDGET = 10**7  # utility evaluations a Monte Carlo plan may take without an explicit max_evaluations
 
 
 def layer_sample_sizes(num_players: int, alpha: float, beta: float, c: float) -> np.ndarray:
@@ -449,7 +451,12 @@ class MonteCarloShapley(_RetrainingValuation):
     m = ceil(ln(2 / beta) c^2 / (2 alpha^2)) permutations (Maleki et al.'s (alpha, beta) bound), each giving every
     point its marginal contribution to its predecessors, through the game layer (`bayesval.games.semivalue` with a
     `PermutationSampler`). Not truncated (spec Sec. 3.1 recommends none; TMC's truncation biases the values).
-    `num_permutations` overrides m; it is rounded up to whole batches of `permutations_per_batch`."""
+    `num_permutations` overrides m; it is rounded up to whole batches of `permutations_per_batch`.
+
+    A plan of more than `max_evaluations` utility evaluations (default `EVALUATION_BUDGET`, 10^7) is refused, with
+    its size, rather than run for days (docs/layered.md, "The Monte Carlo baseline"): m (n + 1) evaluations for n
+    points, checked at construction for the fewest points (n = 2) and again by `value`. Pass a larger
+    `max_evaluations` to run such a plan on purpose."""
 
     method = "monte carlo shapley"
 
@@ -463,17 +470,50 @@ class MonteCarloShapley(_RetrainingValuation):
         utility: Callable | None = None,
         seed=0,
         permutations_per_batch: int = 8,
+        max_evaluations: int | None = None,
     ) -> None:
         super().__init__(utility, seed, permutations_per_batch)
         self.alpha, self.beta = check_probability("alpha", alpha), check_probability("beta", beta)
         self.c = check_positive("c", c)
-        required = math.ceil(math.log(2 / self.beta) * self.c**2 / (2 * self.alpha**2))
-        self.num_permutations = (
-            required if num_permutations is None else check_count("num_permutations", num_permutations, minimum=1)
+        self.max_evaluations = (
+            EVALUATION_BUDGET if max_evaluations is None else check_int("max_evaluations", max_evaluations, minimum=1)
         )
+        if num_permutations is None:
+            try:  # a float, which may be huge
+                required = math.log(2 / self.beta) / 2 * (self.c / self.alpha) ** 2
+            except OverflowError:
+                required = math.inf
+            self._source = f"to meet alpha={self.alpha:g}, beta={self.beta:g}, c={self.c:g}"
+            self._check_plan(required, 2)
+            self.num_permutations = math.ceil(required)
+        else:
+            self.num_permutations = check_count("num_permutations", num_permutations, minimum=1)
+            self._source = "num_permutations"
+            self._check_plan(self.num_permutations, 2)
+
+    def _planned_evaluations(self, permutations: float, num_players: int) -> float:
+        """Utility evaluations of `permutations` permutations of `num_players` points, rounded up to whole batches."""
+        if not math.isfinite(permutations):
+            return math.inf
+        batch = min(self.batch_size, permutations)
+        return math.ceil(permutations / batch) * batch * (num_players + 1)
+
+    def _check_plan(self, permutations: float, num_players: int) -> None:
+        """Refuse a plan of more than max_evaluations evaluations (at construction: for the fewest points, 2)."""
+        planned = self._planned_evaluations(permutations, num_players)
+        if planned > self.max_evaluations:
+            permutations = math.ceil(permutations) if math.isfinite(permutations) else permutations
+            fewest = " at least" if num_players == 2 else ""
+            raise ValueError(
+                f"MonteCarloShapley would take{fewest} {planned:.3g} utility evaluations: {permutations:.3g} "
+                f"permutations ({self._source}) times n + 1 = {num_players + 1} for {num_players} points, more than "
+                f"max_evaluations={self.max_evaluations:,}; pass a larger max_evaluations= to run it on purpose, or "
+                "ask for fewer (a larger alpha or beta, or num_permutations=)"
+            )
 
     def _values(self, utility) -> ValuationResult:
         num_players = utility.num_players
+        self._check_plan(self.num_permutations, num_players)
         batch = min(self.batch_size, self.num_permutations)
         batches = -(-self.num_permutations // batch)
         result = semivalue(

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from bayesval.estimators.utilities import LogisticRegressionUtility
-from bayesval.validation import check_count, check_finite_array, check_key
+from bayesval.validation import check_count, check_count_array, check_finite_array, check_key
 
 
 class RemovalCurves(NamedTuple):
@@ -40,7 +40,8 @@ def removal_curves(
 ) -> RemovalCurves:
     """Accuracy curves of removing points by `values` (n,) from (X, y), scored on (X_test, y_test).
 
-    removed        removal counts (default DataShapley's: 0, n/20, ... below max(n - 10, 20))
+    removed        removal counts, whole numbers in [0, n - 1]: a refit needs a point left (default DataShapley's:
+                   0, n/20, ... below min(max(n - 10, 20), n))
     random_orders  random orders averaged for the random line (DataShapley: 10)
     utility        a factory utility(X, y, X_test, y_test) (default: scikit-learn's LogisticRegression(C=1) with
                    an intercept, scored by accuracy, as DataShapley's experiments)"""
@@ -49,9 +50,13 @@ def removal_curves(
     num_points = len(features)
     if len(values) != num_points:
         raise ValueError(f"values must have one entry per row of X ({num_points}), got {len(values)}")
-    step = max(num_points // 20, 1)
-    removed = np.arange(0, max(num_points - 10, 20), step) if removed is None else np.asarray(removed)
-    removed = removed[removed < num_points]
+    if removed is None:
+        removed = np.arange(0, max(num_points - 10, 20), max(num_points // 20, 1))
+        removed = removed[removed < num_points]
+    else:
+        removed = check_count_array("removed", removed, maximum=num_points - 1)
+        if removed.size == 0:
+            raise ValueError("removed is empty: give at least one count of points to remove")
     random_orders = check_count("random_orders", random_orders, minimum=1)
     if utility is None:
         utility = LogisticRegressionUtility(

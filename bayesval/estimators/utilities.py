@@ -278,19 +278,51 @@ def _newton(products, x, y, weights, penalty, iterations: int):
     return coefficients
 
 
+def _check_classifier(estimator, metric: str):
+    """`estimator`: an instance of a scikit-learn classifier (a regressor's predictions are not class labels, so its
+    accuracy would be 0 for every coalition); for 'log_loss' one with `predict_proba`. A model without scikit-learn's
+    estimator type counts as a classifier when it has `predict_proba`."""
+    from sklearn.base import is_classifier, is_regressor
+
+    if isinstance(estimator, type):
+        raise TypeError(
+            f"estimator must be an instance, e.g. {estimator.__name__}(), not the class {estimator.__name__}"
+        )
+    if not all(hasattr(estimator, method) for method in ("fit", "predict", "get_params")):
+        raise TypeError(
+            f"estimator must be a scikit-learn classifier with fit/predict (and get_params, to be cloned), got "
+            f"{estimator!r}"
+        )
+    try:
+        regressor, classifier = is_regressor(estimator), is_classifier(estimator)
+    except AttributeError:  # no scikit-learn tags: a model of the user's own
+        regressor, classifier = False, False
+    if regressor or not (classifier or hasattr(estimator, "predict_proba")):
+        kind = "a regressor" if regressor else "not marked as a classifier and has no predict_proba"
+        raise TypeError(
+            f"estimator must be a classifier (scikit-learn's is_classifier, or a model with predict_proba): "
+            f"{type(estimator).__name__} is {kind}"
+        )
+    if metric == "log_loss" and not hasattr(estimator, "predict_proba"):
+        raise TypeError(
+            f"metric='log_loss' needs predicted probabilities, but {type(estimator).__name__} has no predict_proba "
+            "(for SVC: probability=True); use metric='accuracy'"
+        )
+    return estimator
+
+
 class SklearnUtility:
     """v(C) = validation score of a clone of a scikit-learn classifier fitted on coalition C, one fit at a time.
 
-    estimator    any scikit-learn classifier (cloned per coalition; `predict_proba` needed for 'log_loss')
+    estimator    any scikit-learn classifier instance (cloned per coalition; `predict_proba` needed for 'log_loss');
+                 a regressor is refused
     metric       'accuracy' (default) or 'log_loss' (minus the mean validation log-loss)
     A fit that raises (a single-class coalition, say) gives the `fallback` value and is counted in `fallbacks`.
     """
 
     def __init__(self, estimator, X, y, X_val, y_val, *, metric: str = "accuracy") -> None:
-        if not (hasattr(estimator, "fit") and hasattr(estimator, "predict")):
-            raise TypeError(f"estimator must be a scikit-learn classifier with fit/predict, got {estimator!r}")
-        self.estimator = estimator
         self.metric = _check_metric(metric)
+        self.estimator = _check_classifier(estimator, self.metric)
         data = _CoalitionData(X, y, X_val, y_val)
         self.num_players, self.classes = data.num_players, data.classes
         self.fallback = data.fallback_value(self.metric)

@@ -66,7 +66,7 @@ class Rewards:
         """MNLP on a held-out, non-private test set (Sim et al. 2023, App. H.2) of the grand coalition ('grand'),
         each party alone ('own', (n,)) and each reward ('reward', (n,)). task: 'regression' (draws laid out
         (w..., bias, noise variance)) or 'classification' (draws (w..., bias))."""
-        if task not in MNLP_TASKS:
+        if not isinstance(task, str) or task not in MNLP_TASKS:
             raise ValueError(f"task must be one of {sorted(MNLP_TASKS)}, got {task!r}")
         if self.draws is None:
             raise ValueError("these rewards were loaded without their draws; MNLP needs the reward samples")

@@ -10,26 +10,39 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import log_expit, logsumexp
 
+from bayesval.validation import check_finite_array
 
-def _finite_2d(name: str, value, columns: int | None = None) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
-    if array.ndim != 2 or array.shape[0] == 0:
+
+def _rows(name: str, value) -> np.ndarray:
+    """A non-empty 2-D array of finite numbers."""
+    array = check_finite_array(name, value, ndim=2, remedy="MNLP needs finite numbers")
+    if array.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty 2-D array, got shape {array.shape}")
-    if columns is not None and array.shape[1] != columns:
-        raise ValueError(f"{name} must have {columns} columns, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} holds {int(np.sum(~np.isfinite(array)))} non-finite entries")
     return array
 
 
+def _draws_and_inputs(draws_name: str, draws, X, extra: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Draws (m, w + extra) and the test inputs X (n, w) they predict. The draws' layout fixes w, so a width that does
+    not fit is blamed on X."""
+    draws = _rows(draws_name, draws)
+    if draws.shape[1] < extra:
+        raise ValueError(f"{draws_name} must have at least {extra} columns ({layout}), got shape {draws.shape}")
+    X = _rows("X", X)
+    width = draws.shape[1] - extra
+    if X.shape[1] != width:
+        raise ValueError(
+            f"X has {X.shape[1]} columns, but the draws of shape {draws.shape} hold {width} weights ({layout}): X "
+            f"needs {width} columns, one per weight"
+        )
+    return draws, X
+
+
 def _targets(name: str, value, rows: int | None = None) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
-    if array.ndim != 1 or array.size == 0:
+    array = check_finite_array(name, value, ndim=1, remedy="MNLP needs finite numbers")
+    if array.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D array, got shape {array.shape}")
     if rows is not None and array.size != rows:
         raise ValueError(f"{name} has {array.size} entries but X has {rows} rows")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} holds {int(np.sum(~np.isfinite(array)))} non-finite entries")
     return array
 
 
@@ -58,8 +71,7 @@ def mnlp_classification(theta_draws, X, y) -> float:
     X: (n, w) test inputs. y: (n,) labels, +-1 or 0/1.
     The average is taken in log space (log-sum-exp of log-sigmoids), so no probability underflows to 0.
     """
-    X = _finite_2d("X", X)
-    draws = _finite_2d("theta_draws", theta_draws, X.shape[1] + 1)
+    draws, X = _draws_and_inputs("theta_draws", theta_draws, X, 1, "w weights, bias")
     positive = binary_labels(y, "y", X.shape[0])
     logits = X @ draws[:, :-1].T + draws[:, -1]  # (n, m)
     log_m = np.log(draws.shape[0])
@@ -76,8 +88,7 @@ def mnlp_regression(draws, X, y) -> float:
 
     draws: (m, w+2) laid out (w_1..w_w, bias, noise_var). X: (n, w). y: (n,) real targets.
     """
-    X = _finite_2d("X", X)
-    draws = _finite_2d("draws", draws, X.shape[1] + 2)
+    draws, X = _draws_and_inputs("draws", draws, X, 2, "w weights, bias, noise variance")
     y = _targets("y", y, X.shape[0])
     noise_var = draws[:, -1]
     if np.any(noise_var <= 0):

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bayesval.results import ValuationResult
+from bayesval.validation import check_positive
+
 
 @dataclass(frozen=True)
 class Check:
@@ -68,10 +71,17 @@ class _Game:
 
 def incentive_report(result, baseline=None, z: float = 2.0) -> IncentiveReport:
     """Check P1-P6 and F1-F4 on a valuation with rewards (`valuate(..., rewards=...)`). F4 (strict monotonicity)
-    compares two games: pass `baseline`, the same parties' valuation before one party's data improved."""
+    compares two games: pass `baseline`, the same parties' valuation before one party's data improved. `z` (> 0) is
+    how many combined standard errors apart two estimates must be to count as different."""
+    _check_rewarded("result", result)
+    if baseline is not None:
+        _check_rewarded("baseline", baseline)
+        if baseline.names != result.names:
+            raise ValueError(
+                f"baseline must value the same parties as result, in the same order: {baseline.names} != {result.names}"
+            )
+    z = check_positive("z", z)
     rewards = result.rewards
-    if rewards is None:
-        raise ValueError("the incentive report needs rewards: valuate(..., rewards='tempering' or 'noise')")
     names, targets, n = rewards.names, rewards.targets, len(rewards.names)
     checks = []
     worst = rewards.effective_epsilon - rewards.epsilon[None, :]
@@ -115,6 +125,21 @@ def incentive_report(result, baseline=None, z: float = 2.0) -> IncentiveReport:
     checks.append(Check("P5 similarity", None, f"r'_i = -KL(p(theta | o_N) || q_i): {similarity}"))
     checks.append(Check("P6 group welfare", None, f"sum of r_i = {rewards.values.sum():.4f}"))
     return IncentiveReport(checks)
+
+
+def _check_rewarded(name: str, result) -> None:
+    """`result` (the argument `name`) is a valuation with rewards and a value for each coalition."""
+    if not isinstance(result, ValuationResult):
+        raise TypeError(
+            f"{name} must be a bayesval.ValuationResult with rewards (valuate(..., rewards=...)), got "
+            f"{type(result).__name__}"
+        )
+    if result.rewards is None:
+        raise ValueError(
+            f"the incentive report needs rewards: {name} has none (valuate(..., rewards='tempering' or 'noise'))"
+        )
+    if result.coalition_masks is None or result.coalition_values is None or result.coalition_stderr is None:
+        raise ValueError(f"{name} has no coalition values and standard errors; the incentive report needs them")
 
 
 def _target_stderr(result, game: _Game) -> np.ndarray:
