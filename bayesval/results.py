@@ -189,8 +189,9 @@ class ValuationResult:
         values, variances = state.estimate()
         privacy = PrivacyLedger().merge(self.privacy).merge(other.privacy)
         converged = None
-        if self.converged is not None and other.converged is not None:
-            converged = self.converged | other.converged  # more draws than either run that converged
+        if self.converged is not None and other.converged is not None:  # more draws than a run that converged,
+            trusted = state.exact_indices | (state.ranges > 0)  # on a variance that can be trusted
+            converged = (self.converged | other.converged) & trusted
         diagnostics = self.diagnostics | {"evaluations": state.evaluations, "merged": True}
         return ValuationResult(
             self.method,

@@ -215,7 +215,7 @@ def valuate(
             resume_from=resume_from if resume_from is not None and resume_from.state is not None else None,
             progress_bar=config.progress_bar,
         )
-        values, value_stderr, count = sampled.values, sampled.stderr, int(sampled.counts[0])
+        values, value_stderr, count = sampled.values, sampled.stderr, sampled.state.batch_draws
         method = f"permutation Shapley ({count} permutations)"
         if surprise.num_sampled == 2**n - 1:  # every coalition is known: the exact values cost nothing more
             (values, value_stderr), method = exact(), f"exact Shapley (all coalitions sampled in {count} permutations)"

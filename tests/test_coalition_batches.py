@@ -45,8 +45,9 @@ def test_eight_parties_complete_exactly_in_two_batches():
 
 
 def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path):
-    """12 parties by permutation sampling (batches of 32 permutations, 13 coalitions each): the sampler compiles at
-    most twice; the result reports each party's permutation count and converged flag; a run stopped after one
+    """12 parties by permutation sampling (batches of 32 permutations, 13 coalitions each, and the 26 coalitions of
+    the exact sizes 0 and 11 twice): the sampler compiles at most twice; the result reports the permutations, each
+    party's draws (the permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one
     batch, saved, loaded and resumed to two batches gives the uninterrupted two-batch run's values to the last bit,
     and samples only the coalitions the first run had not."""
     releases = _releases(12)
@@ -55,19 +56,19 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
     whole = _valuate(releases, key=0, config=TINY, stop=StandardError(0.02) | two_batches)
     assert gibbs._advance._cache_size() - before <= 2
     assert whole.method.endswith("(64 permutations)") and "permutation Shapley" in whole.method
-    np.testing.assert_array_equal(whole.counts, 64)
+    np.testing.assert_array_equal(whole.counts, 64 + 2 * 4)
     assert whole.converged.dtype == bool and len(whole.converged) == 12
     np.testing.assert_array_equal(whole.converged, whole.stderr <= 0.02)
     assert np.isfinite(whole.values).all() and np.isfinite(whole.stderr).all()
     assert np.all(whole.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
 
     first = _valuate(releases, key=0, config=TINY, stop=one_batch)
-    np.testing.assert_array_equal(first.counts, 32)
+    np.testing.assert_array_equal(first.counts, 32 + 4)
     loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
     resumed = _valuate(releases, key=0, config=TINY, stop=two_batches, resume_from=loaded)
     np.testing.assert_array_equal(resumed.values, whole.values)
     np.testing.assert_array_equal(resumed.stderr, whole.stderr)
-    np.testing.assert_array_equal(resumed.counts, 64)
+    np.testing.assert_array_equal(resumed.counts, 64 + 2 * 4)
     np.testing.assert_array_equal(resumed.coalition_values, whole.coalition_values)
     sampled_first, sampled_resumed = first.diagnostics["coalitions"], resumed.diagnostics["coalitions"]
     assert sampled_resumed[: len(sampled_first)] == sampled_first  # taken over, and not sampled again:

@@ -134,13 +134,16 @@ def test_standard_error_rule_stops_and_marks_converged_indices(utility):
     assert np.all(result.stderr <= 0.05) and result.converged.all()
     assert result.state.evaluations < 10**6
     capped = run(utility, 0, 200, stop=StandardError(1e-9) | MaxEvaluations(200))
-    assert not capped.converged.any() and capped.state.evaluations == 288  # 3 batches of 16 x 6 coalitions
+    assert not capped.converged.any() and capped.state.evaluations == 240  # 2 batches: 16 x 6, and 2 x 12 exact
 
 
 def progress(values, stderr, counts=100, evaluations=0, elapsed=0.0, rankings=None):
     values = np.asarray(values, float)
     rankings = np.zeros((0, len(values)), int) if rankings is None else np.asarray(rankings)
-    return Progress(values, np.asarray(stderr, float), np.full(len(values), counts), evaluations, elapsed, rankings)
+    ranges, exact = np.ones(len(values)), np.zeros(len(values), bool)  # draws that varied, no exact value
+    return Progress(
+        values, np.asarray(stderr, float), np.full(len(values), counts), evaluations, elapsed, rankings, ranges, exact
+    )
 
 
 def test_stopping_rules_combine_with_and_and_or():

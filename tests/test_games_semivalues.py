@@ -192,10 +192,12 @@ def test_permutation_estimates_are_efficient_within_their_error():
 def test_masks_of_every_sampler_are_what_they_claim():
     n, key = 5, jax.random.key(0)
     masks, _ = PermutationSampler().plan(n, 4, SHAPLEY).draw(key, None)
-    chains = np.asarray(masks).reshape(4, n + 1, n)
+    chains = np.asarray(masks)[: 4 * (n + 1)].reshape(4, n + 1, n)
+    ends = np.asarray(masks)[4 * (n + 1) :].reshape(2, 2 * n + 2, n)  # the exact sizes, twice
+    assert np.all(ends.sum(axis=2) == np.concatenate([[0], np.ones(n), np.full(n, n - 1), [n]]))
     assert np.all(np.diff(chains.sum(axis=2), axis=1) == 1) and np.all(chains[:, :-1] <= chains[:, 1:])
     masks, _ = PermutationSampler(antithetic=True).plan(n, 4, SHAPLEY).draw(key, None)
-    chains = np.asarray(masks).reshape(4, n + 1, n)
+    chains = np.asarray(masks)[: 4 * (n + 1)].reshape(4, n + 1, n)
     np.testing.assert_array_equal(chains[2:, 1:-1], ~chains[:2, -2:0:-1])  # the reverse joins in reverse order
     per_size = StratifiedSampler().draws_per_size(n, 16, BANZHAF)
     assert per_size.tolist() == [3, 3, 4, 3, 3]  # 2 each; 6 more, a quarter evenly, the rest ~ binom(4, s)

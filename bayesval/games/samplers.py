@@ -352,42 +352,69 @@ def _sized_reduce(values, sizes, group_of_size, num_groups: int) -> BatchStatist
 @dataclass(frozen=True)
 class SemivalueSampler:
     """Coalitions from the semivalue's own distribution: per index and draw a size s with probability
-    binom(n-1, s) w(s), then uniform members without the index; every draw has weight 1 (2 n B coalitions a batch).
-    The sizes 0 and n - 1, single coalitions, get two draws each per batch and are estimated on their own."""
+    binom(n-1, s) w(s), then uniform members without the index, so every draw has weight 1 (2 n B coalitions a
+    batch). The sizes 0 and n - 1, single coalitions, get two draws each per batch and are estimated on their own;
+    the other sizes are cut into up to `MAX_BINS` bins of about equal probability, each given its share of the batch
+    (proportional stratification, Cochran 1977, Sec. 5.3) and sampled within from the semivalue's distribution, so
+    each bin's variance has its neighbours to be pooled with (`bayesval.games.variance`)."""
 
     @property
     def name(self) -> str:
         return "semivalue"
 
     def plan(self, num_players: int, batch_size: int, semivalue: Semivalue) -> BatchPlan:
-        coefficients = end_coefficients(num_players, semivalue)
         weights = semivalue.size_weights(num_players)
-        ends = sorted({s for s, group in ((0, 0), (num_players - 1, 2)) if coefficients[group] > 0})
-        if coefficients[1] > 0:  # two draws of each weighted end, the rest from the middle sizes
-            fixed, middle = np.repeat(ends, 2), np.where(size_groups(num_players) == 1, weights, 0.0)
-            if batch_size <= len(fixed):
+        ends = end_coefficients(num_players, semivalue)
+        end_sizes = sorted({s for s, group in ((0, 0), (num_players - 1, 2)) if ends[group] > 0})
+        if ends[1] == 0:  # only exact sizes (leave-one-out): each in turn
+            bin_of_size = size_groups(num_players)
+            fixed, counts = np.resize(end_sizes, batch_size), np.zeros(0, np.int64)
+        else:
+            fixed = np.repeat(end_sizes, 2)
+            if batch_size < len(fixed) + 2:
                 raise ValueError(
-                    f"batch_size must exceed {len(fixed)} for semivalue sampling (two draws of each exact size and "
-                    f"at least one of the others), got {batch_size}"
+                    f"batch_size must be at least {len(fixed) + 2} for semivalue sampling (two draws of each exact "
+                    f"size and two of the others), got {batch_size}"
                 )
-        else:  # only exact sizes (leave-one-out): each in turn
-            fixed, middle = np.resize(ends, batch_size), np.ones(num_players)
-        logits = jnp.asarray(np.log(middle / middle.sum(), out=np.full(num_players, -np.inf), where=middle > 0))
-        draw = partial(_semivalue_masks, fixed=jnp.asarray(fixed), logits=logits, batch_size=batch_size)
-        reduce = partial(_sized_reduce, group_of_size=jnp.asarray(size_groups(num_players)), num_groups=3)
-        exact = np.array([True, False, True])
+            bin_of_size = size_bins(weights, min(MAX_BINS, max(1, (batch_size - len(fixed)) // BIN_DRAWS)))
+            masses = np.bincount(bin_of_size, weights)[1:-1]
+            counts = 2 + largest_remainders(masses[None], batch_size - len(fixed) - 2 * len(masses))[0]
+        num_groups = bin_of_size.max() + 1
+        coefficients = np.bincount(bin_of_size, weights, minlength=num_groups)
+        bins = np.repeat(np.arange(1, len(counts) + 1), counts)  # each column's bin
+        in_bin = (bin_of_size[None] == bins[:, None]) & (weights[None] > 0)
+        logits = np.log(np.where(in_bin, weights[None], 1.0)) + np.where(in_bin, 0.0, -np.inf)
+        draw = partial(_semivalue_masks, fixed=jnp.asarray(fixed), logits=jnp.asarray(logits))
+        reduce = partial(_sized_reduce, group_of_size=jnp.asarray(bin_of_size), num_groups=int(num_groups))
+        exact = np.arange(num_groups) == 0
+        exact[-1] = num_players > 1 or exact[-1]
         return BatchPlan(coefficients, exact, 2 * num_players * batch_size, draw, reduce, 1.0)
 
 
-def _semivalue_masks(key, state, fixed, logits, batch_size: int):
-    return _semivalue_draw(key, fixed, logits, batch_size)
+MAX_BINS = 8  # bins of the middle sizes for semivalue sampling
+BIN_DRAWS = 8  # draws per bin and batch at least, before a batch is cut into more bins
 
 
-@partial(jax.jit, static_argnames=("batch_size",))
-def _semivalue_draw(key, fixed, logits, batch_size: int):
+def size_bins(weights: np.ndarray, num_bins: int) -> np.ndarray:
+    """The group of each coalition size 0..n-1: 0 for size 0, 1..J for J bins of consecutive middle sizes of about
+    equal probability (a size heavier than a bin's share is a bin of its own), J + 1 for size n - 1."""
+    middle = weights[1:-1] / weights[1:-1].sum()
+    edges = np.floor((np.cumsum(middle) - middle / 2) * num_bins).clip(0, num_bins - 1).astype(np.int64)
+    used = np.unique(edges[middle > 0])
+    bins = np.searchsorted(used, edges) + 1  # 1..J, renumbered over the bins that hold weight
+    bins = np.minimum(bins, len(used))
+    return np.concatenate([[0], bins, [len(used) + 1]]) if len(weights) > 1 else np.zeros(1, np.int64)
+
+
+def _semivalue_masks(key, state, fixed, logits):
+    return _semivalue_draw(key, fixed, logits)
+
+
+@jax.jit
+def _semivalue_draw(key, fixed, logits):
     size_key, member_key = jax.random.split(key)
-    num_players = len(logits)
-    drawn = jax.random.categorical(size_key, logits, shape=(num_players, batch_size - len(fixed)))
+    num_players = logits.shape[1]
+    drawn = jax.random.categorical(size_key, logits, shape=(num_players, len(logits)))  # column b from its bin
     sizes = jnp.concatenate([jnp.broadcast_to(fixed, (num_players, len(fixed))), drawn], axis=1)
     return sized_masks(member_key, sizes), sizes
 

@@ -91,4 +91,4 @@ def permutation_shapley(
         batch_size=batch_size,
         progress_bar=progress_bar,
     )
-    return result.values, result.stderr, int(result.counts[0])
+    return result.values, result.stderr, result.state.batch_draws

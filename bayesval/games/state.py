@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from bayesval.games.variance import draw_variances, exact_indices, index_ranges
+from bayesval.games.variance import draw_variances, exact_indices, index_ranges, spread
 
 
 @dataclass
@@ -86,6 +86,12 @@ class SemivalueState:
     def index_counts(self) -> np.ndarray:
         """Draws per index (n,) over the groups the semivalue weighs."""
         return self.counts[self.coefficients != 0].sum(axis=0)
+
+    @property
+    def batch_draws(self) -> int:
+        """Draws made by batches so far over every key, batch size times batches: the permutations of a permutation
+        sampler (whose counts per index also hold the exact sizes' valuations)."""
+        return sum(size * done for size, done in self.streams.values())
 
     @property
     def ranges(self) -> np.ndarray:
@@ -169,11 +175,11 @@ class SemivalueState:
 
 def _combined(state: SemivalueState, sums, m2, counts, low, high):
     """The state's (sums, m2, counts, low, high) with another set of draws' added: m2 by Chan et al.'s pairwise
-    update, m2_a + m2_b + delta^2 m_a m_b / (m_a + m_b), and exactly 0 where every draw is the same."""
+    update, m2_a + m2_b + delta^2 m_a m_b / (m_a + m_b), and exactly 0 where every draw is the same (to rounding)."""
     total = state.counts + counts
     with np.errstate(invalid="ignore", divide="ignore"):
         delta = sums.mean(axis=0) / counts - state.sums.mean(axis=0) / state.counts
         between = np.where((state.counts > 0) & (counts > 0), delta**2 * state.counts * counts / total, 0.0)
     low, high = np.minimum(state.low, low), np.maximum(state.high, high)
-    m2 = np.where(low == high, 0.0, state.m2 + m2 + between)
+    m2 = np.where(spread(low, high) == 0, 0.0, state.m2 + m2 + between)
     return state.sums + sums, m2, total, low, high

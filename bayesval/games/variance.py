@@ -4,17 +4,19 @@ The plain sample variance s^2 = m2 / (m - 1) of a group's m draws fails where sa
 docs/games.md, "Calibration"): a rare marginal (the airport game's cheap players, a unanimity game's large
 coalitions) leaves a group with no or one outlying draw, whose s^2 is 0 or small exactly when the mean is too low,
 so z-scores reach 10 to 50 and a `StandardError` rule stops on a false convergence; a layer of two or three draws is
-often all zeros. Each group's variance is therefore shrunk toward a prior variance tau^2 worth `PRIOR_DRAWS` draws
-(the conjugate normal-inverse-gamma update of a variance, Gelman et al. 2013, Sec. 3.3):
+often all zeros. Each group's variance is therefore shrunk toward a prior variance tau^2 worth k draws (the
+conjugate update of a normal variance, Gelman et al. 2013, Sec. 3.3):
 
     sigma~^2 = (m2 + k tau^2) / (m - 1 + k)
 
-* tau^2 is the pooled variance of the index's *other* sampled groups (its other layers: an empirical Bayes prior
-  that moves variance between layers without inflating the total when the layers have equal counts);
-* where there are none, or they never varied, tau^2 = (r / 2)^2, the largest variance of a number within the
-  index's observed range r (its exact groups included: the airport game's cheap player shows its cost in the size-0
-  group, so an unseen cost in the middle cannot hide behind a range of 0), or the game's largest range where the
-  index's draws never varied at all.
+* Where the index's *other* sampled groups varied (the other layers or size bins), tau^2 is their pooled variance
+  and k = 1: an empirical Bayes prior (Smyth 2004) that moves variance between groups without inflating the total
+  when the groups have equal counts, and gives a layer of all-equal draws its neighbours' spread.
+* Where they did not, tau^2 = (r / 2)^2, the largest variance of a number within the index's observed range r (its
+  exact groups included: the airport game's cheap player shows its cost in the size-0 group, so an unseen cost in
+  the middle sizes cannot hide behind a range of 0; the game's largest range where the index never varied), with
+  k = `PRIOR_DRAWS` times the group's share of the index's sampled draws, so that the index as a whole carries one
+  such guard however its draws are grouped: a rule-of-three guard against the mass no draw has shown.
 
 Groups of a single coalition (`exact`: the empty coalition or everyone else) keep their sample variance, 0 for a
 deterministic utility. A group with fewer than two draws has infinite variance: nothing is known of its spread.
@@ -25,6 +27,15 @@ from __future__ import annotations
 import numpy as np
 
 PRIOR_DRAWS = 1.0  # k: the prior's weight in draws
+ROUNDING = 1e-12  # draws closer than this, relative to their size, are equal: a marginal v(S u i) - v(S) rounds
+
+
+def spread(low, high):
+    """high - low, or 0 where the two differ by rounding alone (a sum of the same terms in another order)."""
+    width = high - low
+    with np.errstate(invalid="ignore"):
+        rounding = ROUNDING * np.maximum(np.abs(low), np.abs(high))
+        return np.where(np.isfinite(width) & (width > rounding), width, 0.0)
 
 
 def index_ranges(state) -> np.ndarray:
@@ -32,13 +43,13 @@ def index_ranges(state) -> np.ndarray:
     weighted = (state.coefficients != 0)[:, None] & (state.counts > 0)
     high = np.where(weighted, state.high, -np.inf).max(axis=0)
     low = np.where(weighted, state.low, np.inf).min(axis=0)
-    return np.where(np.isfinite(high - low), high - low, 0.0)
+    return spread(low, high)
 
 
 def exact_indices(state) -> np.ndarray:
     """Indices (n,) whose every weighted group is a single coalition valued the same each time: exact values."""
     weighted = state.coefficients != 0
-    constant = (state.counts >= 1) & (state.low == state.high)
+    constant = (state.counts >= 1) & (spread(state.low, state.high) == 0)
     return (~weighted[:, None] | (state.exact[:, None] & constant)).all(axis=0)
 
 
@@ -50,10 +61,13 @@ def draw_variances(state) -> np.ndarray:
     squares = np.where(free, state.m2, 0.0)
     other_dof, other_squares = dof.sum(axis=0) - dof, squares.sum(axis=0) - squares
     ranges = index_ranges(state)
-    fallback = (np.where(ranges > 0, ranges, ranges.max(initial=0.0)) / 2) ** 2
+    guard = (np.where(ranges > 0, ranges, ranges.max(initial=0.0)) / 2) ** 2  # (n,)
     with np.errstate(invalid="ignore", divide="ignore"):
-        pooled = np.where((other_dof > 0) & (other_squares > 0), other_squares / other_dof, fallback[None])
-        shrunk = (state.m2 + PRIOR_DRAWS * pooled) / (counts - 1 + PRIOR_DRAWS)
+        share = np.where(free, counts, 0.0) / np.where(free, counts, 0.0).sum(axis=0)  # (G, n)
+        pooling = (other_dof > 0) & (other_squares > 0)
+        prior = np.where(pooling, other_squares / other_dof, guard[None])
+        weight = PRIOR_DRAWS * np.where(pooling, 1.0, share)
+        shrunk = (state.m2 + weight * prior) / (counts - 1 + weight)
         sample = state.m2 / (counts - 1)
     variances = np.where(state.exact[:, None], sample, shrunk)
     return np.where(counts >= 2, variances, np.inf)
