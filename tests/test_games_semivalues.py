@@ -128,8 +128,8 @@ def seed_study(table, utility, sv, sampler, batch_size):
     sums = jax.tree.map(np.asarray, jax.vmap(lambda v, a: plan.reduce(v, a))(values, aux))
     estimates, variances = [], []
     for seed in range(SEEDS):
-        state = SemivalueState.empty(sv.name, sampler.name, plan.coefficients, plan.exact, 1, n)
-        state.add(BatchStatistics(*(part[seed] for part in sums)), evaluations=plan.num_masks)
+        state = SemivalueState.empty(sv.name, sampler.name, plan, 1, n)
+        state.add(BatchStatistics(*(part[seed] for part in sums)), np.asarray(values[seed]))
         estimates.append(state.estimate()[0])
         variances.append(state.estimate()[1])
     for seed in (0,):

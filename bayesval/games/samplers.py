@@ -44,7 +44,7 @@ import numpy as np
 from bayesval.games.weights import Semivalue
 from bayesval.validation import check_bool
 
-HEAVY_TAILS = 3.0  # weight inflation E_q[r^2] above which a sampler's importance weights are too heavy-tailed
+HEAVY_TAILS = 2.0  # weight inflation E_q[r^2] above which a sampler's importance weights are too heavy-tailed
 LAYER_DRAWS = 30  # draws per layer and batch below which stratified layer variances are not to be trusted
 
 
@@ -61,12 +61,13 @@ class BatchStatistics(NamedTuple):
 
 
 class BatchPlan(NamedTuple):
-    """A sampler specialised to a game: G group coefficients, which groups hold one coalition (exact), M masks per
-    batch, its two steps, the weight inflation of its importance weights (1 without weights), and what makes its
-    standard errors unreliable for this game, if anything (a sentence for a warning)."""
+    """A sampler specialised to a game: G group coefficients, which groups hold one coalition (exact) and which one
+    coalition size (layers), M masks per batch, its two steps, the weight inflation of its importance weights (1
+    without weights), and what makes its standard errors unreliable for this game, if anything (for a warning)."""
 
     coefficients: np.ndarray
     exact: np.ndarray
+    layers: np.ndarray
     num_masks: int
     draw: Any
     reduce: Any
@@ -160,9 +161,8 @@ class PermutationSampler:
         )
         inflation = float(np.mean(importance[1:-1] ** 2)) if coefficients[1] > 0 else 1.0
         num_masks = batch_size * (num_players + 1) + len(ends)
-        return BatchPlan(
-            coefficients, np.array([True, False, True]), num_masks, draw, reduce, inflation, heavy_tails(inflation)
-        )
+        ends = np.array([True, False, True])
+        return BatchPlan(coefficients, ends, ends, num_masks, draw, reduce, inflation, heavy_tails(inflation))
 
 
 def _permutation_masks(key, state, ends, batch_size: int, antithetic: bool):
@@ -217,9 +217,8 @@ class UniformSampler:
         reduce = partial(_uniform_reduce, scaled_weights=jnp.asarray(scaled))
         size_weights = semivalue.size_weights(num_players)
         inflation = float((size_weights * scaled[:-1]).sum())  # E_q[r^2] = sum_s p(s) r(s), r = 2^(n-1) w(s)
-        return BatchPlan(
-            np.array([1.0, -1.0]), np.zeros(2, bool), batch_size, draw, reduce, inflation, heavy_tails(inflation)
-        )
+        mixed = np.zeros(2, bool)
+        return BatchPlan(np.array([1.0, -1.0]), mixed, mixed, batch_size, draw, reduce, inflation, heavy_tails(inflation))
 
 
 def _uniform_masks(key, state, num_players: int, batch_size: int):
@@ -291,7 +290,8 @@ class StratifiedSampler:
                 f"{batch_size}), and layer variances from so few draws miss rare marginals (measured in "
                 f"docs/games.md, 'Calibration'); use batch_size >= {LAYER_DRAWS * sampled + 2 * (coefficients > 0).sum()}"
             )
-        return BatchPlan(coefficients, exact, 2 * num_players * batch_size, draw, reduce, 1.0, unreliable)
+        layers = np.ones(num_players, bool)
+        return BatchPlan(coefficients, exact, layers, 2 * num_players * batch_size, draw, reduce, 1.0, unreliable)
 
 
 def largest_remainders(shares: np.ndarray, total: int) -> np.ndarray:
@@ -388,7 +388,8 @@ class SemivalueSampler:
         reduce = partial(_sized_reduce, group_of_size=jnp.asarray(bin_of_size), num_groups=int(num_groups))
         exact = np.arange(num_groups) == 0
         exact[-1] = num_players > 1 or exact[-1]
-        return BatchPlan(coefficients, exact, 2 * num_players * batch_size, draw, reduce, 1.0)
+        layers = np.bincount(bin_of_size, weights > 0, minlength=num_groups) <= 1
+        return BatchPlan(coefficients, exact, layers, 2 * num_players * batch_size, draw, reduce, 1.0)
 
 
 MAX_BINS = 8  # bins of the middle sizes for semivalue sampling

@@ -82,14 +82,12 @@ def semivalue(
         values = checked_values(utility(utility_key, masks), masks, names)
         batch_draws = plan.reduce(values, aux)
         if state is None:
-            state = SemivalueState.empty(
-                semivalue.name, sampler.name, plan.coefficients, plan.exact, len(values), num_players
-            )
+            state = SemivalueState.empty(semivalue.name, sampler.name, plan, len(values), num_players)
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
             )
-        state.add(batch_draws, evaluations=plan.num_masks)
+        state.add(batch_draws, values)
         batch += 1
         state.streams[stream] = [batch_size, batch]
         progress = _progress(state, started, stop.history)

@@ -31,12 +31,15 @@ class SemivalueState:
     semivalue, sampler    names of the semivalue and the sampler (with its options), e.g. 'shapley', 'permutation'
     coefficients          (G,) c_g of each group
     exact                 (G,) groups of a single coalition (their draws differ only by the utility's noise)
+    layers                (G,) groups of a single coalition size (their spread is within one size)
     sums                  (R, G, n) sums of the draws from each of the utility's R estimates
     m2                    (G, n) sums of squared deviations of the draws (averaged over the R estimates) from their
                           group mean
     counts                (G, n) draws per group and index
     low, high             (G, n) the smallest and largest draw (+inf and -inf before the first)
     evaluations           utility evaluations (coalitions valued) so far
+    value_low, value_high the smallest and largest value of a coalition so far (the scale of a game whose draws
+                          never varied)
     streams               per key (hex of its key data): [batch size, batches done]. The key and the batch size fix
                           every batch's coalitions: a run resumed with one of these keys (and its batch size) starts
                           at the next batch, one with a new key at batch 0
@@ -47,25 +50,30 @@ class SemivalueState:
     sampler: str
     coefficients: np.ndarray
     exact: np.ndarray
+    layers: np.ndarray
     sums: np.ndarray
     m2: np.ndarray
     counts: np.ndarray
     low: np.ndarray
     high: np.ndarray
     evaluations: int = 0
+    value_low: float = np.inf
+    value_high: float = -np.inf
     streams: dict[str, list[int]] = field(default_factory=dict)
     rankings: np.ndarray | None = None
 
-    ARRAYS = ("coefficients", "exact", "sums", "m2", "counts", "low", "high", "rankings")
+    ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "counts", "low", "high", "rankings")
 
     @classmethod
-    def empty(cls, semivalue: str, sampler: str, coefficients, exact, num_repeats: int, num_players: int):
-        groups = len(coefficients)
+    def empty(cls, semivalue: str, sampler: str, plan, num_repeats: int, num_players: int):
+        """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers)."""
+        groups = len(plan.coefficients)
         return cls(
             semivalue,
             sampler,
-            np.asarray(coefficients, np.float64),
-            np.asarray(exact, bool),
+            np.asarray(plan.coefficients, np.float64),
+            np.asarray(plan.exact, bool),
+            np.asarray(plan.layers, bool),
             np.zeros((num_repeats, groups, num_players)),
             np.zeros((groups, num_players)),
             np.zeros((groups, num_players), np.int64),
@@ -103,11 +111,15 @@ class SemivalueState:
         """Indices whose value is exact (every weighted group a single coalition with equal draws)."""
         return exact_indices(self)
 
-    def add(self, batch, evaluations: int) -> None:
-        """File one batch's `BatchStatistics` (sums (R, G, n), m2, counts, low, high (G, n))."""
+    def add(self, batch, values) -> None:
+        """File one batch's `BatchStatistics` (sums (R, G, n), m2, counts, low, high (G, n)) and its coalitions'
+        values (R, M)."""
         combined = _combined(self, *(np.asarray(part) for part in batch))
         self.sums, self.m2, self.counts, self.low, self.high = combined
-        self.evaluations += int(evaluations)
+        averaged = np.asarray(values).mean(axis=0)
+        self.value_low = min(self.value_low, float(averaged.min()))
+        self.value_high = max(self.value_high, float(averaged.max()))
+        self.evaluations += averaged.size
 
     def estimate(self) -> tuple[np.ndarray, np.ndarray]:
         """Values (n,) and their variances (n,); inf variance where a weighted group has fewer than 2 draws."""
@@ -151,6 +163,8 @@ class SemivalueState:
             low=low,
             high=high,
             evaluations=self.evaluations + other.evaluations,
+            value_low=min(self.value_low, other.value_low),
+            value_high=max(self.value_high, other.value_high),
             streams=self.streams | other.streams,
             rankings=np.zeros((0, self.num_players), np.int64),
         )
@@ -165,6 +179,8 @@ class SemivalueState:
             "semivalue": self.semivalue,
             "sampler": self.sampler,
             "evaluations": self.evaluations,
+            "value_low": self.value_low,
+            "value_high": self.value_high,
             "streams": self.streams,
         }
 

@@ -4,19 +4,21 @@ The plain sample variance s^2 = m2 / (m - 1) of a group's m draws fails where sa
 docs/games.md, "Calibration"): a rare marginal (the airport game's cheap players, a unanimity game's large
 coalitions) leaves a group with no or one outlying draw, whose s^2 is 0 or small exactly when the mean is too low,
 so z-scores reach 10 to 50 and a `StandardError` rule stops on a false convergence; a layer of two or three draws is
-often all zeros. Each group's variance is therefore shrunk toward a prior variance tau^2 worth k draws (the
-conjugate update of a normal variance, Gelman et al. 2013, Sec. 3.3):
+often all zeros. Each group's variance is therefore shrunk toward two priors (the conjugate update of a normal
+variance, Gelman et al. 2013, Sec. 3.3, with prior variances worth a number of draws):
 
-    sigma~^2 = (m2 + k tau^2) / (m - 1 + k)
+    sigma~^2 = (m2 + p tau_pool^2 + g tau_guard^2) / (m - 1 + p + g)
 
-* Where the index's *other* sampled groups varied (the other layers or size bins), tau^2 is their pooled variance
-  and k = 1: an empirical Bayes prior (Smyth 2004) that moves variance between groups without inflating the total
-  when the groups have equal counts, and gives a layer of all-equal draws its neighbours' spread.
-* Where they did not, tau^2 = (r / 2)^2, the largest variance of a number within the index's observed range r (its
-  exact groups included: the airport game's cheap player shows its cost in the size-0 group, so an unseen cost in
-  the middle sizes cannot hide behind a range of 0; the game's largest range where the index never varied), with
-  k = `PRIOR_DRAWS` times the group's share of the index's sampled draws, so that the index as a whole carries one
-  such guard however its draws are grouped: a rule-of-three guard against the mass no draw has shown.
+* tau_pool^2, worth p = 1 draw where the index's *other* sampled groups (its other layers or size bins) varied: their
+  pooled variance, an empirical Bayes prior (Smyth 2004) that moves variance between groups without inflating the
+  total when the groups have equal counts, and gives a layer of all-equal draws its neighbours' spread;
+* tau_guard^2 = (r / 2)^2, the largest variance of a number within the index's observed range r, worth g =
+  `PRIOR_DRAWS` times the group's share of the index's sampled draws, so that the index as a whole carries one such
+  draw however its draws are grouped: a rule-of-three guard against the mass no draw has shown. A layer (a group of
+  one coalition size, whose spread is within that size) takes its own range where it varied; elsewhere the range counts
+  the exact groups (the airport game's cheap player shows its cost in the size-0 group, so a rare cost in the middle
+  sizes cannot hide behind the one small hit that was seen), then the game's largest range where the index never
+  varied, then the range of the coalition values seen where no index did.
 
 Groups of a single coalition (`exact`: the empty coalition or everyone else) keep their sample variance, 0 for a
 deterministic utility. A group with fewer than two draws has infinite variance: nothing is known of its spread.
@@ -61,13 +63,18 @@ def draw_variances(state) -> np.ndarray:
     squares = np.where(free, state.m2, 0.0)
     other_dof, other_squares = dof.sum(axis=0) - dof, squares.sum(axis=0) - squares
     ranges = index_ranges(state)
-    guard = (np.where(ranges > 0, ranges, ranges.max(initial=0.0)) / 2) ** 2  # (n,)
+    game = ranges.max(initial=0.0)
+    if game == 0:  # no index's draws varied: the scale of the values seen
+        game = spread(np.array(state.value_low), np.array(state.value_high)) if state.value_high > -np.inf else 0.0
+    index_guard = np.where(ranges > 0, ranges, game)  # (n,)
+    own = spread(state.low, state.high)  # a layer's own range where it varied: its spread is within one size
+    guard = (np.where(state.layers[:, None] & (own > 0), own, index_guard[None]) / 2) ** 2  # (G, n)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(free, counts, 0.0) / np.where(free, counts, 0.0).sum(axis=0)  # (G, n)
-        pooling = (other_dof > 0) & (other_squares > 0)
-        prior = np.where(pooling, other_squares / other_dof, guard[None])
-        weight = PRIOR_DRAWS * np.where(pooling, 1.0, share)
-        shrunk = (state.m2 + weight * prior) / (counts - 1 + weight)
+        pooling = ((other_dof > 0) & (other_squares > 0)).astype(np.float64)
+        pooled = np.where(pooling > 0, other_squares / other_dof, 0.0)
+        guarded = PRIOR_DRAWS * share
+        shrunk = (state.m2 + pooling * pooled + guarded * guard) / (counts - 1 + pooling + guarded)
         sample = state.m2 / (counts - 1)
     variances = np.where(state.exact[:, None], sample, shrunk)
     return np.where(counts >= 2, variances, np.inf)
