@@ -142,3 +142,11 @@ def test_a_standard_error_rule_stops_within_twice_its_threshold():
         assert result.converged.all()
         within.append(np.abs(result.values - exact) <= 2 * threshold)
     assert np.mean(within) >= 0.93
+
+
+def test_a_run_goes_on_until_every_group_has_a_draw():
+    """Two uniform coalitions a batch cannot hold every index both in and out: a run capped at one evaluation goes
+    on until every index has a draw with and without itself, so every value is defined."""
+    result = semivalue(UNANIMITY.utility, 60, 0, weights=BANZHAF, stop=MaxEvaluations(1), batch_size=2)
+    assert result.diagnostics["batches"] > 1 and np.isfinite(result.values).all()
+    assert (result.state.counts > 0).all()

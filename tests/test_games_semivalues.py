@@ -25,6 +25,7 @@ SAMPLERS = [
     (PermutationSampler(antithetic=True), 1024),
     (UniformSampler(), 8192),
     (StratifiedSampler(), 1024),
+    (SemivalueSampler(), 1024),
 ]
 SEEDS = 100
 

@@ -76,7 +76,7 @@ def semivalue(
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
     bar = tqdm(disable=not progress_bar, desc=f"{semivalue.name} by {sampler.name} sampling", unit=" evaluations")
-    while progress is None or not stop.holds(progress):
+    while progress is None or not (stop.holds(progress) and state.every_group_drawn):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
         values = checked_values(utility(utility_key, masks), masks, names)

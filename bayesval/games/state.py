@@ -96,6 +96,12 @@ class SemivalueState:
         return self.counts[self.coefficients != 0].sum(axis=0)
 
     @property
+    def every_group_drawn(self) -> bool:
+        """Whether every index has a draw in every group the semivalue weighs (else its value is undefined: a run
+        goes on until it has, whatever its stopping rule says)."""
+        return bool((self.counts[self.coefficients != 0] > 0).all())
+
+    @property
     def batch_draws(self) -> int:
         """Draws made by batches so far over every key, batch size times batches: the permutations of a permutation
         sampler (whose counts per index also hold the exact sizes' valuations)."""
