@@ -353,10 +353,10 @@ def _sized_reduce(values, sizes, group_of_size, num_groups: int) -> BatchStatist
 class SemivalueSampler:
     """Coalitions from the semivalue's own distribution: per index and draw a size s with probability
     binom(n-1, s) w(s), then uniform members without the index, so every draw has weight 1 (2 n B coalitions a
-    batch). The sizes 0 and n - 1, single coalitions, get two draws each per batch and are estimated on their own;
-    the other sizes are cut into up to `MAX_BINS` bins of about equal probability, each given its share of the batch
-    (proportional stratification, Cochran 1977, Sec. 5.3) and sampled within from the semivalue's distribution, so
-    each bin's variance has its neighbours to be pooled with (`bayesval.games.variance`)."""
+    batch). The sizes 0 and n - 1, single coalitions, are estimated on their own; the other sizes are cut into up to
+    `MAX_BINS` bins of about equal probability, sampled within from the semivalue's distribution, so each bin's
+    variance has its neighbours to be pooled with (`bayesval.games.variance`). Every group gets its share of the
+    batch (proportional stratification, Cochran 1977, Sec. 5.3) and at least two draws."""
 
     @property
     def name(self) -> str:
@@ -370,15 +370,17 @@ class SemivalueSampler:
             bin_of_size = size_groups(num_players)
             fixed, counts = np.resize(end_sizes, batch_size), np.zeros(0, np.int64)
         else:
-            fixed = np.repeat(end_sizes, 2)
-            if batch_size < len(fixed) + 2:
+            bin_of_size = size_bins(weights, min(MAX_BINS, max(1, (batch_size - 2 * len(end_sizes)) // BIN_DRAWS)))
+            masses = np.bincount(bin_of_size, weights)
+            used = masses > 0
+            if batch_size < 2 * used.sum():
                 raise ValueError(
-                    f"batch_size must be at least {len(fixed) + 2} for semivalue sampling (two draws of each exact "
-                    f"size and two of the others), got {batch_size}"
+                    f"batch_size must be at least {2 * used.sum()} for semivalue sampling (two draws of each exact "
+                    f"size and of each bin of the others), got {batch_size}"
                 )
-            bin_of_size = size_bins(weights, min(MAX_BINS, max(1, (batch_size - len(fixed)) // BIN_DRAWS)))
-            masses = np.bincount(bin_of_size, weights)[1:-1]
-            counts = 2 + largest_remainders(masses[None], batch_size - len(fixed) - 2 * len(masses))[0]
+            counts = 2 * used + largest_remainders(masses[None], batch_size - 2 * used.sum())[0]
+            fixed = np.repeat([0, num_players - 1], counts[[0, -1]])  # the exact sizes in proportion too
+            counts = counts[1:-1]
         num_groups = bin_of_size.max() + 1
         coefficients = np.bincount(bin_of_size, weights, minlength=num_groups)
         bins = np.repeat(np.arange(1, len(counts) + 1), counts)  # each column's bin

@@ -20,8 +20,9 @@ variance, Gelman et al. 2013, Sec. 3.3, with prior variances worth a number of d
   sizes cannot hide behind the one small hit that was seen), then the game's largest range where the index never
   varied, then the range of the coalition values seen where no index did.
 
-Groups of a single coalition (`exact`: the empty coalition or everyone else) keep their sample variance, 0 for a
-deterministic utility. A group with fewer than two draws has infinite variance: nothing is known of its spread.
+Groups of a single coalition (`exact`: the empty coalition or everyone else) vary only by the utility's noise: their
+variance is the noise's, pooled over every such group of every index (a deterministic utility: exactly 0; a noisy
+one: one estimate from all of them, where each group alone has two draws a batch). A group with fewer than two draws has infinite variance: nothing is known of its spread.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def draw_variances(state) -> np.ndarray:
         pooled = np.where(pooling > 0, other_squares / other_dof, 0.0)
         guarded = PRIOR_DRAWS * share
         shrunk = (state.m2 + pooling * pooled + guarded * guard) / (counts - 1 + pooling + guarded)
-        sample = state.m2 / (counts - 1)
-    variances = np.where(state.exact[:, None], sample, shrunk)
+        single = state.exact[:, None] & (counts >= 2)  # one coalition each: their spread is the utility's noise
+        noise = np.where(single, state.m2, 0.0).sum() / np.where(single, counts - 1, 0.0).sum()
+    variances = np.where(state.exact[:, None], noise if np.isfinite(noise) else 0.0, shrunk)
     return np.where(counts >= 2, variances, np.inf)
