@@ -107,8 +107,8 @@ class SamplerConfig:
         NUTS, fast: 4 chains of 300 warm-up and 800 draws, 3 repeats: Diab's valuation converges (R-hat <= 1.01)
         in under a minute on 2 cores with `LogisticRegression`'s shallow trees.
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
-        BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (spec Sec.
-        2.2): here 5 repeats of 5 chains.
+        BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (Sim et al.
+        2023, App. H.1): here 5 repeats of 5 chains.
         """
         for argument, value in (("name", name), ("sampler", sampler)):
             if not isinstance(value, str):

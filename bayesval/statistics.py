@@ -134,7 +134,7 @@ class LinearRegressionStatistic:
 
         With r = ||x||, sum_{a<=b} x~_a^2 x~_b^2 = (||x~||^4 + sum_a x~_a^4) / 2 is largest when x lies
         on one axis, so ||t||^2 <= ((r^2+1)^2 + r^4 + 1)/2 - 1 + (r^2+1) y^2 + y^4 (Sim et al. 2023,
-        Sec. 5.1 leave the bound open; spec Sec. 1.3 gives the looser vec() version).
+        Sec. 5.1 leave the bound open; bounding the vec() of x~ x~^T term by term gives a looser one).
         """
         if bounds.y_abs is None:
             raise ValueError("linear regression needs a bound on y: Bounds(x_norm=..., y_abs=...)")
