@@ -69,7 +69,7 @@ class PerturbedStatistic:
             raise TypeError(f"{self.owner!r}: release must be a bayesval Release record, got {type(self.release)}")
         if self.owner != self.release.owner:
             raise ValueError(f"owner {self.owner!r} differs from its release record's owner {self.release.owner!r}")
-        if self.release.noise != "gaussian":
+        if self.release.noise not in ("gaussian", "discrete_gaussian"):
             raise ValueError(f"{self.owner}: noise-aware models need Gaussian noise, got {self.release.noise}")
         perturbed = check_finite_array(f"{self.owner}: perturbed statistic", self.perturbed, ndim=1).copy()
         perturbed.flags.writeable = False

@@ -1,5 +1,8 @@
 """Party side of the privacy boundary (Sim et al. 2023, Sec. 2): clip to declared bounds, compute the exact
-sufficient statistic, perturb it with the calibrated Gaussian mechanism, release (o_i, c_i, sigma_i) once."""
+sufficient statistic, perturb it with the calibrated Gaussian mechanism, release (o_i, c_i, sigma_i) once.
+
+The noise is the floating-point-safe discrete Gaussian on a grid by default (Canonne, Kamath & Steinke 2020;
+`bayesval.privacy.discrete`); `mechanism="gaussian"` keeps the fast float noise for in-process experiments."""
 
 from __future__ import annotations
 
@@ -13,6 +16,10 @@ from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
 from bayesval.privacy.sensitivity import check_sensitivity_claim
 from bayesval.statistics import Bounds, LinearRegressionStatistic
 from bayesval.validation import check_bool, check_finite_array, row_norms
+
+
+# "discrete_gaussian": floating-point safe, the default; "gaussian": float noise for in-process experiments.
+MECHANISMS = ("discrete_gaussian", "gaussian")
 
 
 def clip_records(X: np.ndarray, y: np.ndarray, bounds: Bounds) -> tuple[np.ndarray, np.ndarray, int]:
@@ -39,6 +46,11 @@ class Party:
     Privacy noise comes from OS entropy, or from `noise_seed` for reproducible experiments only (the
     seed removes the noise; a seed that would perturb a second, different release is refused unless
     `allow_seed_reuse=True`).
+
+    mechanism: "discrete_gaussian" (default): the statistic is rounded to a power-of-two `grid` (default: chosen
+    from the sensitivity, see `Mechanism.discrete_gaussian`) and exact discrete Gaussian noise is added, safe to
+    publish; "gaussian": float noise, fast, for in-process experiments only (its release cannot be saved to a
+    file without the experiment flag).
     """
 
     X: np.ndarray
@@ -50,6 +62,8 @@ class Party:
     rdp_order: float = 2.0
     noise_seed: int | None = None
     allow_seed_reuse: bool = False
+    mechanism: str = "discrete_gaussian"
+    grid: float | None = None
     guarantee: DPGuarantee = field(init=False, repr=False)
     ledger: PrivacyLedger = field(init=False, repr=False)
 
@@ -77,6 +91,10 @@ class Party:
             raise type(error)(f"{label}: {error}") from None
         if guarantee.delta == 0:
             raise ValueError(f"{label}: delta=0 (pure DP) needs the Laplace mechanism; parties release by Gaussian")
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"{label}: mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+        if self.grid is not None and self.mechanism != "discrete_gaussian":
+            raise ValueError(f"{label}: grid applies to mechanism='discrete_gaussian' only")
         for array in (X, y):
             array.flags.writeable = False
         for name, value in (("X", X), ("y", y), ("guarantee", guarantee), ("ledger", PrivacyLedger())):
@@ -114,7 +132,13 @@ class Party:
         if key not in self._mechanisms:
             sensitivity = self._checked_sensitivity(statistic)
             try:
-                self._mechanisms[key] = Mechanism.gaussian(self.guarantee, sensitivity)
+                if self.mechanism == "gaussian":
+                    self._mechanisms[key] = Mechanism.gaussian(self.guarantee, sensitivity)
+                else:
+                    size = int(statistic.size)
+                    self._mechanisms[key] = Mechanism.discrete_gaussian(
+                        self.guarantee, sensitivity, size, grid=self.grid
+                    )
             except ValueError as error:  # a guarantee no noise can be calibrated for
                 raise type(error)(f"{self.name}: {error}") from None
         X, y, clipped = clip_records(self.X, self.y, self.bounds)

@@ -11,6 +11,7 @@ import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting.pld import PLDAccountant
+from scipy.optimize import minimize_scalar
 
 import bayesval as bv
 from bayesval.estimators import TKNNShapley
@@ -20,6 +21,16 @@ from bayesval.statistics import LinearRegressionStatistic
 
 # the ledger and CLI tests check releases and accounting, which no sampling budget changes
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=40, thinning=2, num_repeats=2, progress_bar=False)
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """epsilon at delta of rho-zCDP by the conversion of Canonne, Kamath & Steinke (2020, Prop. 12), minimised over
+    every real order alpha > 1 (dp-accounting's RDP accountant uses a fixed list of orders, so it can only be above)."""
+
+    def epsilon(alpha):
+        return alpha * rho + (math.log(1 / delta) + (alpha - 1) * math.log1p(-1 / alpha) - math.log(alpha)) / (alpha - 1)
+
+    return float(minimize_scalar(epsilon, bounds=(1.0001, 1e4), method="bounded", options={"xatol": 1e-10}).fun)
 
 
 def quiet_valuate(*args, **kwargs):
@@ -65,8 +76,12 @@ def test_a_seed_reused_at_another_epsilon_is_refused(syn):
     high = bv.Party(X, y, epsilon=0.4, bounds=syn.bounds, name="p", noise_seed=9)
     with pytest.raises(SeedReuseError, match="noise_seed=9 already perturbed a different release"):
         high.release()
-    # why: with the same draw, o_1 - (sigma_1 / sigma_2) o_2 recovers s exactly
-    allowed = bv.Party(X, y, epsilon=0.4, bounds=syn.bounds, name="p", noise_seed=9, allow_seed_reuse=True).release()
+    # why: with the same draw, o_1 - (sigma_1 / sigma_2) o_2 recovers s exactly. Shown on the float mechanism, whose
+    # draws at two scales are exactly nested (the discrete sampler's are correlated, not nested: also refused above)
+    low = bv.Party(X, y, epsilon=0.1, bounds=syn.bounds, name="p", noise_seed=19, mechanism="gaussian").release()
+    allowed = bv.Party(
+        X, y, epsilon=0.4, bounds=syn.bounds, name="p", noise_seed=19, allow_seed_reuse=True, mechanism="gaussian"
+    ).release()
     ratio = low.noise_std / allowed.noise_std
     recovered = (low.perturbed - ratio * allowed.perturbed) / (1 - ratio)
     exact = bv.Party(X, y, epsilon=0.4, bounds=syn.bounds, name="p").exact_statistic()
@@ -117,14 +132,15 @@ def test_a_fresh_release_composes_in_the_cumulative_ledger(syn_parties):
     result = quiet_valuate(model, parties, key=0, config=TINY, ledger=ledger)
     assert result.diagnostics["releases"]["party 1"] == "reused"  # the fresh one, made before the call
     assert [r.release_id for r in ledger.releases_of("party 1")] == [old.release.release_id, new.release.release_id]
-    events = [old.release.event, new.release.event]
-    expected = PLDAccountant(value_discretization_interval=PLD_GRID)
-    expected = expected.compose(dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-5)
+    # two discrete Gaussian releases at (2, 0.2)-RDP: rho = 0.1 each, 0.2 composed (zCDP adds up)
+    assert [r.event.rho for r in (old.release, new.release)] == pytest.approx([0.1, 0.1], rel=1e-6)
+    expected = zcdp_epsilon(0.2, 1e-5)  # the closed-form conversion, independent of dp-accounting
     for carried in (ledger, result.privacy, parties[0].ledger):
         spent = carried.spent("party 1", delta=1e-5)
-        assert spent.releases == 2 and spent.accountant == "PLD"
-        assert spent.epsilon == pytest.approx(expected, abs=1e-9)
-        assert spent.rdp_epsilon == pytest.approx(2 * 0.2, rel=1e-9)  # RDP adds up: two (2, 0.2)-RDP releases
+        assert spent.releases == 2 and spent.accountant == "RDP"
+        assert expected <= spent.epsilon <= 1.015 * expected
+        # RDP adds up: two (2, 0.2)-RDP releases (a hair below: sigma^2 is rounded up to a rational)
+        assert spent.rdp_epsilon == pytest.approx(2 * 0.2, rel=1e-7) and spent.rdp_epsilon <= 0.4
     assert ledger.spent("party 2", delta=1e-5).releases == 1
 
 
@@ -293,7 +309,8 @@ def test_cli_refuses_a_tampered_release_file(syn, tmp_path, capsys):
 
 
 def test_privacy_spent_reports_epsilon_at_delta_and_rdp(syn):
-    party = bv.Party(*syn.parties[0], epsilon=0.2, bounds=syn.bounds, name="p")
+    # the float mechanism: a Gaussian event, composed by the (tight) PLD accountant
+    party = bv.Party(*syn.parties[0], epsilon=0.2, bounds=syn.bounds, name="p", mechanism="gaussian")
     party.release()
     spent = party.ledger.spent("p")
     multiplier = math.sqrt(2 / (2 * 0.2))  # (2, 0.2)-RDP: sigma / Delta = sqrt(lambda / (2 eps))
@@ -301,3 +318,11 @@ def test_privacy_spent_reports_epsilon_at_delta_and_rdp(syn):
     expected = expected.compose(dp_accounting.GaussianDpEvent(multiplier)).get_epsilon(1e-5)
     assert spent.epsilon == pytest.approx(expected, rel=1e-12) and spent.rdp_epsilon == pytest.approx(0.2)
     assert "-DP by PLD; (2, 0.2)-RDP over 1 release" in str(spent)
+    # the default discrete Gaussian: rho-zCDP with rho = epsilon / lambda = 0.1, converted by the RDP accountant; the
+    # PLD of the continuous Gaussian would understate its epsilon
+    party = bv.Party(*syn.parties[0], epsilon=0.2, bounds=syn.bounds, name="q")
+    party.release()
+    spent = party.ledger.spent("q")
+    assert spent.rdp_epsilon == pytest.approx(0.2, rel=1e-6) and "-DP by RDP; (2, 0.2)-RDP" in str(spent)
+    assert zcdp_epsilon(0.1, 1e-5) <= spent.epsilon <= 1.015 * zcdp_epsilon(0.1, 1e-5)
+    assert spent.epsilon > expected  # the zCDP bound is looser than the continuous Gaussian's exact PLD

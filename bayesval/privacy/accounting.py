@@ -104,8 +104,54 @@ def check_composition(num_compositions: int, sampling_probability: float) -> tup
 
 
 def _pld_accountant_for(event: dp_accounting.DpEvent) -> bool:
-    """Whether the PLD accountant can compose `event` quickly (every Gaussian multiplier >= the smallest)."""
+    """Whether the PLD accountant can compose `event` quickly (every Gaussian multiplier >= the smallest) and
+    soundly: a zCDP event (the discrete Gaussian) is only a bound on a Renyi curve, which the RDP accountant uses."""
+    if _holds_zcdp(event):
+        return False
     return all(m >= SMALLEST_PLD_MULTIPLIER for m in _effective_gaussian_multipliers(event, 1))
+
+
+def _holds_zcdp(event: dp_accounting.DpEvent) -> bool:
+    if isinstance(event, dp_accounting.ZCDpEvent):
+        return True
+    if isinstance(event, (dp_accounting.SelfComposedDpEvent, dp_accounting.PoissonSampledDpEvent)):
+        return _holds_zcdp(event.event)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return any(_holds_zcdp(e) for e in event.events)
+    return False
+
+
+def zcdp_event(noise_multiplier: float) -> dp_accounting.ZCDpEvent:
+    """The event of one discrete Gaussian release with sigma / Delta = `noise_multiplier`: rho-zCDP with
+    rho = 1 / (2 multiplier^2) (Canonne, Kamath & Steinke 2020, Thm. 14)."""
+    return dp_accounting.ZCDpEvent(1.0 / (2.0 * noise_multiplier**2))
+
+
+def zcdp_multiplier_for(guarantee: DPGuarantee) -> float:
+    """sigma / Delta of the discrete Gaussian (calibrated by its zCDP bound) that meets `guarantee` in one release.
+
+    (alpha, epsilon)-RDP: rho-zCDP is (alpha, alpha rho)-RDP, so rho = epsilon / alpha, the continuous Gaussian's
+    multiplier sqrt(alpha / (2 epsilon)). (epsilon, delta)-DP: the smallest multiplier whose zCDP curve the RDP
+    accountant converts to epsilon at delta (the conversion of Canonne, Kamath & Steinke 2020, Prop. 12, over
+    the accountant's orders); a little more noise than the continuous Gaussian's tight PLD calibration needs.
+    """
+    if guarantee.delta == 0:
+        raise CalibrationError(f"the discrete Gaussian cannot give pure {guarantee.describe()}: use Laplace noise")
+    if guarantee.is_rdp:
+        return gaussian_sigma_for_rdp(guarantee.epsilon, 1.0, guarantee.rdp_order)
+    try:
+        return float(
+            dp_accounting.calibrate_dp_mechanism(
+                lambda: rdp.RdpAccountant(_RDP_ORDERS),
+                zcdp_event,
+                guarantee.epsilon,
+                guarantee.delta,
+                dp_accounting.LowerEndpointAndGuess(1e-3, 1.0),
+                tol=1e-6,
+            )
+        )
+    except dp_accounting.mechanism_calibration.NoBracketIntervalFoundError:
+        raise CalibrationError(f"cannot calibrate discrete Gaussian noise for {guarantee.describe()}") from None
 
 
 def _effective_gaussian_multipliers(event: dp_accounting.DpEvent, count: int) -> list[float]:
@@ -296,4 +342,6 @@ __all__ = [
     "privacy_spent",
     "rdp_epsilon_at",
     "rdp_to_approx_dp",
+    "zcdp_event",
+    "zcdp_multiplier_for",
 ]

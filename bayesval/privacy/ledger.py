@@ -10,9 +10,12 @@ import dp_accounting
 from dp_accounting import dp_event
 
 from bayesval.privacy.accounting import DPGuarantee, PrivacySpent, meets, privacy_spent
+from bayesval.privacy.discrete import discrete_gaussian_variance, grid_sensitivity, sigma_squared_from
 from bayesval.validation import check_int, check_positive
 
-NOISES = ("gaussian", "laplace")
+# "discrete_gaussian": exact integer noise on a grid, floating-point safe; "gaussian" and "laplace": float noise,
+# for in-process experiments (their low-order bits can reveal the exact input).
+NOISES = ("discrete_gaussian", "gaussian", "laplace")
 ADJACENCIES = ("replace-one", "add-or-remove-one")
 _EVENT_TYPES = {
     cls.__name__: cls
@@ -22,6 +25,7 @@ _EVENT_TYPES = {
         dp_accounting.PoissonSampledDpEvent,
         dp_accounting.SelfComposedDpEvent,
         dp_accounting.ComposedDpEvent,
+        dp_accounting.ZCDpEvent,
     )
 }
 
@@ -30,10 +34,12 @@ _EVENT_TYPES = {
 class Release:
     """One output of the mechanism: who released what, with which noise, and its dp-accounting event.
 
-    noise_scale is the Gaussian std or the Laplace scale b; `event` describes the whole release
-    (subsampling, compositions over validation points, ...) and must meet `guarantee` with a noise
-    multiplier equal to noise_scale / sensitivity: a record whose noise disagrees with its
-    calibration is refused, whoever built it.
+    noise_scale is the Gaussian std, the Laplace scale b, or the discrete Gaussian's sigma (statistic units);
+    `event` describes the whole release (subsampling, compositions over validation points, ...) and must meet
+    `guarantee` with a noise multiplier equal to noise_scale / sensitivity (for the discrete Gaussian: a
+    `ZCDpEvent` with rho = (sensitivity / grid + sqrt(dimension))^2 / (2 (noise_scale / grid)^2)): a record
+    whose noise disagrees with its calibration is refused, whoever built it. `grid` is the discrete Gaussian's
+    grid step (None for float noise).
     """
 
     owner: str
@@ -46,6 +52,7 @@ class Release:
     event: dp_accounting.DpEvent
     adjacency: str = "replace-one"
     release_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    grid: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.owner, str) or not self.owner:
@@ -59,25 +66,67 @@ class Release:
         check_positive("Release.sensitivity", self.sensitivity)
         check_positive("Release.noise_scale", self.noise_scale)
         check_int("Release.dimension", self.dimension, minimum=1)
-        base = _base_mechanism(self.event)
-        expected = dp_accounting.GaussianDpEvent if self.noise == "gaussian" else dp_accounting.LaplaceDpEvent
-        if not isinstance(base, expected):
-            raise ValueError(f"{self.owner}: a {self.noise} release cannot carry the event {self.event}")
-        multiplier = self.noise_scale / self.sensitivity
-        if not math.isclose(base.noise_multiplier, multiplier, rel_tol=1e-9):
-            raise ValueError(
-                f"{self.owner}: noise {self.noise_scale!r} / sensitivity {self.sensitivity!r} = {multiplier:.6g} "
-                f"disagrees with the noise multiplier {base.noise_multiplier:.6g} of its event"
-            )
+        if self.noise == "discrete_gaussian":
+            self._check_discrete_event()
+        else:
+            if self.grid is not None:
+                raise ValueError(f"{self.owner}: a {self.noise} release has no grid, got grid={self.grid!r}")
+            base = _base_mechanism(self.event)
+            expected = dp_accounting.GaussianDpEvent if self.noise == "gaussian" else dp_accounting.LaplaceDpEvent
+            if not isinstance(base, expected):
+                raise ValueError(f"{self.owner}: a {self.noise} release cannot carry the event {self.event}")
+            multiplier = self.noise_scale / self.sensitivity
+            if not math.isclose(base.noise_multiplier, multiplier, rel_tol=1e-9):
+                raise ValueError(
+                    f"{self.owner}: noise {self.noise_scale!r} / sensitivity {self.sensitivity!r} = {multiplier:.6g} "
+                    f"disagrees with the noise multiplier {base.noise_multiplier:.6g} of its event"
+                )
         if not meets(self.event, self.guarantee):
             raise ValueError(
                 f"{self.owner}: noise of scale {self.noise_scale:.6g} at sensitivity {self.sensitivity:.6g} does not "
                 f"give the recorded guarantee {self.guarantee.describe()} (dp-accounting, event {self.event})"
             )
 
+    def _check_discrete_event(self) -> None:
+        grid = self.grid
+        if isinstance(grid, bool) or not isinstance(grid, (int, float)) or not math.isfinite(grid) or grid <= 0:
+            raise ValueError(f"{self.owner}: a discrete Gaussian release needs its grid step > 0, got grid={grid!r}")
+        if math.frexp(grid)[0] != 0.5:
+            raise ValueError(f"{self.owner}: a discrete Gaussian's grid is a power of two, got grid={grid!r}")
+        if not isinstance(self.event, dp_accounting.ZCDpEvent) or self.event.xi != 0:
+            raise ValueError(f"{self.owner}: a discrete Gaussian release carries a ZCDpEvent(rho), got {self.event}")
+        sigma_squared = sigma_squared_from(self.noise_scale, grid)
+        rho = grid_sensitivity(self.sensitivity, grid, self.dimension) ** 2 / (2 * float(sigma_squared))
+        if not math.isclose(self.event.rho, rho, rel_tol=1e-9):
+            raise ValueError(
+                f"{self.owner}: noise {self.noise_scale!r} on grid {grid!r} at sensitivity {self.sensitivity!r} over "
+                f"{self.dimension} entries is rho = {rho:.6g}-zCDP, which disagrees with its event's rho "
+                f"{self.event.rho:.6g}"
+            )
+
+    @property
+    def floating_point_safe(self) -> bool:
+        """Whether the output is safe against a reader of its low-order bits (the discrete Gaussian on a grid);
+        float noise is for in-process experiments."""
+        return self.noise == "discrete_gaussian"
+
+    @property
+    def mechanism_label(self) -> str:
+        """How the release was perturbed, in words, for the ledger and the result."""
+        if self.floating_point_safe:
+            return f"discrete Gaussian on grid {self.grid:g} (floating-point safe)"
+        return f"floating-point {self.noise} (in-process experiment: not safe to publish)"
+
     @property
     def noise_std(self) -> float:
-        """Standard deviation of the noise of each released coordinate."""
+        """Standard deviation of the noise of each released coordinate.
+
+        For the discrete Gaussian: grid * sqrt(Var N_Z(0, sigma_grid^2) + 1/12), its exact variance (below sigma^2)
+        plus the rounding to the grid, at most half a step per entry, counted as uniform noise of variance
+        grid^2 / 12 (it is of order 1e-7 of the noise variance at the default grid)."""
+        if self.noise == "discrete_gaussian":
+            variance = discrete_gaussian_variance(sigma_squared_from(self.noise_scale, self.grid)) + 1 / 12
+            return self.grid * math.sqrt(variance)
         return self.noise_scale if self.noise == "gaussian" else math.sqrt(2.0) * self.noise_scale
 
     def to_record(self) -> dict:
@@ -93,6 +142,7 @@ class Release:
             "event": event_to_record(self.event),
             "adjacency": self.adjacency,
             "release_id": self.release_id,
+            "grid": self.grid,
         }
 
     @classmethod
@@ -104,7 +154,7 @@ class Release:
         missing = fields - set(record)
         if missing:
             raise ValueError(f"release record lacks {sorted(missing)}")
-        unknown = set(record) - fields - {"adjacency", "release_id"}
+        unknown = set(record) - fields - {"adjacency", "release_id", "grid"}
         if unknown:
             raise ValueError(f"release record has unknown fields {sorted(unknown)}")
         guarantee = record["guarantee"]

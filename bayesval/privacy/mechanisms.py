@@ -1,18 +1,29 @@
-"""The one mechanism every release goes through (DESIGN.md Sec. 7).
+"""The one mechanism every release goes through (docs/architecture.md, "Privacy boundary").
 
 A `Mechanism` is calibrated once by the accountant (noise scale and dp-accounting event for a
 sensitivity and a guarantee) and then releases: `perturb(value, ...)` for an array, `run(program,
 inputs, ...)` for a JAX program that draws its noise inside (the KNN family's noisy counts, one per
 validation point). Both take the privacy key from a `NoiseSource` (never a sampling key), hand it
 to the computation, and return the output with its `Release` record, recorded in the ledger if one
-is given. `add_noise` is the only function that draws privacy noise; programs call it with the key
-`run` gives them.
+is given. `add_noise` draws the floating-point noise; programs call it with the key `run` gives them.
+
+Two kinds of Gaussian noise:
+- `Mechanism.discrete_gaussian`: floating-point safe, for every release that leaves the process (release files,
+  the CLI, `Party.release` by default). The statistic is rounded to a power-of-two grid and exact discrete Gaussian
+  noise is added in integers (Canonne, Kamath & Steinke 2020; `bayesval.privacy.discrete`); the event is the
+  zCDP bound rho = Delta_grid^2 / (2 sigma^2) (CKS 2020, Thm. 14), a dp-accounting `ZCDpEvent`.
+- `Mechanism.gaussian`: float noise (jax.random.normal scaled and added), fast and jit-able, for in-process
+  experiments only: its low-order bits can reveal the exact input (docs/privacy.md shows the attack). Its
+  releases are labelled `floating-point` in the ledger and refused by release files without the experiment flag.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import dp_accounting
@@ -26,10 +37,20 @@ from bayesval.privacy.accounting import (
     gaussian_event,
     gaussian_multiplier_for,
     laplace_event,
+    zcdp_multiplier_for,
+)
+from bayesval.privacy.discrete import (
+    LARGEST_EXACT_COUNT,
+    ExactSampler,
+    check_grid,
+    default_grid,
+    grid_sensitivity,
+    sigma_squared_for,
+    sigma_squared_from,
 )
 from bayesval.privacy.ledger import ADJACENCIES, PrivacyLedger, Release
 from bayesval.privacy.noise import NoiseSource, fingerprint
-from bayesval.validation import check_positive
+from bayesval.validation import check_int, check_positive
 
 
 def add_noise(key: jax.Array, value: jax.Array, scale: jax.Array, noise: str = "gaussian") -> jax.Array:
@@ -46,8 +67,12 @@ def add_noise(key: jax.Array, value: jax.Array, scale: jax.Array, noise: str = "
 
 @dataclass(frozen=True)
 class Mechanism:
-    """Additive Gaussian or Laplace noise calibrated for `guarantee` at l2 (Gaussian) / l1 (Laplace)
-    `sensitivity` under `adjacency`, with `event` the dp-accounting event of one whole release."""
+    """Additive Gaussian, discrete Gaussian or Laplace noise calibrated for `guarantee` at l2 (Gaussian) / l1
+    (Laplace) `sensitivity` under `adjacency`, with `event` the dp-accounting event of one whole release.
+
+    For the discrete Gaussian, `grid` is the power-of-two grid step the output lies on, `dimension` the number of
+    entries the rounding was accounted for, and `noise_scale` the parameter sigma of N_Z(0, sigma^2) in the
+    statistic's units (grid * sigma_grid)."""
 
     noise: str
     sensitivity: float
@@ -55,6 +80,30 @@ class Mechanism:
     guarantee: DPGuarantee
     event: dp_accounting.DpEvent
     adjacency: str = "replace-one"
+    grid: float | None = None
+    dimension: int | None = None
+
+    @classmethod
+    def discrete_gaussian(
+        cls, guarantee: DPGuarantee, sensitivity: float, dimension: int, *, grid: float | None = None
+    ) -> Mechanism:
+        """The floating-point-safe Gaussian mechanism for one release of `dimension` entries: round to `grid`
+        (default: the largest power of two whose rounding adds at most 0.1 % to the sensitivity), add exact
+        N_Z(0, sigma^2) noise in grid units, with sigma calibrated by zCDP (CKS 2020, Thm. 14) for `guarantee`."""
+        if not isinstance(guarantee, DPGuarantee):
+            raise TypeError(
+                f"guarantee must be a bayesval DPGuarantee(epsilon, delta), got {guarantee!r} "
+                f"({type(guarantee).__name__})"
+            )
+        sensitivity = check_positive("sensitivity", sensitivity)
+        dimension = check_int("dimension", dimension, minimum=1)
+        grid = default_grid(sensitivity, dimension) if grid is None else check_grid(grid, sensitivity, dimension)
+        multiplier = zcdp_multiplier_for(guarantee)
+        sigma_squared = sigma_squared_for(multiplier, sensitivity, grid, dimension)
+        rho = grid_sensitivity(sensitivity, grid, dimension) ** 2 / (2 * float(sigma_squared))
+        noise_scale = grid * math.sqrt(float(sigma_squared))
+        event = dp_accounting.ZCDpEvent(rho)
+        return cls("discrete_gaussian", sensitivity, noise_scale, guarantee, event, "replace-one", grid, dimension)
 
     @classmethod
     def gaussian(
@@ -98,11 +147,20 @@ class Mechanism:
         event = laplace_event(multiplier, num_compositions)
         return cls("laplace", sensitivity, multiplier * sensitivity, guarantee, event, adjacency)
 
+    @property
+    def sigma_squared_grid(self) -> Fraction:
+        """sigma^2 of the discrete Gaussian in grid units, the exact rational the sampler uses."""
+        if self.grid is None:
+            raise ValueError(f"a {self.noise} mechanism has no grid")
+        return sigma_squared_from(self.noise_scale, self.grid)
+
     def perturb(
         self, value, *, noise: NoiseSource, owner: str, what: str, ledger: PrivacyLedger | None = None
     ) -> tuple[np.ndarray, Release]:
         """Release `value + noise` (a float64 array) with its record."""
         value = np.asarray(value, dtype=np.float64)
+        if self.noise == "discrete_gaussian":
+            return self._perturb_on_grid(value, noise=noise, owner=owner, what=what, ledger=ledger)
 
         def program(key, exact):
             return add_noise(key, exact, self.noise_scale, self.noise)
@@ -126,11 +184,19 @@ class Mechanism:
         """Release `program(privacy_key, *inputs)`, a computation that adds this mechanism's noise (via
         `add_noise` with `self.noise_scale`) to what it publishes. The key comes from `noise`, claimed by
         the fingerprint of (owner, what, this mechanism, inputs)."""
+        if self.noise == "discrete_gaussian":
+            raise ValueError("the discrete Gaussian releases an array through perturb(), not a JAX program")
+        key = self._claim_key(noise, owner, what, inputs)
+        output = program(key, *inputs)
+        return output, self._record(owner, what, dimension, ledger)
+
+    def _claim_key(self, noise: NoiseSource, owner: str, what: str, inputs: Sequence[Any]) -> jax.Array:
         if not isinstance(noise, NoiseSource):
             raise TypeError(f"privacy noise must come from a bayesval NoiseSource, got {type(noise).__name__}")
-        identity = (owner, what, self.noise, self.noise_scale, self.sensitivity, repr(self.event))
-        key = noise.key(fingerprint(*identity, *inputs))
-        output = program(key, *inputs)
+        identity = (owner, what, self.noise, self.noise_scale, self.sensitivity, repr(self.event), self.grid)
+        return noise.key(fingerprint(*identity, *inputs))
+
+    def _record(self, owner: str, what: str, dimension: int, ledger: PrivacyLedger | None) -> Release:
         release = Release(
             owner=owner,
             what=what,
@@ -141,10 +207,36 @@ class Mechanism:
             guarantee=self.guarantee,
             event=self.event,
             adjacency=self.adjacency,
+            grid=self.grid,
         )
         if ledger is not None:
             ledger.record(release)
-        return output, release
+        return release
+
+    def _perturb_on_grid(
+        self, value: np.ndarray, *, noise: NoiseSource, owner: str, what: str, ledger: PrivacyLedger | None
+    ) -> tuple[np.ndarray, Release]:
+        """g (round(value / g) + Z), Z exact discrete Gaussian per entry: every output is an exact double."""
+        if value.size != self.dimension:
+            raise ValueError(
+                f"{owner}: this discrete Gaussian mechanism was calibrated for {self.dimension} entries (its grid "
+                f"rounding is accounted per entry), got {value.size}"
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"{owner}: the {what} to release holds non-finite values")
+        key = self._claim_key(noise, owner, what, (value,))
+        # Seeded (an experiment): a reproducible stream from the claimed key; else the OS's cryptographic source.
+        rng = random.Random(np.asarray(jax.random.key_data(key)).tobytes()) if noise.is_seeded else None
+        sampler, sigma_squared = ExactSampler(rng), self.sigma_squared_grid
+        counts = [round(v) for v in (value.ravel() / self.grid).tolist()]  # exact: the grid is a power of two
+        noisy = [c + sampler.discrete_gaussian(sigma_squared) for c in counts]
+        if max(abs(c) for c in noisy) >= LARGEST_EXACT_COUNT:
+            raise ValueError(
+                f"{owner}: the {what} is too large for the grid {self.grid:g}: its multiples of the grid exceed 2^53 "
+                "and would not be exact doubles (the statistic's scale is far beyond its sensitivity's)"
+            )
+        output = (np.asarray(noisy, dtype=np.float64) * self.grid).reshape(value.shape)
+        return output, self._record(owner, what, value.size, ledger)
 
 
 __all__ = ["Mechanism", "add_noise"]
