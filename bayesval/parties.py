@@ -17,7 +17,6 @@ from bayesval.privacy.sensitivity import check_sensitivity_claim
 from bayesval.statistics import Bounds, LinearRegressionStatistic
 from bayesval.validation import check_bool, check_finite_array, row_norms
 
-
 # "discrete_gaussian": floating-point safe, the default; "gaussian": float noise for in-process experiments.
 MECHANISMS = ("discrete_gaussian", "gaussian")
 

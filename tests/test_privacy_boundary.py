@@ -28,7 +28,8 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     every real order alpha > 1 (dp-accounting's RDP accountant uses a fixed list of orders, so it can only be above)."""
 
     def epsilon(alpha):
-        return alpha * rho + (math.log(1 / delta) + (alpha - 1) * math.log1p(-1 / alpha) - math.log(alpha)) / (alpha - 1)
+        conversion = math.log(1 / delta) + (alpha - 1) * math.log1p(-1 / alpha) - math.log(alpha)
+        return alpha * rho + conversion / (alpha - 1)
 
     return float(minimize_scalar(epsilon, bounds=(1.0001, 1e4), method="bounded", options={"xatol": 1e-10}).fun)
 
