@@ -4,9 +4,59 @@ only the file.
 
 A release holds the perturbed statistic o_i = s_i + z_i, the record count c_i, the declared bounds,
 which statistic it is, and the mechanism's `Release` record (noise scale, sensitivity, guarantee,
-dp-accounting event). The count is public under the replace-one adjacency the sensitivity is derived
+dp-accounting event, grid). The count is public under the replace-one adjacency the sensitivity is derived
 for (neighbouring datasets have the same size), as in Sim et al.; nothing else derived from raw data
 is in it (not the number of clipped rows).
+
+The release file, format `bayesval.release`, version 2: the stability contract
+------------------------------------------------------------------------------
+A release file is written once by a party and read later by a mediator, on another machine and perhaps another
+version of bayesval. What follows is what any reader may rely on, for every file with `"version": 2`.
+
+The file is one JSON object. Its fields:
+
+- `format` (str): always "bayesval.release".
+- `version` (int): 2. A change that breaks anything below gets a new version number; version 2 then keeps meaning
+  exactly this.
+- `required` (list of str): the fields a reader must understand to read the release correctly. A reader refuses
+  a file whose `required` names a field it does not know. Every field listed here is required in version 2.
+- `owner` (str): the party's name, as in the ledger.
+- `statistic` (object or null): which statistic `perturbed` holds: {"kind": "linear_regression" or
+  "logistic_regression", "num_features": w} for the built-in ones (entry order: docs/architecture.md, "Sufficient
+  statistics"), {"kind": "module.Class", "size": P} for a user statistic, null when unknown.
+- `bounds` (object or null): the declared bounds {"x_norm": float, "y_abs": float or null} every record was clipped
+  to before the statistic was computed; the sensitivity derives from them.
+- `count` (int >= 1): the number of records c_i.
+- `perturbed` (list of float): o_i = s_i + z_i, in the statistic's units, one entry per statistic entry. For
+  discrete Gaussian noise every entry is an exact multiple of the release's grid.
+- `release` (object): the mechanism's record: owner, what, noise ("discrete_gaussian", "gaussian" or "laplace"),
+  sensitivity (l2, replace-one, statistic units), noise_scale (sigma; for the discrete Gaussian in statistic
+  units, sigma_grid * grid), dimension, guarantee {epsilon, delta, rdp_order}, event (the dp-accounting
+  `DpEvent` of the release as nested {"type": class name, field: value}), adjacency, release_id, grid (the
+  discrete Gaussian's power-of-two grid step; null for float noise). The noise std a noise-aware model uses is
+  computed from these fields (`Release.noise_std`), never stored.
+- `noise_source` (str): "os-entropy" (the default: the operating system's cryptographic source) or "seeded" (a
+  `noise_seed`: anyone with the seed can remove the noise).
+- `experiment` (bool): true when the party marked the release as an experiment, which a seeded release or one
+  with floating-point noise must be to be written at all. Readers report it (`bayesval valuate` prints it).
+- `checksum` (str): the SHA-256 hex digest of the canonical JSON (sorted keys, no spaces, no NaN) of every other
+  field. A file whose checksum does not match is refused: it was modified after release.
+
+What may be added: new optional fields (a reader that does not know them ignores them, and they are covered by the
+checksum); new values of `noise`, `noise_source` and event types (a reader refuses values it does not know); new
+statistic kinds. A new field that a reader must understand is listed in `required`, so older readers refuse the
+file instead of misreading it.
+
+What never changes in version 2: the names, types and meanings of the fields above, the units of `perturbed` and
+`sensitivity`, the entry order of the built-in statistics, and the checksum rule.
+
+On load a release is checked, besides its checksum and fields: its recorded sensitivity against the bounds
+(never below what the bounds imply for a built-in statistic), its noise against its guarantee (dp-accounting), and
+its plausibility: each entry of a built-in statistic must lie within what `count` records inside the bounds can
+produce, widened by `PLAUSIBLE_NOISE_STDS` noise standard deviations.
+
+Version 1 files (written before version 2) still load: they hold float Gaussian noise, which is not
+floating-point safe, and a loaded version 1 release says so in `caveats`.
 """
 
 from __future__ import annotations
@@ -21,10 +71,15 @@ import numpy as np
 
 from bayesval.privacy.ledger import Release
 from bayesval.statistics import Bounds, LinearRegressionStatistic, LogisticRegressionStatistic
-from bayesval.validation import check_finite_array, check_int
+from bayesval.validation import check_bool, check_finite_array, check_int
 
 FORMAT = "bayesval.release"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+NOISE_SOURCES = ("os-entropy", "seeded")
+# A release entry further than this many noise standard deviations outside the range `count` records within the
+# bounds can reach is refused (a genuine release is that far out with probability below 1e-22 per entry).
+PLAUSIBLE_NOISE_STDS = 10.0
 BUILT_IN_STATISTICS = {
     "linear_regression": LinearRegressionStatistic,
     "logistic_regression": LogisticRegressionStatistic,
@@ -54,7 +109,11 @@ class PerturbedStatistic:
 
     statistic: `describe_statistic` of what was released (None: unknown, e.g. built by hand);
     bounds: the declared bounds its sensitivity derives from (None: unknown). When both are known for a
-    built-in statistic, the recorded sensitivity must be at least the one the bounds imply.
+    built-in statistic, the recorded sensitivity must be at least the one the bounds imply, and each entry
+    must be plausible: within what `count` records in the bounds can produce, plus PLAUSIBLE_NOISE_STDS noise stds.
+    seeded: the noise came from a `noise_seed` (an experiment: anyone with the seed can remove it).
+    experiment: the release is marked as an experiment, which lets a seeded or floating-point release be saved.
+    file_version: the release file version it was read from (the current VERSION when made in this process).
     """
 
     owner: str
@@ -63,6 +122,9 @@ class PerturbedStatistic:
     release: Release
     statistic: dict | None = None
     bounds: Bounds | None = None
+    seeded: bool = False
+    experiment: bool = False
+    file_version: int = VERSION
 
     def __post_init__(self) -> None:
         if not isinstance(self.release, Release):
@@ -82,6 +144,13 @@ class PerturbedStatistic:
             )
         if self.bounds is not None and not isinstance(self.bounds, Bounds):
             raise TypeError(f"{self.owner}: bounds must be bayesval.Bounds or None, got {self.bounds!r}")
+        for flag in ("seeded", "experiment"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{self.owner}: {flag} must be True or False, got {getattr(self, flag)!r}")
+        if self.file_version not in READABLE_VERSIONS:
+            raise ValueError(
+                f"{self.owner}: file_version must be one of {READABLE_VERSIONS}, got {self.file_version!r}"
+            )
         if self.statistic is not None:
             self._check_statistic()
 
@@ -102,6 +171,38 @@ class PerturbedStatistic:
                     f"{self.owner}: the release claims sensitivity {self.release.sensitivity:.6g}, but "
                     f"{self.bounds} imply {derived:.6g} for this statistic: its noise is too small for its guarantee"
                 )
+            self._check_plausible(layout)
+
+    def _check_plausible(self, layout) -> None:
+        """Each entry within [count lo - k std, count hi + k std], [lo, hi] one record's range inside the bounds."""
+        low, high = layout.entry_ranges(self.bounds)
+        margin = PLAUSIBLE_NOISE_STDS * self.noise_std
+        with np.errstate(over="ignore"):
+            outside = (self.perturbed < self.count * low - margin) | (self.perturbed > self.count * high + margin)
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise ValueError(
+                f"{self.owner}: implausible release: entry {i} of the {self.statistic['kind']} statistic is "
+                f"{self.perturbed[i]:.6g}, but {self.count} records within {self.bounds} give values in "
+                f"[{self.count * low[i]:.6g}, {self.count * high[i]:.6g}] and its noise (std {self.noise_std:.4g}) "
+                f"moves them by far less than {PLAUSIBLE_NOISE_STDS:g} stds; {int(outside.sum())} of "
+                f"{outside.size} entries are this far out. The release was not made from such data"
+            )
+
+    @property
+    def caveats(self) -> list[str]:
+        """What a reader of this release should know, in words: experiment, seeded or floating-point noise, an
+        old file format. Empty for a floating-point-safe release from OS entropy."""
+        notes = []
+        if self.file_version == 1:
+            notes.append("release file version 1: its noise is floating-point Gaussian, not floating-point safe")
+        elif not self.release.floating_point_safe:
+            notes.append(f"floating-point {self.release.noise} noise: not floating-point safe")
+        if self.seeded:
+            notes.append("seeded noise (noise_seed): anyone with the seed can remove it")
+        if self.experiment:
+            notes.append("marked as an experiment by its party")
+        return notes
 
     @property
     def noise_std(self) -> float:
@@ -112,30 +213,45 @@ class PerturbedStatistic:
     def num_features(self) -> int | None:
         return None if self.statistic is None else self.statistic.get("num_features")
 
-    def to_record(self) -> dict:
-        """The release file's content (JSON-ready), without its checksum."""
+    def to_record(self, *, experiment: bool = False) -> dict:
+        """The release file's content (JSON-ready), without its checksum; `experiment` marks it as an experiment."""
         return {
             "format": FORMAT,
             "version": VERSION,
+            "required": list(_FIELDS),
             "owner": self.owner,
             "statistic": self.statistic,
             "bounds": None if self.bounds is None else {"x_norm": self.bounds.x_norm, "y_abs": self.bounds.y_abs},
             "count": self.count,
             "perturbed": self.perturbed.tolist(),
             "release": self.release.to_record(),
+            "noise_source": "seeded" if self.seeded else "os-entropy",
+            "experiment": bool(self.experiment or experiment),
         }
 
-    def save(self, path: str | Path) -> Path:
-        """Write the versioned release file (JSON with a SHA-256 checksum of its content)."""
+    def save(self, path: str | Path, *, experiment: bool = False) -> Path:
+        """Write the versioned release file (JSON with a SHA-256 checksum of its content; the contract is in this
+        module's docstring).
+
+        A release that is not safe to publish (seeded noise, or floating-point noise) is refused unless
+        `experiment=True`, which the file records and `valuate` reports."""
+        experiment = check_bool("experiment", experiment)
+        unsafe = [note for note in self.caveats if not note.startswith("marked")]
+        if unsafe and not (experiment or self.experiment):
+            raise ValueError(
+                f"{self.owner}: this release is not safe to send out of the process ({'; '.join(unsafe)}). Release "
+                "again without noise_seed and with the default discrete Gaussian mechanism, or save it with "
+                "experiment=True (`bayesval release --experiment`), which the file records"
+            )
         path = Path(path)
-        record = self.to_record()
+        record = self.to_record(experiment=experiment)
         record["checksum"] = _checksum(record)
         path.write_text(json.dumps(record, indent=1) + "\n")
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> PerturbedStatistic:
-        """Read and check a release file written by `save` (or `bayesval release`)."""
+        """Read and check a release file written by `save` (or `bayesval release`); version 1 and 2 files."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"PerturbedStatistic.load: path must be a file path (a str or a Path), got {path!r}")
         path = Path(path)
@@ -149,18 +265,25 @@ class PerturbedStatistic:
             raise ValueError(f"release file {path} is not valid JSON (truncated or corrupted?): {error}") from None
         try:
             return cls.from_record(record)
-        except (TypeError, ValueError, KeyError) as error:
+        except (TypeError, ValueError, KeyError, OverflowError) as error:
             raise ValueError(f"release file {path}: {error}") from None
 
     @classmethod
     def from_record(cls, record: dict) -> PerturbedStatistic:
+        """Check and read a release file's content (version 1 or 2, with its checksum)."""
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} file")
-        if record.get("version") != VERSION:
-            raise ValueError(f"release format version {record.get('version')!r} is not supported (expected {VERSION})")
-        expected = set(_FIELDS) | {"checksum"}
-        if set(record) != expected:
-            raise ValueError(f"fields {sorted(set(record) ^ expected)} are missing or unknown")
+        version = record.get("version")
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
+            raise ValueError(
+                f"release format version {version!r} is not supported (this bayesval reads {READABLE_VERSIONS})"
+            )
+        if version == 1:
+            expected = set(_V1_FIELDS) | {"checksum"}
+            if set(record) != expected:
+                raise ValueError(f"fields {sorted(set(record) ^ expected)} are missing or unknown")
+        else:
+            _check_v2_fields(record)
         content = {k: v for k, v in record.items() if k != "checksum"}
         try:
             checksum = _checksum(content)
@@ -169,6 +292,9 @@ class PerturbedStatistic:
         if record["checksum"] != checksum:
             raise ValueError("checksum mismatch: the file was modified after it was released")
         bounds = record["bounds"]
+        if bounds is not None and (not isinstance(bounds, dict) or set(bounds) != {"x_norm", "y_abs"}):
+            raise ValueError(f"bounds must be {{'x_norm': ..., 'y_abs': ...}} or null, got {bounds!r}")
+        seeded = version == 2 and record["noise_source"] == "seeded"
         return cls(
             owner=record["owner"],
             perturbed=record["perturbed"],
@@ -176,10 +302,42 @@ class PerturbedStatistic:
             release=Release.from_record(record["release"]),
             statistic=record["statistic"],
             bounds=None if bounds is None else Bounds(**bounds),
+            seeded=seeded,
+            experiment=version == 2 and record["experiment"],
+            file_version=version,
         )
 
 
-_FIELDS = ("format", "version", "owner", "statistic", "bounds", "count", "perturbed", "release")
+def _check_v2_fields(record: dict) -> None:
+    """A version 2 file names what a reader must understand (`required`); every field this reader needs is there,
+    and a seeded or floating-point release is marked as an experiment."""
+    required = record.get("required")
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        raise ValueError(f"'required' must be a list of field names, got {required!r}")
+    unknown = sorted(set(required) - set(_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"it requires field(s) {unknown} that this version of bayesval does not know (a newer writer?): "
+            "reading it without them could misread the release; upgrade bayesval"
+        )
+    missing = sorted((set(_FIELDS) | {"checksum"}) - set(record))
+    if missing:
+        raise ValueError(f"fields {missing} are missing")
+    if record["noise_source"] not in NOISE_SOURCES:
+        raise ValueError(f"noise_source must be one of {NOISE_SOURCES}, got {record['noise_source']!r}")
+    if not isinstance(record["experiment"], bool):
+        raise ValueError(f"experiment must be true or false, got {record['experiment']!r}")
+    release = record["release"]
+    float_noise = isinstance(release, dict) and release.get("noise") != "discrete_gaussian"
+    if (record["noise_source"] == "seeded" or float_noise) and not record["experiment"]:
+        raise ValueError(
+            "it holds a seeded or floating-point release that is not marked as an experiment: no bayesval writes "
+            "such a file"
+        )
+
+
+_V1_FIELDS = ("format", "version", "owner", "statistic", "bounds", "count", "perturbed", "release")
+_FIELDS = (*_V1_FIELDS, "required", "noise_source", "experiment")
 
 
 def _checksum(content: dict) -> str:

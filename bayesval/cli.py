@@ -25,7 +25,8 @@ FEATURES_HELP = "comma-separated feature columns (default: all others)"
 
 
 def demo(preset: str, seed: int, progress_bar: bool, save: str | None) -> bv.ValuationResult:
-    """Syn: parties of 100 / 200 / 400 points at epsilon = (0.2, 0.1, 0.2), lambda = 2 (Sim et al. 2023, Sec. 6, the Syn setting).
+    """Syn: parties of 100 / 200 / 400 points at epsilon = (0.2, 0.1, 0.2), lambda = 2 (Sim et al. 2023, Sec. 6,
+    the Syn setting).
 
     The parties' privacy noise comes from OS entropy, so each run is a new private release; `seed`
     fixes the data and the sampler only.
@@ -55,20 +56,37 @@ def release(
     delta: float | None,
     rdp_order: float,
     noise_seed: int | None,
+    experiment: bool = False,
+    grid: float | None = None,
 ) -> Path:
-    """Party side: read the party's CSV, clip, compute and perturb its statistic, write the release file."""
+    """Party side: read the party's CSV, clip, compute and perturb its statistic (discrete Gaussian noise on a grid,
+    floating-point safe), write the release file. A seeded release needs `experiment`, which the file records."""
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
+    if noise_seed is not None and not experiment:
+        raise ValueError(
+            "--noise-seed makes noise anyone with the seed can remove: a seeded release leaves the machine only as an "
+            "experiment; add --experiment (the release file records it) or drop --noise-seed"
+        )
     X, y, _ = read_table(path, target, features)
     party = bv.Party(
-        X, y, epsilon=epsilon, bounds=bounds, name=name, delta=delta, rdp_order=rdp_order, noise_seed=noise_seed
+        X,
+        y,
+        epsilon=epsilon,
+        bounds=bounds,
+        name=name,
+        delta=delta,
+        rdp_order=rdp_order,
+        noise_seed=noise_seed,
+        grid=grid,
     )
     statistic = _model(model).statistic(party.num_features)
     released = party.release(statistic)
-    output_path = released.save(output or f"{name}.release.json")
+    output_path = released.save(output or f"{name}.release.json", experiment=experiment)
     print(
         f"{name}: released a {MODELS[model]} statistic of {released.count} records under "
-        f"{party.guarantee.describe()} (noise std {released.noise_std:.4g}) to {output_path}"
+        f"{party.guarantee.describe()} (noise std {released.noise_std:.4g}, {released.release.mechanism_label}"
+        f"{', an experiment' if experiment else ''}) to {output_path}"
     )
     return output_path
 
@@ -178,6 +196,12 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
     print("\nPrivacy spent (dp-accounting's composition of each party's releases):")
     for owner, spent in result.privacy_spent().items():
         print(f"  {owner}: {spent}")
+    print("\nNoise of each release:")
+    for released in result.privacy.releases:
+        print(f"  {released.owner}: {released.mechanism_label}")
+    for party in parties:
+        for note in getattr(party, "caveats", []):
+            print(f"  note: {party.owner}'s release file: {note}")
     if result.rewards is not None:
         print(
             f"\nModel rewards by {result.rewards.mechanism} (rho = {result.rewards.rho:g}): each party receives "
@@ -250,6 +274,10 @@ def main(argv: list[str] | None = None) -> None:
     out.add_argument("--bounds", type=_bounds, required=True, help="declared bounds X_NORM or X_NORM,Y_ABS")
     out.add_argument("--name", default=None, help="the party's name (default: the file's name)")
     out.add_argument("--noise-seed", type=int, default=None, help="reproducible noise, for experiments only")
+    out.add_argument(
+        "--experiment", action="store_true", help="mark the release as an experiment (needed with --noise-seed)"
+    )
+    out.add_argument("--grid", type=float, default=None, help="grid step of the noise, a power of two (default: auto)")
     out.add_argument("-o", "--output", default=None, help="release file (default NAME.release.json)")
 
     value = commands.add_parser("valuate", help="mediator side: value the parties of release files or data tables")
@@ -298,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
                 delta=args.delta,
                 rdp_order=args.rdp_order,
                 noise_seed=args.noise_seed,
+                experiment=args.experiment,
+                grid=args.grid,
             )
         elif args.command == "valuate":
             valuate_files(

@@ -155,7 +155,9 @@ class Party:
         perturbed, record = self._mechanisms[key].perturb(
             exact, noise=self._noise, owner=self.name, what=f"{description['kind']} statistic", ledger=self.ledger
         )
-        released = PerturbedStatistic(self.name, perturbed, len(X), record, description, self.bounds)
+        released = PerturbedStatistic(
+            self.name, perturbed, len(X), record, description, self.bounds, seeded=self._noise.is_seeded
+        )
         self._current[key] = released
         return released
 

@@ -64,6 +64,22 @@ def _max_pair_norm_sq(radius_sq: float, one: float = 1.0) -> float:
     return radius_sq**2 + radius_sq * one
 
 
+def pair_ranges(
+    pairs: tuple[np.ndarray, np.ndarray], magnitudes: np.ndarray, on_ball: np.ndarray, x_norm: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per statistic entry z_a z_b, the range [low, high] one record can give: z_a^2 in [0, m_a^2], and for a != b
+    +-m_a m_b, except two coordinates of x on the ball ||x|| <= x_norm, whose product is within +-x_norm^2 / 2.
+
+    magnitudes: the bound m_a on |z_a| per coordinate; on_ball: whether coordinate a is one of x's."""
+    rows, cols = pairs
+    with np.errstate(over="ignore"):
+        product = magnitudes[rows] * magnitudes[cols]
+        both_x = on_ball[rows] & on_ball[cols] & (rows != cols)
+        high = np.where(both_x, 0.5 * x_norm * x_norm, product)
+    low = np.where(rows == cols, 0.0, -high)
+    return low, high
+
+
 # Bounds up to this size are used as they are: their 4th powers stay far below the float64 maximum.
 _UNSCALED_BOUND = 1e50
 
@@ -142,6 +158,15 @@ class LinearRegressionStatistic:
         norm_sq = _max_pair_norm_sq(r2, one) + (r2 + one) * y2 + y2**2
         return _finite_sensitivity(2.0 * math.sqrt(norm_sq) * scale * scale, bounds, "linear-regression")
 
+    def entry_ranges(self, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry, the range [low, high] of one record's contribution t(z) within `bounds` (a sum of c records
+        lies in c times it)."""
+        if bounds.y_abs is None:
+            raise ValueError("linear regression needs a bound on y: Bounds(x_norm=..., y_abs=...)")
+        magnitudes = np.array([bounds.x_norm] * self.num_features + [1.0, bounds.y_abs])
+        on_ball = np.arange(self.record_dim) < self.num_features
+        return pair_ranges(self.pairs, magnitudes, on_ball, bounds.x_norm)
+
     def to_matrix(self, statistic: jnp.ndarray, count: jnp.ndarray) -> jnp.ndarray:
         """The symmetric (w+2)x(w+2) matrix sum z z^T from a statistic vector and its count."""
         rows, cols = self.pairs
@@ -194,6 +219,13 @@ class LogisticRegressionStatistic:
         scale, r2, _, one = _scaled_bounds(bounds.x_norm)  # y_abs plays no part: y is +-1
         norm_sq = r2 * one + one**2 + _max_pair_norm_sq(r2, one)
         return _finite_sensitivity(2.0 * math.sqrt(norm_sq) * scale * scale, bounds, "logistic-regression")
+
+    def entry_ranges(self, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry, the range [low, high] of one record's contribution t(z) within `bounds` (y = +-1)."""
+        magnitudes = np.array([bounds.x_norm] * self.num_features + [1.0])
+        on_ball = np.arange(self.dim) < self.num_features
+        second_low, second_high = pair_ranges(self.pairs, magnitudes, on_ball, bounds.x_norm)
+        return np.concatenate([-magnitudes, second_low]), np.concatenate([magnitudes, second_high])
 
     @staticmethod
     def chebyshev_coefficients(radius: float = 4.0) -> np.ndarray:

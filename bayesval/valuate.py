@@ -163,6 +163,10 @@ def valuate(
             f"resume_from is a result of a different game: its parties are {list(resume_from.names)}, these {names}"
         )
     provenance = _provenance(model, parties)
+    flagged = {p.owner: p.caveats for p in parties if isinstance(p, PerturbedStatistic) and p.caveats}
+    if flagged:
+        described = "; ".join(f"{owner}: {', '.join(notes)}" for owner, notes in flagged.items())
+        warnings.warn(f"some releases are experiments or not floating-point safe ({described})", stacklevel=2)
     reused = [name for name, how in provenance.items() if how == "reused"]
     if reused:
         warnings.warn(
@@ -375,7 +379,8 @@ def _provenance(model, parties) -> dict[str, str]:
     provenance = {}
     for party in parties:
         if isinstance(party, PerturbedStatistic):
-            provenance[party.owner] = "released before this call"
+            caveats = party.caveats
+            provenance[party.owner] = "released before this call" + (f" ({'; '.join(caveats)})" if caveats else "")
         else:
             earlier = party.current_release(model.statistic(party.num_features))
             provenance[party.name] = "new" if earlier is None else "reused"

@@ -1,0 +1,118 @@
+"""Releases that leave the process: what they cost, and what a precision attack learns from them.
+
+    python benchmarks/bench_release.py               # both parts
+    python benchmarks/bench_release.py --part cost   # release wall time only
+    python benchmarks/bench_release.py --part attack --releases 10000
+
+cost: `Party.release` wall time with the discrete Gaussian (the default) and the float Gaussian, for statistics of
+the shapes and declared bounds of Syn, Diab and CaliH (Sim et al. 2023, Sec. 6), data drawn inside the bounds. The
+first release includes the sensitivity check (a neighbour search); later ones (`fresh=True`) do not.
+attack: the precision attack of tests/precision_attack.py on one-entry releases of two neighbouring sums (0.3 and
+1.3, sensitivity 1) at (0.5, 1e-5)-DP, each release with fresh OS noise: its success rate on each path against the
+(e^eps + delta) / (1 + e^eps) that the ledger's epsilon allows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import bayesval as bv
+from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource
+from bayesval.privacy.accounting import epsilon_at
+from bayesval.statistics import LinearRegressionStatistic, LogisticRegressionStatistic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from precision_attack import guess, success_bound  # noqa: E402
+
+SETTINGS = {  # name: (statistic, bounds, records)
+    "Syn (linear, w=2)": (LinearRegressionStatistic(2), bv.Bounds(1.0, 2.25), 400),
+    "Diab (logistic PASS-GLM, w=4)": (LogisticRegressionStatistic(4), bv.Bounds(4.4, 1.0), 300),
+    "CaliH (linear, w=6)": (LinearRegressionStatistic(6), bv.Bounds(4.0 * math.sqrt(6), 5.00001), 5000),
+}
+
+
+def data_inside(statistic, bounds: bv.Bounds, records: int, rng: np.random.Generator):
+    d = statistic.num_features
+    X = rng.normal(size=(records, d))
+    X *= bounds.x_norm * rng.uniform(size=(records, 1)) ** (1 / d) / np.linalg.norm(X, axis=1, keepdims=True)
+    if isinstance(statistic, LogisticRegressionStatistic):
+        return X, np.where(rng.uniform(size=records) < 0.5, 1.0, -1.0)
+    return X, rng.uniform(-bounds.y_abs, bounds.y_abs, records)
+
+
+def cost(repeats: int) -> None:
+    rng = np.random.default_rng(0)
+    print(
+        "| statistic | entries | mechanism | first release (incl. sensitivity search) | later release, median "
+        f"of {repeats} | noise std |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, (statistic, bounds, records) in SETTINGS.items():
+        X, y = data_inside(statistic, bounds, records, rng)
+        for mechanism in ("discrete_gaussian", "gaussian"):
+            party = bv.Party(X, y, epsilon=0.2, bounds=bounds, name="p", mechanism=mechanism)
+            start = time.perf_counter()
+            released = party.release(statistic)
+            first = time.perf_counter() - start
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                party.release(statistic, fresh=True)
+                times.append(time.perf_counter() - start)
+            print(
+                f"| {name} | {statistic.size} | {mechanism} | {first:.3f} s | {1e3 * statistics.median(times):.2f} ms "
+                f"| {released.noise_std:.4g} |"
+            )
+
+
+def attack(releases: int) -> None:
+    guarantee = DPGuarantee(0.5, 1e-5)
+    first, second = 0.3, 1.3
+    print("| path | releases | attack success | allowed by the ledger's epsilon | release time |")
+    print("|---|---|---|---|---|")
+    for path, mechanism in (
+        ("float Gaussian", Mechanism.gaussian(guarantee, 1.0)),
+        ("discrete Gaussian", Mechanism.discrete_gaussian(guarantee, 1.0, 1)),
+    ):
+        secret = np.random.default_rng(2).integers(0, 2, releases)
+        start = time.perf_counter()
+        outputs = np.asarray(
+            [
+                mechanism.perturb(np.array([second if bit else first]), noise=NoiseSource(), owner="o", what="sum")[0][
+                    0
+                ]
+                for bit in secret
+            ]
+        )
+        elapsed = time.perf_counter() - start
+        success = float(np.mean(guess(outputs, first, second, mechanism.noise_scale) == secret))
+        error = math.sqrt(success * (1 - success) / releases)
+        bound = success_bound(epsilon_at(mechanism.event, guarantee.delta)[0], guarantee.delta)
+        print(
+            f"| {path} | {releases} | {success:.4f} ± {error:.4f} | {bound:.4f} | {1e3 * elapsed / releases:.2f} ms |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("cost", "attack", "both"), default="both")
+    parser.add_argument("--releases", type=int, default=10_000, help="releases per path in the attack")
+    parser.add_argument("--repeats", type=int, default=20, help="fresh releases timed per statistic")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", UserWarning)
+    if args.part in ("cost", "both"):
+        cost(args.repeats)
+    if args.part in ("attack", "both"):
+        attack(args.releases)
+
+
+if __name__ == "__main__":
+    main()
