@@ -63,11 +63,6 @@ def release(
     floating-point safe), write the release file. A seeded release needs `experiment`, which the file records."""
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
-    if noise_seed is not None and not experiment:
-        raise ValueError(
-            "--noise-seed makes noise anyone with the seed can remove: a seeded release leaves the machine only as an "
-            "experiment; add --experiment (the release file records it) or drop --noise-seed"
-        )
     X, y, _ = read_table(path, target, features)
     party = bv.Party(
         X,
@@ -80,6 +75,11 @@ def release(
         noise_seed=noise_seed,
         grid=grid,
     )
+    if noise_seed is not None and not experiment:
+        raise ValueError(
+            "--noise-seed makes noise anyone with the seed can remove: a seeded release leaves the machine only as an "
+            "experiment; add --experiment (the release file records it) or drop --noise-seed"
+        )
     statistic = _model(model).statistic(party.num_features)
     released = party.release(statistic)
     output_path = released.save(output or f"{name}.release.json", experiment=experiment)

@@ -130,7 +130,20 @@ class World:
         files["list"] = self.tmp / "list.release.json"
         files["list"].write_text("[]")
         files["tampered"] = rewritten("tampered", lambda r: r.update(count=r["count"] * 10), checksum=False)
-        files["version"] = rewritten("version", lambda r: r.update(version=2))
+        files["version"] = rewritten("version", lambda r: r.update(version=3))
+        files["required_unknown"] = rewritten(
+            "required_unknown", lambda r: r.update(required=[*r["required"], "noise_shaping"], noise_shaping="v7")
+        )
+        files["required_not_list"] = rewritten("required_not_list", lambda r: r.update(required="all"))
+        files["implausible"] = rewritten("implausible", lambda r: r["perturbed"].__setitem__(0, 1e308))
+        files["implausible_low"] = rewritten(
+            "implausible_low", lambda r: r["perturbed"].__setitem__(3, -r["count"] * 100.0 - 1e4)
+        )
+        files["sensitivity_low"] = rewritten("sensitivity_low", _halve_sensitivity)
+        files["seeded_unmarked"] = rewritten("seeded_unmarked", lambda r: r.update(noise_source="seeded"))
+        files["noise_source"] = rewritten("noise_source", lambda r: r.update(noise_source="dice"))
+        files["experiment_string"] = rewritten("experiment_string", lambda r: r.update(experiment="no"))
+        files["grid_not_power"] = rewritten("grid_not_power", lambda r: r["release"].update(grid=0.003))
         files["missing_field"] = rewritten("missing_field", lambda r: r.pop("bounds"))
         files["count_zero"] = rewritten("count_zero", lambda r: r.update(count=0))
         files["owner"] = rewritten("owner", lambda r: r.update(owner="mallory"))
@@ -220,6 +233,15 @@ def case(id: str, call: Callable[[World], Any], match: str, errors=(ValueError, 
 
 def cli_case(id: str, argv: Callable[[World], list[str]], match: str) -> Any:
     return pytest.param(Case(id, lambda w: cli_main(argv(w)), match, cli=True), id=id)
+
+
+def _halve_sensitivity(record: dict) -> None:
+    """A release record claiming half the sensitivity the bounds imply, its zCDP event recomputed to agree."""
+    release = record["release"]
+    release["sensitivity"] /= 2
+    grid, dimension = release["grid"], release["dimension"]
+    sigma_grid = release["noise_scale"] / grid
+    release["event"]["rho"] = (release["sensitivity"] / grid + math.sqrt(dimension)) ** 2 / (2 * sigma_grid**2)
 
 
 def _user_model(data, mask):
@@ -355,11 +377,25 @@ RELEASE = [
         r"alice: .*Bounds\(x_norm=1e\+300.*too large to calibrate",
     ),
     case(
-        "release-epsilon-50-delta-1e-5",
-        lambda w: w.party(epsilon=50, delta=1e-5).release(),
+        "release-epsilon-50-delta-1e-5-float",
+        lambda w: w.party(epsilon=50, delta=1e-5, mechanism="gaussian").release(),
         r"alice: cannot calibrate Gaussian noise for \(50, 1e-05\)-DP",
     ),
     case("release-fresh-string", lambda w: w.party().release(fresh="yes"), r"fresh must be True or False"),
+    case(
+        "release-grid-too-coarse",
+        lambda w: w.party(grid=0.5).release(),
+        r"alice: grid 0.5 is too coarse for a statistic of l2 sensitivity .* in 9 entries",
+    ),
+    case(
+        "release-grid-not-power-of-two", lambda w: w.party(grid=0.001).release(), r"alice: grid must be a power of two"
+    ),
+    case(
+        "release-grid-negative", lambda w: w.party(grid=-(2.0**-10)).release(), r"alice: grid must be a positive power"
+    ),
+    case("release-grid-string", lambda w: w.party(grid="fine").release(), r"alice: grid must be a positive power"),
+    case("Party-grid-with-float-noise", lambda w: w.party(grid=2.0**-10, mechanism="gaussian"), r"alice: grid applies"),
+    case("Party-mechanism-unknown", lambda w: w.party(mechanism="laplace"), r"alice: mechanism must be one of"),
     case("release-fresh-None", lambda w: w.parties[0].release(fresh=None), r"fresh must be True or False"),
 ]
 
@@ -954,7 +990,7 @@ BOUNDARY = [
     case(
         "load-version-2",
         lambda w: bv.PerturbedStatistic.load(w.files["version"]),
-        r"release file .*: release format version 2 is not supported",
+        r"release file .*: release format version 3 is not supported",
     ),
     case(
         "load-missing-field",
@@ -974,7 +1010,67 @@ BOUNDARY = [
     case(
         "load-less-noise-resigned",
         lambda w: bv.PerturbedStatistic.load(w.files["less_noise"]),
-        r"release file .*: alice: noise .* disagrees with the noise multiplier",
+        r"release file .*: alice: noise .* on grid .* disagrees with its event's rho",
+    ),
+    case(
+        "load-unknown-required-field",
+        lambda w: bv.PerturbedStatistic.load(w.files["required_unknown"]),
+        r"release file .*: it requires field\(s\) \['noise_shaping'\] that this version of bayesval does not know",
+    ),
+    case(
+        "load-required-not-a-list",
+        lambda w: bv.PerturbedStatistic.load(w.files["required_not_list"]),
+        r"release file .*: 'required' must be a list of field names",
+    ),
+    case(
+        "load-implausible-1e308-resigned",
+        lambda w: bv.PerturbedStatistic.load(w.files["implausible"]),
+        r"release file .*implausible.release.json: alice: implausible release: entry 0 .* is 1e\+308",
+    ),
+    case(
+        "load-implausible-low-resigned",
+        lambda w: bv.PerturbedStatistic.load(w.files["implausible_low"]),
+        r"release file .*implausible_low.release.json: alice: implausible release: entry 3",
+    ),
+    case(
+        "load-sensitivity-below-bounds-resigned",
+        lambda w: bv.PerturbedStatistic.load(w.files["sensitivity_low"]),
+        r"release file .*: alice: the release claims sensitivity .* but Bounds\(.*\) imply",
+    ),
+    case(
+        "load-seeded-not-marked-experiment",
+        lambda w: bv.PerturbedStatistic.load(w.files["seeded_unmarked"]),
+        r"release file .*: it holds a seeded or floating-point release that is not marked as an experiment",
+    ),
+    case(
+        "load-noise-source-unknown",
+        lambda w: bv.PerturbedStatistic.load(w.files["noise_source"]),
+        r"release file .*: noise_source must be one of",
+    ),
+    case(
+        "load-experiment-string",
+        lambda w: bv.PerturbedStatistic.load(w.files["experiment_string"]),
+        r"release file .*: experiment must be true or false",
+    ),
+    case(
+        "load-grid-not-power-of-two",
+        lambda w: bv.PerturbedStatistic.load(w.files["grid_not_power"]),
+        r"release file .*: alice: a discrete Gaussian's grid is a power of two",
+    ),
+    case(
+        "save-seeded-without-experiment",
+        lambda w: w.party(name="sam", noise_seed=77).release().save(w.tmp / "sam.release.json"),
+        r"sam: this release is not safe to send out of the process \(seeded noise",
+    ),
+    case(
+        "save-float-noise-without-experiment",
+        lambda w: w.party(name="fay", mechanism="gaussian").release().save(w.tmp / "fay.release.json"),
+        r"fay: this release is not safe to send out of the process \(floating-point gaussian noise",
+    ),
+    case(
+        "save-experiment-string",
+        lambda w: w.releases[0].save(w.tmp / "x.release.json", experiment="yes"),
+        r"experiment must be True or False",
     ),
     case(
         "load-nan-perturbed",
@@ -1162,9 +1258,14 @@ CLI = [
         r"epsilon must be a finite number > 0, got -1",
     ),
     cli_case(
-        "cli-release-epsilon-50-delta",
-        lambda w: w.release_cli("--epsilon", "50", "--delta", "1e-5"),
-        r"cannot calibrate Gaussian noise for \(50, 1e-05\)-DP",
+        "cli-release-grid-too-coarse",
+        lambda w: w.release_cli("--grid", "1"),
+        r"grid 1 is too coarse for a statistic of l2 sensitivity",
+    ),
+    cli_case(
+        "cli-release-noise-seed-without-experiment",
+        lambda w: w.release_cli("--noise-seed", "3"),
+        r"--noise-seed makes noise anyone with the seed can remove: .* add --experiment",
     ),
     cli_case("cli-release-delta-one", lambda w: w.release_cli("--delta", "1"), r"delta must lie in \(0, 1\)"),
     cli_case(
