@@ -177,3 +177,17 @@ def test_the_precision_attack_does_no_better_than_epsilon_allows_on_the_discrete
     epsilon = epsilon_at(mechanism.event, GUARANTEE.delta)[0]
     bound = success_bound(epsilon, GUARANTEE.delta)
     assert success <= bound + 3 * math.sqrt(bound * (1 - bound) / len(secret))  # 10,000 releases: benchmarks/
+
+
+def test_noise_addition_rewards_report_eps_over_one_plus_tau_eps_for_discrete_releases(syn):
+    """Sim et al. (2023, Sec. 5): added Gaussian noise of variance 0.5 lambda Delta^2 tau leaves party k at
+    eps_k / (1 + tau eps_k)-RDP; for a discrete release Delta is the rounded statistic's sensitivity."""
+    epsilons = np.array([0.2, 0.1, 0.4])
+    releases = [
+        bv.Party(X, y, epsilon=eps, bounds=syn.bounds, name=f"p{i}").release()
+        for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
+    ]
+    assert all(r.release.noise == "discrete_gaussian" for r in releases)
+    taus = np.array([0.0, 0.5, 3.0])
+    table = bv.rewards.NoiseAddition().effective_epsilons(releases, taus)
+    np.testing.assert_allclose(table, epsilons / (1 + np.outer(taus, epsilons)), rtol=1e-6)

@@ -105,6 +105,14 @@ class Release:
             )
 
     @property
+    def calibrated_sensitivity(self) -> float:
+        """The l2 sensitivity, in the statistic's units, the noise is calibrated to: `sensitivity` for float noise;
+        for the discrete Gaussian that of the statistic rounded to the grid, sensitivity + grid sqrt(dimension)."""
+        if self.noise == "discrete_gaussian":
+            return self.grid * grid_sensitivity(self.sensitivity, self.grid, self.dimension)
+        return self.sensitivity
+
+    @property
     def floating_point_safe(self) -> bool:
         """Whether the output is safe against a reader of its low-order bits (the discrete Gaussian on a grid);
         float noise is for in-process experiments."""

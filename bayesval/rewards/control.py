@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval.inference.data import NoiseAwareData
-from bayesval.privacy.accounting import epsilon_at, gaussian_event, rdp_epsilon_at
+from bayesval.privacy.accounting import epsilon_at, gaussian_event, rdp_epsilon_at, zcdp_event
 from bayesval.privacy.mechanisms import add_noise
 from bayesval.privacy.noise import NoiseSource, fingerprint
 from bayesval.rewards.sampling import Evaluation, RewardSampler
@@ -177,8 +177,9 @@ class NoiseAddition(_SearchSettings):
 
     @staticmethod
     def unit_variances(releases) -> np.ndarray:
-        """0.5 lambda Delta_k^2 per party: the added noise variance per unit tau (lambda: the release's Renyi order)."""
-        return np.array([0.5 * r.release.guarantee.rdp_order * r.release.sensitivity**2 for r in releases])
+        """0.5 lambda Delta_k^2 per party: the added noise variance per unit tau (lambda: the release's Renyi order;
+        Delta_k the sensitivity its noise is calibrated to, `Release.calibrated_sensitivity`)."""
+        return np.array([0.5 * r.release.guarantee.rdp_order * r.release.calibrated_sensitivity**2 for r in releases])
 
     def realisations(self, releases, shape) -> list[jax.Array]:
         """One standard-normal draw e^i (n, P) per rewarded party i, from privacy-noise keys."""
@@ -240,7 +241,7 @@ class NoiseAddition(_SearchSettings):
                 if not np.isfinite(tau):  # the prior: nothing of party k is left in it
                     continue
                 widened = math.sqrt(record.noise_scale**2 + unit[k] * tau)
-                event = gaussian_event(widened / record.sensitivity)
+                event = _widened_event(record, widened)
                 guarantee = record.guarantee
                 table[i, k] = (
                     rdp_epsilon_at(event, guarantee.rdp_order)
@@ -248,6 +249,18 @@ class NoiseAddition(_SearchSettings):
                     else epsilon_at(event, guarantee.delta)[0]
                 )
         return table
+
+
+def _widened_event(record, widened: float):
+    """The event of a release whose noise std is widened to `widened` by added Gaussian noise.
+
+    Float Gaussian: the Gaussian event at widened / sensitivity. Discrete Gaussian: its zCDP event at widened /
+    (sensitivity + grid sqrt(d)), the rounded statistic's sensitivity, treating N_Z(0, sigma^2) + N(0, s^2) as a
+    Gaussian of variance sigma^2 + s^2 (at the default grid sigma is over 1000 grid steps, where the two agree
+    closely); at no added noise it is the release's own event."""
+    if record.noise == "discrete_gaussian":
+        return zcdp_event(widened / record.calibrated_sensitivity)
+    return gaussian_event(widened / record.sensitivity)
 
 
 MECHANISMS = {"tempering": Tempering, "noise": NoiseAddition}
