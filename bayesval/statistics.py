@@ -54,14 +54,33 @@ def _sum_of_products(z: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> np.
     return np.einsum("ni,ni->i", z[:, rows], z[:, cols])
 
 
-def _max_pair_norm_sq(radius_sq: float, one: float = 1.0) -> float:
-    """max of sum over pairs a <= b of v_a^2 v_b^2 minus the constant 1 for v = [x; 1], ||x||^2 <= radius_sq.
+def _linear_sensitivity_sq(r2: float, y2: float, one: float = 1.0) -> float:
+    """max over p = y y' in [-Y^2, Y^2] of the bound on ||t(z) - t(z')||^2 of `LinearRegressionStatistic.sensitivity`
+    (r2 = r^2, y2 = Y^2, `one` the constant 1, all in units of scale^2; see `_scaled_bounds`):
 
-    sum_{a<=b} v_a^2 v_b^2 = (||v||^4 + sum_a v_a^4) / 2 is largest when x lies on one axis, where it is
-    ((r^2 + 1)^2 + r^4 + 1) / 2 = r^4 + r^2 + 1; written without the cancelling 1s, so tiny bounds keep
-    their digits. In units of scale^2 (see `_scaled_bounds`) the constant 1 is `one` = 1 / scale^2.
+        2 r^4 + h(1 + p) + r^2 (2 + Y^2 + p^2 / Y^2) + (Y^2 + p^2 / Y^2 - 2 p) + (Y^2 - p^2 / Y^2)^2,
+
+    h(k) = k^2 for |k| <= r^2 (the best c = -k), else 2 r^2 |k| - r^4 (c = -+r^2). A quartic in p on each piece
+    between the kinks at p = -1 +- r^2: its maximum is at an end of a piece or a real root of its derivative.
     """
-    return radius_sq**2 + radius_sq * one
+    polynomial = np.polynomial.Polynomial
+    p = polynomial([0.0, 1.0])
+    rest = 2 * r2 * r2 + r2 * (2 * one + y2 + p * p / y2) + one * (y2 + p * p / y2 - 2 * p) + (y2 - p * p / y2) ** 2
+    k = one + p
+    ends = sorted({-y2, y2, *(v for v in (-one - r2, -one + r2) if -y2 < v < y2)})
+    best = -math.inf
+    for left, right in zip(ends[:-1], ends[1:]):
+        middle = 0.5 * (left + right)
+        if abs(one + middle) <= r2:
+            h = k * k
+        else:
+            h = 2 * r2 * (k if one + middle > 0 else -k) - r2 * r2
+        piece = rest + h
+        candidates = [left, right] + [
+            root.real for root in piece.deriv().roots() if abs(root.imag) < 1e-12 and left <= root.real <= right
+        ]
+        best = max(best, max(float(piece(x)) for x in candidates))
+    return best * (1 + 1e-12)  # rounding of the polynomial arithmetic: never below the exact maximum
 
 
 def pair_ranges(
@@ -146,17 +165,21 @@ class LinearRegressionStatistic:
         return _sum_of_products(self.records(X, y), self.pairs)
 
     def sensitivity(self, bounds: Bounds) -> float:
-        """l2 sensitivity under replace-one neighbours: 2 max_z ||t(z)||_2 over the bounded records.
+        """l2 sensitivity under replace-one neighbours: max ||t(z) - t(z')||_2 over two records in the bounds,
+        derived per block of the statistic (docs/sensitivity.md, "Linear regression").
 
-        With r = ||x||, sum_{a<=b} x~_a^2 x~_b^2 = (||x~||^4 + sum_a x~_a^4) / 2 is largest when x lies
-        on one axis, so ||t||^2 <= ((r^2+1)^2 + r^4 + 1)/2 - 1 + (r^2+1) y^2 + y^4 (Sim et al. 2023,
-        Sec. 5.1 leave the bound open; bounding the vec() of x~ x~^T term by term gives a looser one).
+        With u = x, v = x', c = u.v, the second-moment block gives at most ||u||^4 + ||v||^4 - c^2 (squared entries
+        cannot change sign), the x and x y blocks ||u||^2 (1 + y^2) + ||v||^2 (1 + y'^2) - 2 c (1 + y y'), and the y
+        and y^2 blocks (y - y')^2 + (y^2 - y'^2)^2. Maximising over c for ||u|| = ||v|| = r, then over the records'
+        labels with p = y y' (one label at |y| = Y), leaves a quartic in p per piece, maximised exactly. The
+        earlier bound 2 max ||t(z)|| (Sim et al. 2023 leave it open) is 1.1-1.4x this.
         """
         if bounds.y_abs is None:
             raise ValueError("linear regression needs a bound on y: Bounds(x_norm=..., y_abs=...)")
         scale, r2, y2, one = _scaled_bounds(bounds.x_norm, bounds.y_abs)
-        norm_sq = _max_pair_norm_sq(r2, one) + (r2 + one) * y2 + y2**2
-        return _finite_sensitivity(2.0 * math.sqrt(norm_sq) * scale * scale, bounds, "linear-regression")
+        return _finite_sensitivity(
+            math.sqrt(_linear_sensitivity_sq(r2, y2, one)) * scale * scale, bounds, "linear-regression"
+        )
 
     def entry_ranges(self, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
         """Per entry, the range [low, high] of one record's contribution t(z) within `bounds` (a sum of c records
@@ -214,11 +237,16 @@ class LogisticRegressionStatistic:
         return np.concatenate([self.signed_labels(y) @ x_tilde, _sum_of_products(x_tilde, self.pairs)])
 
     def sensitivity(self, bounds: Bounds) -> float:
-        """l2 sensitivity under replace-one neighbours, 2 max ||t||_2 with ||x||_2 <= x_norm:
-        ||y x~||^2 = ||x||^2 + 1 and the second-order block is bounded as for linear regression."""
-        scale, r2, _, one = _scaled_bounds(bounds.x_norm)  # y_abs plays no part: y is +-1
-        norm_sq = r2 * one + one**2 + _max_pair_norm_sq(r2, one)
-        return _finite_sensitivity(2.0 * math.sqrt(norm_sq) * scale * scale, bounds, "logistic-regression")
+        """l2 sensitivity under replace-one neighbours, max ||t(z) - t(z')||_2 with ||x||_2 <= x_norm = r and
+        y in {-1, +1}, derived per block (docs/sensitivity.md, "Logistic regression"): the second-moment block gives
+        at most ||u||^4 + ||v||^4 - c^2 (c = u.v), the x block ||u - v||^2, and the y x~ block ||u - v||^2 when the
+        labels agree, ||u + v||^2 + 4 when they differ. The larger is labels that differ with u orthogonal to v:
+        Delta^2 = 2 r^4 + 4 r^2 + 4, attained for two or more features. The earlier 2 max ||t(z)|| is 1.26-1.41x it.
+        y_abs plays no part: y is +-1."""
+        scale, r2, _, one = _scaled_bounds(bounds.x_norm)
+        return _finite_sensitivity(
+            math.sqrt(2.0 * r2 * r2 + 4.0 * r2 * one + 4.0 * one * one) * scale * scale, bounds, "logistic-regression"
+        )
 
     def entry_ranges(self, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
         """Per entry, the range [low, high] of one record's contribution t(z) within `bounds` (y = +-1)."""

@@ -88,8 +88,8 @@ def test_explicitly_reused_seed_gives_nested_noise_across_epsilon():
 
 
 def test_sensitivity_bound_holds_on_worst_case_neighbours(rng):
-    """Search bounded records for the largest ||t(d) - t(d')||; it must stay below Delta_2 and the
-    per-record norm bound must be attained (the bound is tight for one record)."""
+    """Search bounded records for the largest ||t(d) - t(d')||: it must stay below Delta_2 and come close to it (the
+    derived bound is tight: tests/test_tight_sensitivity.py checks it against brute force on grids)."""
     bounds = Bounds(x_norm=1.5, y_abs=2.0)
     statistic = LinearRegressionStatistic(3)
     delta = statistic.sensitivity(bounds)
@@ -99,19 +99,20 @@ def test_sensitivity_bound_holds_on_worst_case_neighbours(rng):
         return statistic.compute(x[None, :], np.array([y]))
 
     candidates = []
-    for axis_sign in [1, -1]:
-        for y in [bounds.y_abs, -bounds.y_abs]:
-            candidates.append(record(axis_sign * np.eye(3)[0], bounds.x_norm, y))
+    for axis in range(3):
+        for axis_sign in [1, -1]:
+            for y in np.linspace(-bounds.y_abs, bounds.y_abs, 9):
+                candidates.append(record(axis_sign * np.eye(3)[axis], bounds.x_norm, y))
     for _ in range(3000):
         candidates.append(
             record(rng.normal(size=3), bounds.x_norm * rng.uniform() ** 0.3, rng.uniform(-1, 1) * bounds.y_abs)
         )
     candidates = np.array(candidates)
-    norms = np.linalg.norm(candidates, axis=1)
-    assert norms.max() == pytest.approx(delta / 2, rel=1e-9)
     differences = np.linalg.norm(candidates[:, None, :] - candidates[None, :300, :], axis=2)
     assert differences.max() <= delta
-    assert differences.max() > 0.5 * delta  # the triangle-inequality bound is within 2x of the worst case
+    assert differences.max() > 0.95 * delta  # the neighbour search finds 0.965 Delta here: the bound is near tight
+    # the earlier bound, twice the largest per-record norm, is attained per record but 1.2x the replace-one distance
+    assert np.linalg.norm(candidates, axis=1).max() * 2 > 1.15 * delta
 
 
 def test_party_release_uses_declared_bounds_and_ledger(syn):
