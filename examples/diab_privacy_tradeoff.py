@@ -38,7 +38,9 @@ def parties_of(pima, epsilons, seed_base=100, data=None):
             name=f"party {i + 1}",
             noise_seed=seed_base + i,
             allow_seed_reuse=True,
-        )  # the paper's fixed-seed sweeps: nested noise across epsilon, an experiment, not a private release
+            mechanism="gaussian",
+        )  # the paper's fixed-seed sweeps: nested noise across epsilon (one float draw rescaled; the discrete
+        # sampler's draws at two scales are not nested), an experiment, not a private release
         for i, ((X, y), eps) in enumerate(zip(data, epsilons))
     ]
 

@@ -38,8 +38,16 @@ def sweep(epsilons, config, reward_repeats: int, rho: float, seed: int = 0) -> l
     for epsilon_2 in epsilons:
         parties = [
             bv.Party(
-                X, y, epsilon=eps, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=100 + i, allow_seed_reuse=True
-            )  # the paper's fixed-seed sweep: nested noise across epsilon_2, an experiment, not a private release
+                X,
+                y,
+                epsilon=eps,
+                bounds=syn.bounds,
+                name=f"party {i + 1}",
+                noise_seed=100 + i,
+                allow_seed_reuse=True,
+                mechanism="gaussian",
+            )  # the paper's fixed-seed sweep: nested noise across epsilon_2 (float noise scales one draw; the discrete
+            # sampler's draws at two scales are not nested), an experiment, not a private release
             for i, ((X, y), eps) in enumerate(zip(syn.parties, (0.2, epsilon_2, 0.2)))
         ]
         result = bv.valuate(model, parties, key=1, config=config, rewards="tempering", rho=rho)
