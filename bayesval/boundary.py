@@ -191,18 +191,20 @@ class PerturbedStatistic:
 
     @property
     def caveats(self) -> list[str]:
-        """What a reader of this release should know, in words: experiment, seeded or floating-point noise, an
-        old file format. Empty for a floating-point-safe release from OS entropy."""
-        notes = []
+        """What a reader of this release should know, in words: seeded or floating-point noise, an old file format,
+        the experiment mark. Empty for a floating-point-safe release from OS entropy."""
+        return self._unsafe_to_publish() + (["marked as an experiment by its party"] if self.experiment else [])
+
+    def _unsafe_to_publish(self) -> list[str]:
+        """Why this release must not leave the process unmarked: floating-point noise (version 1 files too), a seed."""
+        reasons = []
         if self.file_version == 1:
-            notes.append("release file version 1: its noise is floating-point Gaussian, not floating-point safe")
+            reasons.append("release file version 1: its noise is floating-point Gaussian, not floating-point safe")
         elif not self.release.floating_point_safe:
-            notes.append(f"floating-point {self.release.noise} noise: not floating-point safe")
+            reasons.append(f"floating-point {self.release.noise} noise: not floating-point safe")
         if self.seeded:
-            notes.append("seeded noise (noise_seed): anyone with the seed can remove it")
-        if self.experiment:
-            notes.append("marked as an experiment by its party")
-        return notes
+            reasons.append("seeded noise (noise_seed): anyone with the seed can remove it")
+        return reasons
 
     @property
     def noise_std(self) -> float:
@@ -236,7 +238,7 @@ class PerturbedStatistic:
         A release that is not safe to publish (seeded noise, or floating-point noise) is refused unless
         `experiment=True`, which the file records and `valuate` reports."""
         experiment = check_bool("experiment", experiment)
-        unsafe = [note for note in self.caveats if not note.startswith("marked")]
+        unsafe = self._unsafe_to_publish()
         if unsafe and not (experiment or self.experiment):
             raise ValueError(
                 f"{self.owner}: this release is not safe to send out of the process ({'; '.join(unsafe)}). Release "

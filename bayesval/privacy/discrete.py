@@ -22,9 +22,12 @@ most Delta / g + sqrt(d); `grid_sensitivity` is that bound, and it is what the n
 from __future__ import annotations
 
 import math
+import numbers
 import random
 import secrets
 from fractions import Fraction
+
+import numpy as np
 
 # The rounding to the grid may add at most this fraction to the sensitivity (sqrt(d) g <= Delta * this): a grid
 # coarser than that is refused as too coarse for the statistic's scale.
@@ -46,7 +49,7 @@ def default_grid(sensitivity: float, dimension: int) -> float:
 
 def check_grid(grid, sensitivity: float, dimension: int) -> float:
     """`grid` if it is a power of two fine enough for this sensitivity, else a ValueError naming it."""
-    if isinstance(grid, bool) or not isinstance(grid, (int, float)) or not math.isfinite(grid) or grid <= 0:
+    if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, numbers.Real) or not math.isfinite(grid) or grid <= 0:
         raise ValueError(f"grid must be a positive power of two (e.g. 2.0**-20), got {grid!r}")
     grid = float(grid)
     mantissa, _ = math.frexp(grid)
