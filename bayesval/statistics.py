@@ -60,25 +60,24 @@ def _linear_sensitivity_sq(r2: float, y2: float, one: float = 1.0) -> float:
 
         2 r^4 + h(1 + p) + r^2 (2 + Y^2 + p^2 / Y^2) + (Y^2 + p^2 / Y^2 - 2 p) + (Y^2 - p^2 / Y^2)^2,
 
-    h(k) = k^2 for |k| <= r^2 (the best c = -k), else 2 r^2 |k| - r^4 (c = -+r^2). A quartic in p on each piece
-    between the kinks at p = -1 +- r^2: its maximum is at an end of a piece or a real root of its derivative.
+    h(k) = k^2 for |k| <= r^2 (the best c = -k), else 2 r^2 |k| - r^4 (c = -+r^2). Written in q = p / Y^2 in [-1, 1]
+    (so that no coefficient overflows when one bound dwarfs the other), it is a quartic in q on each piece between
+    the kinks at 1 + Y^2 q = +-r^2: its maximum is at an end of a piece or a real root of its derivative.
     """
-    polynomial = np.polynomial.Polynomial
-    p = polynomial([0.0, 1.0])
-    rest = 2 * r2 * r2 + r2 * (2 * one + y2 + p * p / y2) + one * (y2 + p * p / y2 - 2 * p) + (y2 - p * p / y2) ** 2
-    k = one + p
-    ends = sorted({-y2, y2, *(v for v in (-one - r2, -one + r2) if -y2 < v < y2)})
+    q = np.polynomial.Polynomial([0.0, 1.0])
+    rest = (
+        2 * r2 * r2 + r2 * (2 * one + y2 + y2 * q * q) + one * (y2 + y2 * q * q - 2 * y2 * q) + (y2 * (1 - q * q)) ** 2
+    )
+    k = one + y2 * q
+    kinks = ((-one - r2) / y2, (-one + r2) / y2) if y2 > 0 else ()  # y2 = 0: Y underflowed next to a huge r
+    ends = sorted({-1.0, 1.0, *(v for v in kinks if -1.0 < v < 1.0)})
     best = -math.inf
     for left, right in zip(ends[:-1], ends[1:]):
-        middle = 0.5 * (left + right)
-        if abs(one + middle) <= r2:
-            h = k * k
-        else:
-            h = 2 * r2 * (k if one + middle > 0 else -k) - r2 * r2
+        middle = one + y2 * 0.5 * (left + right)
+        h = k * k if abs(middle) <= r2 else 2 * r2 * (k if middle > 0 else -k) - r2 * r2
         piece = rest + h
-        candidates = [left, right] + [
-            root.real for root in piece.deriv().roots() if abs(root.imag) < 1e-12 and left <= root.real <= right
-        ]
+        roots = piece.deriv().roots() if piece.degree() > 1 else []
+        candidates = [left, right] + [x.real for x in roots if abs(x.imag) < 1e-12 and left <= x.real <= right]
         best = max(best, max(float(piece(x)) for x in candidates))
     return best * (1 + 1e-12)  # rounding of the polynomial arithmetic: never below the exact maximum
 

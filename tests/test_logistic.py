@@ -36,7 +36,7 @@ def test_statistic_is_the_sum_of_per_record_statistics(rng):
     np.testing.assert_allclose(layout.compute(X, 2 * y - 1), expected, rtol=1e-12)  # {0,1} and {-1,+1} agree
 
 
-def test_sensitivity_bounds_every_neighbour_and_is_attained_on_an_axis(rng):
+def test_sensitivity_bounds_every_neighbour_and_is_attained_on_two_axes(rng):
     bounds = Bounds(x_norm=2.0)
     layout = LogisticRegressionStatistic(3)
     delta = layout.sensitivity(bounds)
@@ -47,8 +47,9 @@ def test_sensitivity_bounds_every_neighbour_and_is_attained_on_an_axis(rng):
         labels = rng.choice([-1.0, 1.0], 2)
         worst = max(worst, np.linalg.norm(per_record(pair[0], labels[0]) - per_record(pair[1], labels[1])))
     assert worst <= delta
-    on_axis = per_record(np.array([bounds.x_norm, 0.0, 0.0]), 1.0)
-    assert np.linalg.norm(on_axis) == pytest.approx(delta / 2, rel=1e-12)
+    # attained: labels that differ, x and x' on two orthogonal axes at the bound (docs/sensitivity.md)
+    first, second = per_record(np.array([bounds.x_norm, 0.0, 0.0]), 1.0), per_record(np.array([0.0, 2.0, 0.0]), -1.0)
+    assert np.linalg.norm(first - second) == pytest.approx(delta, rel=1e-12)
 
 
 def test_labels_outside_binary_are_rejected_with_the_party_named(rng):
