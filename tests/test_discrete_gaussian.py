@@ -109,12 +109,12 @@ def test_the_ledger_epsilon_holds_for_the_exact_privacy_profile_of_a_one_entry_r
     delta = guarantee.delta or 1e-5
     ledger_epsilon = epsilon_at(mechanism.event, delta)[0]
     assert hockey_stick_delta(ledger_epsilon, sigma_squared, shift) <= delta
-    # not loose by much: the exact epsilon at delta (bisection on the profile) is within 25 % below the ledger's
+    # not loose by much: the exact epsilon at delta (bisection on the profile) is 0.91-0.92 of the ledger's
     low, high = 0.0, ledger_epsilon
     for _ in range(60):
         middle = (low + high) / 2
         low, high = (middle, high) if hockey_stick_delta(middle, sigma_squared, shift) > delta else (low, middle)
-    assert 0.75 * ledger_epsilon < high <= ledger_epsilon
+    assert 0.85 * ledger_epsilon < high <= ledger_epsilon
 
 
 def test_a_discrete_release_lies_on_its_grid_and_records_its_variance(syn):
