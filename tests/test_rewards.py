@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 
 import bayesval as bv
+from bayesval.boundary import describe_statistic
 from bayesval.divergence import nig_kl
 from bayesval.games.shapley import coalition_masks, exact_shapley
 from bayesval.games.surprise import CoalitionSurprise
 from bayesval.inference.data import NoiseAwareData
+from bayesval.privacy import Mechanism, NoiseSource
 from bayesval.rewards import nonnegative_shapley, rationality_bound, rho_shapley_targets
 from bayesval.rewards.sampling import RewardSampler
+from bayesval.statistics import LinearRegressionStatistic
 from bayesval.valuate import release_all
 
 BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2, progress_bar=False)
@@ -108,12 +111,23 @@ def tempered():
     from bayesval.datasets.synthetic import make_syn
 
     syn = make_syn(seed=0)
-    # float noise (an in-process experiment): these seeds' releases are the ones the reward comparisons below were
-    # measured on; with discrete noise at the same seeds, Fig. 2f's "tempering lands closer" fails on this one draw
-    parties = [
-        bv.Party(X, y, epsilon=eps, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=40 + i, mechanism="gaussian")
-        for i, ((X, y), eps) in enumerate(zip(syn.parties, EPSILONS))
-    ]
+    # The releases the reward comparisons below were measured on: float noise from seeds 40-42 at the earlier
+    # triangle-inequality sensitivity 2 max ||t(z)|| (12.3 here), released by hand. With the sensitivity derived per
+    # block (6.45, docs/sensitivity.md) the DP noise halves, and Fig. 2f's "tempering lands closer to the grand
+    # posterior than noise addition" held in 1 of 4 release draws (seeds 40 / 50 / 60 / 70, discrete noise: mean
+    # similarity -2.21 / -1.75 / -1.91 / -1.48 for tempering against -1.33 / -0.76 / -1.25 / -1.95 for noise
+    # addition), reported in issue 31; these tests check the rewards at the noise level they were measured at.
+    statistic = LinearRegressionStatistic(2)
+    r2, y2 = syn.bounds.x_norm**2, syn.bounds.y_abs**2
+    triangle = 2 * np.sqrt(r2**2 + r2 + (r2 + 1) * y2 + y2**2)
+    parties = []
+    for i, ((X, y), eps) in enumerate(zip(syn.parties, EPSILONS)):
+        party = bv.Party(X, y, epsilon=eps, bounds=syn.bounds, name=f"party {i + 1}")
+        perturbed, record = Mechanism.gaussian(party.guarantee, float(triangle)).perturb(
+            party.exact_statistic(), noise=NoiseSource(40 + i), owner=party.name, what="linear_regression statistic"
+        )
+        description = describe_statistic(statistic)
+        parties.append(bv.PerturbedStatistic(party.name, perturbed, len(X), record, description, syn.bounds))
     model = bv.models.LinearRegression()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence at the test budget
