@@ -13,6 +13,7 @@ import numpy as np
 
 from bayesval.boundary import PerturbedStatistic, describe_statistic
 from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
+from bayesval.privacy.accounting import zcdp_multiplier_for
 from bayesval.privacy.sensitivity import check_sensitivity_claim
 from bayesval.statistics import Bounds, LinearRegressionStatistic
 from bayesval.validation import check_bool, check_finite_array, row_norms
@@ -129,16 +130,23 @@ class Party:
         if key in self._current and not fresh:
             return self._current[key]
         if key not in self._mechanisms:
+            # calibrate first: a guarantee no noise can meet fails before the (slower) sensitivity search
+            try:
+                calibrated = Mechanism.gaussian(self.guarantee, 1.0) if self.mechanism == "gaussian" else None
+                if calibrated is None:
+                    zcdp_multiplier_for(self.guarantee)
+            except ValueError as error:  # a guarantee no noise can be calibrated for
+                raise type(error)(f"{self.name}: {error}") from None
             sensitivity = self._checked_sensitivity(statistic)
             try:
-                if self.mechanism == "gaussian":
-                    self._mechanisms[key] = Mechanism.gaussian(self.guarantee, sensitivity)
+                if calibrated is not None:
+                    self._mechanisms[key] = calibrated.at_sensitivity(sensitivity)
                 else:
                     size = int(statistic.size)
                     self._mechanisms[key] = Mechanism.discrete_gaussian(
                         self.guarantee, sensitivity, size, grid=self.grid
                     )
-            except ValueError as error:  # a guarantee no noise can be calibrated for
+            except ValueError as error:  # e.g. a grid too coarse for the statistic's sensitivity
                 raise type(error)(f"{self.name}: {error}") from None
         X, y, clipped = clip_records(self.X, self.y, self.bounds)
         try:

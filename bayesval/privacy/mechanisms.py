@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -146,6 +146,15 @@ class Mechanism:
         multiplier = num_compositions / guarantee.epsilon
         event = laplace_event(multiplier, num_compositions)
         return cls("laplace", sensitivity, multiplier * sensitivity, guarantee, event, adjacency)
+
+    def at_sensitivity(self, sensitivity: float) -> Mechanism:
+        """This float mechanism's calibration at another l2 sensitivity: the noise scales with it, the event (a
+        function of the noise multiplier) is unchanged. The discrete Gaussian's grid depends on the sensitivity:
+        calibrate it with `discrete_gaussian` instead."""
+        if self.noise == "discrete_gaussian":
+            raise ValueError("a discrete Gaussian's grid depends on its sensitivity: use Mechanism.discrete_gaussian")
+        sensitivity = check_positive("sensitivity", sensitivity)
+        return replace(self, sensitivity=sensitivity, noise_scale=self.noise_scale / self.sensitivity * sensitivity)
 
     @property
     def sigma_squared_grid(self) -> Fraction:
