@@ -211,6 +211,8 @@ def _kdtree_rows(white, kept, *white_prior, k, per_chain, window):
     for row in range(white.shape[0]):
         prior = np.asarray(white_prior[0][row]) if white_prior else None
         mine = np.flatnonzero(kept[row])
+        if mine.size == 0:  # every chain dropped: nothing to estimate from (the caller's KL is NaN for this row)
+            continue
         if not (np.isfinite(white[row][mine]).all() and (prior is None or np.isfinite(prior).all())):
             rho[row, mine] = np.nan  # degenerate draws (no spread to whiten by, or non-finite): NaN, as the brute path
             continue

@@ -223,3 +223,14 @@ def test_theiler_window_is_the_same_on_both_backends(rng):
     )
     np.testing.assert_allclose(np.asarray(kdtree), np.asarray(brute), rtol=1e-10)
     assert not np.isnan(np.asarray(kdtree)).any()
+
+
+def test_a_posterior_with_every_chain_dropped_does_not_crash_the_batch(rng):
+    """A row whose chains were all dropped (BFMI) has nothing to estimate from; the KD-tree path skips it instead of
+    failing inside its callback, and the other rows keep their estimates (the caller reports the empty row as NaN)."""
+    draws = rng.normal(size=(2, 2, 300, 2))
+    kept = np.array([[True, True], [False, False]])
+    prior = rng.normal(size=(2, 600, 2)) * 2.0
+    estimates = np.asarray(batched_kl(draws, kept, 4, prior=prior, backend="kdtree"))
+    alone = float(batched_kl(draws[:1], kept[:1], 4, prior=prior[:1], backend="kdtree")[0])
+    assert estimates[0] == pytest.approx(alone)
