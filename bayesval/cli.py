@@ -25,7 +25,7 @@ FEATURES_HELP = "comma-separated feature columns (default: all others)"
 
 
 def demo(preset: str, seed: int, progress_bar: bool, save: str | None) -> bv.ValuationResult:
-    """Syn: parties of 100 / 200 / 400 points at epsilon = (0.2, 0.1, 0.2), lambda = 2 (Sim et al. 2023, Sec. 6, the Syn setting).
+    """Syn: parties of 100 / 200 / 400 points at epsilon = (0.2, 0.1, 0.2), lambda = 2 (Sim et al. 2023, Sec. 6).
 
     The parties' privacy noise comes from OS entropy, so each run is a new private release; `seed`
     fixes the data and the sampler only.

@@ -186,12 +186,11 @@ class ValuationResult:
         if self.names != other.names:
             raise ValueError(f"cannot merge the results of different games: names {self.names} != {other.names}")
         state = self.state.merged(other.state)
-        values, variances = state.estimate()
+        values, variances, _ = state.estimate()
         privacy = PrivacyLedger().merge(self.privacy).merge(other.privacy)
         converged = None
         if self.converged is not None and other.converged is not None:  # more draws than a run that converged,
-            trusted = state.exact_indices | (state.ranges > 0)  # on a variance that can be trusted
-            converged = (self.converged | other.converged) & trusted
+            converged = (self.converged | other.converged) & state.trusted  # on a variance that can be trusted
         diagnostics = self.diagnostics | {"evaluations": state.evaluations, "merged": True}
         return ValuationResult(
             self.method,
@@ -325,7 +324,8 @@ class ValuationResult:
             if "state" in meta:
                 from bayesval.games.state import SemivalueState
 
-                state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
+                saved = [name for name in SemivalueState.ARRAYS if f"state_{name}" in arrays]  # older: no m3, m4
+                state_arrays = {name: arrays.pop(f"state_{name}") for name in saved}
                 state = SemivalueState.from_json(meta["state"], state_arrays)
             rewards = None
             if "rewards" in meta:

@@ -109,6 +109,7 @@ def semivalue(
                 "draws": progress.counts.tolist(),
                 "range": progress.ranges.tolist(),
                 "exact": progress.exact.tolist(),
+                "dof": progress.dof.tolist(),
                 "verdict": verdicts(progress, converged),
             },
         },
@@ -248,7 +249,7 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
 
 def _progress(state: SemivalueState, started: float, history: int, record: bool = True) -> Progress:
     """The run's progress; `record` files the current ranking (once per batch) for rank-stability rules."""
-    values, variances = state.estimate()
+    values, variances, dof = state.estimate()
     if history and record:
         ranking = np.argsort(-values, kind="stable")[None]
         state.rankings = np.concatenate([state.rankings, ranking])[-history:]
@@ -261,4 +262,5 @@ def _progress(state: SemivalueState, started: float, history: int, record: bool 
         state.rankings,
         state.ranges,
         state.exact_indices,
+        dof,
     )
