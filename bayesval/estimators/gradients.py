@@ -231,7 +231,8 @@ class GradientSemivalues:
     model: 'logistic' (multinomial logistic regression) or 'mlp' (one hidden layer of `hidden` ReLUs).
     semivalue: 'shapley', 'banzhaf', 'loo' or a `Semivalue` such as `bayesval.games.beta_shapley(16, 1)`.
     num_permutations: k, each party's number of releases. clip: C, per example. learning_rate: alpha, to be tuned
-        (the paper gives no values; noise enters the step as alpha z, so the values depend on it; docs/gradients.md).
+        (the paper gives no values; noise enters the step as alpha z, so the values depend on it; docs/gradients.md,
+        "Where we depart from the paper").
     epsilon, delta: each point's (epsilon, delta)-DP over its k releases (add-or-remove-one example); both None
         values without noise (the paper's no-DP baseline, clipped gradients).
     noise: 'iid', 'correlated' (X*, the default when private), 'adaptive' (with `gradient_variance`) or 'fl'.
