@@ -34,7 +34,7 @@ class ValueItem(NamedTuple):
 
 @dataclass
 class ValuationResult:
-    """What a valuation produced, carried forward instead of recomputed (DESIGN.md Sec. 2).
+    """What a valuation produced, carried forward to rewards, reports and resumed runs instead of recomputed.
 
     values, stderr       one value per party (Shapley) or per data point, with its standard error
     names                party names / point indices, aligned with values

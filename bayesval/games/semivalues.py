@@ -1,5 +1,5 @@
 """Semivalues of a utility: exactly, by enumerating every coalition in fixed-size chunks, or by sampling coalitions
-in fixed-size batches until a stopping rule holds (DESIGN.md Sec. 8, the game layer).
+in fixed-size batches until a stopping rule holds (docs/games.md, "Design").
 
 A utility is a pure function `utility(key, masks) -> values`: masks (B, n) boolean, values (B,), or (R, B) for R
 independent estimates of each coalition's value (as the party surprise gives per repeat). Batch b of a run draws its
