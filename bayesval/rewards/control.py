@@ -107,8 +107,8 @@ def _lockstep(mechanism, sampler: RewardSampler, searches: list[Search], inputs_
             trials += [(search, parameter) for parameter in parameters]
         calls_before = sampler.calls
         stage = (
-            f"reward search by {mechanism.name}, round {round_number}: posteriors of {len(active)} parties' rewards at "
-            f"{len(trials)} trial values of {symbol}"
+            f"reward search by {mechanism.name}, round {round_number}: posteriors of the rewards of {len(active)} "
+            f"part{'y' if len(active) == 1 else 'ies'} at {len(trials)} trial values of {symbol}"
         )
         evaluations = sampler.evaluate([inputs_for(s, p) for s, p in trials], [p for _, p in trials], stage=stage)
         for (search, _), evaluation in zip(trials, evaluations):
