@@ -62,7 +62,7 @@ PANEL_HEIGHT_IN = 3.2
 
 
 def _panel_grid(plt, panels: int):
-    """A figure of `panels` axes, two per row, FIGURE_WIDTH_IN wide; unused cells of the last row are hidden.
+    """A figure of `panels` axes, two per row, FIGURE_WIDTH_IN wide; an unused cell of the last row is removed.
     Returns the figure and the flat list of the used axes."""
     rows = -(-panels // 2)
     figure, grid = plt.subplots(
@@ -70,7 +70,7 @@ def _panel_grid(plt, panels: int):
     )
     cells = list(grid.flat)
     for unused in cells[panels:]:
-        unused.set_axis_off()
+        unused.remove()
     return figure, cells[:panels]
 
 
