@@ -23,6 +23,7 @@ import bayesval as bv
 from bayesval.boundary import PerturbedStatistic
 from bayesval.datasets.synthetic import make_syn
 from bayesval.datasets.tables import TABLE_SUFFIXES, read_table, read_tables
+from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 
 # measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
 SPREAD_RELEASES = 6
@@ -194,13 +195,15 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
     start = time.perf_counter()
     result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards)
     elapsed = time.perf_counter() - start
-    repeats = result.diagnostics["sampler"]["num_repeats"]
+    sources = f"the sampler's {result.diagnostics['sampler']['num_repeats']} repeats"
+    if result.counts is not None:  # permutation sampling: the permutations' own error is in the ± too
+        sources += " and the sampled permutations"
     table = {"float_format": lambda v: f"{v:.3f}"}
     print("\nBayesian surprise v_C = KL(p(theta | o_C) || p(theta)) of every coalition C, in nats:")
     print(result.coalitions_dataframe().rename(columns={"stderr": PLUS_MINUS}).to_string(**table))
     print("\nShapley values phi_i of the parties, in nats:")
     print(result.to_dataframe().rename(columns={"stderr": PLUS_MINUS}).to_string(**table))
-    print("\n".join(_plus_minus_meaning(repeats)))
+    print("\n".join(_plus_minus_meaning(sources)))
     print("\nPrivacy: each party's declared guarantee, then its conversion to the other notion (dp-accounting):")
     print("\n".join(_privacy_lines(result)))
     if result.rewards is not None:
@@ -215,20 +218,20 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
         print("\n".join(_reward_legend(symbol)))
     r_hat, ess = max(result.diagnostics["r_hat"]), min(result.diagnostics["ess"])
     print(
-        f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= 1.01), min bulk ESS {ess:.0f} (wanted >= 400) over "
-        f"the coalition posteriors; {elapsed:.1f} s"
+        f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= {R_HAT_THRESHOLD}), min bulk ESS {ess:.0f} (wanted >= "
+        f"{ESS_THRESHOLD}) over the coalition posteriors; {elapsed:.1f} s"
     )
     if save:
         print(f"saved to {result.save(save)}")
     return result
 
 
-def _plus_minus_meaning(repeats: int) -> list[str]:
+def _plus_minus_meaning(sources: str) -> list[str]:
     """What the ± of the tables is, and what it leaves out (release-to-release variability, measured once by
     benchmarks/bench_release_spread.py)."""
     text = (
-        f"± is the Monte Carlo error given these releases: the standard error of the estimate over the sampler's "
-        f"{repeats} repeats, with each party's noisy release held fixed. It leaves out release-to-release "
+        f"± is the Monte Carlo error given these releases: the standard error of the estimate over {sources}, "
+        "with each party's noisy release held fixed. It leaves out release-to-release "
         "variability: a fresh release of the same data draws new privacy noise and moves the values by more (over "
         f"{SPREAD_RELEASES} fresh releases of the demo's setting, each party's phi had a standard deviation of "
         f"{SPREAD_PHI}; README.md, docs/benchmarks.md)."

@@ -109,7 +109,7 @@ def _privacy_spent(ax, result) -> None:
     ax.bar(positions, epsilons, color="tab:red", alpha=0.7)
     ax.set_xticks(positions, owners, rotation=30 if len(owners) > 4 else 0, ha="right")
     delta = spent[owners[0]].delta
-    ax.set_ylabel(f"epsilon spent (delta = {delta:g})")
+    ax.set_ylabel(f"epsilon at delta = {delta:g} (a conversion)")
     ax.set_title("privacy spent per owner")
 
 
