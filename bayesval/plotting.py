@@ -55,9 +55,10 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
     return figure
 
 
-# Figures fit a documentation column (~750 px at matplotlib's 100 dpi) at their natural size: panels two abreast,
-# as many rows as needed, so that 10 pt text stays legible where a notebook or a docs page shows the figure.
-FIGURE_WIDTH_IN = 7.5
+# Figures fit a documentation column (~690 px on the docs site, docs/stylesheets/tutorials.css) near their natural
+# size (7 in at matplotlib's 100 dpi): panels two abreast, as many rows as needed, so that 10 pt text stays legible
+# where a notebook or a docs page shows the figure.
+FIGURE_WIDTH_IN = 7.0
 PANEL_HEIGHT_IN = 3.2
 
 
