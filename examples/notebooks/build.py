@@ -233,7 +233,7 @@ diab.rewards.to_dataframe()"""
             """if BUDGET == "paper":
     from bayesval.datasets import load_california
 
-    calih = load_california()  # from $BAYESVAL_DATA; trains the feature network (~5 s)
+    calih = load_california()  # from $BAYESVAL_DATA; trains the feature network (~10 s)
     houses = bv.valuate(calih.model(), calih.make_parties((0.2, 0.1, 0.2), noise_seeds=(300, 301, 302)), key=0,
                         config=config, rewards="tempering", rho=0.2)
     print(houses.rewards.mnlp(*calih.validation))
