@@ -146,3 +146,20 @@ def test_knn_prints_no_column_of_zeros_and_numbers_rows_from_one(rng, tmp_path, 
     lowest = np.argsort(result.values, kind="stable")[:10]
     shown = [int(line.split()[0]) for line in table[2:12]]
     assert sorted(shown) == sorted((lowest + 1).tolist())  # 1-based positions of the lowest-valued rows
+
+
+def test_dp_tknn_prints_the_declared_guarantee_first_and_no_zero_column(rng, tmp_path, capsys):
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    train, validation = tmp_path / "train.csv", tmp_path / "val.csv"
+    pd.DataFrame(X[:40], columns=list("abc")).assign(label=y[:40]).to_csv(train, index=False)
+    pd.DataFrame(X[40:], columns=list("abc")).assign(label=y[40:]).to_csv(validation, index=False)
+    arguments = ["knn", str(train), "--validation", str(validation), "--target", "label", "--method", "tknn"]
+    main([*arguments, "--epsilon", "1", "--delta", "1e-5"])  # (its result's privacy record does not load yet)
+    out = capsys.readouterr().out
+    assert "stderr" not in out and "computed exactly given the released noisy counts" in out
+    lines = [line for line in out.splitlines() if ": declared " in line]
+    assert lines and all(
+        line.index("declared (1, 1e-05)-DP") < line.index("conversion to Renyi DP") < line.index("-RDP")
+        for line in lines
+    ), lines
