@@ -49,7 +49,7 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
         if corrupted is not None:
             _detection_curve(axes[2], result.values, corrupted)
     note = "error bars: ± Monte Carlo standard error given these releases (a fresh release varies more)"
-    figure.suptitle(f"{result.method}\n{note}" if parties else result.method)
+    figure.suptitle(f"{result.method}\n{note}" if parties else result.method, fontsize="medium")
     if path is not None:
         figure.savefig(Path(path), dpi=120)
     return figure
