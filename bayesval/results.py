@@ -15,7 +15,7 @@ import numpy as np
 
 from bayesval.privacy.accounting import PrivacySpent
 from bayesval.privacy.ledger import PrivacyLedger
-from bayesval.validation import check_count_array, check_finite_array, check_real_array
+from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
 
 if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
     from bayesval.games.state import SemivalueState
@@ -163,6 +163,7 @@ class ValuationResult:
     def sorted(self, descending: bool = True) -> ValuationResult:
         """The result ordered by value (highest first unless descending=False), for display. The sorted copy has
         no resume state: resume or merge the unsorted result."""
+        descending = check_bool("descending", descending)
         order = np.argsort(-self.values if descending else self.values, kind="stable")
         return replace(
             self,
@@ -185,6 +186,10 @@ class ValuationResult:
             )
         if self.names != other.names:
             raise ValueError(f"cannot merge the results of different games: names {self.names} != {other.names}")
+        for label in ("semivalue", "sampler"):
+            mine, theirs = getattr(self.state, label), getattr(other.state, label)
+            if mine != theirs:
+                raise ValueError(f"cannot merge the results of different games: {label} {mine!r} != {theirs!r}")
         state = self.state.merged(other.state)
         values, variances, _ = state.estimate()
         privacy = PrivacyLedger().merge(self.privacy).merge(other.privacy)
@@ -286,7 +291,11 @@ class ValuationResult:
 
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz file (arrays) with its metadata as JSON inside."""
+        if not isinstance(path, (str, Path)):
+            raise TypeError(f"path must be a file path (str or pathlib.Path), got {type(path).__name__}")
         path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"path {str(path)!r} is a directory; give the result file's name, e.g. result.npz")
         arrays = {name: getattr(self, name) for name in RESULT_ARRAYS if getattr(self, name) is not None}
         meta = {
             "method": self.method,

@@ -323,7 +323,7 @@ class _RetrainingValuation:
 
     method: str
 
-    def __init__(self, utility: Callable | None, seed, batch_size: int) -> None:
+    def __init__(self, utility: Callable | None, seed, batch_size: int, batch_name: str = "batch_size") -> None:
         self.utility = partial(LogisticRegressionUtility, norm_bound=1.0) if utility is None else utility
         if not callable(self.utility):
             raise TypeError(
@@ -331,7 +331,7 @@ class _RetrainingValuation:
                 f"{self.utility!r}"
             )
         self.key = check_key("seed", seed)
-        self.batch_size = check_count("batch_size", batch_size, minimum=1)
+        self.batch_size = check_count(batch_name, batch_size, minimum=1)
 
     def fit(self, X, y) -> _RetrainingValuation:
         """Store the training points to be valued (at least two)."""
@@ -486,7 +486,7 @@ class MonteCarloShapley(_RetrainingValuation):
         permutations_per_batch: int = 8,
         max_evaluations: int | None = None,
     ) -> None:
-        super().__init__(utility, seed, permutations_per_batch)
+        super().__init__(utility, seed, permutations_per_batch, "permutations_per_batch")
         self.alpha, self.beta = check_probability("alpha", alpha), check_probability("beta", beta)
         self.c = check_positive("c", c)
         self.max_evaluations = (

@@ -251,7 +251,12 @@ class StratifiedSampler:
 
     def __post_init__(self) -> None:
         if self.allocation is not None:
-            allocation = np.asarray(self.allocation, np.float64)
+            try:
+                allocation = np.asarray(self.allocation, np.float64)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"allocation must be numbers, one weight per coalition size, got {self.allocation!r}"
+                ) from None
             if allocation.ndim != 1 or not np.all(np.isfinite(allocation)) or np.any(allocation < 0):
                 raise ValueError(f"allocation must be finite weights >= 0, one per coalition size, got {allocation}")
             object.__setattr__(self, "allocation", tuple(allocation.tolist()))

@@ -61,6 +61,7 @@ def semivalue(
     draws were all equal unless its value is exact), per index in `diagnostics["indices"]` the draws, their range,
     whether the value is exact and why it is or is not converged, and the state to resume or merge (`a + b`).
     """
+    _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1)
     key = check_key("key", key)
     batch_size = check_count("batch_size", batch_size, minimum=1)
@@ -132,6 +133,7 @@ def exact_semivalue(
     chunk padded with the empty coalition), phi = sum_c C[c] v(c) (`weights.coalition_coefficients`). Chunk c's
     utility key is fold_in(key, c). With R estimates per coalition the standard error is the spread of the R
     semivalues over sqrt(R), else 0."""
+    _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1, maximum=30)
     key = check_key("key", key)
     batch_size = check_count("batch_size", batch_size, minimum=1)
@@ -165,7 +167,15 @@ def exact_semivalue(
 def checked_values(values, masks, names: list[str]) -> jax.Array:
     """A utility's values as float64 (R, B) for masks (B, n), or a ValueError: a shape that is neither (B,) nor
     (R, B), or a NaN / inf value, naming the coalitions that got one."""
-    values = jnp.asarray(values)
+    try:
+        values = jnp.asarray(values)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"utility must return numbers, an array of shape (B,) or (R, B), got {type(values).__name__}: "
+            f"{values!r:.80}"
+        ) from None
+    if jnp.iscomplexobj(values):
+        raise TypeError(f"utility must return real numbers, got {values.dtype} (an imaginary part would be dropped)")
     batch = masks.shape[0]
     if values.ndim not in (1, 2) or values.shape[-1] != batch:
         raise ValueError(
@@ -183,6 +193,11 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
             "coalition's value must be a finite number (give the empty coalition a value too, e.g. 0)"
         )
     return values
+
+
+def _check_utility(utility) -> None:
+    if not callable(utility):
+        raise TypeError(f"utility must be callable as utility(key, masks) -> values, got {type(utility).__name__}")
 
 
 def _check_sampler(sampler) -> Sampler:
