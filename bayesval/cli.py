@@ -12,20 +12,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
 
 import bayesval as bv
 from bayesval.boundary import PerturbedStatistic
 from bayesval.datasets.synthetic import make_syn
 from bayesval.datasets.tables import TABLE_SUFFIXES, read_table, read_tables
+from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 
+# measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
+SPREAD_RELEASES = 6
+SPREAD_PHI = "0.09 to 0.23 nats, against ± of about 0.01"
 MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
 FEATURES_HELP = "comma-separated feature columns (default: all others)"
 
 
-def demo(preset: str, seed: int, progress_bar: bool, save: str | None) -> bv.ValuationResult:
-    """Syn: parties of 100 / 200 / 400 points at epsilon = (0.2, 0.1, 0.2), lambda = 2 (Sim et al. 2023, Sec. 6).
+def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.ValuationResult:
+    """Syn: parties of 100 / 200 / 400 points at epsilon = (0.2, 0.1, 0.2), lambda = 2 (Sim et al. 2023, Sec. 6, the
+    Syn setting), valued and rewarded by tempering; `budget` is the parsed flags of `SamplerConfig.add_arguments`
+    (default: the fast preset).
 
     The parties' privacy noise comes from OS entropy, so each run is a new private release; `seed`
     fixes the data and the sampler only.
@@ -37,9 +47,9 @@ def demo(preset: str, seed: int, progress_bar: bool, save: str | None) -> bv.Val
         for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
     ]
     print(f"Syn setting: {[len(p.X) for p in parties]} points, epsilon = {epsilons}, bounds {syn.bounds}")
-    return _valuate_and_report(
-        bv.models.LinearRegression(), parties, seed, preset, progress_bar, save, rewards="tempering"
-    )
+    model = bv.models.LinearRegression()
+    config = _config(budget, model)
+    return _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards="tempering")
 
 
 def release(
@@ -127,12 +137,7 @@ def valuate_files(
             model = known[next(iter(kinds))]
     print(f"{len(parties)} parties: {', '.join(p.name if tables else p.owner for p in parties)}")
     model = _model(model)
-    config = (
-        bv.SamplerConfig.preset("fast", model.sampler)
-        if budget is None
-        else bv.SamplerConfig.from_arguments(budget, model.sampler)
-    )
-    result = _valuate_and_report(model, parties, seed, config, progress_bar, save)
+    result = _valuate_and_report(model, parties, seed, _config(budget, model), progress_bar, save)
     _plot(result, plot)
     return result
 
@@ -162,12 +167,21 @@ def knn(
         estimator = bv.estimators.TKNNShapley(tau, epsilon=epsilon, delta=delta)
     result = bv.valuate(estimator, train_data, validation=val_data)
     frame = result.to_dataframe()
+    frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
     print(f"{result.method}: {len(frame)} training rows of {train} against {len(val_data[1])} validation rows")
-    print("lowest values (first candidates to inspect):")
-    print(frame.sort_values("value").head(10).to_string(float_format=lambda v: f"{v:.4g}"))
+    print(
+        f"lowest values (first candidates to inspect); row = the row's number in {train}, 1 = the first below the "
+        "header:"
+    )
+    exact = bool(np.all(frame["stderr"] == 0))
+    shown = frame.drop(columns="stderr") if exact else frame.rename(columns={"stderr": PLUS_MINUS})
+    print(shown.sort_values("value").head(10).to_string(float_format=lambda v: f"{v:.4g}"))
+    if exact:
+        noise = " given the released noisy counts" if result.privacy.releases else ""
+        print(f"The values are computed exactly{noise} (a closed form, no sampling), so they carry no ± column.")
     if result.privacy.releases:
-        for owner, spent in result.privacy_spent().items():
-            print(f"privacy spent, {owner}: {spent}")
+        print("\nPrivacy:")
+        print("\n".join(_privacy_lines(result)))
     if save:
         print(f"saved to {result.save(save)}")
     _plot(result, plot)
@@ -184,17 +198,31 @@ def _model(name: str):
     return bv.models.LinearRegression() if name == "linear" else bv.models.LogisticRegression()
 
 
+def _config(budget, model) -> bv.SamplerConfig:
+    """The sampler config the budget flags ask for (the fast preset where there are none)."""
+    if budget is None:
+        return bv.SamplerConfig.preset("fast", model.sampler)
+    return bv.SamplerConfig.from_arguments(budget, model.sampler)
+
+
+PLUS_MINUS = "± MC s.e."
+
+
 def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, save: str | None, rewards=None):
     start = time.perf_counter()
     result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards)
     elapsed = time.perf_counter() - start
-    print("\nBayesian surprise v_C = KL(p(theta | o_C) || p(theta)) of every coalition (nats, mean ± s.e.):")
-    print(result.coalitions_dataframe().to_string(float_format=lambda v: f"{v:.3f}"))
-    print("\nShapley values:")
-    print(result.to_dataframe().to_string(float_format=lambda v: f"{v:.3f}"))
-    print("\nPrivacy spent (dp-accounting's composition of each party's releases):")
-    for owner, spent in result.privacy_spent().items():
-        print(f"  {owner}: {spent}")
+    sources = f"the sampler's {result.diagnostics['sampler']['num_repeats']} repeats"
+    if result.counts is not None:  # permutation sampling: the permutations' own error is in the ± too
+        sources += " and the sampled permutations"
+    table = {"float_format": lambda v: f"{v:.3f}"}
+    print("\nBayesian surprise v_C = KL(p(theta | o_C) || p(theta)) of every coalition C, in nats:")
+    print(result.coalitions_dataframe().rename(columns={"stderr": PLUS_MINUS}).to_string(**table))
+    print("\nShapley values phi_i of the parties, in nats:")
+    print(result.to_dataframe().rename(columns={"stderr": PLUS_MINUS}).to_string(**table))
+    print("\n".join(_plus_minus_meaning(sources)))
+    print("\nPrivacy: each party's declared guarantee, then its conversion to the other notion (dp-accounting):")
+    print("\n".join(_privacy_lines(result)))
     print("\nNoise of each release:")
     for released in result.privacy.releases:
         print(f"  {released.owner}: {released.mechanism_label}")
@@ -202,16 +230,79 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
         for note in getattr(party, "caveats", []):
             print(f"  note: {party.owner}'s release file: {note}")
     if result.rewards is not None:
+        symbol = "kappa" if result.rewards.mechanism == "tempering" else "tau"
         print(
-            f"\nModel rewards by {result.rewards.mechanism} (rho = {result.rewards.rho:g}): each party receives "
-            "posterior samples whose surprise r meets its rho-Shapley target r*, without further privacy cost:"
+            f"\nModel rewards by {result.rewards.mechanism} (rho = {result.rewards.rho:g}; Sim et al. 2023, Sec. 5): "
+            "each party receives posterior samples whose surprise r meets its rho-Shapley target r*, without further "
+            "privacy cost:"
         )
-        print(result.rewards.to_dataframe().to_string(float_format=lambda v: f"{v:.3f}"))
-    worst = max(result.diagnostics["r_hat"])
-    print(f"\nmax R-hat {worst:.3f}, min ESS {min(result.diagnostics['ess']):.0f}; {elapsed:.1f} s")
+        frame = result.rewards.to_dataframe().rename(columns={"stderr": PLUS_MINUS})
+        print(frame.to_string(**table))
+        print("\n".join(_reward_legend(symbol)))
+    r_hat, ess = max(result.diagnostics["r_hat"]), min(result.diagnostics["ess"])
+    print(
+        f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= {R_HAT_THRESHOLD}), min bulk ESS {ess:.0f} (wanted >= "
+        f"{ESS_THRESHOLD}) over the coalition posteriors; {elapsed:.1f} s"
+    )
     if save:
         print(f"saved to {result.save(save)}")
     return result
+
+
+def _plus_minus_meaning(sources: str) -> list[str]:
+    """What the ± of the tables is, and what it leaves out (release-to-release variability, measured once by
+    benchmarks/bench_release_spread.py)."""
+    text = (
+        f"± is the Monte Carlo error given these releases: the standard error of the estimate over {sources}, "
+        "with each party's noisy release held fixed. It leaves out release-to-release "
+        "variability: a fresh release of the same data draws new privacy noise and moves the values by more (over "
+        f"{SPREAD_RELEASES} fresh releases of the demo's setting, each party's phi had a standard deviation of "
+        f"{SPREAD_PHI}; README.md, docs/benchmarks.md)."
+    )
+    return textwrap.wrap(text, width=116)
+
+
+def _privacy_lines(result: bv.ValuationResult) -> list[str]:
+    """One line per owner: the guarantee it declared for its releases first, then dp-accounting's conversion of
+    their composition to the other notion ((epsilon, delta)-DP for a Renyi DP declaration, and back)."""
+    lines = []
+    for owner, spent in result.privacy_spent().items():
+        guarantees = [r.guarantee for r in result.privacy.releases if r.owner == owner]
+        declared = ", ".join(dict.fromkeys(g.describe() for g in guarantees))
+        count = f"{spent.releases} release{'s' if spent.releases != 1 else ''}"
+        rdp = f"({spent.rdp_order:g}, {spent.rdp_epsilon:.4g})-RDP"
+        approx = f"({spent.epsilon:.4g}, {spent.delta:g})-DP"
+        if all(g.is_rdp for g in guarantees):
+            composed = f"; composed: {rdp}" if spent.releases > 1 else ""
+            converted = f"as a conversion to (epsilon, delta)-DP: {approx} ({spent.accountant} accountant)"
+        else:
+            composed = f"; composed: {approx} ({spent.accountant} accountant)" if spent.releases > 1 else ""
+            converted = f"as a conversion to Renyi DP: {rdp}"
+        lines.append(f"  {owner}: declared {declared} ({count}){composed}; {converted}")
+    return lines
+
+
+def _reward_legend(symbol: str) -> list[str]:
+    """What each column of the reward table means (Sim et al. 2023, Sec. 5 and 5.4)."""
+    parameter = {
+        "kappa": "kappa      the tempering factor of the party's reward posterior: 1 is the grand coalition's "
+        "posterior, smaller is flatter (less information)",
+        "tau": "tau        the scale of the extra noise added to the releases for the party's reward: 0 is the grand "
+        "coalition's posterior, larger is less information",
+    }[symbol]
+    return [
+        "Columns:",
+        "  shapley    phi_i, the Shapley value the target is computed from (negative values repaired)",
+        "  own value  v_i, the surprise of the party's own posterior p(theta | o_i)",
+        "  target     r*_i = v_N (phi_i / max phi)^rho, the surprise the party's reward should have",
+        f"  reward     r_i, the surprise of the reward's posterior samples, with its {PLUS_MINUS}",
+        f"  {parameter}",
+        "  calls      sampler calls the party's search made (0: none needed, the top party gets the grand coalition's "
+        "posterior)",
+        "  reached    whether |r_i - r*_i| came within the search's tolerance",
+        "  similarity r'_i = -KL(p(theta | o_N) || q_i): 0 for the grand coalition's posterior, more negative the "
+        "further the reward is from it",
+    ]
 
 
 def _file_name(option: str, name: str) -> str:
@@ -257,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("demo", help="value three private parties on the Syn setting")
-    run.add_argument("--preset", default="fast", choices=["fast", "paper"], help="sampler budget")
+    bv.SamplerConfig.add_arguments(run)
     run.add_argument("--seed", type=int, default=0, help="data and sampler seed (privacy noise is OS entropy)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--save", default=None, help="write the result to this .npz file")
@@ -311,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
-            demo(args.preset, args.seed, not args.no_progress, args.save)
+            demo(args.seed, not args.no_progress, args.save, budget=args)
         elif args.command == "release":
             release(
                 args.data,

@@ -15,7 +15,9 @@ as one jitted program (`batched_kl`):
 rho_k(i): distance from draw i to its k-th nearest other posterior draw; nu_k(i): to its k-th nearest prior
 draw. Distances are Euclidean after whitening (by the posterior's covariance, or the pooled one for the
 two-sample form; the estimate is invariant to the map, its bias is not). Where MCMC repeats a draw, k is
-raised per point to the first neighbour at non-zero distance, for both distances (spec Sec. 7 item 8).
+raised per point to the first neighbour at non-zero distance, for both distances (Sim et al. 2023, App. H.1, raise
+k from 4 "until the distance to the k-th neighbor is non-zero"; doing it per point and with one k for both
+distances, which keeps their digamma terms equal, is our reading: docs/architecture.md, "Choices").
 Dropped chains enter as a mask, so a batch keeps one shape. Neighbours come from scipy's KD-tree through a
 host callback on CPU (faster there) and from a blocked brute-force search in JAX on accelerators.
 """

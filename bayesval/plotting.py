@@ -36,7 +36,7 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
             )
     rewarded = getattr(result, "rewards", None) is not None
     panels = 3 + rewarded if parties or corrupted is not None else 2
-    figure, axes = plt.subplots(1, panels, figsize=(5 * panels, 4), constrained_layout=True)
+    figure, axes = _panel_grid(plt, panels)
     if parties:
         _party_values(axes[0], result)
         _coalition_values(axes[1], result)
@@ -48,10 +48,31 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
         _ranked_values(axes[1], result)
         if corrupted is not None:
             _detection_curve(axes[2], result.values, corrupted)
-    figure.suptitle(f"{result.method}")
+    note = "error bars: ± Monte Carlo standard error given these releases (a fresh release varies more)"
+    figure.suptitle(f"{result.method}\n{note}" if parties else result.method, fontsize="medium")
     if path is not None:
         figure.savefig(Path(path), dpi=120)
     return figure
+
+
+# Figures fit a documentation column (~690 px on the docs site, docs/stylesheets/tutorials.css) near their natural
+# size (7 in at matplotlib's 100 dpi): panels two abreast, as many rows as needed, so that 10 pt text stays legible
+# where a notebook or a docs page shows the figure.
+FIGURE_WIDTH_IN = 7.0
+PANEL_HEIGHT_IN = 3.2
+
+
+def _panel_grid(plt, panels: int):
+    """A figure of `panels` axes, two per row, FIGURE_WIDTH_IN wide; an unused cell of the last row is removed.
+    Returns the figure and the flat list of the used axes."""
+    rows = -(-panels // 2)
+    figure, grid = plt.subplots(
+        rows, 2, figsize=(FIGURE_WIDTH_IN, PANEL_HEIGHT_IN * rows + 0.5), constrained_layout=True, squeeze=False
+    )
+    cells = list(grid.flat)
+    for unused in cells[panels:]:
+        unused.remove()
+    return figure, cells[:panels]
 
 
 def _party_values(ax, result) -> None:
@@ -59,7 +80,7 @@ def _party_values(ax, result) -> None:
     ax.bar(positions, result.values, yerr=result.stderr, capsize=4, color="tab:blue", alpha=0.8)
     ax.set_xticks(positions, result.names, rotation=30 if len(result.values) > 4 else 0, ha="right")
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_ylabel("value (± standard error)")
+    ax.set_ylabel("Shapley value (nats, ± MC s.e.)")
     ax.set_title("values of the parties")
 
 
@@ -73,7 +94,7 @@ def _coalition_values(ax, result) -> None:
             ax.annotate(label, (size, value), textcoords="offset points", xytext=(5, 0), fontsize=7)
     ax.set_xticks(np.unique(sizes))
     ax.set_xlabel("coalition size (labels: member numbers)")
-    ax.set_ylabel("coalition value v_C")
+    ax.set_ylabel("coalition value v_C (nats, ± MC s.e.)")
     ax.set_title(f"{len(sizes)} valued coalitions")
 
 
@@ -89,7 +110,7 @@ def _privacy_spent(ax, result) -> None:
     ax.bar(positions, epsilons, color="tab:red", alpha=0.7)
     ax.set_xticks(positions, owners, rotation=30 if len(owners) > 4 else 0, ha="right")
     delta = spent[owners[0]].delta
-    ax.set_ylabel(f"epsilon spent (delta = {delta:g})")
+    ax.set_ylabel(f"epsilon at delta = {delta:g} (a conversion)")
     ax.set_title("privacy spent per owner")
 
 
@@ -125,7 +146,7 @@ def plot_privacy_tradeoff(results, party: str, path: str | Path | None = None):
         rows[label] = [_coalition_value(r, code) for r in results]
     if all(r.rewards is not None for r in results):
         rows["reward r_i"] = [(r.rewards.values[index], r.rewards.stderr[index]) for r in results]
-    figure, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    figure, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4), constrained_layout=True)
     for label, points in rows.items():
         mean, stderr = np.array(points).T
         ax.errorbar(epsilons[order], mean[order], yerr=stderr[order], marker="o", capsize=3, label=label)
@@ -174,7 +195,7 @@ def _ranked_values(ax, result) -> None:
         linewidth=0,
     )
     ax.set_xlabel("rank (lowest value first)")
-    ax.set_ylabel("value (± standard error)")
+    ax.set_ylabel("value (band: ± Monte Carlo s.e.)")
     ax.set_title("values in rank order")
 
 

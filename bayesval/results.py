@@ -15,7 +15,7 @@ import numpy as np
 
 from bayesval.privacy.accounting import PrivacySpent
 from bayesval.privacy.ledger import PrivacyLedger
-from bayesval.validation import check_count_array, check_finite_array, check_real_array
+from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
 
 if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
     from bayesval.games.state import SemivalueState
@@ -34,7 +34,7 @@ class ValueItem(NamedTuple):
 
 @dataclass
 class ValuationResult:
-    """What a valuation produced, carried forward instead of recomputed (DESIGN.md Sec. 2).
+    """What a valuation produced, carried forward to rewards, reports and resumed runs instead of recomputed.
 
     values, stderr       one value per party (Shapley) or per data point, with its standard error
     names                party names / point indices, aligned with values
@@ -163,6 +163,7 @@ class ValuationResult:
     def sorted(self, descending: bool = True) -> ValuationResult:
         """The result ordered by value (highest first unless descending=False), for display. The sorted copy has
         no resume state: resume or merge the unsorted result."""
+        descending = check_bool("descending", descending)
         order = np.argsort(-self.values if descending else self.values, kind="stable")
         return replace(
             self,
@@ -185,13 +186,16 @@ class ValuationResult:
             )
         if self.names != other.names:
             raise ValueError(f"cannot merge the results of different games: names {self.names} != {other.names}")
+        for label in ("semivalue", "sampler"):
+            mine, theirs = getattr(self.state, label), getattr(other.state, label)
+            if mine != theirs:
+                raise ValueError(f"cannot merge the results of different games: {label} {mine!r} != {theirs!r}")
         state = self.state.merged(other.state)
-        values, variances = state.estimate()
+        values, variances, _ = state.estimate()
         privacy = PrivacyLedger().merge(self.privacy).merge(other.privacy)
         converged = None
         if self.converged is not None and other.converged is not None:  # more draws than a run that converged,
-            trusted = state.exact_indices | (state.ranges > 0)  # on a variance that can be trusted
-            converged = (self.converged | other.converged) & trusted
+            converged = (self.converged | other.converged) & state.trusted  # on a variance that can be trusted
         diagnostics = self.diagnostics | {"evaluations": state.evaluations, "merged": True}
         return ValuationResult(
             self.method,
@@ -287,7 +291,11 @@ class ValuationResult:
 
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz file (arrays) with its metadata as JSON inside."""
+        if not isinstance(path, (str, Path)):
+            raise TypeError(f"path must be a file path (str or pathlib.Path), got {type(path).__name__}")
         path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"path {str(path)!r} is a directory; give the result file's name, e.g. result.npz")
         arrays = {name: getattr(self, name) for name in RESULT_ARRAYS if getattr(self, name) is not None}
         meta = {
             "method": self.method,
@@ -325,7 +333,8 @@ class ValuationResult:
             if "state" in meta:
                 from bayesval.games.state import SemivalueState
 
-                state_arrays = {name: arrays.pop(f"state_{name}") for name in SemivalueState.ARRAYS}
+                saved = [name for name in SemivalueState.ARRAYS if f"state_{name}" in arrays]  # older: no m3, m4
+                state_arrays = {name: arrays.pop(f"state_{name}") for name in saved}
                 state = SemivalueState.from_json(meta["state"], state_arrays)
             rewards = None
             if "rewards" in meta:

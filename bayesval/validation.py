@@ -1,4 +1,4 @@
-"""Argument checks that turn bad input into clear errors (DESIGN.md Sec. 6).
+"""Argument checks that turn bad input into clear errors.
 
 Every check names the argument, shows the bad value and says what would be valid, and raises from
 here rather than from deep inside numpy or JAX: TypeError for a value of the wrong kind (a string or

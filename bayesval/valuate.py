@@ -9,6 +9,7 @@ follow exactly (up to `exact_up_to` parties) or by permutation sampling.
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesval import progress
 from bayesval.boundary import PerturbedStatistic, describe_statistic
 from bayesval.config import SamplerConfig
 from bayesval.games.samplers import PermutationSampler
@@ -200,15 +202,23 @@ def valuate(
 
     def exact() -> tuple[np.ndarray, np.ndarray]:
         """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
-        return per_repeat(exact_shapley_per_repeat(surprise(coalition_masks(n, include_empty=True))))
+        pending = sum(code not in surprise.values for code in range(1, 2**n))
+        label = f"valuation: posteriors p(theta | o_C) of {pending} coalitions x {config.num_repeats} repeats"
+        with progress.stage(label, calls=math.ceil(pending * config.num_repeats / surprise.batch_rows)):
+            return per_repeat(exact_shapley_per_repeat(surprise(coalition_masks(n, include_empty=True))))
 
     sampled = None
     if n <= exact_up_to:
         (values, value_stderr), method = exact(), "exact Shapley"
     else:
         rule = StandardError(tolerance, min_count=64) | MaxEvaluations(10_000 * (n + 1)) if stop is None else stop
+
+        def sampled_coalitions(_, masks):
+            with progress.stage("valuation: posteriors p(theta | o_C) of the coalitions of a batch of permutations"):
+                return surprise(np.asarray(masks))
+
         sampled = semivalue(
-            lambda _, masks: surprise(np.asarray(masks)),
+            sampled_coalitions,
             n,
             key_permutations,
             weights=SHAPLEY,
@@ -237,7 +247,8 @@ def valuate(
     allocated = None
     if mechanism is not None:
         own_and_grand = np.vstack([np.eye(n, dtype=bool), np.ones((1, n), bool)])
-        own_and_grand_values, own_and_grand_stderr = per_repeat(surprise(own_and_grand))
+        with progress.stage("rewards: posteriors of each party alone and of the grand coalition"):
+            own_and_grand_values, own_and_grand_stderr = per_repeat(surprise(own_and_grand))
         allocated = allocate(
             RewardSampler(surprise, jax.random.fold_in(key, 2)),
             mechanism,

@@ -9,6 +9,10 @@ On the indices whose |exact value| is at least 1% of the largest, with z = (esti
 * "stderr 0, wrong": (index, key) pairs, over all indices, reporting standard error 0 with an estimate off by more
   than 1e-12 of the largest |exact value| (a run that claims to be exact and is not). Pairs with stderr 0 and the
   exact value count as z = 0.
+* "trusted": the share of the scored (index, key) pairs whose run called their standard error trustworthy (exact, or
+  at least `bayesval.games.variance.TRUSTED_DOF` degrees of freedom: draws that varied often enough to show their
+  spread). Below about 95% the cell is in the rare-event regime, where a run flags its rough standard errors
+  (not converged, and said so in `diagnostics["indices"]["verdict"]`) rather than calibrating them.
 
 A cell passes when RMS z is in [0.8, 1.2], at most 1% of |z| exceed 4, max |z| <= 8, the median stderr ratio is in
 [0.85, 1.15] and no pair is "stderr 0, wrong"; "exact" when every estimate is the exact value (to 1e-12 of the
@@ -18,8 +22,10 @@ A cell where bayesval warned (any warning during a run, e.g. about heavy-tailed 
 measured and marked.
 
 With `--stop-rule T` each key instead runs until `StandardError(T * max |exact|) | MaxEvaluations(cap)`, and the
-table gives the fraction of (index, key) pairs with |error| <= 2 T max |exact| (target >= 93%: a calibrated standard
-error below T puts 95% of the errors within 2 T) and the runs that stopped at the cap.
+table gives, of the (index, key) pairs the rule converged, the fraction with |error| <= 2 T max |exact| (target >= 93%:
+a calibrated standard error below T puts 95% of the errors within 2 T; a cell where nothing converged passes, having
+promised nothing), the share of pairs converged, the fraction within 2 T over all pairs, and the runs that stopped at
+the cap with some index not converged.
 
 Games (all deterministic, jitted): `unanimity`, UnanimitySum.random(60 players, 40 terms of sizes 1..8, seed 0);
 `airport`, Airport.random(100 players, seed 0), integer costs uniform in 1..100 (with ties); `voting`,
@@ -71,6 +77,7 @@ from bayesval.games import (
     semivalue,
 )
 from bayesval.games.samplers import default_sampler
+from bayesval.games.variance import TRUSTED_DOF
 
 IMPORTANT = 0.01  # indices with |exact| >= 1% of the largest are scored
 EXACT_TOLERANCE = 1e-12  # of the largest |exact|: an estimate this close counts as exact
@@ -159,9 +166,10 @@ def batch_size_for(sampler, num_players: int, weights, evaluations: int) -> int:
 
 
 def run_keys(game, weights, sampler, batch_size: int, stop, keys: int) -> dict:
-    """One run per key: estimates and stderr (K, n), mean evaluations and batches, converged-everywhere flags,
+    """One run per key: estimates and stderr (K, n), mean evaluations and batches, converged flags (K, n),
     warnings, seconds."""
     estimates, stderr, evaluations, batches, converged, warned, messages = [], [], [], [], [], 0, set()
+    trusted = []
     started = time.perf_counter()
     for key in range(keys):
         with warnings.catch_warnings(record=True) as caught:
@@ -179,29 +187,34 @@ def run_keys(game, weights, sampler, batch_size: int, stop, keys: int) -> dict:
         messages |= {f"{w.category.__name__}: {w.message}" for w in caught}
         estimates.append(result.values)
         stderr.append(result.stderr)
+        indices = result.diagnostics["indices"]
+        trusted.append(np.array(indices["exact"]) | (np.array(indices["dof"]) >= TRUSTED_DOF))
         evaluations.append(result.diagnostics["evaluations"])
         batches.append(result.diagnostics["batches"])
-        converged.append(bool(np.all(result.converged)))
+        converged.append(np.asarray(result.converged, bool))
     return {
         "estimates": np.array(estimates),
         "stderr": np.array(stderr),
         "evaluations": float(np.mean(evaluations)),
         "batches": float(np.mean(batches)),
         "converged": np.array(converged),
+        "trusted": np.array(trusted),
         "warned_runs": warned,
         "warnings": sorted(messages),
         "seconds": time.perf_counter() - started,
     }
 
 
-def calibration_metrics(exact: np.ndarray, estimates: np.ndarray, stderr: np.ndarray) -> dict:
-    """The z-score and stderr-ratio metrics of the module docstring, over K keys (estimates, stderr: (K, n))."""
+def calibration_metrics(exact: np.ndarray, estimates: np.ndarray, stderr: np.ndarray, trusted: np.ndarray) -> dict:
+    """The z-score and stderr-ratio metrics of the module docstring, over K keys (estimates, stderr, trusted: (K, n)),
+    and the share of the scored (index, key) pairs whose run called their standard error trustworthy."""
     scale = np.abs(exact).max()
     errors = estimates - exact
     exact_enough = np.abs(errors) <= EXACT_TOLERANCE * scale
     claimed_exact = stderr == 0
     zero_stderr_wrong = claimed_exact & ~exact_enough
     important = np.abs(exact) >= IMPORTANT * scale
+    trusted_share = float(np.mean(trusted[:, important]))
     errors, stderr, claimed_exact = errors[:, important], stderr[:, important], claimed_exact[:, important]
     scored = ~zero_stderr_wrong[:, important]
     z = np.where(claimed_exact, 0.0, errors / np.where(claimed_exact, 1.0, stderr))[scored]
@@ -214,6 +227,7 @@ def calibration_metrics(exact: np.ndarray, estimates: np.ndarray, stderr: np.nda
         "max_abs_z": float(np.abs(z).max()) if z.size else float("nan"),
         "stderr_ratio": float(np.nanmedian(ratios)) if np.isfinite(ratios).any() else float("nan"),
         "stderr_zero_wrong": int(zero_stderr_wrong.sum()),
+        "trusted_share": trusted_share,
         "all_exact": bool(np.all(exact_enough[:, important]) and not zero_stderr_wrong.any()),
         "null_game": bool(scale == 0),  # every value 0: estimates of 0 are right whatever the sampler saw
     }
@@ -233,9 +247,15 @@ def calibration_verdict(metrics: dict) -> str:
 
 
 def coverage_metrics(exact: np.ndarray, estimates: np.ndarray, converged: np.ndarray, threshold: float) -> dict:
-    """The fraction of (index, key) pairs within 2 x threshold of the exact value, and the runs stopped by the cap."""
-    coverage = float(np.mean(np.abs(estimates - exact) <= 2 * threshold))
-    return {"coverage": coverage, "capped_runs": int((~converged).sum())}
+    """Of the (index, key) pairs the rule converged, the fraction within 2 x threshold of the exact value (what a
+    converged flag promises); the share of pairs converged; the fraction within over all pairs; the capped runs."""
+    within = np.abs(estimates - exact) <= 2 * threshold
+    return {
+        "coverage": float(np.mean(within[converged])) if converged.any() else float("nan"),
+        "converged_share": float(np.mean(converged)),
+        "coverage_all": float(np.mean(within)),
+        "capped_runs": int((~converged.all(axis=1)).sum()),
+    }
 
 
 def evaluation_budgets(items: list[str], game_names: list[str], quick: bool) -> dict[str, int]:
@@ -288,11 +308,12 @@ def measure(args) -> list[dict]:
         row |= {"keys": keys, "batch_size": batch_size, "evaluations": run["evaluations"], "batches": run["batches"]}
         row |= {"warned_runs": run["warned_runs"], "warnings": run["warnings"], "seconds": run["seconds"]}
         if args.stop_rule is None:
-            metrics = calibration_metrics(exact, run["estimates"], run["stderr"])
+            metrics = calibration_metrics(exact, run["estimates"], run["stderr"], run["trusted"])
             row |= metrics | {"verdict": calibration_verdict(metrics)}
         else:
             metrics = coverage_metrics(exact, run["estimates"], run["converged"], threshold)
-            row |= metrics | {"verdict": "PASS" if metrics["coverage"] >= PASS_COVERAGE else "FAIL"}
+            passed = not metrics["coverage"] < PASS_COVERAGE  # nothing converged: no promise broken
+            row |= metrics | {"verdict": "PASS" if passed else "FAIL"}
         rows.append(row)
         print_progress(row)
     return rows
@@ -309,19 +330,21 @@ def number(value: float, digits: int = 2) -> str:
 
 COMMON_COLUMNS = ["game", "semivalue", "sampler", "batch", "evals/key"]
 CALIBRATION_COLUMNS = ["batches", "indices", "RMS z", "abs z > 4", "max abs z", "stderr/spread", "stderr 0, wrong"]
-STOP_RULE_COLUMNS = ["abs error <= 2t", "capped runs"]
+CALIBRATION_COLUMNS += ["trusted"]
+STOP_RULE_COLUMNS = ["converged pairs", "of them abs error <= 2t", "all pairs abs error <= 2t", "capped runs"]
 
 
 def calibration_entries(row: dict) -> list[str]:
     tail = f"{100 * row['tail_fraction']:.1f}%" if np.isfinite(row["tail_fraction"]) else "—"
     return [
         number(row["batches"], 1), str(row["indices"]), number(row["rms_z"]), tail, number(row["max_abs_z"], 1),
-        number(row["stderr_ratio"]), str(row["stderr_zero_wrong"]),
+        number(row["stderr_ratio"]), str(row["stderr_zero_wrong"]), f"{100 * row['trusted_share']:.0f}%",
     ]  # fmt: skip
 
 
 def stop_rule_entries(row: dict) -> list[str]:
-    return [f"{100 * row['coverage']:.1f}%", f"{row['capped_runs']}/{row['keys']}"]
+    shares = (row["converged_share"], row["coverage"], row["coverage_all"])
+    return [f"{100 * x:.1f}%" if np.isfinite(x) else "—" for x in shares] + [f"{row['capped_runs']}/{row['keys']}"]
 
 
 def markdown_table(rows: list[dict], stop_rule: float | None) -> str:

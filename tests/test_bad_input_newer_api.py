@@ -1,22 +1,29 @@
-"""Bad input across the newer half of the API (tracker issue 28): the tables the CLI reads, `ValuationResult` and its
-files, the incentive report, removal curves, the scikit-learn utility, MNLP and the Monte Carlo baseline's plan.
+"""Bad input across the newer half of the API (tracker issue 28): the tables the CLI reads and its options,
+`ValuationResult`, its methods and its files, the game layer (semivalues, samplers, stopping rules), Layered and Monte
+Carlo Shapley with their retraining utilities and removal curves, gradient semivalues, the rewards (valuate's rewards
+and rho, the mechanisms, targets, MNLP) and the incentive report.
 
 The same harness as tests/test_bad_input_suite.py: each row of REFUSED is (call, expected exception type, a phrase
 the message must contain). The call must raise that type (a SystemExit with the message on stderr for the CLI) from
 bayesval's own code, within a second, and the message must name the argument, file or column. ACCEPTED lists what
-looks unusual but is accepted on purpose, with the reason, and checks that it works and gives no NaN.
+looks unusual but is accepted on purpose, with the reason, and checks that it works and gives no NaN. DOCUMENTED is
+the remainder that Python itself refuses before our code runs (`result + 1`, a misspelt keyword), each with the error
+it gives. `test_suite_size_and_share_of_clear_errors` counts the tables: at least 250 cases, at least 95 % of them
+refused by bayesval (run it with -s to see the counts).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,14 +32,45 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
-from test_bad_input_suite import INF, NAN, Accepted, Case, problems
+from test_bad_input_suite import INF, NAN, TIME_LIMIT_S, Accepted, Case, _NoSampling, problems, valuate_module
 from test_rewards import _hand_result
 
 import bayesval as bv
 from bayesval.cli import main as cli_main
 from bayesval.datasets.tables import read_table, read_tables
-from bayesval.estimators import MonteCarloShapley, SklearnUtility, removal_curves
-from bayesval.rewards import base_rate_mnlp, incentive_report, mnlp_classification, mnlp_regression
+from bayesval.estimators import (
+    GradientSemivalues,
+    LayeredShapley,
+    LogisticRegressionUtility,
+    MonteCarloShapley,
+    SklearnUtility,
+    removal_curves,
+)
+from bayesval.games import (
+    MaxEvaluations,
+    MaxTime,
+    PermutationSampler,
+    RankStability,
+    StandardError,
+    StratifiedSampler,
+    UniformSampler,
+    When,
+    beta_shapley,
+    exact_semivalue,
+    semivalue,
+)
+from bayesval.plotting import plot_privacy_tradeoff
+from bayesval.rewards import (
+    NoiseAddition,
+    Tempering,
+    base_rate_mnlp,
+    incentive_report,
+    mnlp_classification,
+    mnlp_regression,
+    nonnegative_shapley,
+    rationality_bound,
+    rho_shapley_targets,
+)
 
 # the coalition values (by bitmask) of a 3-party game in which c adds nothing to any coalition
 GAME = {0: 0.0, 1: 3.0, 2: 2.0, 3: 4.0, 4: 0.0, 5: 3.0, 6: 2.0, 7: 4.0}
@@ -168,6 +206,55 @@ class World:
 
     def sklearn(self, estimator, metric: str = "accuracy") -> SklearnUtility:
         return SklearnUtility(estimator, self.X, self.labels, self.X, self.labels, metric=metric)
+
+    @staticmethod
+    def additive(key, masks):
+        """An additive game: v(C) = the sum of the members' weights 1, 2, ..., n."""
+        masks = jnp.asarray(masks, jnp.float64)
+        return masks @ jnp.arange(1.0, masks.shape[1] + 1.0)
+
+    def game(self, utility=None, num_players: int = 4, key=0, **options) -> bv.ValuationResult:
+        """bayesval.games.semivalue of the additive game, stopped after a few evaluations unless told otherwise."""
+        options.setdefault("stop", MaxEvaluations(200))
+        return semivalue(self.additive if utility is None else utility, num_players, key, **options)
+
+    def exact_game(self, utility=None, num_players: int = 4, key=0, **options) -> bv.ValuationResult:
+        return exact_semivalue(self.additive if utility is None else utility, num_players, key, **options)
+
+    def layered(self, X=None, y=None, X_val=None, y_val=None, **options) -> bv.ValuationResult:
+        """LayeredShapley(**options) of 8 training points against the 40 points (the data replaced where given)."""
+        X = self.X[:8] if X is None else X
+        y = self.labels[:8] if y is None else y
+        estimator = LayeredShapley(**options).fit(X, y)
+        return estimator.value(self.X if X_val is None else X_val, self.labels if y_val is None else y_val)
+
+    def logistic_utility(self, X=None, y=None, X_val=None, y_val=None, **options) -> LogisticRegressionUtility:
+        X, y = (self.X if X is None else X), (self.labels if y is None else y)
+        X_val, y_val = (self.X if X_val is None else X_val), (self.labels if y_val is None else y_val)
+        return LogisticRegressionUtility(X, y, X_val, y_val, **options)
+
+    def gradients(self, X=None, y=None, X_val=None, y_val=None, **options) -> bv.ValuationResult:
+        """GradientSemivalues(**options) fitted on 8 rows and valued on 10 (refused before any training)."""
+        estimator = GradientSemivalues(**({"num_permutations": 2} | options))
+        estimator.fit(self.X[:8] if X is None else X, self.labels[:8] if y is None else y)
+        return estimator.value(self.X[:10] if X_val is None else X_val, self.labels[:10] if y_val is None else y_val)
+
+    def parties(self) -> list[bv.Party]:
+        """Three linear-regression parties (fresh, so no release is reused)."""
+        return [
+            bv.Party(self.X[i::3], self.y[i::3], epsilon=1.0, bounds=bv.Bounds(3.0, 3.0), name=name)
+            for i, name in enumerate("abc")
+        ]
+
+    def valuate_checks(self, parties=None, **options):
+        """bv.valuate of three parties with `options`, stopped where sampling would start: a bad option must be
+        refused before that (SamplingStarted is an AssertionError, not the ValueError / TypeError a case wants)."""
+        stub = valuate_module.CoalitionSurprise
+        valuate_module.CoalitionSurprise = _NoSampling
+        try:
+            return bv.valuate(bv.models.LinearRegression(), self.parties() if parties is None else parties, **options)
+        finally:
+            valuate_module.CoalitionSurprise = stub
 
 
 @pytest.fixture(scope="module")
@@ -752,7 +839,624 @@ MONTE_CARLO = [
     ),
 ]
 
-REFUSED = TABLES + RESULT + LOAD + INCENTIVE_REPORT + REMOVAL + SKLEARN + MNLP + MONTE_CARLO
+# --- issue 28, second pass: the game layer, the retraining estimators, gradients, rewards, results and the CLI ----
+
+
+def _constant(value):
+    """A utility that gives every coalition `value`, shaped as the masks ask."""
+    return lambda key, masks: jnp.full(jnp.asarray(masks).shape[0], value)
+
+
+GAMES = [
+    refused("semivalue-num_players-zero", lambda w: w.game(num_players=0), ValueError, r"num_players must be"),
+    refused("semivalue-num_players-float", lambda w: w.game(num_players=4.0), TypeError, r"num_players must be"),
+    refused("semivalue-num_players-string", lambda w: w.game(num_players="4"), TypeError, r"num_players must be"),
+    refused("semivalue-num_players-bool", lambda w: w.game(num_players=True), TypeError, r"num_players must be"),
+    refused("semivalue-key-string", lambda w: w.game(key="0"), TypeError, r"key must be"),
+    refused("semivalue-key-float", lambda w: w.game(key=0.5), TypeError, r"key must be"),
+    refused("semivalue-weights-unknown", lambda w: w.game(weights="owen"), ValueError, r"owen"),
+    refused(
+        "semivalue-weights-beta-bare", lambda w: w.game(weights="beta"), ValueError, r"beta_shapley\(alpha, beta\)"
+    ),
+    refused("semivalue-weights-number", lambda w: w.game(weights=2), TypeError, r"semivalue must be a name"),
+    refused("semivalue-beta-alpha-zero", lambda w: w.game(weights=beta_shapley(0, 1)), ValueError, r"alpha"),
+    refused("semivalue-beta-beta-nan", lambda w: w.game(weights=beta_shapley(1, NAN)), ValueError, r"beta"),
+    refused("semivalue-beta-alpha-string", lambda w: w.game(weights=beta_shapley("16", 1)), TypeError, r"alpha"),
+    refused("semivalue-sampler-class", lambda w: w.game(sampler=PermutationSampler), TypeError, r"sampler must be"),
+    refused("semivalue-sampler-string", lambda w: w.game(sampler="permutation"), TypeError, r"sampler must be"),
+    refused("semivalue-batch_size-zero", lambda w: w.game(batch_size=0), ValueError, r"batch_size must be"),
+    refused("semivalue-batch_size-float", lambda w: w.game(batch_size=8.5), TypeError, r"batch_size must be"),
+    refused("semivalue-names-short", lambda w: w.game(names=["a", "b"]), ValueError, r"names must be 4 distinct"),
+    refused("semivalue-names-duplicate", lambda w: w.game(names=list("aabc")), ValueError, r"names must be 4 distinct"),
+    refused("semivalue-progress_bar-string", lambda w: w.game(progress_bar="yes"), TypeError, r"progress_bar must be"),
+    refused("semivalue-stop-string", lambda w: w.game(stop="0.01"), TypeError, r"stop"),
+    refused("semivalue-stop-number", lambda w: w.game(stop=100), TypeError, r"stop"),
+    refused(
+        "semivalue-resume_from-dict", lambda w: w.game(resume_from={}), ValueError, r"resume_from must be a result"
+    ),
+    refused(
+        "semivalue-resume_from-other-players",
+        lambda w: w.game(resume_from=w.game(num_players=3)),
+        ValueError,
+        r"resume_from is a result of a different game: its num_players is 3",
+    ),
+    refused(
+        "semivalue-resume_from-other-semivalue",
+        lambda w: w.game(resume_from=w.game(weights="banzhaf")),
+        ValueError,
+        r"resume_from is a result of a different game: its semivalue",
+    ),
+    refused(
+        "semivalue-resume_from-other-batch_size",
+        lambda w: w.game(batch_size=16, resume_from=w.game(batch_size=8)),
+        ValueError,
+        r"resume with batch_size=8",
+    ),
+    refused(
+        "semivalue-resume_from-sorted-copy",
+        lambda w: w.game(resume_from=w.game().sorted()),
+        ValueError,
+        r"resume_from must be a result of bayesval.games.semivalue \(with its state",
+    ),
+    refused("semivalue-utility-not-callable", lambda w: w.game(utility=3), TypeError, r"utility"),
+    refused(
+        "semivalue-utility-nan", lambda w: w.game(utility=_constant(NAN)), ValueError, r"utility returned NaN or inf"
+    ),
+    refused(
+        "semivalue-utility-inf", lambda w: w.game(utility=_constant(INF)), ValueError, r"utility returned NaN or inf"
+    ),
+    refused(
+        "semivalue-utility-wrong-shape",
+        lambda w: w.game(utility=lambda key, masks: jnp.ones(3)),
+        ValueError,
+        r"utility must return values of shape \(B,\) or \(R, B\)",
+    ),
+    refused(
+        "semivalue-utility-3d",
+        lambda w: w.game(utility=lambda key, masks: jnp.ones((1, 1, jnp.asarray(masks).shape[0]))),
+        ValueError,
+        r"utility must return values of shape",
+    ),
+    refused(
+        "semivalue-utility-complex",
+        lambda w: w.game(utility=lambda key, masks: jnp.ones(jnp.asarray(masks).shape[0]) * 1j),
+        TypeError,
+        r"utility must return real numbers",
+    ),
+    refused(
+        "semivalue-utility-strings",
+        lambda w: w.game(utility=lambda key, masks: ["x"] * np.asarray(masks).shape[0]),
+        TypeError,
+        r"utility must return",
+    ),
+    refused(
+        "semivalue-utility-None",
+        lambda w: w.game(utility=lambda key, masks: None),
+        TypeError,
+        r"utility must return",
+    ),
+    refused("exact_semivalue-31-players", lambda w: w.exact_game(num_players=31), ValueError, r"num_players must be"),
+    refused("exact_semivalue-batch_size-negative", lambda w: w.exact_game(batch_size=-1), ValueError, r"batch_size"),
+    refused("exact_semivalue-names-long", lambda w: w.exact_game(names=list("abcde")), ValueError, r"names must be 4"),
+    refused(
+        "exact_semivalue-utility-nan",
+        lambda w: w.exact_game(utility=_constant(NAN)),
+        ValueError,
+        r"utility returned NaN or inf",
+    ),
+    refused(
+        "exact_semivalue-utility-complex",
+        lambda w: w.exact_game(utility=lambda key, masks: jnp.ones(jnp.asarray(masks).shape[0]) * 1j),
+        TypeError,
+        r"utility must return real numbers",
+    ),
+    refused("exact_semivalue-weights-None", lambda w: w.exact_game(weights=None), TypeError, r"semivalue must be"),
+]
+
+STOPPING = [
+    refused("StandardError-negative", lambda w: StandardError(-0.1), ValueError, r"threshold"),
+    refused("StandardError-nan", lambda w: StandardError(NAN), ValueError, r"threshold"),
+    refused("StandardError-string", lambda w: StandardError("0.01"), TypeError, r"threshold"),
+    refused("StandardError-min_count-one", lambda w: StandardError(0.1, min_count=1), ValueError, r"min_count"),
+    refused("MaxEvaluations-zero", lambda w: MaxEvaluations(0), ValueError, r"limit"),
+    refused("MaxEvaluations-float", lambda w: MaxEvaluations(1e6), TypeError, r"limit"),
+    refused("MaxEvaluations-None", lambda w: MaxEvaluations(None), TypeError, r"limit"),
+    refused("MaxTime-zero", lambda w: MaxTime(0), ValueError, r"seconds"),
+    refused("MaxTime-negative", lambda w: MaxTime(-5), ValueError, r"seconds"),
+    refused("MaxTime-inf", lambda w: MaxTime(INF), ValueError, r"seconds"),
+    refused("MaxTime-string", lambda w: MaxTime("60"), TypeError, r"seconds"),
+    refused("RankStability-one-check", lambda w: RankStability(1), ValueError, r"checks"),
+    refused("RankStability-float", lambda w: RankStability(2.5), TypeError, r"checks"),
+    refused("When-not-callable", lambda w: When(True), TypeError, r"predicate must be a function"),
+    refused("stop-or-number", lambda w: StandardError(0.1) | 3, TypeError, r"stop"),
+    refused("stop-and-string", lambda w: MaxTime(5) & "soon", TypeError, r"stop"),
+]
+
+SAMPLERS = [
+    refused(
+        "PermutationSampler-antithetic-string", lambda w: PermutationSampler(antithetic="no"), TypeError, r"antith"
+    ),
+    refused("StratifiedSampler-allocation-string", lambda w: StratifiedSampler("x"), TypeError, r"allocation must be"),
+]
+
+LAYERED = [
+    refused("LayeredShapley-alpha-zero", lambda w: LayeredShapley(alpha=0), ValueError, r"alpha"),
+    refused("LayeredShapley-alpha-one", lambda w: LayeredShapley(alpha=1.0), ValueError, r"alpha"),
+    refused("LayeredShapley-alpha-nan", lambda w: LayeredShapley(alpha=NAN), ValueError, r"alpha"),
+    refused("LayeredShapley-beta-negative", lambda w: LayeredShapley(beta=-0.05), ValueError, r"beta"),
+    refused("LayeredShapley-beta-string", lambda w: LayeredShapley(beta="0.05"), TypeError, r"beta"),
+    refused("LayeredShapley-c-zero", lambda w: LayeredShapley(c=0), ValueError, r"c must be"),
+    refused("LayeredShapley-c-inf", lambda w: LayeredShapley(c=INF), ValueError, r"c must be"),
+    refused("LayeredShapley-epsilon-zero", lambda w: LayeredShapley(epsilon=0), ValueError, r"epsilon"),
+    refused("LayeredShapley-epsilon-negative", lambda w: LayeredShapley(epsilon=-1), ValueError, r"epsilon"),
+    refused("LayeredShapley-epsilon-string", lambda w: LayeredShapley(epsilon="1"), TypeError, r"epsilon"),
+    refused("LayeredShapley-adjacency-unknown", lambda w: LayeredShapley(adjacency="swap"), ValueError, r"adjacency"),
+    refused("LayeredShapley-adjacency-None", lambda w: LayeredShapley(adjacency=None), ValueError, r"adjacency"),
+    refused(
+        "LayeredShapley-noise_seed-without-epsilon", lambda w: LayeredShapley(noise_seed=3), ValueError, r"noise_seed"
+    ),
+    refused("LayeredShapley-noise_seed-float", lambda w: LayeredShapley(epsilon=1, noise_seed=3.5), TypeError, r"seed"),
+    refused(
+        "LayeredShapley-include_empty_layer-string",
+        lambda w: LayeredShapley(include_empty_layer="yes"),
+        TypeError,
+        r"include_empty_layer",
+    ),
+    refused("LayeredShapley-utility-not-callable", lambda w: LayeredShapley(utility=5), TypeError, r"utility must be"),
+    refused("LayeredShapley-seed-string", lambda w: LayeredShapley(seed="0"), TypeError, r"seed"),
+    refused("LayeredShapley-batch_size-zero", lambda w: LayeredShapley(batch_size=0), ValueError, r"batch_size"),
+    refused(
+        "LayeredShapley-fit-one-row", lambda w: LayeredShapley().fit(w.X[:1], w.labels[:1]), ValueError, r"X has 1"
+    ),
+    refused("LayeredShapley-fit-X-1d", lambda w: LayeredShapley().fit(w.X[:, 0], w.labels), ValueError, r"X must be"),
+    refused("LayeredShapley-fit-X-nan", lambda w: LayeredShapley().fit([[NAN, 1.0]] * 3, [0, 1, 0]), ValueError, r"X"),
+    refused("LayeredShapley-fit-X-strings", lambda w: LayeredShapley().fit([["a"], ["b"]], [0, 1]), TypeError, r"X"),
+    refused(
+        "LayeredShapley-value-before-fit",
+        lambda w: LayeredShapley().value(w.X, w.labels),
+        RuntimeError,
+        r"call LayeredShapley.fit\(X, y\) before",
+    ),
+    refused(
+        "LayeredShapley-y-short",
+        lambda w: w.layered(y=w.labels[:5]),
+        ValueError,
+        r"y must be 1-D with one label per row of X \(8 labels\), got shape \(5,\)",
+    ),
+    refused("LayeredShapley-y-three-classes", lambda w: w.layered(y=np.arange(8) % 3), ValueError, r"y"),
+    refused(
+        "LayeredShapley-y-strings-y_val-numbers",
+        lambda w: w.layered(y=np.array(list("abababab"))),
+        ValueError,
+        r"y_val has labels not seen in y",
+    ),
+    refused("LayeredShapley-X_val-wrong-width", lambda w: w.layered(X_val=np.ones((5, 3))), ValueError, r"X_val"),
+    refused("LayeredShapley-X_val-nan", lambda w: w.layered(X_val=np.full((40, 2), NAN)), ValueError, r"X_val"),
+    refused("LayeredShapley-y_val-short", lambda w: w.layered(y_val=w.labels[:3]), ValueError, r"y_val"),
+    refused(
+        "LayeredShapley-y_val-unseen-label",
+        lambda w: w.layered(y_val=np.full(40, 7)),
+        ValueError,
+        r"y_val",
+    ),
+    refused(
+        "LayeredShapley-single-class",
+        lambda w: w.layered(y=np.zeros(8, int)),
+        ValueError,
+        r"y",
+    ),
+]
+
+MONTE_CARLO_MORE = [
+    refused("MonteCarloShapley-alpha-zero", lambda w: MonteCarloShapley(alpha=0), ValueError, r"alpha"),
+    refused("MonteCarloShapley-beta-one", lambda w: MonteCarloShapley(beta=1), ValueError, r"beta"),
+    refused("MonteCarloShapley-c-negative", lambda w: MonteCarloShapley(c=-0.5), ValueError, r"c must be"),
+    refused(
+        "MonteCarloShapley-num_permutations-zero", lambda w: MonteCarloShapley(num_permutations=0), ValueError, r"num_p"
+    ),
+    refused(
+        "MonteCarloShapley-num_permutations-float",
+        lambda w: MonteCarloShapley(num_permutations=10.5),
+        TypeError,
+        r"num_permutations",
+    ),
+    refused(
+        "MonteCarloShapley-permutations_per_batch-zero",
+        lambda w: MonteCarloShapley(permutations_per_batch=0),
+        ValueError,
+        r"permutations_per_batch",
+    ),
+    refused("MonteCarloShapley-utility-string", lambda w: MonteCarloShapley(utility="svm"), TypeError, r"utility"),
+    refused(
+        "MonteCarloShapley-value-before-fit",
+        lambda w: MonteCarloShapley().value(w.X, w.labels),
+        RuntimeError,
+        r"call MonteCarloShapley.fit",
+    ),
+]
+
+UTILITIES = [
+    refused("LogisticRegressionUtility-l2-zero", lambda w: w.logistic_utility(l2=0), ValueError, r"l2"),
+    refused("LogisticRegressionUtility-l2-nan", lambda w: w.logistic_utility(l2=NAN), ValueError, r"l2"),
+    refused("LogisticRegressionUtility-penalty", lambda w: w.logistic_utility(penalty="l1"), ValueError, r"penalty"),
+    refused("LogisticRegressionUtility-metric", lambda w: w.logistic_utility(metric="auc"), ValueError, r"metric"),
+    refused(
+        "LogisticRegressionUtility-fit_intercept-string",
+        lambda w: w.logistic_utility(fit_intercept="no"),
+        TypeError,
+        r"fit_intercept",
+    ),
+    refused(
+        "LogisticRegressionUtility-norm_bound-zero", lambda w: w.logistic_utility(norm_bound=0), ValueError, r"norm"
+    ),
+    refused(
+        "LogisticRegressionUtility-iterations-zero", lambda w: w.logistic_utility(iterations=0), ValueError, r"iter"
+    ),
+    refused(
+        "LogisticRegressionUtility-batch_size-zero", lambda w: w.logistic_utility(batch_size=0), ValueError, r"batch"
+    ),
+    refused(
+        "LogisticRegressionUtility-X-y-lengths", lambda w: w.logistic_utility(y=w.labels[:10]), ValueError, r"y.*10"
+    ),
+    refused(
+        "LogisticRegressionUtility-X_val-width",
+        lambda w: w.logistic_utility(X_val=np.ones((4, 5))),
+        ValueError,
+        r"X_val",
+    ),
+    refused("LogisticRegressionUtility-X-inf", lambda w: w.logistic_utility(X=np.full((40, 2), INF)), ValueError, r"X"),
+    refused(
+        "LogisticRegressionUtility-masks-wrong-width",
+        lambda w: w.logistic_utility()(0, np.ones((2, 3), bool)),
+        ValueError,
+        r"masks",
+    ),
+    refused(
+        "LogisticRegressionUtility-masks-strings",
+        lambda w: w.logistic_utility()(0, np.full((2, 40), "x")),
+        ValueError,
+        r"masks must be boolean of shape \(B, 40\), got <U1",
+    ),
+    refused(
+        "SklearnUtility-metric-unknown", lambda w: w.sklearn(LogisticRegression(), metric="f1"), ValueError, r"metric"
+    ),
+    refused(
+        "SklearnUtility-X-short",
+        lambda w: SklearnUtility(LogisticRegression(), w.X[:5], w.labels, w.X, w.labels),
+        ValueError,
+        r"y",
+    ),
+    refused(
+        "SklearnUtility-X_val-width",
+        lambda w: SklearnUtility(LogisticRegression(), w.X, w.labels, np.ones((3, 4)), [0, 1, 0]),
+        ValueError,
+        r"X_val",
+    ),
+]
+
+REMOVAL_MORE = [
+    refused(
+        "removal-values-short",
+        lambda w: removal_curves(np.ones(5), w.X, w.labels, w.X, w.labels),
+        ValueError,
+        r"values",
+    ),
+    refused(
+        "removal-values-nan",
+        lambda w: removal_curves(np.full(40, NAN), w.X, w.labels, w.X, w.labels),
+        ValueError,
+        r"values",
+    ),
+    refused(
+        "removal-values-strings",
+        lambda w: removal_curves(["a"] * 40, w.X, w.labels, w.X, w.labels),
+        TypeError,
+        r"values",
+    ),
+    refused(
+        "removal-random_orders-zero",
+        lambda w: removal_curves(np.arange(40.0), w.X, w.labels, w.X, w.labels, random_orders=0),
+        ValueError,
+        r"random_orders",
+    ),
+    refused(
+        "removal-random_orders-float",
+        lambda w: removal_curves(np.arange(40.0), w.X, w.labels, w.X, w.labels, random_orders=2.5),
+        TypeError,
+        r"random_orders",
+    ),
+    refused(
+        "removal-key-string",
+        lambda w: removal_curves(np.arange(40.0), w.X, w.labels, w.X, w.labels, key="k"),
+        TypeError,
+        r"key",
+    ),
+    refused(
+        "removal-utility-not-callable",
+        lambda w: removal_curves(np.arange(40.0), w.X, w.labels, w.X, w.labels, utility=1),
+        TypeError,
+        r"utility",
+    ),
+    refused(
+        "removal-X_test-width",
+        lambda w: removal_curves(np.arange(40.0), w.X, w.labels, np.ones((4, 3)), [0, 1, 0, 1]),
+        ValueError,
+        r"X_test",
+    ),
+]
+
+GRADIENTS = [
+    refused("GradientSemivalues-model-unknown", lambda w: GradientSemivalues(model="cnn"), ValueError, r"model must"),
+    refused("GradientSemivalues-utility-unknown", lambda w: GradientSemivalues(utility="f1"), ValueError, r"utility"),
+    refused(
+        "GradientSemivalues-semivalue-unknown", lambda w: GradientSemivalues(semivalue="owen"), ValueError, r"owen"
+    ),
+    refused(
+        "GradientSemivalues-num_permutations-zero",
+        lambda w: GradientSemivalues(num_permutations=0),
+        ValueError,
+        r"num_permutations",
+    ),
+    refused(
+        "GradientSemivalues-num_permutations-float",
+        lambda w: GradientSemivalues(num_permutations=100.0),
+        TypeError,
+        r"num_permutations",
+    ),
+    refused("GradientSemivalues-burn_in-one", lambda w: GradientSemivalues(burn_in=1.0), ValueError, r"burn_in"),
+    refused("GradientSemivalues-burn_in-negative", lambda w: GradientSemivalues(burn_in=-0.1), ValueError, r"burn_in"),
+    refused(
+        "GradientSemivalues-learning_rate-zero", lambda w: GradientSemivalues(learning_rate=0), ValueError, r"lear"
+    ),
+    refused("GradientSemivalues-clip-inf", lambda w: GradientSemivalues(clip=INF), ValueError, r"clip"),
+    refused(
+        "GradientSemivalues-gradient_variance-negative",
+        lambda w: GradientSemivalues(gradient_variance=-1),
+        ValueError,
+        r"gradient_variance",
+    ),
+    refused(
+        "GradientSemivalues-party_size-zero", lambda w: GradientSemivalues(party_size=0), ValueError, r"party_size"
+    ),
+    refused(
+        "GradientSemivalues-hidden-zero", lambda w: GradientSemivalues(model="mlp", hidden=0), ValueError, r"hidden"
+    ),
+    refused("GradientSemivalues-key-string", lambda w: GradientSemivalues(key="0"), TypeError, r"key"),
+    refused(
+        "GradientSemivalues-epsilon-without-delta", lambda w: GradientSemivalues(epsilon=1.0), ValueError, r"delta"
+    ),
+    refused("GradientSemivalues-delta-one", lambda w: GradientSemivalues(epsilon=1.0, delta=1.0), ValueError, r"delta"),
+    refused("GradientSemivalues-noise-unknown", lambda w: GradientSemivalues(noise="pink"), ValueError, r"noise"),
+    refused(
+        "GradientSemivalues-noise-without-privacy",
+        lambda w: GradientSemivalues(noise="correlated"),
+        ValueError,
+        r"noise='correlated' post-processes DP releases",
+    ),
+    refused(
+        "GradientSemivalues-noise_seed-without-privacy",
+        lambda w: GradientSemivalues(noise_seed=1),
+        ValueError,
+        r"noise_seed",
+    ),
+    refused(
+        "GradientSemivalues-rows-not-multiple",
+        lambda w: w.gradients(X=w.X[:9], y=w.labels[:9], party_size=2),
+        ValueError,
+        r"X has 9 rows, not a multiple of party_size=2",
+    ),
+    refused(
+        "GradientSemivalues-one-party",
+        lambda w: w.gradients(party_size=8),
+        ValueError,
+        r"X must hold at least 2 parties",
+    ),
+    refused(
+        "GradientSemivalues-single-class",
+        lambda w: w.gradients(y=np.zeros(8, int)),
+        ValueError,
+        r"y has a single class",
+    ),
+    refused(
+        "GradientSemivalues-X_val-width",
+        lambda w: w.gradients(X_val=np.ones((10, 3))),
+        ValueError,
+        r"X_val has 3 features but X had 2",
+    ),
+    refused(
+        "GradientSemivalues-y_val-unseen",
+        lambda w: w.gradients(y_val=np.full(10, 5)),
+        ValueError,
+        r"y_val has labels not seen in y",
+    ),
+    refused(
+        "GradientSemivalues-value-before-fit",
+        lambda w: GradientSemivalues().value(w.X, w.labels),
+        RuntimeError,
+        r"call GradientSemivalues.fit",
+    ),
+]
+
+REWARDS = [
+    refused("valuate-rewards-unknown", lambda w: w.valuate_checks(rewards="bonus"), ValueError, r"rewards"),
+    refused("valuate-rewards-number", lambda w: w.valuate_checks(rewards=1), ValueError, r"rewards must be"),
+    refused("valuate-rewards-True", lambda w: w.valuate_checks(rewards=True), ValueError, r"rewards must be"),
+    refused("valuate-rho-negative", lambda w: w.valuate_checks(rewards="tempering", rho=-0.2), ValueError, r"rho"),
+    refused("valuate-rho-above-one", lambda w: w.valuate_checks(rewards="tempering", rho=1.5), ValueError, r"rho"),
+    refused("valuate-rho-nan", lambda w: w.valuate_checks(rewards="tempering", rho=NAN), ValueError, r"rho"),
+    refused("valuate-rho-string", lambda w: w.valuate_checks(rewards="tempering", rho="0.2"), TypeError, r"rho"),
+    refused("valuate-rho-without-rewards", lambda w: w.valuate_checks(rho=0.2), ValueError, r"rho"),
+    refused("Tempering-max_calls-zero", lambda w: Tempering(max_calls=0), ValueError, r"Tempering.max_calls"),
+    refused("Tempering-z-negative", lambda w: Tempering(z=-2), ValueError, r"Tempering.z"),
+    refused(
+        "Tempering-parameter_tolerance-zero",
+        lambda w: Tempering(parameter_tolerance=0),
+        ValueError,
+        r"Tempering.parameter_tolerance",
+    ),
+    refused("NoiseAddition-max_calls-float", lambda w: NoiseAddition(max_calls=2.5), TypeError, r"max_calls"),
+    refused("NoiseAddition-noise_seed-string", lambda w: NoiseAddition(noise_seed="1"), TypeError, r"seed"),
+    refused("rho_shapley_targets-rho-two", lambda w: rho_shapley_targets([1.0, 2.0], 3.0, 2.0), ValueError, r"rho"),
+    refused(
+        "rho_shapley_targets-grand-nan", lambda w: rho_shapley_targets([1.0, 2.0], NAN, 0.5), ValueError, r"grand_value"
+    ),
+    refused(
+        "rho_shapley_targets-shapley-strings",
+        lambda w: rho_shapley_targets(["1", "2"], 3.0, 0.5),
+        TypeError,
+        r"shapley",
+    ),
+    refused(
+        "nonnegative_shapley-lengths",
+        lambda w: nonnegative_shapley([1.0, 2.0], [1.0, 2.0, 3.0]),
+        ValueError,
+        r"singleton_values",
+    ),
+    refused(
+        "rationality_bound-shapley-nan",
+        lambda w: rationality_bound([1.0, NAN], [1.0, 1.0], 3.0),
+        ValueError,
+        r"shapley",
+    ),
+]
+
+RESULT_METHODS = [
+    refused(
+        "coalition_value-unknown-name",
+        lambda w: w.coalitions().coalition_value(["a", "z"]),
+        ValueError,
+        r"z",
+    ),
+    refused(
+        "coalition_value-without-coalitions",
+        lambda w: w.result().coalition_value(["a"]),
+        ValueError,
+        r"did not value coalitions",
+    ),
+    refused("result-getitem-unknown", lambda w: w.result()["z"], KeyError, r"z"),
+    refused("result-getitem-out-of-range", lambda w: w.result()[5], IndexError, r"5"),
+    refused(
+        "result-add-other-game", lambda w: w.game() + w.game(num_players=3), ValueError, r"different|num_players|game"
+    ),
+    refused(
+        "result-add-without-state",
+        lambda w: w.result() + w.result(),
+        ValueError,
+        r"state",
+    ),
+    refused("result-save-directory", lambda w: w.result().save(w.tmp), (IsADirectoryError, ValueError), r"directory"),
+    refused(
+        "result-plot-corrupted-parties",
+        lambda w: w.coalitions().plot(corrupted=np.array([True, False])),
+        ValueError,
+        r"corrupted= marks data points",
+    ),
+    refused(
+        "result-plot-corrupted-wrong-length",
+        lambda w: w.result().plot(corrupted=np.array([True, False, True])),
+        ValueError,
+        r"corrupted must be one boolean per value \(2\)",
+    ),
+    refused(
+        "result-plot-corrupted-ints",
+        lambda w: w.result().plot(corrupted=np.array([1, 0])),
+        ValueError,
+        r"corrupted must be one boolean per value",
+    ),
+    refused("result-sorted-descending-string", lambda w: w.result().sorted("no"), TypeError, r"descending"),
+    refused(
+        "plot_privacy_tradeoff-one-result",
+        lambda w: plot_privacy_tradeoff([w.coalitions()], "a"),
+        ValueError,
+        r"a trade-off needs valuations at 2 or more privacy levels, got 1",
+    ),
+    refused(
+        "plot_privacy_tradeoff-unknown-party",
+        lambda w: plot_privacy_tradeoff([w.coalitions(), w.coalitions()], "z"),
+        ValueError,
+        r"'z' is not a party of every result",
+    ),
+    refused(
+        "plot_privacy_tradeoff-no-releases",
+        lambda w: plot_privacy_tradeoff([w.coalitions(), w.coalitions()], "a"),
+        ValueError,
+        r"'a' has no release in the result's privacy ledger",
+    ),
+    refused(
+        "to_inference_data-without-draws",
+        lambda w: w.coalitions().to_inference_data(),
+        ValueError,
+        r"kept no posterior draws",
+    ),
+    refused(
+        "coalition_labels-without-coalitions",
+        lambda w: w.result().coalition_labels(),
+        ValueError,
+        r"did not value coalitions",
+    ),
+]
+
+CLI_MORE = [
+    cli_refused(
+        "valuate-tables-without-target",
+        lambda w: [
+            "valuate",
+            str(w.tables["good"]),
+            str(w.tables["good"]),
+            "--model",
+            "linear",
+            "--epsilon",
+            "1",
+            "--bounds",
+            "3,3",
+        ],
+        r"valuing data tables needs --target",
+    ),
+    cli_refused(
+        "valuate-tables-without-model",
+        lambda w: ["valuate", str(w.tables["good"]), "--target", "target", "--epsilon", "1", "--bounds", "3,3"],
+        r"--model",
+    ),
+    cli_refused(
+        "valuate-tables-and-releases",
+        lambda w: ["valuate", str(w.tables["good"]), str(w.tmp / "x.release.json")],
+        r"pass either release files",
+    ),
+    cli_refused("valuate-num-chains-zero", lambda w: w.valuate_cli("good", "--num-chains", "0"), r"num_chains"),
+    cli_refused("valuate-num-repeats-one", lambda w: w.valuate_cli("good", "--num-repeats", "1"), r"num_repeats"),
+    cli_refused("valuate-num-samples-text", lambda w: w.valuate_cli("good", "--num-samples", "many"), r"--num-samples"),
+    cli_refused("valuate-epsilon-negative", lambda w: w.valuate_cli("good", "--epsilon", "-1"), r"epsilon"),
+    cli_refused("valuate-bounds-zero", lambda w: w.valuate_cli("good", "--bounds", "0"), r"bounds|x_norm"),
+    cli_refused("valuate-bounds-three", lambda w: w.valuate_cli("good", "--bounds", "1,2,3"), r"bounds must be"),
+    cli_refused("valuate-missing-table", lambda w: w.valuate_cli("good") + [str(w.tmp / "nowhere.csv")], r"nowhere"),
+    cli_refused("release-epsilon-zero", lambda w: w.release_cli("good", "--epsilon", "0"), r"epsilon"),
+    cli_refused("release-delta-one", lambda w: w.release_cli("good", "--delta", "1"), r"delta"),
+    cli_refused("release-rdp-order-one", lambda w: w.release_cli("good", "--rdp-order", "1"), r"rdp_order"),
+    cli_refused("release-features-unknown", lambda w: w.release_cli("good", "--features", "x9"), r"x9"),
+    cli_refused("release-features-empty-name", lambda w: w.release_cli("good", "--features", "x1,,x2"), r"features"),
+    cli_refused("release-target-unknown", lambda w: w.release_cli("good", "--target", "price"), r"price"),
+    cli_refused("knn-k-zero", lambda w: w.knn_cli("train", "validation", "--k", "0"), r"k|neighbours"),
+    cli_refused("knn-epsilon-with-knn", lambda w: w.knn_cli("train", "validation", "--epsilon", "1"), r"--epsilon"),
+    cli_refused(
+        "knn-method-unknown", lambda w: w.knn_cli("train", "validation", "--method", "svm"), r"invalid choice: 'svm'"
+    ),
+    cli_refused("knn-tau-nan", lambda w: w.knn_cli("train", "validation", "--method", "tknn", "--tau", "nan"), r"tau"),
+    cli_refused(
+        "knn-validation-missing",
+        lambda w: w.knn_cli("train", "validation")[:2] + ["--validation", str(w.tmp / "no.csv"), "--target", "label"],
+        r"no.csv",
+    ),
+    cli_refused(
+        "knn-bool-label-blank",
+        lambda w: w.knn_cli("flag_blank", "validation"),
+        r"flag_blank.csv",
+    ),
+]
+
+NEW_REFUSED = GAMES + STOPPING + SAMPLERS + LAYERED + MONTE_CARLO_MORE + UTILITIES + REMOVAL_MORE + GRADIENTS
+NEW_REFUSED += REWARDS + RESULT_METHODS + CLI_MORE
+
+REFUSED = TABLES + RESULT + LOAD + INCENTIVE_REPORT + REMOVAL + SKLEARN + MNLP + MONTE_CARLO + NEW_REFUSED
 
 
 def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
@@ -803,6 +1507,96 @@ ACCEPTED = [
 ]
 
 
+@dataclasses.dataclass(frozen=True)
+class Documented:
+    """A bad input that Python itself refuses before any bayesval code runs, with the error it gives and why no
+    check of ours is needed: the call fails at once, loudly, and the message names the operation or argument."""
+
+    id: str
+    call: Callable[[World], Any]
+    error: type[Exception]
+    phrase: str
+    why: str
+
+
+def documented(id: str, call: Callable[[World], Any], error: type[Exception], phrase: str, why: str) -> Any:
+    return pytest.param(Documented(id, call, error, phrase, why), id=id)
+
+
+PYTHON_OWN = "Python's own error for a call its signature does not allow"
+DOCUMENTED = [
+    documented(
+        "result-plus-number",
+        lambda w: w.result() + 1,
+        TypeError,
+        r"unsupported operand type\(s\) for \+: 'ValuationResult' and 'int'",
+        "__add__ merges two results and returns NotImplemented for anything else, so Python names both operands",
+    ),
+    documented(
+        "result-less-than-result",
+        lambda w: w.result() < w.result(),
+        TypeError,
+        r"'<' not supported between instances of 'ValuationResult'",
+        "results have no order; compare their values",
+    ),
+    documented(
+        "UniformSampler-positional-argument",
+        lambda w: UniformSampler("msr"),
+        TypeError,
+        r"UniformSampler.__init__\(\) takes 1 positional argument but 2 were given",
+        PYTHON_OWN,
+    ),
+    documented(
+        "semivalue-misspelt-keyword",
+        lambda w: semivalue(w.additive, 4, 0, sampelr=PermutationSampler()),
+        TypeError,
+        r"semivalue\(\) got an unexpected keyword argument 'sampelr'",
+        PYTHON_OWN,
+    ),
+    documented(
+        "LayeredShapley-misspelt-keyword",
+        lambda w: LayeredShapley(epsilonn=1.0),
+        TypeError,
+        r"got an unexpected keyword argument 'epsilonn'",
+        PYTHON_OWN,
+    ),
+    documented(
+        "incentive_report-misspelt-keyword",
+        lambda w: incentive_report(w.rewarded, zed=2.0),
+        TypeError,
+        r"incentive_report\(\) got an unexpected keyword argument 'zed'",
+        PYTHON_OWN,
+    ),
+    documented(
+        "Rewards.mnlp-without-y",
+        lambda w: w.regression_rewards.mnlp(np.ones((5, 2))),
+        TypeError,
+        r"mnlp\(\) missing 1 required positional argument: 'y'",
+        PYTHON_OWN,
+    ),
+    documented(
+        "removal_curves-without-y_test",
+        lambda w: removal_curves(np.arange(40.0), w.X, w.labels, w.X),
+        TypeError,
+        r"removal_curves\(\) missing 1 required positional argument: 'y_test'",
+        PYTHON_OWN,
+    ),
+    documented(
+        "GradientSemivalues-positional-arguments",
+        lambda w: GradientSemivalues(
+            "logistic", "shapley", 10, 0.01, 1.0, 1.0, 1e-5, "iid", 0.0, 0.0, "loss", 1, 16, 0, 1
+        ),
+        TypeError,
+        r"GradientSemivalues.__init__\(\) takes from 1 to 2 positional arguments but 16 were given",
+        PYTHON_OWN,
+    ),
+]
+
+
+def refused_cases() -> list[Case]:
+    return [param.values[0] for param in REFUSED]
+
+
 @pytest.mark.parametrize("case", REFUSED)
 def test_bad_input_gets_a_clear_error(case, world, capsys):
     found = problems(case, world, capsys)
@@ -817,13 +1611,28 @@ def test_accepted_on_purpose_works_without_nan(case, world):
     assert not np.isnan(output).any(), f"{case.id} returned NaN: {output!r}"
 
 
+@pytest.mark.parametrize("case", DOCUMENTED)
+def test_documented_cases_fail_at_once_with_python_own_error(case, world):
+    """The documented remainder: each still fails loudly and at once, with the error and message recorded here."""
+    start = time.perf_counter()
+    with pytest.raises(case.error, match=case.phrase):
+        case.call(world)
+    assert time.perf_counter() - start < TIME_LIMIT_S
+
+
 def test_suite_size_and_share_of_clear_errors(world, capsys):
-    """At least 130 distinct refused cases (issue 28's newer API), every one a clear error from bayesval (a missing
-    file's FileNotFoundError counts: it names the path, as open() does)."""
-    cases = [param.values[0] for param in REFUSED]
-    assert len({c.id for c in cases}) == len(cases), "case ids must be distinct"
-    assert len(cases) >= 130
-    unclear = {c.id: problems(c, world, capsys) for c in cases}
-    unclear = {id: found for id, found in unclear.items() if found}
-    print(f"{len(cases) - len(unclear)} of {len(cases)} refused cases get a clear error; {len(ACCEPTED)} accepted")
+    """Issue 28's bar on the newer API, from the case tables themselves: at least 250 distinct bad inputs, every one
+    refused at once; at least 95 % with an error from bayesval's own code naming the argument, file or column
+    (REFUSED, each meeting its case's bar), the rest documented as Python's own errors (DOCUMENTED)."""
+    refused, documented = refused_cases(), [param.values[0] for param in DOCUMENTED]
+    ids = [c.id for c in refused] + [d.id for d in documented]
+    assert len(set(ids)) == len(ids), "case ids must be distinct"
+    unclear = {c.id: found for c in refused if (found := problems(c, world, capsys))}
+    total, clear = len(ids), len(refused) - len(unclear)
+    print(
+        f"{total} bad inputs: {clear} ({clear / total:.1%}) refused with a clear error from bayesval, "
+        f"{len(documented)} documented as Python's own errors; {len(ACCEPTED)} unusual inputs accepted on purpose"
+    )
     assert not unclear, unclear
+    assert total >= 250
+    assert clear / total >= 0.95

@@ -27,6 +27,9 @@ from bayesval.games import (
     beta_shapley,
     semivalue,
 )
+from bayesval.games.samplers import file_draws
+from bayesval.games.state import SemivalueState
+from bayesval.games.variance import draw_dof
 
 KEYS = 20
 UNANIMITY = UnanimitySum.random(60, 40, 8, seed=0)
@@ -38,8 +41,15 @@ def calibration(game, weights, sampler, evaluations: int, batch_size: int):
     stderr 0 and a wrong value, over KEYS runs."""
     exact = game.semivalue(weights)
     runs = [
-        semivalue(game.utility, game.num_players, key, weights=weights, sampler=sampler,
-                  stop=MaxEvaluations(evaluations), batch_size=batch_size)
+        semivalue(
+            game.utility,
+            game.num_players,
+            key,
+            weights=weights,
+            sampler=sampler,
+            stop=MaxEvaluations(evaluations),
+            batch_size=batch_size,
+        )
         for key in range(KEYS)
     ]
     values, stderr = np.array([r.values for r in runs]), np.array([r.stderr for r in runs])
@@ -150,3 +160,51 @@ def test_a_run_goes_on_until_every_group_has_a_draw():
     result = semivalue(UNANIMITY.utility, 60, 0, weights=BANZHAF, stop=MaxEvaluations(1), batch_size=2)
     assert result.diagnostics["batches"] > 1 and np.isfinite(result.values).all()
     assert (result.state.counts > 0).all()
+
+
+def test_moments_combined_batch_by_batch_equal_those_of_all_draws():
+    """The central moment sums m2, m3, m4 kept batch by batch (Chan et al. 1983; Pebay 2008) equal those of all the
+    draws at once, for skewed draws in batches of unequal sizes."""
+    rng = np.random.default_rng(0)
+    batches = [rng.exponential(size=(size, 3)) ** 2 for size in (5, 17, 2, 40)]  # (D, n) draws of 3 indices
+    state = SemivalueState.empty("shapley", "semivalue", SemivalueSampler().plan(3, 8, SHAPLEY), 1, 3)
+    for draws in batches:
+        group = np.ones_like(draws, dtype=np.int64)  # every draw in the middle group (1 of 3)
+        state.add(file_draws(jnp.asarray(draws)[None], jnp.asarray(group), 3), jnp.asarray(draws.ravel())[None])
+    every = np.concatenate(batches)
+    deviations = every - every.mean(axis=0)
+    for power, moment in ((2, state.m2), (3, state.m3), (4, state.m4)):
+        np.testing.assert_allclose(moment[1], (deviations**power).sum(axis=0), rtol=1e-10)
+    assert np.all(state.counts[1] == len(every)) and np.all(state.m4[[0, 2]] == 0)
+
+
+def test_degrees_of_freedom_count_the_hits_of_a_rare_event_not_the_draws():
+    """Normal draws give a variance of about m - 1 degrees of freedom; k hits of a rare event among m draws give
+    about 2 k however large m is (the kurtosis of Bernoulli(k / m) draws is about m / k): Cramer's Var(s^2)."""
+    rng = np.random.default_rng(1)
+    m = 4_000
+    normal = rng.normal(size=m)
+    rare = np.zeros(m)
+    rare[rng.choice(m, 3, replace=False)] = 1.0  # 3 hits
+    draws = np.stack([normal, rare], axis=1)  # (m, 2 indices)
+    state = SemivalueState.empty("shapley", "semivalue", SemivalueSampler().plan(2, 8, SHAPLEY), 1, 2)
+    state.add(file_draws(jnp.asarray(draws)[None], jnp.ones((m, 2), jnp.int64), 3), jnp.asarray(draws.ravel())[None])
+    dof = draw_dof(state)[1]
+    assert 0.85 * (m - 1) <= dof[0] <= 1.15 * (m - 1)
+    assert 6.0 <= dof[1] <= 6.0 + 2.0  # 2 k, plus at most the priors' two draws
+
+
+def test_an_index_whose_draws_varied_rarely_is_not_converged_until_they_vary_often():
+    """A unanimity game of 12 of 40 players: a member adds value only when it completes the coalition, once in 12
+    permutations. After 12 permutations its one or two hits give a standard error of few degrees of freedom: however
+    loose the threshold, it is not converged, and the verdict says why; with enough permutations it is."""
+    game = UnanimitySum((tuple(range(12)),), (1.0,), 40)
+    few = semivalue(game.utility, 40, 0, stop=StandardError(1e9) | MaxEvaluations(1), batch_size=12)
+    members = np.arange(12)
+    assert not few.converged[members].any()
+    assert np.all(np.array(few.diagnostics["indices"]["dof"])[members] < 10)
+    assert all("varied too rarely" in few.diagnostics["indices"]["verdict"][i] for i in members)
+    many = semivalue(game.utility, 40, 0, stop=StandardError(0.05) | MaxEvaluations(100_000), batch_size=256)
+    assert many.converged[members].all() and np.all(np.array(many.diagnostics["indices"]["dof"])[members] >= 10)
+    assert not many.converged[12:].any()  # non-members: every draw 0, never seen to vary
+    np.testing.assert_allclose(many.values, game.semivalue(SHAPLEY), atol=4 * many.stderr.max())

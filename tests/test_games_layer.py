@@ -19,6 +19,7 @@ from bayesval.games.stopping import (
     RankStability,
     StandardError,
 )
+from bayesval.games.variance import draw_dof
 from bayesval.games.weights import beta_shapley
 
 N = 5
@@ -53,6 +54,25 @@ def test_a_stopped_and_resumed_run_is_the_uninterrupted_run(utility, sampler, tm
     assert resumed.diagnostics["batches"] == whole.diagnostics["batches"]
     again = run(utility, 3, 2000, sampler=sampler, weights=weights, resume_from=resumed)  # nothing left to do
     np.testing.assert_array_equal(again.values, whole.values)
+
+
+def test_a_result_saved_before_the_higher_moments_were_kept_loads_and_resumes(utility, tmp_path):
+    """Files written before the state kept m3 and m4 have no state_m3 / state_m4: they load with the moments of normal
+    draws (their variances count m - 1 degrees of freedom), keep their values and standard errors, and resume."""
+    first = run(utility, 3, 700)
+    with np.load(first.save(tmp_path / "new.npz")) as data:
+        arrays = {name: data[name] for name in data.files if name not in ("state_m3", "state_m4")}
+    np.savez(tmp_path / "old.npz", **arrays)
+    old = bv.ValuationResult.load(tmp_path / "old.npz")
+    np.testing.assert_array_equal(old.values, first.values)
+    np.testing.assert_array_equal(old.stderr, first.stderr)
+    counts = old.state.counts
+    np.testing.assert_allclose(old.state.m4, 3 * old.state.m2**2 / np.maximum(counts, 1))
+    free = (counts >= 2) & (old.state.m2 > 0) & ~old.state.exact[:, None]
+    extra = draw_dof(old.state)[free] - (counts - 1)[free]  # m - 1 for normal moments, plus the priors' weight
+    assert free.any() and np.all((extra >= -1e-9) & (extra <= 2 + 1e-9))
+    resumed = run(utility, 3, 2000, resume_from=old)
+    assert resumed.state.evaluations >= 2000 and np.all(np.isfinite(resumed.stderr))
 
 
 def test_merging_two_keys_equals_resuming_with_the_second_key(utility):
@@ -141,8 +161,17 @@ def progress(values, stderr, counts=100, evaluations=0, elapsed=0.0, rankings=No
     values = np.asarray(values, float)
     rankings = np.zeros((0, len(values)), int) if rankings is None else np.asarray(rankings)
     ranges, exact = np.ones(len(values)), np.zeros(len(values), bool)  # draws that varied, no exact value
+    dof = np.full(len(values), counts - 1.0)  # as normal draws give
     return Progress(
-        values, np.asarray(stderr, float), np.full(len(values), counts), evaluations, elapsed, rankings, ranges, exact
+        values,
+        np.asarray(stderr, float),
+        np.full(len(values), counts),
+        evaluations,
+        elapsed,
+        rankings,
+        ranges,
+        exact,
+        dof,
     )
 
 

@@ -205,7 +205,9 @@ def fit_mlp_features(
 
 
 def calih_model_prior(X_public: np.ndarray, y_public: np.ndarray, n0: float = 10.0) -> NIG:
-    """CaliH's model prior from the public rows (Sim et al. 2023, App. H.1; spec Sec. 7 item 4):
+    """CaliH's model prior from the public rows (Sim et al. 2023, App. H.1, whose "x^T x" we read as the per-record
+    second-moment matrix, so that the prior weighs as much as n0 records; docs/sim2023.md, "CaliH: transfer-learnt
+    features"):
     sigma^2 ~ InvGamma(n0 / 2, n0 / 2 * sigma^2_MLE), w | sigma^2 ~ N(0, sigma^2 (n0 M)^-1), with M = x~^T x~ / n
     the per-record second-moment matrix of the bias-augmented public inputs x~ = [x; 1] and sigma^2_MLE the mean
     squared residual of least squares on them: the prior weighs as much as n0 public records."""

@@ -1,7 +1,8 @@
-"""The data of Watson et al.'s experiments (spec_layered_shapley.md Sec. 6.5): UCI Adult, Pima Indians Diabetes and
+"""The data of Watson et al.'s experiments (2023, Sec. 4 and App. E): UCI Adult, Pima Indians Diabetes and
 the synthetic set of Ghorbani & Zou (2019), each split into the points to value, a value set scoring the coalitions
-and a held-out test set for the removal curves, min-max scaled to [0, 1] and rows scaled to L2 norm <= 1 (kappa = 1,
-spec A19). Files are read from the shared data folder (`bayesval.datasets.paths.data_file`); nothing is downloaded.
+and a held-out test set for the removal curves, min-max scaled to [0, 1] (App. E) and rows scaled to L2 norm <= 1,
+so that kappa = 1 (the paper leaves kappa open; docs/layered.md, "Experiments"). Files are read from the shared data
+folder (`bayesval.datasets.paths.data_file`); nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def watson_split(
     num_test: int = 4000,
     data_dir: str | Path | None = None,
 ) -> ValuationSplit:
-    """Disjoint random train / value / test rows of `name` ('adult', 'pima' or 'synthetic'), as spec Sec. 6.5:
+    """Disjoint random train / value / test rows of `name` ('adult', 'pima' or 'synthetic') (docs/layered.md,
+    "Experiments"):
     features min-max scaled over all rows, then rows scaled to norm <= 1 by the largest row norm. The value and
     test sets shrink to what the data set holds (Pima: 768 rows)."""
     if name not in WATSON_DATASETS:

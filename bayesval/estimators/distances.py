@@ -1,6 +1,7 @@
 """Distances from one validation point to every training point, for the nearest-neighbour valuations.
 
-Two metrics (Wang et al. 2023, Sec. 6 and App. E.3.1; spec Sec. 5.1):
+Two metrics (Wang et al. 2023, Sec. 6 and App. E.3.1, where "cosine distance in [-1, 1]" with tau = -0.5 can only
+mean the negated cosine similarity; docs/knn.md, "Where we depart from the paper"):
 
 * ``"cosine"``: d(x, x') = -cos(x, x'), in [-1, 1]. Rows are L2-normalised once in
   :func:`prepare_features`, so the distance is a dot product. tau = -0.5 means "cosine

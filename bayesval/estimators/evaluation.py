@@ -1,6 +1,6 @@
 """Corrupted-data detection with data values: corruption, AUROC and the TKNN-Shapley paper's protocol.
 
-Wang et al. 2023, Sec. 6.2 and App. E.3.1 (spec Sec. 4.1-4.2): class-balanced 2,000 training and
+Wang et al. 2023, Sec. 6.2 and App. E.1, E.3.1: class-balanced 2,000 training and
 200 validation points, 10 % of the training points corrupted (labels flipped, or Gaussian noise
 on the features), values computed, and the corrupted points detected by low value (AUROC of
 -value). Splits follow the official code: balance by oversampling, validation rows first, then a
@@ -51,7 +51,8 @@ def add_feature_noise(
     """Add N(0, s_j^2) to every feature j of `fraction` of the rows; (features, corrupted mask).
 
     s_j is the column's L2 norm for scale='column_norm' (the official code, used for the paper's
-    tables) or its mean absolute value for scale='mean_abs' (the paper's text); spec Sec. 5.10.
+    tables) or its mean absolute value for scale='mean_abs' (the paper's text, App. E.3.1); the two differ by about
+    sqrt(N) (docs/knn.md, "Where we depart from the paper").
     """
     if scale not in NOISE_SCALES:
         raise ValueError(f"scale must be one of {NOISE_SCALES}, got {scale!r}")
@@ -133,7 +134,7 @@ def detection_aurocs(
 
     Each run draws its own split and corruption from `key`; a private estimator makes one release per
     run from its own noise source, so the spread covers data and DP randomness (the official code fixes
-    the split; spec Sec. 4.1).
+    the split, so its spread covers DP randomness only; docs/knn.md, "Corruption, AUROC and the paper's protocol").
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")

@@ -1,5 +1,5 @@
 """The experiments of Zhou et al. (2024) on gradient-trajectory semivalues: how the DP-induced variance scales with
-the number of permutations k (Table 1, spec Sec. 5 target 1) and mislabel detection (Table 2, Sec. 4.3).
+the number of permutations k (Table 1's theoretical rates, Sec. 6.1) and mislabel detection (Table 2, Sec. 6.2).
 
 Both post-process one run per noise mode: every semivalue and burn-in q comes from the same releases.
 """

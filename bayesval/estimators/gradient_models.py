@@ -1,9 +1,10 @@
 """Small models in pure JAX on a flat parameter vector, for the gradient-trajectory game.
 
-Zhou et al. (2024), Sec. 6: logistic regression (multinomial, softmax cross-entropy on the logits: spec A9) and a
+Zhou et al. (2024), Sec. 6: logistic regression (multinomial, softmax cross-entropy on the logits, where the paper's
+head applies a sigmoid to multi-class outputs; docs/gradients.md, "Where we depart from the paper") and a
 small network; least-squares regression for the theory's check (App. C, Prop. 5.1 (a)). Parameters are one flat
 vector of length `num_parameters`, so a party's released gradient and its running-mean buffer are plain (d,)
-arrays. Each model has `init(key)` (a fresh random model, one per permutation: spec Sec. 1.3) and
+arrays. Each model has `init(key)` (a fresh random model, one per permutation: Sec. 4) and
 `loss(params, x, y)`; the classifiers also `accuracy(params, x, y)`.
 """
 
@@ -39,7 +40,7 @@ class _Classifier:
 @dataclass(frozen=True)
 class LinearModel:
     """Least-squares linear regression, prediction = x w + b, for the theory's strongly concave utility
-    V = -MSE (Prop. 5.1 (a), spec Sec. 5 target 1); w initialised N(0, init_scale^2), b = 0."""
+    V = -MSE (Prop. 5.1 (a); the check of Table 1's scaling in k); w initialised N(0, init_scale^2), b = 0."""
 
     num_features: int
     init_scale: float = 0.01

@@ -1,26 +1,29 @@
 """Semivalues from differentially private gradients, with correlated noise (Zhou et al. 2024, arXiv:2412.17008).
 
-The game (spec Sec. 1.3, G-Shapley): for each of k uniform permutations a fresh model takes one clipped gradient
-step per party in permutation order, and party j's marginal contribution is the change of the utility V (negated
-test loss, or test accuracy) over its own step. The estimate is the running mean of p(r) m_j over permutations
-(Eq. 2) with the importance weight p(r) = C(n-1, r-1) w(r) of spec Sec. 1.2 (A1), r = j's position + 1, which makes
-E_pi[p m] = phi for any semivalue and E_pi[p] = 1.
+The game (Sec. 4, the G-Shapley framework of Ghorbani & Zou 2019): for each of k uniform permutations a fresh
+model takes one clipped gradient step per party in permutation order, and party j's marginal contribution is the
+change of the utility V (negated test loss, or test accuracy) over its own step. The estimate is the running mean of
+p(r) m_j over permutations (Eq. 2) with the importance weight p(r) = C(n-1, r-1) w(r), r = j's position + 1, in the
+normalisation of Eq. 1, which makes E_pi[p m] = phi for any semivalue and E_pi[p] = 1 (the paper's printed forms of
+p disagree; docs/gradients.md, "Where we depart from the paper").
 
-Privacy (spec Sec. 1.4, A5): each party releases its clipped gradient (per example clipped to C and summed, so one
+Privacy (Sec. 3.2 and 4): each party releases its clipped gradient (per example clipped to C and summed, so one
 example moves it by at most C) with Gaussian noise once per permutation, k releases in all, the multiplier
 calibrated by dp-accounting for k compositions at (epsilon, delta). What the step uses is a post-processing of the
-party's releases so far (the corrected Algorithm 1, spec Sec. 2.1-2.2, buffer semantics of A2):
+party's releases so far (Algorithm 1, with the buffer kept as the raw running mean that Sec. 5.2 describes;
+docs/gradients.md, "Where we depart from the paper"):
 
 * 'iid': the fresh noisy gradient g~_t (the baseline; Prop. 5.1, variance Omega(k)).
 * 'correlated': X* (Eq. 4), the running mean R_t of the party's own noisy gradients (Prop. C.9, O(log^2 k)).
 * 'adaptive': the X of Lemma C.6, (1 - X_tt) R_{t-1} + X_tt g~_t with X_tt = (A + t s) / (t (A + s)), A the
   per-release noise variance and s = `gradient_variance` (sigma_g^2); s = 0 is X*.
 * 'fl': the FL schedule of App. D.2, an EMA of the previous *released* gradient with X_tt = 0.75 - 0.7 t/k and
-  the first release the raw one (A4, choice b).
+  the first release the raw one (the printed recursion starts from 0, which shrinks the first release).
 
-Burn-in Y(q) (Sec. 5.3) runs and releases every permutation but averages only t > floor(kq) (A11). The whole
-permutation is one `lax.scan` over positions inside a `lax.scan` over permutations (which depend on each other
-through the buffer R, spec Sec. 2.4); independent runs are batched with `vmap`.
+Burn-in Y(q) (Sec. 5.3) runs and releases every permutation but averages only t > floor(kq) (the paper requires kq
+to be whole). The whole permutation is one `lax.scan` over positions inside a `lax.scan` over permutations (which
+depend on each other through the buffer R); independent runs are batched with `vmap` (docs/architecture.md,
+"Gradient-trajectory semivalues").
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ MODELS = ("logistic", "mlp")
 
 
 def permutation_weights(semivalue: str | Semivalue, num_players: int) -> np.ndarray:
-    """p(r) = C(n-1, r-1) w(r) for r = 1..n (spec Sec. 1.2, A1, in the normalisation sum_r C(n-1, r-1) w(r) = n):
+    """p(r) = C(n-1, r-1) w(r) for r = 1..n (Zhou et al. 2024, Eq. 2's weight in Eq. 1's normalisation
+    sum_r C(n-1, r-1) w(r) = n; docs/gradients.md, "Where we depart from the paper"):
     the weight of a marginal contribution at position r - 1 of a uniform permutation. Shapley: 1; Banzhaf:
     n C(n-1, r-1) / 2^(n-1); Beta(alpha, beta): n BetaBinomPMF(r-1; n-1, beta, alpha); leave-one-out: n 1[r = n]."""
     num_players = check_count("num_players", num_players, minimum=1)
@@ -60,7 +64,8 @@ def permutation_weights(semivalue: str | Semivalue, num_players: int) -> np.ndar
 
 
 def burn_in_count(num_permutations: int, burn_in: float) -> int:
-    """floor(k q): permutations run and released but left out of the average (spec A11); q in [0, 1)."""
+    """floor(k q): permutations run and released but left out of the average (Zhou et al. 2024, Sec. 5.3, which
+    takes kq whole); q in [0, 1)."""
     k = check_count("num_permutations", num_permutations, minimum=1)
     q = check_real("burn_in", burn_in)
     if not 0 <= q < 1:
@@ -77,7 +82,8 @@ def check_noise_mode(noise: str) -> int:
 def release_step(mode, buffer, noisy, t, k, noise_variance, gradient_variance):
     """One release of the correlated mechanism: (released gradient, new buffer) from the party's buffer and its
     fresh noisy gradient at permutation t (1-based). The buffer is the raw running mean R of the noisy gradients
-    (Algorithm 1 with A2's correction), or for 'fl' the previous released gradient (App. D.2)."""
+    (Sec. 5.2; Algorithm 1 read literally would average the released gradients, docs/gradients.md, "Where we
+    depart from the paper"), or for 'fl' the previous released gradient (App. D.2)."""
     t = jnp.asarray(t, noisy.dtype)
     adaptive = (noise_variance + t * gradient_variance) / (t * (noise_variance + gradient_variance))
     diagonal = jnp.select(
@@ -225,7 +231,8 @@ class GradientSemivalues:
     model: 'logistic' (multinomial logistic regression) or 'mlp' (one hidden layer of `hidden` ReLUs).
     semivalue: 'shapley', 'banzhaf', 'loo' or a `Semivalue` such as `bayesval.games.beta_shapley(16, 1)`.
     num_permutations: k, each party's number of releases. clip: C, per example. learning_rate: alpha, to be tuned
-        (spec A10: the paper searched it for the best one-pass accuracy; noise enters the step as alpha z).
+        (the paper gives no values; noise enters the step as alpha z, so the values depend on it; docs/gradients.md,
+        "Where we depart from the paper").
     epsilon, delta: each point's (epsilon, delta)-DP over its k releases (add-or-remove-one example); both None
         values without noise (the paper's no-DP baseline, clipped gradients).
     noise: 'iid', 'correlated' (X*, the default when private), 'adaptive' (with `gradient_variance`) or 'fl'.

@@ -5,7 +5,8 @@ Per validation point (arguments: distances ``dist`` (N,) and ``agree`` (N,) = 1[
 * :func:`knn_shapley_soft`: soft-label KNN-Shapley, Wang et al. 2023, Thm 7 (Eq. 2 utility).
 * :func:`knn_shapley_original`: KNN-Shapley of Jia et al. 2019 ("KNN-OLD"), Wang et al. 2023, Thm 8
   (Eq. 5 utility), in its non-recursive form (App. B.3.1).
-* :func:`tknn_shapley`: Threshold-KNN-Shapley, Thm 13 (Eq. 7) with A2 = H_m - 1 (spec Sec. 1.4).
+* :func:`tknn_shapley`: Threshold-KNN-Shapley, Thm 13 (Eq. 7), with its binomial sum A_2 in closed form, H_m - 1
+  (docs/knn.md, "Where we depart from the paper").
 * :func:`private_tknn_shapley`: DP-TKNN-Shapley, Sec. 5 / App. D.2: noisy counts on a Poisson
   subsample, shared by all owners (Thm 16), then Eq. 7 as post-processing.
 * :func:`subsampled_knn_shapley_original`: KNN-OLD on a Poisson subsample, for the naive DP-KNN
@@ -33,10 +34,12 @@ def harmonic(m: jax.Array) -> jax.Array:
 
 
 def tknn_from_counts(agree: jax.Array, m: jax.Array, p: jax.Array, inv_classes: float) -> jax.Array:
-    """TKNN-Shapley of a point inside the ball, from its counts (Thm 13, Eq. 7; spec Sec. 1.4 box).
+    """TKNN-Shapley of a point inside the ball, from its counts (Wang et al. 2023, Thm 13, Eq. 7).
 
     m: ball size including the point (c_x of the paper), clipped to >= 1; p: same-label ball
-    members other than the point (c_+); inv_classes: 1/C. A2 = H_m - 1 (independent of |D|).
+    members other than the point (c_+); inv_classes: 1/C. A_2 = H_m - 1, independent of |D|: the points outside
+    the ball are null players, and dropping null players leaves a Shapley value unchanged (docs/knn.md, "Where we
+    depart from the paper").
     """
     a = agree.astype(m.dtype)
     m = jnp.maximum(m, 1.0)
@@ -55,8 +58,9 @@ def tknn_shapley(dist: jax.Array, agree: jax.Array, tau: float, inv_classes: flo
 def noisy_tknn_counts(key: jax.Array, counts: jax.Array, noise_std: float) -> jax.Array:
     """Release (c, c_x, c_+) + N(0, noise_std^2 I_3), rounded and clamped (Thm 14, App. D.2.3).
 
-    Clamping (spec Sec. 5.7): c >= 0, c_x >= 0 and 0 <= c_+ <= c_x. The l2 sensitivity of the
-    count vector is sqrt(3) under add/remove-one adjacency.
+    Clamped onto the counts' valid range, c >= 0, c_x >= 0 and 0 <= c_+ <= c_x (post-processing, so the guarantee
+    is unchanged; docs/knn.md, "Where we depart from the paper"). The l2 sensitivity of the count vector is
+    sqrt(3) under add/remove-one adjacency (Sec. 5.1).
     """
     noisy = jnp.round(add_noise(key, counts, noise_std))
     in_ball = jnp.maximum(noisy[1], 0.0)
@@ -78,7 +82,8 @@ def private_tknn_shapley(
     One Poisson subsample B (rate q) and one noisy count vector on it, reused by every owner
     (Thm 16, joint DP). Every in-ball point of the full D is valued as a player joining
     B \\ {z_i}: its own sample membership is subtracted, m_i = c_x - 1[z_i in B] + 1 >= 1 and
-    0 <= p_i = c_+ - 1[z_i in B] a_i <= m_i - 1 (spec Sec. 2.7; the paper's rule ignores B).
+    0 <= p_i = c_+ - 1[z_i in B] a_i <= m_i - 1. The paper's leave-one-out rule subtracts z_i whether or not it was
+    sampled, which is right only without subsampling (docs/knn.md, "Where we depart from the paper").
     """
     dtype = dist.dtype
     sampled = jax.random.bernoulli(sample_key, sampling_probability, dist.shape)
@@ -166,10 +171,10 @@ def subsampled_knn_shapley_original(
 
 
 def _knn_soft_sorted(a: jax.Array, k: int, inv_classes: float) -> jax.Array:
-    """Soft-label KNN-Shapley recursion on points sorted by distance (Thm 7; spec Sec. 1.2).
+    """Soft-label KNN-Shapley recursion on points sorted by distance (Wang et al. 2023, Thm 7).
 
-    For N < K the printed increment is wrong; the game is then the TKNN game with every point a
-    neighbour, so Eq. 7 with m = N is used (spec Sec. 1.2).
+    For N < K the printed increment does not match brute-force Shapley values; the game is then the TKNN game with
+    every point a neighbour, so Eq. 7 with m = N is used (docs/knn.md, "Where we depart from the paper").
     """
     n = a.shape[0]
     if n < k:
@@ -279,7 +284,9 @@ def noisy_knn_shapley_values(
 ) -> jax.Array:
     """Naive DP-KNN-Shapley (App. B.4): KNN-OLD (on a subsample if `subsample`) + N(0, noise_std^2).
 
-    Independent noise per (owner, validation point), summed over the validation set (spec Sec. 5.8).
+    Independent noise per (owner, validation point), summed over the validation set; App. B.4's N(0, 1/(K(K+1)))
+    read as noise_std = multiplier / (K(K+1)), the sensitivity of Thm 10 (docs/knn.md, "Where we depart from the
+    paper").
     """
     geometry = _point_geometry(x_train, y_train, distance)
     n_val = x_val.shape[0]

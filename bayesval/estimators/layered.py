@@ -1,24 +1,27 @@
-"""Layered Shapley and DP Layered Shapley (Watson et al., Algorithms 1 and 2), and the Monte Carlo permutation
+"""Layered Shapley and DP Layered Shapley (Watson et al. 2023, Algorithms 1 and 2), and the Monte Carlo permutation
 baseline, as data-point estimators on a retraining utility: ``estimator.fit(X, y).value(X_val, y_val)``.
 
 Layered Shapley writes the Shapley value as the mean over coalition sizes k of the layer means
 phi_i^k = mean over size-k coalitions C of N minus i of v(C u i) - v(C) (paper Eq. 1), and estimates layer k from
 m_k = c^2 / (2 alpha^2 k^2) ln(2n / beta) coalitions (Alg. 1, line 4): Hoeffding per layer and a union bound give
-P(|phi_hat_i - phi_i| >= alpha) <= beta when |v_i(C)| <= c / k (Thm 3.3). With the spec's fixes
-(spec_layered_shapley.md Sec. 3.2.1, A1-A5): a layer with ceil(m_k) >= binom(n-1, k) coalitions is enumerated; a
-layer with m_k < 1 is sampled with probability m_k (estimate 0 when not); each layer's estimate is the mean of its
-realised draws (which the DP proof needs); the empty layer v({i}) - v({}) is added with `include_empty_layer`.
+P(|phi_hat_i - phi_i| >= alpha) <= beta when |v_i(C)| <= c / k (Thm 3.3). Where Alg. 1 leaves gaps we fill them
+(docs/layered.md, "Where we depart from the paper"): a layer with ceil(m_k) >= binom(n-1, k) coalitions is
+enumerated; a layer with m_k < 1 is sampled with probability m_k (Sec. 3.2; estimate 0 when not); each layer's
+estimate is the mean of its realised draws (which the App. D sensitivity needs); the empty layer v({i}) - v({}) is
+added with `include_empty_layer`.
 Each value's standard error estimates its spread over keys: the sampled layers' variances (finite-population
 corrected, a few-draw layer's shrunk toward its neighbouring layers') and the random inclusion of the layers of
 m_k < 1, whose moments are pooled over a point's drawn ones under the c / k scaling.
 
 DP Layered Shapley (Alg. 2) adds Laplace noise to each value, of scale Delta / epsilon_0 with the Appendix D
-sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda) (spec P3: s = 2 for replace-one neighbours, where a swap moves
-each loss by twice the removal stability; s = 1, the paper's, for add-or-remove). epsilon_0 = epsilon, except where
-amplification by subsampling holds (no layer enumerated and p < 1, p the expected number of sampled coalitions
-holding a given point; spec A10): then epsilon_0 = ln(1 + (e^epsilon - 1) / p). Each value is epsilon-DP for the
-other points; releasing all n composes to n epsilon, which is what the ledger records. A private result publishes
-nothing else computed from the data: its standard errors are the noise's, sqrt(2) b, and it has no fallback count.
+sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda), with s = 2 for replace-one neighbours (the paper's Def. 2.1),
+where a swap moves each loss by twice the removal stability of Def. 3.2, and s = 1, the paper's value, for
+add-or-remove. epsilon_0 = epsilon, except where amplification by subsampling holds (no layer enumerated and p < 1,
+p the expected number of sampled coalitions holding a given point): then epsilon_0 = ln(1 + (e^epsilon - 1) / p).
+Both are our reading of App. D, argued in docs/layered.md, "Where we depart from the paper". Each value is
+epsilon-DP for the other points; releasing all n composes to n epsilon, which is what the ledger records. A private
+result publishes nothing else computed from the data: its standard errors are the noise's, sqrt(2) b, and it has no
+fallback count.
 """
 
 from __future__ import annotations
@@ -63,7 +66,9 @@ def layer_sample_sizes(num_players: int, alpha: float, beta: float, c: float) ->
 
 def layer_counts(key, num_players: int, alpha: float, beta: float, c: float, include_empty_layer: bool = False):
     """Coalitions drawn per point and layer, (n, n) int: min(binom(n-1, k), ceil(m_k)) where m_k >= 1, else one with
-    probability m_k (spec A3, A5); 1 in layer 0 with `include_empty_layer` (A1)."""
+    probability m_k (Alg. 1's inclusion probability p_k of line 6 capped at 1, whole counts for m_k >= 1, and
+    Sec. 3.2's reading of m_k < 1); 1 in layer 0 with `include_empty_layer`, a layer Alg. 1 leaves out
+    (docs/layered.md, "Where we depart from the paper")."""
     sample_sizes = layer_sample_sizes(num_players, alpha, beta, c)
     fixed = np.array(
         [min(comb(num_players - 1, k), math.ceil(m)) if m >= 1 else 0 for k, m in enumerate(sample_sizes)], np.int64
@@ -114,7 +119,8 @@ def layered_shapley(
     include_empty_layer: bool = False,
     batch_size: int = 4096,
 ) -> ValuationResult:
-    """Layered Shapley values (Watson et al., Alg. 1 with the spec's fixes) of a utility `utility(key, masks)`.
+    """Layered Shapley values (Watson et al. 2023, Alg. 1, completed as in docs/layered.md, "Where we depart from
+    the paper") of a utility `utility(key, masks)`.
 
     Every sampled coalition costs two values, v(C) and v(C u i); each distinct coalition is valued once, in
     batches of `batch_size` masks. The standard error per value estimates its standard deviation over keys: the
@@ -287,20 +293,26 @@ def _rare_layer_variance(sums, seen, sample_sizes, rare, c: float) -> np.ndarray
 
 def expected_coalitions_with(coalitions_per_layer) -> float:
     """p: the expected number of a point's sampled coalitions that hold a given other point,
-    sum_k E[M_k] k / (n - 1), from the mean draws per layer k = 0 .. n-1 (spec Sec. 3.3.1, P3; Thm 3.4 corrected)."""
+    sum_k E[M_k] k / (n - 1), from the mean draws per layer k = 0 .. n-1. This is Watson et al.'s Thm 3.4 with its
+    proof's probability corrected: a size-k coalition of the n - 1 other points holds a given one with probability
+    k / (n - 1), not k / n (docs/layered.md, "Where we depart from the paper")."""
     per_layer = np.asarray(coalitions_per_layer, np.float64)
     return float((per_layer * np.arange(len(per_layer))).sum() / (len(per_layer) - 1))
 
 
 def layered_sensitivity(num_players: int, lipschitz: float, kappa: float, l2: float, adjacency: str) -> float:
-    """Delta = s L^2 kappa^2 H_{n-1} / (n lambda) (Appendix D; s = 2 for replace-one neighbours, spec P3)."""
+    """Delta = s L^2 kappa^2 H_{n-1} / (n lambda) (Watson et al. 2023, App. D, where s = 1): s = 2 for replace-one
+    neighbours, since uniform stability bounds a removal and a swap is a removal and an addition (docs/layered.md,
+    "Where we depart from the paper")."""
     harmonic = float(np.sum(1.0 / np.arange(1, num_players)))
     return (2.0 if adjacency == "replace-one" else 1.0) * lipschitz**2 * kappa**2 * harmonic / (num_players * l2)
 
 
 def amplified_epsilon(epsilon: float, p: float, enumerated: bool) -> float:
     """epsilon_0 = ln(1 + (e^epsilon - 1) / p), where amplification holds (p < 1, no layer enumerated), else
-    epsilon (spec A10: with p >= 1 the printed formula would add more noise than no amplification)."""
+    epsilon: with p >= 1 App. D's formula would give epsilon_0 < epsilon, more noise than no amplification, and an
+    enumerated layer touches every point for certain, so nothing is amplified (docs/layered.md, "Where we depart from
+    the paper")."""
     if enumerated or p >= 1:
         return epsilon
     return math.log1p(math.expm1(epsilon) / p)
@@ -311,7 +323,7 @@ class _RetrainingValuation:
 
     method: str
 
-    def __init__(self, utility: Callable | None, seed, batch_size: int) -> None:
+    def __init__(self, utility: Callable | None, seed, batch_size: int, batch_name: str = "batch_size") -> None:
         self.utility = partial(LogisticRegressionUtility, norm_bound=1.0) if utility is None else utility
         if not callable(self.utility):
             raise TypeError(
@@ -319,7 +331,7 @@ class _RetrainingValuation:
                 f"{self.utility!r}"
             )
         self.key = check_key("seed", seed)
-        self.batch_size = check_count("batch_size", batch_size, minimum=1)
+        self.batch_size = check_count(batch_name, batch_size, minimum=1)
 
     def fit(self, X, y) -> _RetrainingValuation:
         """Store the training points to be valued (at least two)."""
@@ -350,8 +362,9 @@ class LayeredShapley(_RetrainingValuation):
 
     alpha, beta    the (alpha, beta) guarantee: P(|phi_hat_i - phi_i| >= alpha) <= beta per point, in (0, 1)
     c              the diminishing-returns constant, |v_i(C)| <= c / |C| (taken as the marginals' range, as the
-                   paper's Hoeffding step does; pass 2c for a rigorous bound, spec A6). Default: from the utility's
-                   stability, c = L^2 kappa^2 / (2 lambda) (spec Sec. 1.1)
+                   paper's Hoeffding step does; |v_i| <= c / k spans 2c / k, so pass 2c for a rigorous bound).
+                   Default: from the utility's uniform stability gamma_k = L^2 kappa^2 / (2 lambda k) (Bousquet &
+                   Elisseeff 2002, as Watson et al. use it in Sec. 3.1), c = L^2 kappa^2 / (2 lambda)
     include_empty_layer   add the layer k = 0, v({i}) - v({}) (not in the paper's Alg. 1)
     epsilon        per-value DP budget (> 0); the n values together are n epsilon-DP (recorded in the ledger)
     adjacency      'replace-one' (the paper's Def. 2.1; sensitivity factor 2) or 'add-or-remove-one' (factor 1,
@@ -447,10 +460,11 @@ class LayeredShapley(_RetrainingValuation):
 
 
 class MonteCarloShapley(_RetrainingValuation):
-    """The Monte Carlo permutation baseline (Castro et al.; Watson et al. Sec. 2.1.1, the green line of Fig. 1):
+    """The Monte Carlo permutation baseline (Castro et al. 2009; Watson et al. Sec. 2.1.1, the green line of Fig. 1):
     m = ceil(ln(2 / beta) c^2 / (2 alpha^2)) permutations (Maleki et al.'s (alpha, beta) bound), each giving every
     point its marginal contribution to its predecessors, through the game layer (`bayesval.games.semivalue` with a
-    `PermutationSampler`). Not truncated (spec Sec. 3.1 recommends none; TMC's truncation biases the values).
+    `PermutationSampler`). Not truncated: the paper does not say its baseline truncates, and the truncation of
+    Ghorbani & Zou's (2019) TMC-Shapley biases the values.
     `num_permutations` overrides m; it is rounded up to whole batches of `permutations_per_batch`.
 
     A plan of more than `max_evaluations` utility evaluations (default `EVALUATION_BUDGET`, 10^7) is refused, with
@@ -472,7 +486,7 @@ class MonteCarloShapley(_RetrainingValuation):
         permutations_per_batch: int = 8,
         max_evaluations: int | None = None,
     ) -> None:
-        super().__init__(utility, seed, permutations_per_batch)
+        super().__init__(utility, seed, permutations_per_batch, "permutations_per_batch")
         self.alpha, self.beta = check_probability("alpha", alpha), check_probability("beta", beta)
         self.c = check_positive("c", c)
         self.max_evaluations = (

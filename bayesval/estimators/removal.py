@@ -58,13 +58,21 @@ def removal_curves(
         if removed.size == 0:
             raise ValueError("removed is empty: give at least one count of points to remove")
     random_orders = check_count("random_orders", random_orders, minimum=1)
+    key = check_key("key", key)
+    test_features = check_finite_array("X_test", X_test, ndim=2)
+    if test_features.shape[1] != features.shape[1]:
+        raise ValueError(f"X_test has {test_features.shape[1]} features but X has {features.shape[1]}")
+    if utility is not None and not callable(utility):
+        raise TypeError(
+            "utility must be callable as utility(X, y, X_test, y_test), e.g. LogisticRegressionUtility, got "
+            f"{utility!r}"
+        )
     if utility is None:
         utility = LogisticRegressionUtility(
             features, y, X_test, y_test, penalty="sum", fit_intercept=True, metric="accuracy"
         )
     else:
         utility = utility(features, y, X_test, y_test)
-    key = check_key("key", key)
     shuffles = np.asarray(
         jax.vmap(lambda k: jax.random.permutation(k, num_points))(jax.random.split(key, random_orders))
     )

@@ -12,8 +12,9 @@ Both follow the game layer's protocol `utility(key, masks (B, n)) -> values (B,)
 
 A coalition that cannot be fitted (the empty one; one with a single class where the model has an unpenalised
 intercept, for which no finite optimum exists; a scikit-learn fit that raises) gets the `fallback` value, the score
-of an uninformed model (Watson et al.'s experiments, spec_layered_shapley.md A16): -ln 2 for the log-loss, the
-majority-class rate of the validation labels for accuracy. `fallbacks` counts them over the utility's lifetime.
+of an uninformed model: -ln 2 for the log-loss, the majority-class rate of the validation labels for accuracy (the
+"random score" of Ghorbani & Zou's 2019 Data Shapley code; Watson et al. 2023 do not say how they handled such
+coalitions, docs/layered.md, "Where we depart from the paper"). `fallbacks` counts them over the utility's lifetime.
 """
 
 from __future__ import annotations
@@ -93,11 +94,12 @@ class LogisticRegressionUtility:
     X_val, y_val     the validation set scoring every coalition's model
     l2               the L2 strength lambda
     penalty          'mean': minimise (1/|C|) sum_C loss + lambda ||w||^2, the stability analysis's objective
-                     (Bousquet & Elisseeff; spec A13), i.e. scikit-learn's C = 1 / (2 lambda |C|); 'sum': minimise
+                     (Bousquet & Elisseeff 2002; Watson et al. 2023, Sec. 3.1), i.e. scikit-learn's
+                     C = 1 / (2 lambda |C|), whose marginals shrink like 1 / |C|; 'sum': minimise
                      sum_C loss + (lambda / 2) ||w||^2, scikit-learn's C = 1 / lambda for every coalition
     fit_intercept    an unpenalised intercept, as scikit-learn's; off by default, since the stability bound (and so
-                     DP Layered Shapley) holds for penalised weights only (spec A20): append a constant column to X
-                     for a penalised one
+                     DP Layered Shapley) holds for penalised weights only: append a constant column to X for a
+                     penalised one (and count it in kappa)
     metric           'log_loss' (v = minus the mean validation log-loss, Lipschitz: the DP analysis needs it) or
                      'accuracy'
     norm_bound       kappa: rows of X and X_val with a larger L2 norm are scaled down to it, the declared bound the
@@ -149,7 +151,7 @@ class LogisticRegressionUtility:
 
     def stability(self) -> tuple[float, float, float]:
         """(L, kappa, lambda) of the uniform-stability bound gamma_m = L^2 kappa^2 / (2 lambda m) on |v_i(C)|
-        (Bousquet & Elisseeff; spec Sec. 1.1), or a ValueError saying which setting voids it."""
+        (Bousquet & Elisseeff 2002; Watson et al. 2023, Def. 3.2), or a ValueError saying which setting voids it."""
         reasons = [
             why
             for bad, why in (

@@ -1,4 +1,4 @@
-"""Coalitions as boolean masks (DESIGN.md Sec. 4), and their bitmask codes.
+"""Coalitions as boolean masks (docs/games.md, "Design"), and their bitmask codes.
 
 A coalition of n players is a boolean mask of shape (n,); its code is sum_i mask_i 2^i, so the 2^n coalitions
 are codes 0 (the empty coalition) to 2^n - 1 (the grand coalition).

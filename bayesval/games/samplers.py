@@ -50,11 +50,14 @@ LAYER_DRAWS = 30  # draws per layer and batch below which stratified layer varia
 
 class BatchStatistics(NamedTuple):
     """One batch's draws of each index, per group: sums (R, G, n) per utility estimate, and of the draws averaged over
-    the R estimates the sum of squared deviations from the batch's group mean m2 (G, n), counts (G, n) and the
+    the R estimates the sums of their squared, cubed and fourth-power deviations from the batch's group mean m2, m3,
+    m4 (G, n) (m4 says how far the variance can be trusted: `bayesval.games.variance`), counts (G, n) and the
     smallest and largest draw low, high (G, n) (+inf, -inf where a group drew nothing)."""
 
     sums: Any
     m2: Any
+    m3: Any
+    m4: Any
     counts: Any
     low: Any
     high: Any
@@ -108,11 +111,11 @@ def file_draws(draws, groups, num_groups: int) -> BatchStatistics:
     averaged = draws.mean(axis=0)  # (D, n)
     means = sums.mean(axis=0) / jnp.maximum(counts, 1)
     deviations = averaged - jnp.take_along_axis(means.T, jnp.minimum(groups, num_groups - 1).T, axis=1).T
-    m2 = jnp.einsum("dn,dng->gn", deviations**2, member)
+    m2, m3, m4 = (jnp.einsum("dn,dng->gn", deviations**power, member) for power in (2, 3, 4))
     inside = member.transpose(2, 0, 1) > 0  # (G, D, n)
     low = jnp.where(inside, averaged[None], jnp.inf).min(axis=1)
     high = jnp.where(inside, averaged[None], -jnp.inf).max(axis=1)
-    return BatchStatistics(sums, m2, counts.astype(jnp.int64), low, high)
+    return BatchStatistics(sums, m2, m3, m4, counts.astype(jnp.int64), low, high)
 
 
 def end_masks(num_players: int) -> np.ndarray:
@@ -218,7 +221,9 @@ class UniformSampler:
         size_weights = semivalue.size_weights(num_players)
         inflation = float((size_weights * scaled[:-1]).sum())  # E_q[r^2] = sum_s p(s) r(s), r = 2^(n-1) w(s)
         mixed = np.zeros(2, bool)
-        return BatchPlan(np.array([1.0, -1.0]), mixed, mixed, batch_size, draw, reduce, inflation, heavy_tails(inflation))
+        return BatchPlan(
+            np.array([1.0, -1.0]), mixed, mixed, batch_size, draw, reduce, inflation, heavy_tails(inflation)
+        )
 
 
 def _uniform_masks(key, state, num_players: int, batch_size: int):
@@ -246,7 +251,12 @@ class StratifiedSampler:
 
     def __post_init__(self) -> None:
         if self.allocation is not None:
-            allocation = np.asarray(self.allocation, np.float64)
+            try:
+                allocation = np.asarray(self.allocation, np.float64)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"allocation must be numbers, one weight per coalition size, got {self.allocation!r}"
+                ) from None
             if allocation.ndim != 1 or not np.all(np.isfinite(allocation)) or np.any(allocation < 0):
                 raise ValueError(f"allocation must be finite weights >= 0, one per coalition size, got {allocation}")
             object.__setattr__(self, "allocation", tuple(allocation.tolist()))
@@ -283,12 +293,12 @@ class StratifiedSampler:
         draw = partial(_neyman_masks, first=np.broadcast_to(first, (num_players, batch_size)), weights=coefficients)
         reduce = partial(_sized_reduce, group_of_size=jnp.arange(num_players), num_groups=num_players)
         sampled = int(((coefficients > 0) & ~exact).sum())
-        unreliable = None
-        if batch_size - 2 * (coefficients > 0).sum() < LAYER_DRAWS * sampled:
+        unreliable, enough = None, LAYER_DRAWS * sampled + 2 * int((coefficients > 0).sum())
+        if batch_size < enough:
             unreliable = (
                 f"each batch gives the {sampled} sampled layers fewer than {LAYER_DRAWS} draws each (batch_size "
                 f"{batch_size}), and layer variances from so few draws miss rare marginals (measured in "
-                f"docs/games.md, 'Calibration'); use batch_size >= {LAYER_DRAWS * sampled + 2 * (coefficients > 0).sum()}"
+                f"docs/games.md, 'Calibration'); use batch_size >= {enough}"
             )
         layers = np.ones(num_players, bool)
         return BatchPlan(coefficients, exact, layers, 2 * num_players * batch_size, draw, reduce, 1.0, unreliable)

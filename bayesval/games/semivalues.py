@@ -1,5 +1,5 @@
 """Semivalues of a utility: exactly, by enumerating every coalition in fixed-size chunks, or by sampling coalitions
-in fixed-size batches until a stopping rule holds (DESIGN.md Sec. 8, the game layer).
+in fixed-size batches until a stopping rule holds (docs/games.md, "Design").
 
 A utility is a pure function `utility(key, masks) -> values`: masks (B, n) boolean, values (B,), or (R, B) for R
 independent estimates of each coalition's value (as the party surprise gives per repeat). Batch b of a run draws its
@@ -61,6 +61,7 @@ def semivalue(
     draws were all equal unless its value is exact), per index in `diagnostics["indices"]` the draws, their range,
     whether the value is exact and why it is or is not converged, and the state to resume or merge (`a + b`).
     """
+    _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1)
     key = check_key("key", key)
     batch_size = check_count("batch_size", batch_size, minimum=1)
@@ -109,6 +110,7 @@ def semivalue(
                 "draws": progress.counts.tolist(),
                 "range": progress.ranges.tolist(),
                 "exact": progress.exact.tolist(),
+                "dof": progress.dof.tolist(),
                 "verdict": verdicts(progress, converged),
             },
         },
@@ -131,6 +133,7 @@ def exact_semivalue(
     chunk padded with the empty coalition), phi = sum_c C[c] v(c) (`weights.coalition_coefficients`). Chunk c's
     utility key is fold_in(key, c). With R estimates per coalition the standard error is the spread of the R
     semivalues over sqrt(R), else 0."""
+    _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1, maximum=30)
     key = check_key("key", key)
     batch_size = check_count("batch_size", batch_size, minimum=1)
@@ -164,7 +167,15 @@ def exact_semivalue(
 def checked_values(values, masks, names: list[str]) -> jax.Array:
     """A utility's values as float64 (R, B) for masks (B, n), or a ValueError: a shape that is neither (B,) nor
     (R, B), or a NaN / inf value, naming the coalitions that got one."""
-    values = jnp.asarray(values)
+    try:
+        values = jnp.asarray(values)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"utility must return numbers, an array of shape (B,) or (R, B), got {type(values).__name__}: "
+            f"{values!r:.80}"
+        ) from None
+    if jnp.iscomplexobj(values):
+        raise TypeError(f"utility must return real numbers, got {values.dtype} (an imaginary part would be dropped)")
     batch = masks.shape[0]
     if values.ndim not in (1, 2) or values.shape[-1] != batch:
         raise ValueError(
@@ -182,6 +193,11 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
             "coalition's value must be a finite number (give the empty coalition a value too, e.g. 0)"
         )
     return values
+
+
+def _check_utility(utility) -> None:
+    if not callable(utility):
+        raise TypeError(f"utility must be callable as utility(key, masks) -> values, got {type(utility).__name__}")
 
 
 def _check_sampler(sampler) -> Sampler:
@@ -248,7 +264,7 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
 
 def _progress(state: SemivalueState, started: float, history: int, record: bool = True) -> Progress:
     """The run's progress; `record` files the current ranking (once per batch) for rank-stability rules."""
-    values, variances = state.estimate()
+    values, variances, dof = state.estimate()
     if history and record:
         ranking = np.argsort(-values, kind="stable")[None]
         state.rankings = np.concatenate([state.rankings, ranking])[-history:]
@@ -261,4 +277,5 @@ def _progress(state: SemivalueState, started: float, history: int, record: bool 
         state.rankings,
         state.ranges,
         state.exact_indices,
+        dof,
     )

@@ -18,10 +18,27 @@ estimates (`permutation_shapley` has always done this).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
-from bayesval.games.variance import draw_variances, exact_indices, index_ranges, spread
+from bayesval.games.variance import (
+    TRUSTED_DOF,
+    draw_dof,
+    draw_variances,
+    exact_indices,
+    index_ranges,
+    satterthwaite_dof,
+    spread,
+)
+
+
+class Estimate(NamedTuple):
+    """A sampled semivalue so far: values (n,), their variances (n,) and the variances' degrees of freedom (n,)."""
+
+    values: np.ndarray
+    variances: np.ndarray
+    dof: np.ndarray
 
 
 @dataclass
@@ -33,8 +50,8 @@ class SemivalueState:
     exact                 (G,) groups of a single coalition (their draws differ only by the utility's noise)
     layers                (G,) groups of a single coalition size (their spread is within one size)
     sums                  (R, G, n) sums of the draws from each of the utility's R estimates
-    m2                    (G, n) sums of squared deviations of the draws (averaged over the R estimates) from their
-                          group mean
+    m2, m3, m4            (G, n) sums of squared, cubed and fourth-power deviations of the draws (averaged over the
+                          R estimates) from their group mean (m3 and m4: how far a variance can be trusted)
     counts                (G, n) draws per group and index
     low, high             (G, n) the smallest and largest draw (+inf and -inf before the first)
     evaluations           utility evaluations (coalitions valued) so far
@@ -53,6 +70,8 @@ class SemivalueState:
     layers: np.ndarray
     sums: np.ndarray
     m2: np.ndarray
+    m3: np.ndarray
+    m4: np.ndarray
     counts: np.ndarray
     low: np.ndarray
     high: np.ndarray
@@ -62,7 +81,7 @@ class SemivalueState:
     streams: dict[str, list[int]] = field(default_factory=dict)
     rankings: np.ndarray | None = None
 
-    ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "counts", "low", "high", "rankings")
+    ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
 
     @classmethod
     def empty(cls, semivalue: str, sampler: str, plan, num_repeats: int, num_players: int):
@@ -75,6 +94,8 @@ class SemivalueState:
             np.asarray(plan.exact, bool),
             np.asarray(plan.layers, bool),
             np.zeros((num_repeats, groups, num_players)),
+            np.zeros((groups, num_players)),
+            np.zeros((groups, num_players)),
             np.zeros((groups, num_players)),
             np.zeros((groups, num_players), np.int64),
             np.full((groups, num_players), np.inf),
@@ -121,24 +142,32 @@ class SemivalueState:
         """File one batch's `BatchStatistics` (sums (R, G, n), m2, counts, low, high (G, n)) and its coalitions'
         values (R, M)."""
         combined = _combined(self, *(np.asarray(part) for part in batch))
-        self.sums, self.m2, self.counts, self.low, self.high = combined
+        self.sums, self.m2, self.m3, self.m4, self.counts, self.low, self.high = combined
         averaged = np.asarray(values).mean(axis=0)
         self.value_low = min(self.value_low, float(averaged.min()))
         self.value_high = max(self.value_high, float(averaged.max()))
         self.evaluations += averaged.size
 
-    def estimate(self) -> tuple[np.ndarray, np.ndarray]:
-        """Values (n,) and their variances (n,); inf variance where a weighted group has fewer than 2 draws."""
+    def estimate(self) -> Estimate:
+        """Values (n,), their variances (n,) and the variances' degrees of freedom (n,); inf variance where a
+        weighted group has fewer than 2 draws (`bayesval.games.variance`)."""
         used = self.coefficients != 0
         counts = self.counts[used].astype(np.float64)
         coefficients = self.coefficients[used][:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             per_repeat = (coefficients * self.sums[:, used] / counts).sum(axis=1)  # (R, n)
-            variance = (coefficients**2 * draw_variances(self)[used] / counts).sum(axis=0)
-        values = per_repeat.mean(axis=0)
-        if self.num_repeats > 1:
-            variance = variance + per_repeat.var(axis=0, ddof=1) / self.num_repeats
-        return values, variance
+            terms = coefficients**2 * draw_variances(self)[used] / counts  # (G', n)
+        dofs = draw_dof(self)[used]
+        if self.num_repeats > 1:  # the utility's own error, from R - 1 degrees of freedom
+            terms = np.concatenate([terms, per_repeat.var(axis=0, ddof=1)[None] / self.num_repeats])
+            dofs = np.concatenate([dofs, np.full((1, self.num_players), self.num_repeats - 1.0)])
+        return Estimate(per_repeat.mean(axis=0), terms.sum(axis=0), satterthwaite_dof(terms, dofs))
+
+    @property
+    def trusted(self) -> np.ndarray:
+        """Indices (n,) whose standard error can be trusted: exact values, or at least `TRUSTED_DOF` degrees of
+        freedom (an index whose draws were all equal has none of its own)."""
+        return self.exact_indices | (self.estimate().dof >= TRUSTED_DOF)
 
     def same_game(self, other: SemivalueState) -> str | None:
         """None if `other` sampled the same game the same way, else what differs (for an error)."""
@@ -160,11 +189,14 @@ class SemivalueState:
                 "cannot merge two results sampled from the same key: their first batches are the same draws, which "
                 "would count twice; run the second with another key, or resume the first (resume_from=...)"
             )
-        sums, m2, counts, low, high = _combined(self, other.sums, other.m2, other.counts, other.low, other.high)
+        moments = (other.sums, other.m2, other.m3, other.m4, other.counts, other.low, other.high)
+        sums, m2, m3, m4, counts, low, high = _combined(self, *moments)
         return replace(
             self,
             sums=sums,
             m2=m2,
+            m3=m3,
+            m4=m4,
             counts=counts,
             low=low,
             high=high,
@@ -192,16 +224,47 @@ class SemivalueState:
 
     @classmethod
     def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> SemivalueState:
+        """The state saved as `to_json` and `ARRAYS`. A state saved before m3 and m4 were kept gets the moments of
+        normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of freedom."""
+        if "m4" not in arrays:
+            counts = np.maximum(arrays["counts"], 1)
+            arrays = arrays | {"m3": np.zeros_like(arrays["m2"]), "m4": 3 * arrays["m2"] ** 2 / counts}
         return cls(**meta, **arrays)
 
 
-def _combined(state: SemivalueState, sums, m2, counts, low, high):
-    """The state's (sums, m2, counts, low, high) with another set of draws' added: m2 by Chan et al.'s pairwise
-    update, m2_a + m2_b + delta^2 m_a m_b / (m_a + m_b), and exactly 0 where every draw is the same (to rounding)."""
-    total = state.counts + counts
+def _combined(state: SemivalueState, sums, m2, m3, m4, counts, low, high):
+    """The state's (sums, m2, m3, m4, counts, low, high) with another set of draws' added: the central moment sums by
+    the pairwise updates of Chan, Golub & LeVeque (1983) and Pebay (2008, Eqs. 2.1-2.3), with delta the difference of
+    the two means and m = m_a + m_b,
+
+        m2 = m2_a + m2_b + delta^2 m_a m_b / m
+        m3 = m3_a + m3_b + delta^3 m_a m_b (m_a - m_b) / m^2 + 3 delta (m_a m2_b - m_b m2_a) / m
+        m4 = m4_a + m4_b + delta^4 m_a m_b (m_a^2 - m_a m_b + m_b^2) / m^3 + 6 delta^2 (m_a^2 m2_b + m_b^2 m2_a) / m^2
+             + 4 delta (m_a m3_b - m_b m3_a) / m,
+
+    and exactly 0 where every draw is the same (to rounding)."""
+    a, b = state.counts.astype(np.float64), np.asarray(counts, np.float64)
+    total = a + b
     with np.errstate(invalid="ignore", divide="ignore"):
-        delta = sums.mean(axis=0) / counts - state.sums.mean(axis=0) / state.counts
-        between = np.where((state.counts > 0) & (counts > 0), delta**2 * state.counts * counts / total, 0.0)
+        delta = sums.mean(axis=0) / b - state.sums.mean(axis=0) / a
+        delta = np.where((a > 0) & (b > 0), delta, 0.0)
+        share = np.where(total > 0, a * b / np.maximum(total, 1), 0.0)  # m_a m_b / m
+        fraction_a, fraction_b = (np.where(total > 0, x / np.maximum(total, 1), 0.0) for x in (a, b))
+    new_m2 = state.m2 + m2 + delta**2 * share
+    new_m3 = (
+        state.m3
+        + m3
+        + delta**3 * share * (fraction_a - fraction_b)
+        + 3 * delta * (fraction_a * m2 - fraction_b * state.m2)
+    )
+    new_m4 = (
+        state.m4
+        + m4
+        + delta**4 * share * (fraction_a**2 - fraction_a * fraction_b + fraction_b**2)
+        + 6 * delta**2 * (fraction_a**2 * m2 + fraction_b**2 * state.m2)
+        + 4 * delta * (fraction_a * m3 - fraction_b * state.m3)
+    )
     low, high = np.minimum(state.low, low), np.maximum(state.high, high)
-    m2 = np.where(spread(low, high) == 0, 0.0, state.m2 + m2 + between)
-    return state.sums + sums, m2, total, low, high
+    equal = spread(low, high) == 0
+    new_m2, new_m3, new_m4 = (np.where(equal, 0.0, moment) for moment in (new_m2, new_m3, new_m4))
+    return state.sums + sums, new_m2, new_m3, new_m4, total.astype(np.int64), low, high

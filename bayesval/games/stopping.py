@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bayesval.games.variance import TRUSTED_DOF
 from bayesval.validation import check_int, check_non_negative, check_positive
 
 DEFAULT_MAX_EVALUATIONS = 1_000_000
@@ -21,7 +22,8 @@ DEFAULT_MAX_EVALUATIONS = 1_000_000
 class Progress(NamedTuple):
     """A run so far: the estimates, their standard errors and draws per index, the utility evaluations in all
     (resumed runs included), this call's wall time in seconds, the last rankings (H, n), best first, and per index
-    the range of its draws (0: all equal) and whether its value is exact (every weighted group one coalition)."""
+    the range of its draws (0: all equal), whether its value is exact (every weighted group one coalition) and the
+    degrees of freedom of its standard error (`bayesval.games.variance`)."""
 
     values: np.ndarray
     stderr: np.ndarray
@@ -31,11 +33,13 @@ class Progress(NamedTuple):
     rankings: np.ndarray
     ranges: np.ndarray
     exact: np.ndarray
+    dof: np.ndarray
 
     @property
     def trusted(self) -> np.ndarray:
-        """Indices whose standard error means something: exact, or draws that varied (n,)."""
-        return self.exact | (self.ranges > 0)
+        """Indices whose standard error means something: exact, or from at least `TRUSTED_DOF` degrees of freedom
+        (draws that varied often enough to show their spread) (n,)."""
+        return self.exact | (self.dof >= TRUSTED_DOF)
 
 
 class StoppingRule:
@@ -58,8 +62,9 @@ class StoppingRule:
 
 
 class StandardError(StoppingRule):
-    """Every index's standard error at most `threshold` (>= 0), from at least `min_count` draws that varied (an index
-    whose draws were all equal has no variance to judge, and converges only where its value is exact)."""
+    """Every index's standard error at most `threshold` (>= 0), from at least `min_count` draws and trusted: of at
+    least `TRUSTED_DOF` degrees of freedom (an index whose draws were all equal, or varied only a few times, has no
+    variance to judge, and converges only where its value is exact)."""
 
     def __init__(self, threshold: float, min_count: int = 8) -> None:
         self.threshold = check_non_negative("threshold", threshold)
@@ -175,11 +180,18 @@ class _Either(_Both):
 def verdicts(progress: Progress, converged: np.ndarray) -> list[str]:
     """Why each index is or is not converged, in words (a result's `diagnostics["indices"]["verdict"]`)."""
     words = []
-    for exact, trusted, done in zip(progress.exact, progress.trusted, converged):
+    for exact, trusted, varied, dof, done in zip(
+        progress.exact, progress.trusted, progress.ranges > 0, progress.dof, converged
+    ):
         if exact:
             words.append("exact")
-        elif not trusted:
+        elif not varied:
             words.append("not converged: all draws equal, so the error is unknown (a floor from the game's range)")
+        elif not trusted:
+            words.append(
+                f"not converged: the draws varied too rarely to show their spread ({dof:.1f} degrees of freedom, "
+                f"fewer than {TRUSTED_DOF:g}), so the standard error is a rough guess"
+            )
         else:
             words.append("converged" if done else "not converged: the rule did not hold before the run stopped")
     return words

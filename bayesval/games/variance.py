@@ -22,7 +22,17 @@ variance, Gelman et al. 2013, Sec. 3.3, with prior variances worth a number of d
 
 Groups of a single coalition (`exact`: the empty coalition or everyone else) vary only by the utility's noise: their
 variance is the noise's, pooled over every such group of every index (a deterministic utility: exactly 0; a noisy
-one: one estimate from all of them, where each group alone has two draws a batch). A group with fewer than two draws has infinite variance: nothing is known of its spread.
+one: one estimate from all of them, where each group alone has two draws a batch). A group with fewer than two draws
+has infinite variance: nothing is known of its spread.
+
+How far a variance can be trusted is its degrees of freedom nu = 2 sigma^4 / Var(s^2). For m draws of kurtosis kappa,
+Var(s^2) / sigma^4 = kappa / m - (m - 3) / (m (m - 1)) (Cramer 1946, Sec. 27.4): nu = m - 1 for normal draws, but
+about twice the number of hits for a rare event (Bernoulli draws with p small have kappa ~ 1 / p), however many draws
+were made. A group's nu is that of its own draws (kappa from m4, the sample kurtosis m m4 / m2^2) plus the weight of
+its priors (p + g draws); an index's standard error combines its groups' by Welch-Satterthwaite (Satterthwaite 1946),
+nu_i = (sum_g t_g)^2 / sum_g (t_g^2 / nu_g) with t_g = c_g^2 sigma~_g^2 / m_g. Below `TRUSTED_DOF` the standard error
+is a rough guess (a handful of hits decide it, and z-scores have heavy tails: docs/games.md, "Calibration"), and the
+index does not count as converged.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 PRIOR_DRAWS = 1.0  # k: the prior's weight in draws
+TRUSTED_DOF = 10.0  # degrees of freedom from which a standard error is an estimate, not a guess
 ROUNDING = 1e-12  # draws closer than this, relative to their size, are equal: a marginal v(S u i) - v(S) rounds
 
 
@@ -58,6 +69,25 @@ def exact_indices(state) -> np.ndarray:
 
 def draw_variances(state) -> np.ndarray:
     """sigma~^2 (G, n): the honest variance of one draw of each group and index (module docstring)."""
+    return _shrunk(state)[0]
+
+
+def draw_dof(state) -> np.ndarray:
+    """nu (G, n): the degrees of freedom of each group's sigma~^2 (module docstring); inf where it is known exactly
+    (the exact groups of a deterministic utility), 0 where a group has fewer than two draws."""
+    variances, prior_weight, noise_dof = _shrunk(state)
+    counts = state.counts.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kurtosis = counts * state.m4 / state.m2**2
+        relative = kurtosis / counts - (counts - 3) / (counts * (counts - 1))  # Var(s^2) / sigma^4
+        own = np.where((state.m2 > 0) & (counts >= 2), 2 / relative, 0.0)
+    dof = np.where(state.exact[:, None], noise_dof, own + prior_weight)
+    return np.where(counts >= 2, dof, 0.0)
+
+
+def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
+    """sigma~^2 (G, n), the weight in draws of its priors (G, n), and the degrees of freedom of the exact groups'
+    pooled noise variance (inf for a deterministic utility)."""
     counts = state.counts.astype(np.float64)
     free = ((state.coefficients != 0) & ~state.exact)[:, None] & (counts >= 2)
     dof = np.where(free, counts - 1, 0.0)
@@ -77,6 +107,17 @@ def draw_variances(state) -> np.ndarray:
         guarded = PRIOR_DRAWS * share
         shrunk = (state.m2 + pooling * pooled + guarded * guard) / (counts - 1 + pooling + guarded)
         single = state.exact[:, None] & (counts >= 2)  # one coalition each: their spread is the utility's noise
-        noise = np.where(single, state.m2, 0.0).sum() / np.where(single, counts - 1, 0.0).sum()
+        noise_squares, noise_dof = np.where(single, state.m2, 0.0).sum(), np.where(single, counts - 1, 0.0).sum()
+        noise = noise_squares / noise_dof
     variances = np.where(state.exact[:, None], noise if np.isfinite(noise) else 0.0, shrunk)
-    return np.where(counts >= 2, variances, np.inf)
+    prior_weight = np.where(free, pooling + guarded, 0.0)
+    return np.where(counts >= 2, variances, np.inf), prior_weight, noise_dof if noise_squares > 0 else np.inf
+
+
+def satterthwaite_dof(terms: np.ndarray, dofs: np.ndarray) -> np.ndarray:
+    """nu (n,) of a sum of independent variance estimates `terms` (K, n) with degrees of freedom `dofs` (K, n)
+    (Satterthwaite 1946): (sum t)^2 / sum (t^2 / nu); inf where every term is 0 (an exact value)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        parts = np.where(terms > 0, terms**2 / dofs, 0.0)
+        total = terms.sum(axis=0)
+        return np.where(total > 0, total**2 / parts.sum(axis=0), np.inf)

@@ -3,7 +3,8 @@
 Linear regression: for a Gaussian record z ~ N(m, S), the entries t_k = z_{a_k} z_{b_k} have
 E[t_k] = S_ab + m_a m_b and, by Isserlis' theorem,
 Cov(z_a z_b, z_c z_d) = S_ac S_bd + S_ad S_bc + m_a m_c S_bd + m_a m_d S_bc + m_b m_c S_ad + m_b m_d S_ac.
-This is the spec's Sec. 2.1 block formulas (verified there by Monte Carlo) in one expression.
+One expression covers every block of the statistic (x x^T, x y, y^2) and every pair of blocks; tests/test_clt.py
+checks it against Monte Carlo (docs/architecture.md, "Choices").
 
 Logistic regression (PASS-GLM statistic, Kulkarni et al. 2021): y is not Gaussian, but it depends
 on x only through u = theta^T x~. Writing x~ = A(eta) + r with eta = standardised u and r Gaussian

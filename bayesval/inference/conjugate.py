@@ -3,8 +3,9 @@ normal-inverse-Wishart (data model), their updates from sufficient statistics, a
 
 NIG(mean, precision, shape, scale): sigma^2 ~ InvGamma(shape, scale), w | sigma^2 ~ N(mean, sigma^2 precision^-1)
 (Sim et al. 2023, App. A.1). NIW(mean, kappa, scale, dof): Sigma ~ InvWishart(scale, dof),
-mu | Sigma ~ N(mean, Sigma / kappa). Updates follow Bernstein & Sheldon (2019) as restated in
-spec Sec. 2.1, with eigenvalue clipping where perturbed statistics break positive definiteness.
+mu | Sigma ~ N(mean, Sigma / kappa). Updates follow Bernstein & Sheldon (2019) as Sim et al. 2023 use them in their
+Algorithm 1 (App. A.3), with eigenvalue clipping where perturbed statistics break positive definiteness (our
+repair, which the papers do not discuss; docs/architecture.md, "Choices").
 """
 
 from __future__ import annotations

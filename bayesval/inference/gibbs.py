@@ -51,6 +51,7 @@ from bayesval.inference.linalg import (
     spd_solve,
     unconstrained_from_pd,
 )
+from bayesval.progress import describe
 from bayesval.statistics import LinearRegressionStatistic
 
 # XLA's backend optimisation level 1 compiles the sweep program ~30 % faster (Syn, 84 chains: 9.1 s against 13.0 s)
@@ -561,7 +562,7 @@ def sample_coalition_posteriors(
     sampling = -(-total_kept // per_segment)
     moves = (shared_data_model, interweaving_moves, collapsed_moves)
     kept = []
-    with tqdm(total=len(warmup) + sampling, desc="Gibbs", disable=not progress_bar, unit="segment") as bar:
+    with tqdm(total=len(warmup) + sampling, desc=describe("Gibbs"), disable=not progress_bar, unit="segment") as bar:
         for index in range(len(warmup) + sampling):
             keys = chain_keys(jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_run, index))
             warming = index < len(warmup)

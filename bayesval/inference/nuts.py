@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
+from bayesval.progress import describe
 
 
 def bfmi(energy: np.ndarray) -> np.ndarray:
@@ -146,7 +147,7 @@ def sample_coalition_posteriors_nuts(
     kept = num_samples // thinning
     bar = tqdm(
         total=num_warmup + num_samples,
-        desc=f"NUTS, {num_coalitions} coalitions x {num_chains} chains",
+        desc=describe(f"NUTS, {num_coalitions} posteriors x {num_chains} chains"),
         disable=not progress_bar,
     )
     trace = jax.tree.map(

@@ -144,7 +144,10 @@ def allocate(
             stacklevel=3,
         )
     masks = np.vstack([np.ones((1, n), bool), np.eye(n, dtype=bool)])
-    grand_draws, *own_draws = [e.draws for e in sampler.evaluate([sampler.data] * (n + 1), [1.0] * (n + 1), masks)]
+    stage = "rewards: draws of the grand coalition's posterior and of each party's own"
+    grand_draws, *own_draws = [
+        e.draws for e in sampler.evaluate([sampler.data] * (n + 1), [1.0] * (n + 1), masks, stage=stage)
+    ]
     grand_trial = Evaluation(1.0 if mechanism.name == "tempering" else 0.0, grand[0], grand[1], grand_draws)
     top = np.isclose(shapley, shapley.max(), rtol=0, atol=0)
     nothing = targets <= 0

@@ -12,6 +12,7 @@ about linearly in log kappa over the decades that matter) plus, with more slots,
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from dataclasses import dataclass
@@ -75,7 +76,8 @@ def _splits(lo: Evaluation, hi: Evaluation, target: float, count: int) -> list[f
 
 def _lockstep(mechanism, sampler: RewardSampler, searches: list[Search], inputs_for, scan_start=None) -> None:
     """Rounds of trials for every unfinished search, one sampler call per round, until each search is done."""
-    while True:
+    symbol = "kappa" if mechanism.name == "tempering" else "tau"
+    for round_number in itertools.count(1):
         active = []
         for search in searches:
             if search.accepted is not None:
@@ -104,7 +106,11 @@ def _lockstep(mechanism, sampler: RewardSampler, searches: list[Search], inputs_
                 parameters = _splits(*bracket, search.target, slots)
             trials += [(search, parameter) for parameter in parameters]
         calls_before = sampler.calls
-        evaluations = sampler.evaluate([inputs_for(s, p) for s, p in trials], [p for _, p in trials])
+        stage = (
+            f"reward search by {mechanism.name}, round {round_number}: posteriors of the rewards of {len(active)} "
+            f"part{'y' if len(active) == 1 else 'ies'} at {len(trials)} trial values of {symbol}"
+        )
+        evaluations = sampler.evaluate([inputs_for(s, p) for s, p in trials], [p for _, p in trials], stage=stage)
         for (search, _), evaluation in zip(trials, evaluations):
             search.trials.append(evaluation)
         for search, _ in active:

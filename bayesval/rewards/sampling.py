@@ -11,6 +11,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from bayesval import progress
 from bayesval.games.surprise import CoalitionSurprise, per_repeat
 from bayesval.inference.data import NoiseAwareData
 
@@ -37,11 +38,16 @@ class RewardSampler:
         self.chain_length = surprise.config.num_samples // surprise.config.thinning  # draws run chain by chain
         self.calls = 0
 
-    def evaluate(self, inputs: list[NoiseAwareData], parameters, masks: np.ndarray | None = None) -> list[Evaluation]:
-        """r of each input's coalition (default: the grand coalition), ceil(len / slots) sampler calls."""
+    def evaluate(
+        self, inputs: list[NoiseAwareData], parameters, masks: np.ndarray | None = None, *, stage: str = "rewards"
+    ) -> list[Evaluation]:
+        """r of each input's coalition (default: the grand coalition), ceil(len / slots) sampler calls, whose
+        progress bars say `stage`."""
         if masks is None:
             masks = np.ones((len(inputs), self.num_parties), bool)
-        values, draws = self.surprise.of_inputs(jax.random.fold_in(self.key, self.calls), inputs, masks)
+        rows = len(inputs) * self.surprise.config.num_repeats
+        with progress.stage(stage, calls=math.ceil(rows / self.surprise.batch_rows)):
+            values, draws = self.surprise.of_inputs(jax.random.fold_in(self.key, self.calls), inputs, masks)
         self.calls += math.ceil(len(inputs) / self.slots)
         mean, stderr = per_repeat(values)
         return [Evaluation(float(p), float(m), float(s), d) for p, m, s, d in zip(parameters, mean, stderr, draws)]

@@ -9,7 +9,9 @@ import warnings
 
 import numpy as np
 
-from bayesval.validation import check_real
+from bayesval.validation import check_finite_array, check_real
+
+FINITE_VALUES = "rewards are computed from finite values"
 
 
 def check_rho(rho) -> float:
@@ -21,15 +23,13 @@ def check_rho(rho) -> float:
 
 
 def _vectors(shapley, singleton_values) -> tuple[np.ndarray, np.ndarray]:
-    shapley = np.asarray(shapley, np.float64)
-    singleton_values = np.asarray(singleton_values, np.float64)
-    if shapley.ndim != 1 or shapley.shape != singleton_values.shape or shapley.size < 2:
+    shapley = check_finite_array("shapley", shapley, ndim=1, remedy=FINITE_VALUES)
+    singleton_values = check_finite_array("singleton_values", singleton_values, ndim=1, remedy=FINITE_VALUES)
+    if shapley.shape != singleton_values.shape or shapley.size < 2:
         raise ValueError(
-            f"rewards need the Shapley values and own values of 2 or more parties, got shapes {shapley.shape} and "
-            f"{singleton_values.shape}"
+            f"rewards need the Shapley values (shapley) and own values (singleton_values) of 2 or more parties, one "
+            f"each, got shapes {shapley.shape} and {singleton_values.shape}"
         )
-    if not (np.isfinite(shapley).all() and np.isfinite(singleton_values).all()):
-        raise ValueError("the Shapley values and own values must be finite")
     return shapley, singleton_values
 
 
@@ -63,7 +63,7 @@ def rho_shapley_targets(shapley, grand_value: float, rho: float) -> np.ndarray:
     """r*_i = v_N (phi_i / max_k phi_k)^rho (Sim et al. 2023, Sec. 4): the top party's target is v_N (efficiency,
     P2), the others' shrink with their Shapley share, less so for smaller rho (more equal rewards)."""
     rho = check_rho(rho)
-    shapley = np.asarray(shapley, np.float64)
+    shapley = check_finite_array("shapley", shapley, ndim=1, remedy=FINITE_VALUES)
     if (shapley < 0).any():
         raise ValueError(
             f"rho-Shapley targets need non-negative Shapley values, got {shapley.tolist()}; "

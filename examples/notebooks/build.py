@@ -192,7 +192,7 @@ for repeat in range(repeats):
         rows += [(mechanism.name, r, s, m) for r, s, m in zip(
             again.rewards.values[below_top], again.rewards.similarity[below_top],
             again.rewards.mnlp(*syn.test)["reward"][below_top])]
-figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+figure, (left, right) = plt.subplots(1, 2, figsize=(7.0, 3.4), constrained_layout=True)
 for name in ("tempering", "noise addition"):
     r, s, m = np.array([row[1:] for row in rows if row[0] == name]).T
     left.scatter(r, s, label=name)
@@ -233,7 +233,7 @@ diab.rewards.to_dataframe()"""
             """if BUDGET == "paper":
     from bayesval.datasets import load_california
 
-    calih = load_california()  # from $BAYESVAL_DATA; trains the feature network (~5 s)
+    calih = load_california()  # from $BAYESVAL_DATA; trains the feature network (~10 s)
     houses = bv.valuate(calih.model(), calih.make_parties((0.2, 0.1, 0.2), noise_seeds=(300, 301, 302)), key=0,
                         config=config, rewards="tempering", rho=0.2)
     print(houses.rewards.mnlp(*calih.validation))
@@ -412,7 +412,7 @@ pd.DataFrame(rows).set_index("data")"""
             "(bottom row: above is good); the random line averages 10 random orders."
         ),
         code(
-            """figure, axes = plt.subplots(2, len(curves), figsize=(4 * len(curves), 6), squeeze=False)
+            """figure, axes = plt.subplots(2, len(curves), figsize=(7.0, 5.5), squeeze=False)
 for column, (name, by_method) in enumerate(curves.items()):
     for method, curve in by_method.items():
         axes[0, column].plot(curve.removed, curve.high_first, label=method)

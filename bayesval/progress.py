@@ -1,0 +1,54 @@
+"""What a progress bar is sampling: the caller names the stage ("valuation: posteriors of 7 coalitions x 3
+repeats", "reward search, round 2: ..."), and the sampler underneath (Gibbs or NUTS, which knows nothing of
+coalitions or rewards) puts that name in front of its own.
+
+    with progress.stage("valuation: coalition posteriors p(theta | o_C)", calls=2):
+        ...  # each sampler call inside shows "valuation: coalition posteriors p(theta | o_C), call 1 of 2 [Gibbs]"
+
+Stages do not nest: an inner stage replaces the outer one's label while it lasts. Outside any stage a bar shows the
+sampler's name alone.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+@dataclass
+class _Stage:
+    label: str
+    calls: int | None  # how many sampler calls the stage makes, where the caller knows
+    started: int = 0  # sampler calls begun so far
+
+
+_CURRENT: contextvars.ContextVar[_Stage | None] = contextvars.ContextVar("bayesval_progress_stage", default=None)
+
+
+@contextmanager
+def stage(label: str, *, calls: int | None = None) -> Iterator[None]:
+    """Label every progress bar opened inside with `label` (and "call j of `calls`" where there are several)."""
+    token = _CURRENT.set(_Stage(label, calls))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def describe(sampler: str) -> str:
+    """The description of a progress bar the sampler `sampler` is opening now: the stage's label, which call of the
+    stage this is, and the sampler."""
+    current = _CURRENT.get()
+    if current is None:
+        return sampler
+    current.started += 1
+    if current.calls is not None and current.calls > 1:
+        return f"{current.label}, call {current.started} of {current.calls} [{sampler}]"
+    if current.calls is None and current.started > 1:
+        return f"{current.label}, call {current.started} [{sampler}]"
+    return f"{current.label} [{sampler}]"
+
+
+__all__ = ["describe", "stage"]
