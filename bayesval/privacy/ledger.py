@@ -1,4 +1,5 @@
-"""The privacy ledger: one record per release with its dp-accounting event, composed per owner (DESIGN.md Sec. 7)."""
+"""The privacy ledger: one record per release with its dp-accounting event, composed per owner (docs/architecture.md,
+"The privacy boundary")."""
 
 from __future__ import annotations
 

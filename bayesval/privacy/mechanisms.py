@@ -1,4 +1,4 @@
-"""The one mechanism every release goes through (docs/architecture.md, "Privacy boundary").
+"""The one mechanism every release goes through (docs/architecture.md, "The privacy boundary").
 
 A `Mechanism` is calibrated once by the accountant (noise scale and dp-accounting event for a
 sensitivity and a guarantee) and then releases: `perturb(value, ...)` for an array, `run(program,

@@ -1,4 +1,5 @@
-"""Where privacy noise comes from: OS entropy, or an explicit seed for reproducible experiments (DESIGN.md Sec. 7).
+"""Where privacy noise comes from: OS entropy, or an explicit seed for reproducible experiments (docs/architecture.md,
+"The privacy boundary").
 
 Privacy noise never comes from a sampling key: a sampling key is public (it is in the result, the
 paper, the notebook), and noise drawn from it can be subtracted. A `NoiseSource` hands out one key

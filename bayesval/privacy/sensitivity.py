@@ -1,4 +1,5 @@
-"""Checking a statistic's claimed l2 sensitivity by a search over neighbouring datasets (DESIGN.md Sec. 7).
+"""Checking a statistic's claimed l2 sensitivity by a search over neighbouring datasets (docs/architecture.md,
+"The privacy boundary"; the built-in statistics' own derivations: docs/sensitivity.md).
 
 A party's noise scale is calibrated from the sensitivity its statistic claims for the declared bounds. A
 claim that is too small gives a release that is nearly noiseless while the ledger still calls it private,
@@ -80,8 +81,8 @@ def check_sensitivity_claim(
     """Check `claimed` (default `statistic.sensitivity(bounds)`) against a search over neighbouring datasets.
 
     Sensitivities are derived from the declared bounds and a claim is checked before its first release
-    (DESIGN.md Sec. 7): a claim the search beats would under-noise the release, so it is a ValueError that
-    names the owner, the statistic, both numbers and the records that beat it. Returns the claim.
+    (docs/architecture.md, "The privacy boundary"): a claim the search beats would under-noise the release, so it is
+    a ValueError that names the owner, the statistic, both numbers and the records that beat it. Returns the claim.
 
     The search uses datasets of base_records + 1 records; a statistic whose sensitivity depends on the
     record count (a mean) should be checked with base_records = its count - 1.
