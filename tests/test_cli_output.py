@@ -155,8 +155,11 @@ def test_dp_tknn_prints_the_declared_guarantee_first_and_no_zero_column(rng, tmp
     pd.DataFrame(X[:40], columns=list("abc")).assign(label=y[:40]).to_csv(train, index=False)
     pd.DataFrame(X[40:], columns=list("abc")).assign(label=y[40:]).to_csv(validation, index=False)
     arguments = ["knn", str(train), "--validation", str(validation), "--target", "label", "--method", "tknn"]
-    main([*arguments, "--epsilon", "1", "--delta", "1e-5"])  # (its result's privacy record does not load yet)
+    main([*arguments, "--epsilon", "1", "--delta", "1e-5", "--save", str(tmp_path / "tknn.npz")])
     out = capsys.readouterr().out
+    loaded = bv.ValuationResult.load(tmp_path / "tknn.npz")  # its composed privacy event loads back
+    guarantees = {(r.guarantee.epsilon, r.guarantee.delta) for r in loaded.privacy.releases}
+    assert guarantees == {(1.0, 1e-5)}
     assert "stderr" not in out and "computed exactly given the released noisy counts" in out
     lines = [line for line in out.splitlines() if ": declared " in line]
     assert lines and all(

@@ -11,7 +11,13 @@ from game_examples import random_table, surprise_table, table_utility, voting_ta
 from scipy import integrate, stats
 
 from bayesval.games.masks import coalition_masks, mask_codes
-from bayesval.games.samplers import BatchStatistics, PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
+from bayesval.games.samplers import (
+    BatchStatistics,
+    PermutationSampler,
+    SemivalueSampler,
+    StratifiedSampler,
+    UniformSampler,
+)
 from bayesval.games.semivalues import exact_semivalue, semivalue
 from bayesval.games.shapley import shapley_matrix
 from bayesval.games.state import SemivalueState

@@ -7,6 +7,7 @@ import math
 import uuid
 from dataclasses import dataclass, field
 
+import attr
 import dp_accounting
 from dp_accounting import dp_event
 
@@ -180,18 +181,18 @@ def _base_mechanism(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
 
 
 def event_to_record(event: dp_accounting.DpEvent) -> dict:
-    """A dp-accounting event as nested plain dicts: {'type': 'GaussianDpEvent', 'noise_multiplier': ...}."""
+    """A dp-accounting event as nested plain dicts: {'type': 'GaussianDpEvent', 'noise_multiplier': ...}; nested
+    events (composed, self-composed, subsampled) become nested records, read from the event's own attributes."""
     if type(event).__name__ not in _EVENT_TYPES:
         raise TypeError(f"unsupported privacy event {event!r}")
-    fields = event.to_named_tuple()._asdict()
-    record = {"type": fields.pop("class_name")}
-    fields.pop("module_name")
-    for name, value in fields.items():
+    record = {"type": type(event).__name__}
+    for attribute in attr.fields(type(event)):
+        value = getattr(event, attribute.name)
         if isinstance(value, dp_event.DpEvent):
             value = event_to_record(value)
-        elif isinstance(value, list):
-            value = [event_to_record(e) for e in value]
-        record[name] = value
+        elif isinstance(value, (list, tuple)):
+            value = [event_to_record(e) if isinstance(e, dp_event.DpEvent) else e for e in value]
+        record[attribute.name] = value
     return record
 
 
