@@ -27,7 +27,7 @@ from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 
 # measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
 SPREAD_RELEASES = 6
-SPREAD_PHI = "0.09 to 0.23 nats, against ± of about 0.01"
+SPREAD_PHI = "0.10 to 0.19 nats, against ± of about 0.01"
 MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
 FEATURES_HELP = "comma-separated feature columns (default: all others)"
 
