@@ -54,7 +54,7 @@ def demo_output(tmp_path_factory):
 
 
 def test_demo_progress_bars_say_what_they_sample(demo_output):
-    _, err, _ = demo_output
+    _, err, result = demo_output
     descriptions = progress_descriptions(err)
     assert descriptions, f"no progress bar on stderr:\n{err[-2000:]}"
     assert "Gibbs" not in descriptions  # no bare sampler name
@@ -62,7 +62,9 @@ def test_demo_progress_bars_say_what_they_sample(demo_output):
     assert "valuation: posteriors p(theta | o_C) of 7 coalitions x 2 repeats [Gibbs]" in descriptions
     assert "rewards: draws of the grand coalition's posterior and of each party's own [Gibbs]" in descriptions
     searches = [d for d in descriptions if d.startswith("reward search by tempering, round 1: ")]
-    assert searches and all("trial values of kappa" in d for d in searches), descriptions
+    assert all("trial values of kappa" in d for d in searches), descriptions
+    # a fresh release (OS entropy) may put every target within the tiny budget's tolerance: then no search ran
+    assert bool(searches) == bool(np.any(result.rewards.calls > 0)), (descriptions, result.rewards.calls)
 
 
 def test_demo_reward_table_has_a_legend_for_every_column(demo_output):
