@@ -190,12 +190,14 @@ class ValuationResult:
             mine, theirs = getattr(self.state, label), getattr(other.state, label)
             if mine != theirs:
                 raise ValueError(f"cannot merge the results of different games: {label} {mine!r} != {theirs!r}")
+        from bayesval.games.variance import trusted  # games imports results: imported here, as the state is
+
         state = self.state.merged(other.state)
-        values, variances, _ = state.estimate()
+        values, variances, dof = state.estimate()
         privacy = PrivacyLedger().merge(self.privacy).merge(other.privacy)
         converged = None
         if self.converged is not None and other.converged is not None:  # more draws than a run that converged,
-            converged = (self.converged | other.converged) & state.trusted  # on a variance that can be trusted
+            converged = (self.converged | other.converged) & trusted(state.exact_indices, dof)  # a variance to trust
         diagnostics = self.diagnostics | {"evaluations": state.evaluations, "merged": True}
         return ValuationResult(
             self.method,

@@ -29,7 +29,7 @@ from bayesval.games import (
 )
 from bayesval.games.samplers import file_draws
 from bayesval.games.state import SemivalueState
-from bayesval.games.variance import draw_dof
+from bayesval.games.variance import variances_and_dof
 
 KEYS = 20
 UNANIMITY = UnanimitySum.random(60, 40, 8, seed=0)
@@ -189,7 +189,7 @@ def test_degrees_of_freedom_count_the_hits_of_a_rare_event_not_the_draws():
     draws = np.stack([normal, rare], axis=1)  # (m, 2 indices)
     state = SemivalueState.empty("shapley", "semivalue", SemivalueSampler().plan(2, 8, SHAPLEY), 1, 2)
     state.add(file_draws(jnp.asarray(draws)[None], jnp.ones((m, 2), jnp.int64), 3), jnp.asarray(draws.ravel())[None])
-    dof = draw_dof(state)[1]
+    dof = variances_and_dof(state)[1][1]
     assert 0.85 * (m - 1) <= dof[0] <= 1.15 * (m - 1)
     assert 6.0 <= dof[1] <= 6.0 + 2.0  # 2 k, plus at most the priors' two draws
 

@@ -19,7 +19,7 @@ from bayesval.games.stopping import (
     RankStability,
     StandardError,
 )
-from bayesval.games.variance import draw_dof
+from bayesval.games.variance import variances_and_dof
 from bayesval.games.weights import beta_shapley
 
 N = 5
@@ -69,7 +69,7 @@ def test_a_result_saved_before_the_higher_moments_were_kept_loads_and_resumes(ut
     counts = old.state.counts
     np.testing.assert_allclose(old.state.m4, 3 * old.state.m2**2 / np.maximum(counts, 1))
     free = (counts >= 2) & (old.state.m2 > 0) & ~old.state.exact[:, None]
-    extra = draw_dof(old.state)[free] - (counts - 1)[free]  # m - 1 for normal moments, plus the priors' weight
+    extra = variances_and_dof(old.state)[1][free] - (counts - 1)[free]  # m - 1 for normal moments, plus priors
     assert free.any() and np.all((extra >= -1e-9) & (extra <= 2 + 1e-9))
     resumed = run(utility, 3, 2000, resume_from=old)
     assert resumed.state.evaluations >= 2000 and np.all(np.isfinite(resumed.stderr))

@@ -23,13 +23,11 @@ from typing import NamedTuple
 import numpy as np
 
 from bayesval.games.variance import (
-    TRUSTED_DOF,
-    draw_dof,
-    draw_variances,
     exact_indices,
     index_ranges,
     satterthwaite_dof,
     spread,
+    variances_and_dof,
 )
 
 
@@ -156,18 +154,12 @@ class SemivalueState:
         coefficients = self.coefficients[used][:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             per_repeat = (coefficients * self.sums[:, used] / counts).sum(axis=1)  # (R, n)
-            terms = coefficients**2 * draw_variances(self)[used] / counts  # (G', n)
-        dofs = draw_dof(self)[used]
+            variances, dofs = (part[used] for part in variances_and_dof(self))
+            terms = coefficients**2 * variances / counts  # (G', n)
         if self.num_repeats > 1:  # the utility's own error, from R - 1 degrees of freedom
             terms = np.concatenate([terms, per_repeat.var(axis=0, ddof=1)[None] / self.num_repeats])
             dofs = np.concatenate([dofs, np.full((1, self.num_players), self.num_repeats - 1.0)])
         return Estimate(per_repeat.mean(axis=0), terms.sum(axis=0), satterthwaite_dof(terms, dofs))
-
-    @property
-    def trusted(self) -> np.ndarray:
-        """Indices (n,) whose standard error can be trusted: exact values, or at least `TRUSTED_DOF` degrees of
-        freedom (an index whose draws were all equal has none of its own)."""
-        return self.exact_indices | (self.estimate().dof >= TRUSTED_DOF)
 
     def same_game(self, other: SemivalueState) -> str | None:
         """None if `other` sampled the same game the same way, else what differs (for an error)."""

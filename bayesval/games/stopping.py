@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesval.games.variance import TRUSTED_DOF
+from bayesval.games.variance import TRUSTED_DOF, trusted
 from bayesval.validation import check_int, check_non_negative, check_positive
 
 DEFAULT_MAX_EVALUATIONS = 1_000_000
@@ -39,7 +39,7 @@ class Progress(NamedTuple):
     def trusted(self) -> np.ndarray:
         """Indices whose standard error means something: exact, or from at least `TRUSTED_DOF` degrees of freedom
         (draws that varied often enough to show their spread) (n,)."""
-        return self.exact | (self.dof >= TRUSTED_DOF)
+        return trusted(self.exact, self.dof)
 
 
 class StoppingRule:
@@ -180,14 +180,14 @@ class _Either(_Both):
 def verdicts(progress: Progress, converged: np.ndarray) -> list[str]:
     """Why each index is or is not converged, in words (a result's `diagnostics["indices"]["verdict"]`)."""
     words = []
-    for exact, trusted, varied, dof, done in zip(
+    for exact, is_trusted, varied, dof, done in zip(
         progress.exact, progress.trusted, progress.ranges > 0, progress.dof, converged
     ):
         if exact:
             words.append("exact")
         elif not varied:
             words.append("not converged: all draws equal, so the error is unknown (a floor from the game's range)")
-        elif not trusted:
+        elif not is_trusted:
             words.append(
                 f"not converged: the draws varied too rarely to show their spread ({dof:.1f} degrees of freedom, "
                 f"fewer than {TRUSTED_DOF:g}), so the standard error is a rough guess"

@@ -69,12 +69,12 @@ def exact_indices(state) -> np.ndarray:
 
 def draw_variances(state) -> np.ndarray:
     """sigma~^2 (G, n): the honest variance of one draw of each group and index (module docstring)."""
-    return _shrunk(state)[0]
+    return variances_and_dof(state)[0]
 
 
-def draw_dof(state) -> np.ndarray:
-    """nu (G, n): the degrees of freedom of each group's sigma~^2 (module docstring); inf where it is known exactly
-    (the exact groups of a deterministic utility), 0 where a group has fewer than two draws."""
+def variances_and_dof(state) -> tuple[np.ndarray, np.ndarray]:
+    """sigma~^2 (G, n) and nu (G, n), the degrees of freedom of each group's sigma~^2 (module docstring): inf where
+    it is known exactly (the exact groups of a deterministic utility), 0 where a group has fewer than two draws."""
     variances, prior_weight, noise_dof = _shrunk(state)
     counts = state.counts.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -82,7 +82,12 @@ def draw_dof(state) -> np.ndarray:
         relative = kurtosis / counts - (counts - 3) / (counts * (counts - 1))  # Var(s^2) / sigma^4
         own = np.where((state.m2 > 0) & (counts >= 2), 2 / relative, 0.0)
     dof = np.where(state.exact[:, None], noise_dof, own + prior_weight)
-    return np.where(counts >= 2, dof, 0.0)
+    return variances, np.where(counts >= 2, dof, 0.0)
+
+
+def trusted(exact: np.ndarray, dof: np.ndarray) -> np.ndarray:
+    """Indices whose standard error can be trusted: exact values, or at least `TRUSTED_DOF` degrees of freedom."""
+    return exact | (dof >= TRUSTED_DOF)
 
 
 def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
