@@ -8,16 +8,17 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from bayesval import estimators, games, models, rewards  # noqa: E402
-from bayesval.boundary import PerturbedStatistic  # noqa: E402
-from bayesval.config import SamplerConfig  # noqa: E402
+from bayesval import deprecated, estimators, experiments, games, models  # noqa: E402
+from bayesval.inference.config import SamplerConfig  # noqa: E402
 from bayesval.inference.data import NoiseAwareData  # noqa: E402
-from bayesval.parties import Party  # noqa: E402
-from bayesval.plotting import plot_privacy_tradeoff  # noqa: E402
+from bayesval.parties import Party, PerturbedStatistic, rewards  # noqa: E402
 from bayesval.privacy import DPGuarantee, PrivacyLedger  # noqa: E402
 from bayesval.results import ValuationResult  # noqa: E402
+from bayesval.results.plotting import plot_privacy_tradeoff  # noqa: E402
 from bayesval.statistics import Bounds  # noqa: E402
 from bayesval.valuate import valuate  # noqa: E402
+
+deprecated.install()
 
 __all__ = [
     "Bounds",
@@ -29,6 +30,7 @@ __all__ = [
     "SamplerConfig",
     "ValuationResult",
     "estimators",
+    "experiments",
     "games",
     "models",
     "plot_privacy_tradeoff",

@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 
 import bayesval as bv
-from bayesval.boundary import PerturbedStatistic
 from bayesval.datasets.synthetic import make_syn
 from bayesval.datasets.tables import TABLE_SUFFIXES, read_table, read_tables
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
+from bayesval.parties.boundary import PerturbedStatistic
 
 # measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
 SPREAD_RELEASES = 6

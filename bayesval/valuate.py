@@ -18,23 +18,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval import progress
-from bayesval.boundary import PerturbedStatistic, describe_statistic
-from bayesval.config import SamplerConfig
 from bayesval.games.samplers import PermutationSampler
 from bayesval.games.semivalues import semivalue
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
 from bayesval.games.stopping import MaxEvaluations, StandardError, When, capped
-from bayesval.games.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
 from bayesval.games.weights import SHAPLEY
+from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
-from bayesval.parties import Party
+from bayesval.parties.boundary import PerturbedStatistic, describe_statistic
+from bayesval.parties.party import Party
+from bayesval.parties.rewards.allocation import allocate
+from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
+from bayesval.parties.rewards.sampling import RewardSampler
+from bayesval.parties.rewards.targets import check_rho
+from bayesval.parties.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
 from bayesval.privacy import PrivacyLedger
-from bayesval.results import ValuationResult
-from bayesval.rewards.allocation import allocate
-from bayesval.rewards.control import NoiseAddition, Tempering, as_mechanism
-from bayesval.rewards.sampling import RewardSampler
-from bayesval.rewards.targets import check_rho
+from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive
 
 

@@ -77,7 +77,7 @@ from bayesval.games import (
     semivalue,
 )
 from bayesval.games.samplers import default_sampler
-from bayesval.games.variance import TRUSTED_DOF
+from bayesval.results.variance import TRUSTED_DOF
 
 IMPORTANT = 0.01  # indices with |exact| >= 1% of the largest are scored
 EXACT_TOLERANCE = 1e-12  # of the largest |exact|: an estimate this close counts as exact

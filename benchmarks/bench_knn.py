@@ -28,7 +28,8 @@ import numpy as np
 
 import bayesval  # noqa: F401  (64-bit mode)
 from bayesval.datasets.openml import OPENML_DATASETS, load_openml
-from bayesval.estimators import DPKNNShapley, KNNShapley, TKNNShapley, detection_aurocs
+from bayesval.estimators import DPKNNShapley, KNNShapley, TKNNShapley
+from bayesval.experiments import detection_aurocs
 
 PYDVL_SCRIPT = r"""
 import json, sys, time

@@ -32,7 +32,7 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets.watson import watson_split
 from bayesval.estimators import LayeredShapley, LogisticRegressionUtility, MonteCarloShapley
-from bayesval.estimators.layered import layered_shapley
+from bayesval.estimators.layered.estimators import layered_shapley
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test games, with their closed forms
 from game_examples import averaging_shapley, averaging_utility  # noqa: E402

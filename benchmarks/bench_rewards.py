@@ -19,8 +19,8 @@ import jax
 
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
-from bayesval.rewards.allocation import allocate
-from bayesval.rewards.sampling import RewardSampler
+from bayesval.parties.rewards.allocation import allocate
+from bayesval.parties.rewards.sampling import RewardSampler
 
 
 class OneTrialPerCall(RewardSampler):
@@ -62,8 +62,8 @@ def main() -> None:
     )
     print(rewards)
 
-    from bayesval.games.surprise import CoalitionSurprise
     from bayesval.inference.data import NoiseAwareData
+    from bayesval.parties.surprise import CoalitionSurprise
     from bayesval.valuate import release_all
 
     data = NoiseAwareData.from_releases(release_all(model, parties))

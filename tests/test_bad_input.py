@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import bayesval as bv
-from bayesval.config import SamplerConfig
-from bayesval.results import _jsonable
+from bayesval.inference.config import SamplerConfig
+from bayesval.results.result import _jsonable
 
 MODEL = bv.models.LinearRegression()
 
@@ -71,7 +71,7 @@ def test_data_beyond_bounds_is_clipped_and_counted_on_the_party_side_only(syn, t
     assert party.clipped_rows == 9
     with pytest.warns(UserWarning, match="frank: 9 of 100 rows lie outside the declared bounds"):
         released = party.release()
-    from bayesval.parties import clip_records
+    from bayesval.parties.party import clip_records
 
     Xc, yc, count = clip_records(X, y, syn.bounds)
     assert count == 9

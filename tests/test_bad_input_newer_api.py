@@ -59,8 +59,7 @@ from bayesval.games import (
     exact_semivalue,
     semivalue,
 )
-from bayesval.plotting import plot_privacy_tradeoff
-from bayesval.rewards import (
+from bayesval.parties.rewards import (
     NoiseAddition,
     Tempering,
     base_rate_mnlp,
@@ -71,6 +70,7 @@ from bayesval.rewards import (
     rationality_bound,
     rho_shapley_targets,
 )
+from bayesval.results.plotting import plot_privacy_tradeoff
 
 # the coalition values (by bitmask) of a 3-party game in which c adds nothing to any coalition
 GAME = {0: 0.0, 1: 3.0, 2: 2.0, 3: 4.0, 4: 0.0, 5: 3.0, 6: 2.0, 7: 4.0}

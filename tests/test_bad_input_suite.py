@@ -37,9 +37,9 @@ import pandas as pd
 import pytest
 
 import bayesval as bv
-from bayesval.boundary import _checksum
 from bayesval.cli import main as cli_main
 from bayesval.estimators import DPKNNShapley, KNNShapley, TKNNShapley
+from bayesval.parties.boundary import _checksum
 from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
 from bayesval.statistics import LinearRegressionStatistic, LogisticRegressionStatistic
 

@@ -12,9 +12,9 @@ import pytest
 import bayesval as bv
 from bayesval.datasets.paths import data_file
 from bayesval.games.shapley import coalition_masks, exact_shapley
-from bayesval.games.surprise import CoalitionSurprise, per_repeat
 from bayesval.inference.data import NoiseAwareData
 from bayesval.models.logistic_regression import non_private_cap
+from bayesval.parties.surprise import CoalitionSurprise, per_repeat
 from bayesval.privacy import Mechanism, NoiseSource
 from bayesval.statistics import LogisticRegressionStatistic
 

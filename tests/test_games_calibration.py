@@ -28,8 +28,8 @@ from bayesval.games import (
     semivalue,
 )
 from bayesval.games.samplers import file_draws
-from bayesval.games.state import SemivalueState
-from bayesval.games.variance import variances_and_dof
+from bayesval.results.state import SemivalueState
+from bayesval.results.variance import variances_and_dof
 
 KEYS = 20
 UNANIMITY = UnanimitySum.random(60, 40, 8, seed=0)

@@ -19,8 +19,8 @@ from bayesval.games.stopping import (
     RankStability,
     StandardError,
 )
-from bayesval.games.variance import variances_and_dof
 from bayesval.games.weights import beta_shapley
+from bayesval.results.variance import variances_and_dof
 
 N = 5
 TABLE = random_table(7, N)

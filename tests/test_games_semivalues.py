@@ -20,9 +20,9 @@ from bayesval.games.samplers import (
 )
 from bayesval.games.semivalues import exact_semivalue, semivalue
 from bayesval.games.shapley import shapley_matrix
-from bayesval.games.state import SemivalueState
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.games.weights import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley, semivalue_matrix
+from bayesval.results.state import SemivalueState
 
 SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), LEAVE_ONE_OUT]
 # one batch per run, of 7,000 to 12,000 evaluations
@@ -180,7 +180,7 @@ def test_every_sampler_estimates_every_semivalue_within_its_standard_error(game,
 def calibrated(label: str, worst: float, rms: float, ratio: float) -> bool:
     """|z| < 5 (< 6 for semivalue sampling), RMS z in [0.7, 1.3] and stderr / spread within 15 %; antithetic pairs
     may be conservative up to 1.8-fold: their pair means vary far less than single marginals, and the middle group's
-    variance guard is the index's range of draws (bayesval.games.variance), which guards rare marginals on large
+    variance guard is the index's range of draws (bayesval.results.variance), which guards rare marginals on large
     games."""
     if "antithetic" in label:
         return worst < 5 and 0.5 <= rms <= 1.3 and 0.85 <= ratio <= 1.8

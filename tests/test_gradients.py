@@ -30,7 +30,7 @@ from bayesval.estimators import (
     standardise,
     weighted_marginals,
 )
-from bayesval.estimators.gradient_experiments import detection_auroc_bound, dp_variance_by_k, fitted_slope
+from bayesval.experiments.gradients import detection_auroc_bound, dp_variance_by_k, fitted_slope
 from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley
 from bayesval.games.masks import coalition_masks
 from bayesval.games.weights import semivalue_matrix

@@ -15,8 +15,8 @@ import numpyro.distributions as dist
 import pytest
 
 import bayesval as bv
-from bayesval.config import SamplerConfig
-from bayesval.estimators.distances import check_distance, check_tau, prepare_features
+from bayesval.estimators.knn.distances import check_distance, check_tau, prepare_features
+from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.statistics import LinearRegressionStatistic, LogisticRegressionStatistic
 from bayesval.validation import (

@@ -12,7 +12,7 @@ import pytest
 
 import bayesval  # noqa: F401  (64-bit mode)
 from bayesval.estimators import knn_values
-from bayesval.estimators.knn_values import distance_order
+from bayesval.estimators.knn.values import distance_order
 
 # jitted once per game size: much faster than op-by-op dispatch over hundreds of small games
 knn_shapley_original = jax.jit(knn_values.knn_shapley_original, static_argnums=2)

@@ -8,7 +8,7 @@ import pytest
 
 import bayesval  # noqa: F401  (64-bit mode)
 from bayesval.estimators import DPKNNShapley, KNNShapley, TKNNShapley
-from bayesval.results import ValuationResult
+from bayesval.results.result import ValuationResult
 
 rng = np.random.default_rng(0)
 X, Y = rng.normal(size=(60, 4)), rng.integers(0, 3, 60)

@@ -12,7 +12,7 @@ import pytest
 
 import bayesval  # noqa: F401  (64-bit mode)
 from bayesval.estimators import DPKNNShapley, TKNNShapley
-from bayesval.estimators.knn_values import noisy_tknn_counts
+from bayesval.estimators.knn.values import noisy_tknn_counts
 from bayesval.privacy import DPGuarantee, Mechanism
 from bayesval.privacy.accounting import epsilon_at, gaussian_event, gaussian_sigma_for_approx_dp
 
@@ -64,7 +64,7 @@ def test_released_counts_are_clamped():
 
 def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
     """End to end with q = 1 and tau = 1 (every point a neighbour): released c_x - N ~ N(0, sigma^2)."""
-    from bayesval.estimators.knn_values import private_tknn_shapley_values
+    from bayesval.estimators.knn.values import private_tknn_shapley_values
 
     rng = np.random.default_rng(0)
     n_train, n_val = 20_000, 1_000
@@ -125,7 +125,7 @@ def test_dp_tknn_is_reproducible_from_an_explicit_seed_and_independent_of_chunki
 
 @pytest.mark.parametrize("q", [1.0, 0.01])
 def test_naive_dp_knn_adds_calibrated_noise_per_owner_and_validation_point(q):
-    from bayesval.estimators.knn_values import noisy_knn_shapley_values
+    from bayesval.estimators.knn.values import noisy_knn_shapley_values
 
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(400, 3)), rng.integers(0, 2, 400)

@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 
 import bayesval as bv
 from bayesval.estimators import LayeredShapley, LogisticRegressionUtility, MonteCarloShapley, SklearnUtility
-from bayesval.estimators.layered import (
+from bayesval.estimators.layered.estimators import (
     _layer_statistics,
     amplified_epsilon,
     expected_coalitions_with,
@@ -225,14 +225,14 @@ def test_removal_curves_with_oracle_values_lie_below_random_and_refit_the_kept_p
     flipped[:12] = True
     y_train = np.where(flipped, 1 - y[:40], y[:40])
     oracle = np.where(flipped, -1.0, 1.0) + 0.01 * rng.random(40)  # clean points help, flipped ones hurt
-    curves = bv.estimators.removal_curves(oracle, x[:40], y_train, x[40:], y[40:], key=1)
+    curves = bv.experiments.removal_curves(oracle, x[:40], y_train, x[40:], y[40:], key=1)
     assert list(curves.removed) == list(range(0, 30, 2))
     assert curves.high_first.mean() < curves.random.mean() < curves.low_first.mean()
     kept = np.argsort(-oracle)[4:]  # the point at 4 removed: a refit on the kept rows, sklearn's C = 1
     model = LogisticRegression(tol=1e-10, max_iter=10_000).fit(x[:40][kept], y_train[kept])
     assert curves.high_first[2] == pytest.approx(model.score(x[40:], y[40:]))
     with pytest.raises(ValueError, match="values must have one entry per row of X"):
-        bv.estimators.removal_curves(oracle[:5], x[:40], y_train, x[40:], y[40:])
+        bv.experiments.removal_curves(oracle[:5], x[:40], y_train, x[40:], y[40:])
 
 
 def test_watson_splits_are_disjoint_scaled_and_sized():

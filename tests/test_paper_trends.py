@@ -9,9 +9,9 @@ import pytest
 
 import bayesval as bv
 from bayesval.divergence import knn_kl, nig_kl
-from bayesval.games.surprise import CoalitionSurprise
 from bayesval.inference.conjugate import nig_draws
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties.surprise import CoalitionSurprise
 from bayesval.valuate import release_all
 
 MODEL = bv.models.LinearRegression()

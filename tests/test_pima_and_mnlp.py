@@ -11,7 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import RobustScaler, StandardScaler
 
 from bayesval.datasets.pima import fit_preprocessing, load_pima, party_sizes, read_pima, train_validation_split
-from bayesval.rewards import base_rate_mnlp, mnlp_classification, mnlp_regression
+from bayesval.parties.rewards import base_rate_mnlp, mnlp_classification, mnlp_regression
 from bayesval.statistics import Bounds
 
 

@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import bayesval as bv  # noqa: E402
-from bayesval.estimators.evaluation import detection_auroc  # noqa: E402
+from bayesval.experiments.detection import detection_auroc  # noqa: E402
 from bayesval.games.shapley import coalition_masks  # noqa: E402
 from bayesval.privacy.ledger import PrivacyLedger  # noqa: E402
 

@@ -1,6 +1,6 @@
-"""Release files, format version 2 (the contract in bayesval/boundary.py's docstring): round trip, version 1 files,
-the experiment flag for seeded and floating-point releases, fields a reader may ignore or must refuse, and the
-plausibility check on load."""
+"""Release files, format version 2 (the contract in the docstring of bayesval/parties/boundary.py): round trip,
+version 1 files, the experiment flag for seeded and floating-point releases, fields a reader may ignore or must
+refuse, and the plausibility check on load."""
 
 import importlib
 import json
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import bayesval as bv
-from bayesval.boundary import PLAUSIBLE_NOISE_STDS, _checksum
 from bayesval.cli import main
+from bayesval.parties.boundary import PLAUSIBLE_NOISE_STDS, _checksum
 from bayesval.statistics import LinearRegressionStatistic, LogisticRegressionStatistic
 
 valuate_module = importlib.import_module("bayesval.valuate")  # the module, not the function of that name

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 import bayesval as bv
-from bayesval.boundary import describe_statistic
 from bayesval.divergence import nig_kl
 from bayesval.games.shapley import coalition_masks, exact_shapley
-from bayesval.games.surprise import CoalitionSurprise
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties.boundary import describe_statistic
+from bayesval.parties.rewards import nonnegative_shapley, rationality_bound, rho_shapley_targets
+from bayesval.parties.rewards.sampling import RewardSampler
+from bayesval.parties.surprise import CoalitionSurprise
 from bayesval.privacy import Mechanism, NoiseSource
-from bayesval.rewards import nonnegative_shapley, rationality_bound, rho_shapley_targets
-from bayesval.rewards.sampling import RewardSampler
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.valuate import release_all
 

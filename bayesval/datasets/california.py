@@ -277,7 +277,7 @@ class CaliforniaDataset:
         """One `bayesval.Party` per dataset, named 'party 1', ..., with these epsilons (Renyi order 2 by default:
         Sim et al.'s protocol, epsilon_1 = epsilon_3 = 0.2, epsilon_2 = 0.1) and this dataset's bounds; other
         `settings` (delta, rdp_order, allow_seed_reuse) go to every Party."""
-        from bayesval.parties import Party
+        from bayesval.parties.party import Party
 
         if len(epsilons) != len(self.parties):
             raise ValueError(f"epsilons has {len(epsilons)} entries for {len(self.parties)} parties")

@@ -4,7 +4,7 @@ A sampler is configured once (its options) and planned for a game (`plan(num_pla
 gives a `BatchPlan`: `draw(key, state) -> (masks (M, n), aux)` with M fixed, so a jitted utility compiles once (the
 state of the run so far, None before the first batch, steers the adaptive samplers), and
 `reduce(values (R, M), aux) -> BatchStatistics`, the batch's draws of each index filed into the sampler's G groups
-(see `bayesval.games.state`). Every draw is an unbiased estimate of its group's mean, for any semivalue, and
+(see `bayesval.results.state`). Every draw is an unbiased estimate of its group's mean, for any semivalue, and
 phi_i = sum_g c_g E[x_gi].
 
 The groups follow coalition sizes. A size s of which N minus i has a single coalition (s = 0: the empty coalition,
@@ -21,7 +21,7 @@ so a rare event there (the airport game's cheapest player adds value only when i
   v(S u i) - v(S); phi_i = sum_s binom(n-1, s) w(s) mean_s (the layers of Layered Shapley, Watson et al., with every
   layer sampled and the mean estimator). Its allocation is adaptive (Neyman 1934): each batch gives every used size
   two draws per index, and the rest where c_s sigma_s, with the honest layer spreads of the run so far
-  (`bayesval.games.variance`), says the variance is.
+  (`bayesval.results.variance`), says the variance is.
 * `SemivalueSampler`: coalitions drawn from the semivalue's own distribution, the size s with probability
   binom(n-1, s) w(s), then uniform members, so every draw has weight 1 (the exact sizes are valued on their own).
 
@@ -51,7 +51,7 @@ LAYER_DRAWS = 30  # draws per layer and batch below which stratified layer varia
 class BatchStatistics(NamedTuple):
     """One batch's draws of each index, per group: sums (R, G, n) per utility estimate, and of the draws averaged over
     the R estimates the sums of their squared, cubed and fourth-power deviations from the batch's group mean m2, m3,
-    m4 (G, n) (m4 says how far the variance can be trusted: `bayesval.games.variance`), counts (G, n) and the
+    m4 (G, n) (m4 says how far the variance can be trusted: `bayesval.results.variance`), counts (G, n) and the
     smallest and largest draw low, high (G, n) (+inf, -inf where a group drew nothing)."""
 
     sums: Any
@@ -318,7 +318,7 @@ def largest_remainders(shares: np.ndarray, total: int) -> np.ndarray:
 def neyman_sizes(state, weights: np.ndarray, batch_size: int) -> np.ndarray:
     """Sizes (n, B) of the next batch's draws per index: two per used size, the rest to bring each layer's draws
     toward its Neyman share c_s sigma_s / sum_s c_s sigma_s of all draws after the batch."""
-    from bayesval.games.variance import draw_variances
+    from bayesval.results.variance import draw_variances
 
     used = weights > 0
     num_players = len(weights)
@@ -365,7 +365,7 @@ class SemivalueSampler:
     binom(n-1, s) w(s), then uniform members without the index, so every draw has weight 1 (2 n B coalitions a
     batch). The sizes 0 and n - 1, single coalitions, are estimated on their own; the other sizes are cut into up to
     `MAX_BINS` bins of about equal probability, sampled within from the semivalue's distribution, so each bin's
-    variance has its neighbours to be pooled with (`bayesval.games.variance`). Every group gets its share of the
+    variance has its neighbours to be pooled with (`bayesval.results.variance`). Every group gets its share of the
     batch (proportional stratification, Cochran 1977, Sec. 5.3) and at least two draws."""
 
     @property

@@ -21,10 +21,10 @@ from tqdm.auto import tqdm
 
 from bayesval.games.masks import code_masks, members
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
-from bayesval.games.state import SemivalueState
 from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
-from bayesval.results import ValuationResult
+from bayesval.results.result import ValuationResult
+from bayesval.results.state import SemivalueState
 from bayesval.validation import check_bool, check_count, check_int, check_key
 
 Utility = Callable[[jax.Array, jax.Array], jax.Array]

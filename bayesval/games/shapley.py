@@ -71,7 +71,7 @@ def permutation_shapley(
 
     `utility` maps a batch of masks (B, n) to values (B,), or to R independent estimates of them (R, B).
     Each permutation adds one marginal contribution per player, of the mean estimate; the standard error adds
-    the spread over r of the Shapley values from estimate r alone (`bayesval.games.state`). Sampling stops once
+    the spread over r of the Shapley values from estimate r alone (`bayesval.results.state`). Sampling stops once
     every standard error is at most `tolerance` (after `min_permutations`), at `max_permutations` (rounded up to
     whole batches), or as soon as `complete()` says the utility has nothing left to learn (every coalition known:
     then exact Shapley is cheaper). Returns (values, stderr, count).

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesval.games.variance import TRUSTED_DOF, trusted
+from bayesval.results.variance import TRUSTED_DOF, trusted
 from bayesval.validation import check_int, check_non_negative, check_positive
 
 DEFAULT_MAX_EVALUATIONS = 1_000_000
@@ -23,7 +23,7 @@ class Progress(NamedTuple):
     """A run so far: the estimates, their standard errors and draws per index, the utility evaluations in all
     (resumed runs included), this call's wall time in seconds, the last rankings (H, n), best first, and per index
     the range of its draws (0: all equal), whether its value is exact (every weighted group one coalition) and the
-    degrees of freedom of its standard error (`bayesval.games.variance`)."""
+    degrees of freedom of its standard error (`bayesval.results.variance`)."""
 
     values: np.ndarray
     stderr: np.ndarray

@@ -251,7 +251,7 @@ diab.rewards.to_dataframe()"""
             """import jax
 
 from bayesval.datasets.openml import load_openml
-from bayesval.estimators import balanced_split, flip_labels, standardise
+from bayesval.experiments import balanced_split, flip_labels, standardise
 
 X, y = load_openml("2dplanes")  # from $BAYESVAL_DATA/openml
 n_train = {"tiny": 400, "small": 2000, "paper": 2000}[BUDGET]
@@ -265,7 +265,7 @@ estimators = {
     "DP-TKNN-Shapley (eps = 0.1)": bv.estimators.TKNNShapley(tau=-0.5, epsilon=0.1, delta=1e-4),
 }
 results = {name: bv.valuate(e, (X_train, y_noisy), validation=(X_val, y_val)) for name, e in estimators.items()}
-{name: round(bv.estimators.detection_auroc(r.values, np.asarray(flipped)), 3) for name, r in results.items()}"""
+{name: round(bv.experiments.detection_auroc(r.values, np.asarray(flipped)), 3) for name, r in results.items()}"""
         ),
         md("The figure of one result: the value distribution, the values in rank order, and the detection curve."),
         code('results["DP-TKNN-Shapley (eps = 0.1)"].plot(corrupted=np.asarray(flipped));'),
@@ -362,7 +362,8 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from bayesval.datasets.watson import watson_split
-from bayesval.estimators import LayeredShapley, MonteCarloShapley, removal_curves
+from bayesval.estimators import LayeredShapley, MonteCarloShapley
+from bayesval.experiments import removal_curves
 
 settings = {  # points valued, alpha = beta, private runs, data sets
     "tiny": dict(n=30, alpha=0.1, runs=2, datasets=["pima", "adult"]),
@@ -449,16 +450,16 @@ NOTEBOOKS["dp_gradient_semivalues.ipynb"] = [
 X, y = load_diabetes(return_X_y=True)
 y = (y - y.mean()) / y.std()
 n = {"tiny": 6, "small": 10, "paper": 10}[BUDGET]
-X_train, X_test = bv.estimators.standardise(X[:n], X[n:])
+X_train, X_test = bv.experiments.standardise(X[:n], X[n:])
 ks = {"tiny": (20, 40, 80), "small": (50, 100, 200, 400, 800), "paper": (50, 100, 200, 400, 800)}[BUDGET]
 arms = (("iid", 0.0), ("correlated", 0.0), ("correlated", 0.5), ("correlated", 0.9))
-scaling = bv.estimators.dp_variance_by_k(
+scaling = bv.experiments.dp_variance_by_k(
     bv.estimators.LinearModel(10), X_train[:, None], y[:n, None], X_test, y[n:], ks,
     learning_rate=0.01, arms=arms, trials={"tiny": 4, "small": 16, "paper": 32}[BUDGET],
 )
 for (mode, q), r in scaling.items():
     label = "i.i.d." if mode == "iid" else ("X*" if q == 0 else f"Y*({q:g})")
-    slope = bv.estimators.fitted_slope(ks, r["variance"])
+    slope = bv.experiments.fitted_slope(ks, r["variance"])
     plt.loglog(ks, r["variance"], marker="o", label=f"{label}: slope {slope:+.2f}")
 plt.xlabel("k (permutations = releases per party)")
 plt.ylabel("DP variance of psi")
@@ -469,7 +470,7 @@ plt.legend();"""
         "30 % of the labels flipped, logistic regression, AUROC of detecting them by low value. One run per "
         "noise rule gives every semivalue and every burn-in q from the same releases.\n\n"
         "At (1, 5·10⁻⁵)-DP no score computed from the releases, under any rule, has an expected AUROC above "
-        "Φ(√2 μ) = 0.663 (`bv.estimators.detection_auroc_bound`; μ = 0.298 is the releases' GDP parameter), so "
+        "Φ(√2 μ) = 0.663 (`bv.experiments.detection_auroc_bound`; μ = 0.298 is the releases' GDP parameter), so "
         "the private columns sit near chance and their order is within noise. At ε = 3 and above the paper's order "
         "Y*(0.9) > Y*(0.5) > X* is significant: see the gradients guide."
     ),
@@ -477,8 +478,8 @@ plt.legend();"""
         """X, y = load_breast_cancer(return_X_y=True)
 n, k, trials = {"tiny": (30, 30, 1), "small": (200, 400, 2), "paper": (200, 1000, 5)}[BUDGET]
 order = np.random.default_rng(0).permutation(len(y))
-X_train, X_test = bv.estimators.standardise(X[order[:n]], X[order[n:]])
-table = bv.estimators.mislabel_detection(
+X_train, X_test = bv.experiments.standardise(X[order[:n]], X[order[n:]])
+table = bv.experiments.mislabel_detection(
     X_train, y[order[:n]], X_test, y[order[n:]], num_permutations=k, trials=trials, noise_seed=2024,
     semivalues=("shapley", "banzhaf", bv.games.beta_shapley(16, 1)),
 )

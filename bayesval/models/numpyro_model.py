@@ -22,7 +22,7 @@ from numpyro import handlers
 from numpyro.distributions import MaskedDistribution, Unit
 from numpyro.infer import Predictive
 
-from bayesval.config import SamplerConfig
+from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.nuts import sample_coalition_posteriors_nuts
 from bayesval.validation import check_int

@@ -13,8 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.stats import norm
 
-from bayesval.estimators.evaluation import detection_auroc, flip_labels
-from bayesval.estimators.gradients import (
+from bayesval.estimators.gradients.estimator import (
     NOISE_MODES,
     GradientSemivalues,
     burn_in_count,
@@ -23,6 +22,7 @@ from bayesval.estimators.gradients import (
     mean_adjusted_variance,
     weighted_marginals,
 )
+from bayesval.experiments.detection import detection_auroc, flip_labels
 from bayesval.games.weights import Semivalue, as_semivalue
 from bayesval.privacy import DPGuarantee, Mechanism
 from bayesval.validation import check_count, check_positive

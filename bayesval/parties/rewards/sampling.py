@@ -12,8 +12,8 @@ import jax
 import numpy as np
 
 from bayesval import progress
-from bayesval.games.surprise import CoalitionSurprise, per_repeat
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties.surprise import CoalitionSurprise, per_repeat
 
 
 class Evaluation(NamedTuple):

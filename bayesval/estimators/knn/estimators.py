@@ -18,17 +18,17 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
-from bayesval.estimators.batching import auto_batch_size
-from bayesval.estimators.distances import check_distance, check_tau, prepare_features
-from bayesval.estimators.knn_values import (
+from bayesval.batching import auto_batch_size
+from bayesval.estimators.knn.distances import check_distance, check_tau, prepare_features
+from bayesval.estimators.knn.values import (
     knn_shapley_values,
     noisy_knn_shapley_values,
     private_tknn_shapley_values,
     tknn_shapley_values,
 )
-from bayesval.estimators.release import PrivateRelease, check_privacy
 from bayesval.privacy import PrivacyLedger
-from bayesval.results import ValuationResult
+from bayesval.privacy.release import PrivateRelease, check_privacy
+from bayesval.results.result import ValuationResult
 from bayesval.validation import check_finite_array, check_labels
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
+from bayesval.results.ranking import detection_auroc
 from bayesval.validation import check_probability
 
 TASKS = ("mislabel", "noisy")
@@ -64,16 +64,6 @@ def add_feature_noise(
     noisy = X.copy()
     noisy[corrupted] += noise
     return noisy, corrupted
-
-
-def detection_auroc(values, corrupted) -> float:
-    """AUROC of detecting the corrupted points by low value: sklearn's roc_auc_score(corrupted, -values), the
-    probability that a corrupted point has the lower value, ties counting 1/2."""
-    corrupted = np.asarray(corrupted, dtype=bool)
-    n_bad = int(corrupted.sum())
-    if n_bad in (0, corrupted.size):
-        raise ValueError("corrupted must mark some points but not all")
-    return float(roc_auc_score(corrupted, -np.asarray(values, dtype=np.float64)))
 
 
 def balanced_split(

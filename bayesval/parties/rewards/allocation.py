@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayesval.divergence import batched_kl
-from bayesval.games.surprise import theiler_window
-from bayesval.rewards.control import NoiseAddition, Tempering
-from bayesval.rewards.metrics import mnlp_classification, mnlp_regression
-from bayesval.rewards.sampling import Evaluation, RewardSampler
-from bayesval.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
+from bayesval.parties.rewards.control import NoiseAddition, Tempering
+from bayesval.parties.rewards.metrics import mnlp_classification, mnlp_regression
+from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
+from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
+from bayesval.parties.surprise import theiler_window
 
 MNLP_TASKS = {"regression": mnlp_regression, "classification": mnlp_classification}
 

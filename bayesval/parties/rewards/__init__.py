@@ -1,11 +1,11 @@
 """Model rewards (Sim et al. 2023, Secs. 4-5): rho-Shapley targets and the incentive report, reward control by
 likelihood tempering or noise addition, and the metrics that judge rewards (similarity, MNLP on a held-out set)."""
 
-from bayesval.rewards.allocation import Rewards, kl_between
-from bayesval.rewards.control import NoiseAddition, Tempering
-from bayesval.rewards.metrics import base_rate_mnlp, mnlp_classification, mnlp_regression
-from bayesval.rewards.report import IncentiveReport, incentive_report
-from bayesval.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
+from bayesval.parties.rewards.allocation import Rewards, kl_between
+from bayesval.parties.rewards.control import NoiseAddition, Tempering
+from bayesval.parties.rewards.metrics import base_rate_mnlp, mnlp_classification, mnlp_regression
+from bayesval.parties.rewards.report import IncentiveReport, incentive_report
+from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
 
 __all__ = [
     "IncentiveReport",

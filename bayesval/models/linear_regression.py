@@ -22,8 +22,8 @@ import numpyro
 import numpyro.distributions as dist
 from jax.tree_util import Partial
 
-from bayesval.config import SamplerConfig
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
+from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, sample_coalition_posteriors

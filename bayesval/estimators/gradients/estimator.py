@@ -34,11 +34,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesval.estimators.gradient_models import LogisticModel, MLPModel
-from bayesval.estimators.release import PrivateRelease, check_privacy
+from bayesval.estimators.gradients.models import LogisticModel, MLPModel
 from bayesval.games.weights import Semivalue, as_semivalue
 from bayesval.privacy import PrivacyLedger, add_noise
-from bayesval.results import ValuationResult
+from bayesval.privacy.release import PrivateRelease, check_privacy
+from bayesval.results.result import ValuationResult
 from bayesval.validation import (
     check_count,
     check_finite_array,

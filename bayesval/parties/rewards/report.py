@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bayesval.results import ValuationResult
+from bayesval.results.result import ValuationResult
 from bayesval.validation import check_positive
 
 

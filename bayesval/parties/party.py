@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bayesval.boundary import PerturbedStatistic, describe_statistic
+from bayesval.parties.boundary import PerturbedStatistic, describe_statistic
 from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
 from bayesval.privacy.accounting import zcdp_multiplier_for
 from bayesval.privacy.sensitivity import check_sensitivity_claim

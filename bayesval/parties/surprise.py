@@ -17,10 +17,10 @@ from functools import partial
 import jax
 import numpy as np
 
-from bayesval.config import SamplerConfig
 from bayesval.divergence import EXTRA_NEIGHBOURS, batched_kl
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import coalition_key, pad_rows, padded_size, shard_rows
+from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
 

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesval.estimators.batching import sum_over_validation
-from bayesval.estimators.distances import distance_row, squared_norms
+from bayesval.batching import sum_over_validation
+from bayesval.estimators.knn.distances import distance_row, squared_norms
 from bayesval.privacy.mechanisms import add_noise
 
 

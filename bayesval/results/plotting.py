@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bayesval.estimators.evaluation import detection_auroc
+from bayesval.results.ranking import detection_auroc
 
 
 def plot_result(result, path: str | Path | None = None, *, corrupted=None):

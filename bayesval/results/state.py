@@ -6,7 +6,7 @@ sampling) with phi_i = sum_g c_g E[x_gi]. Per group and index the state keeps th
 squared deviations from the mean m2 (combined batch by batch with Chan, Golub & LeVeque 1983, so it does not cancel
 as E[x^2] - E[x]^2 does: a group whose draws are all equal has m2 = 0 exactly) and the smallest and largest draw.
 The estimate is sum_g c_g mean_gi and its variance sum_g c_g^2 sigma~_gi^2 / m_gi, with the honest group variances
-of `bayesval.games.variance`. Sums are float64 on the host, added batch after batch in a fixed order, so a resumed
+of `bayesval.results.variance`. Sums are float64 on the host, added batch after batch in a fixed order, so a resumed
 run repeats an uninterrupted one to the last bit.
 
 A utility that returns R estimates per coalition (R, B) is averaged over r before the draws are filed; the sums per
@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesval.games.variance import (
+from bayesval.results.variance import (
     exact_indices,
     index_ranges,
     satterthwaite_dof,
@@ -148,7 +148,7 @@ class SemivalueState:
 
     def estimate(self) -> Estimate:
         """Values (n,), their variances (n,) and the variances' degrees of freedom (n,); inf variance where a
-        weighted group has fewer than 2 draws (`bayesval.games.variance`)."""
+        weighted group has fewer than 2 draws (`bayesval.results.variance`)."""
         used = self.coefficients != 0
         counts = self.counts[used].astype(np.float64)
         coefficients = self.coefficients[used][:, None]

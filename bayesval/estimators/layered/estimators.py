@@ -36,14 +36,14 @@ from math import comb
 import jax
 import numpy as np
 
-from bayesval.estimators.release import OWNERS
-from bayesval.estimators.utilities import LogisticRegressionUtility, power_of_two
+from bayesval.estimators.layered.utilities import LogisticRegressionUtility, power_of_two
 from bayesval.games.samplers import PermutationSampler
 from bayesval.games.semivalues import checked_values, semivalue
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.privacy import Mechanism, NoiseSource, PrivacyLedger
 from bayesval.privacy.ledger import ADJACENCIES
-from bayesval.results import ValuationResult
+from bayesval.privacy.release import OWNERS
+from bayesval.results.result import ValuationResult
 from bayesval.validation import (
     check_bool,
     check_count,

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from bayesval.estimators.utilities import LogisticRegressionUtility
+from bayesval.estimators.layered.utilities import LogisticRegressionUtility
 from bayesval.validation import check_count, check_count_array, check_finite_array, check_key
 
 

@@ -22,10 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
 from bayesval.privacy.accounting import epsilon_at, gaussian_event, rdp_epsilon_at, zcdp_event
 from bayesval.privacy.mechanisms import add_noise
 from bayesval.privacy.noise import NoiseSource, fingerprint
-from bayesval.rewards.sampling import Evaluation, RewardSampler
 from bayesval.validation import check_count, check_positive
 
 SAFEGUARD = 0.05  # a falsi trial stays this fraction of the bracket away from its ends

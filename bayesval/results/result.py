@@ -18,8 +18,8 @@ from bayesval.privacy.ledger import PrivacyLedger
 from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
 
 if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
-    from bayesval.games.state import SemivalueState
-    from bayesval.rewards.allocation import Rewards
+    from bayesval.parties.rewards.allocation import Rewards
+    from bayesval.results.state import SemivalueState
 
 
 class ValueItem(NamedTuple):
@@ -44,7 +44,7 @@ class ValuationResult:
     diagnostics          sampler convergence (R-hat, ESS per coalition), counts, settings
     counts               draws behind each value (sampled semivalues), with `converged`, the stopping rule's verdict
                          per index
-    state                a sampled semivalue's running sums (`bayesval.games.state`): `resume_from=result`
+    state                a sampled semivalue's running sums (`bayesval.results.state`): `resume_from=result`
                          continues the run, `a + b` merges two runs of the same game
     draws                with `valuate(..., keep_draws=True)`: each valued coalition's posterior draws
                          (num_coalitions, repeats, chains, draws, d), aligned with coalition_masks, for
@@ -190,7 +190,7 @@ class ValuationResult:
             mine, theirs = getattr(self.state, label), getattr(other.state, label)
             if mine != theirs:
                 raise ValueError(f"cannot merge the results of different games: {label} {mine!r} != {theirs!r}")
-        from bayesval.games.variance import trusted  # games imports results: imported here, as the state is
+        from bayesval.results.variance import trusted  # games imports results: imported here, as the state is
 
         state = self.state.merged(other.state)
         values, variances, dof = state.estimate()
@@ -262,10 +262,10 @@ class ValuationResult:
         )
 
     def plot(self, path: str | Path | None = None, *, corrupted=None):
-        """A figure of the result (`bayesval.plotting.plot_result`): values with error bars, and for parties the
+        """A figure of the result (`bayesval.results.plotting.plot_result`): values with error bars, and for parties the
         coalition values and the privacy spent, for data points the value distribution and, given `corrupted`
         (one boolean per point), the detection curve. Written to `path` if given; returns the Figure."""
-        from bayesval.plotting import plot_result
+        from bayesval.results.plotting import plot_result
 
         return plot_result(self, path, corrupted=corrupted)
 
@@ -307,7 +307,7 @@ class ValuationResult:
             "parameter_names": self.parameter_names,
         }
         if self.state is not None:
-            from bayesval.games.state import SemivalueState
+            from bayesval.results.state import SemivalueState
 
             meta["state"] = self.state.to_json()
             arrays |= {f"state_{name}": getattr(self.state, name) for name in SemivalueState.ARRAYS}
@@ -333,14 +333,14 @@ class ValuationResult:
         try:
             state = None
             if "state" in meta:
-                from bayesval.games.state import SemivalueState
+                from bayesval.results.state import SemivalueState
 
                 saved = [name for name in SemivalueState.ARRAYS if f"state_{name}" in arrays]  # older: no m3, m4
                 state_arrays = {name: arrays.pop(f"state_{name}") for name in saved}
                 state = SemivalueState.from_json(meta["state"], state_arrays)
             rewards = None
             if "rewards" in meta:
-                from bayesval.rewards.allocation import Rewards
+                from bayesval.parties.rewards.allocation import Rewards
 
                 reward_arrays = {
                     name[len("rewards_") :]: arrays.pop(name) for name in list(arrays) if name[:8] == "rewards_"

@@ -1,0 +1,97 @@
+"""Old import paths, kept for one release after the package moved into its wings (docs/architecture.md, "Moved
+names"): importing an old module, or reading a moved name from its old package, warns with a `DeprecationWarning`
+and gives the object at its new home. Everything here resolves by name, so that no layer imports upward."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+from types import ModuleType
+
+MOVED_MODULES = {
+    "bayesval.boundary": "bayesval.parties.boundary",
+    "bayesval.config": "bayesval.inference.config",
+    "bayesval.plotting": "bayesval.results.plotting",
+    "bayesval.rewards": "bayesval.parties.rewards",
+    "bayesval.rewards.allocation": "bayesval.parties.rewards.allocation",
+    "bayesval.rewards.control": "bayesval.parties.rewards.control",
+    "bayesval.rewards.metrics": "bayesval.parties.rewards.metrics",
+    "bayesval.rewards.report": "bayesval.parties.rewards.report",
+    "bayesval.rewards.sampling": "bayesval.parties.rewards.sampling",
+    "bayesval.rewards.targets": "bayesval.parties.rewards.targets",
+    "bayesval.games.surprise": "bayesval.parties.surprise",
+    "bayesval.games.state": "bayesval.results.state",
+    "bayesval.games.variance": "bayesval.results.variance",
+    "bayesval.estimators.knn_values": "bayesval.estimators.knn.values",
+    "bayesval.estimators.distances": "bayesval.estimators.knn.distances",
+    "bayesval.estimators.batching": "bayesval.batching",
+    "bayesval.estimators.utilities": "bayesval.estimators.layered.utilities",
+    "bayesval.estimators.gradient_models": "bayesval.estimators.gradients.models",
+    "bayesval.estimators.release": "bayesval.privacy.release",
+    "bayesval.estimators.evaluation": "bayesval.experiments.detection",
+    "bayesval.estimators.removal": "bayesval.experiments.removal",
+    "bayesval.estimators.gradient_experiments": "bayesval.experiments.gradients",
+}
+
+# Names a package exported before the move that now live in another package.
+MOVED_NAMES = {
+    "bayesval.estimators": {
+        name: "bayesval.experiments"
+        for name in (
+            "RemovalCurves",
+            "add_feature_noise",
+            "balanced_split",
+            "detection_auroc",
+            "detection_auroc_bound",
+            "detection_aurocs",
+            "dp_variance_by_k",
+            "fitted_slope",
+            "flip_labels",
+            "mislabel_detection",
+            "removal_curves",
+            "standardise",
+        )
+    },
+}
+
+
+def _warn(old: str, new: str) -> None:
+    warnings.warn(f"{old} has moved to {new}; the old path is kept for one release", DeprecationWarning, stacklevel=3)
+
+
+def moved_name(package: str, name: str):
+    """The object a package's module `__getattr__` gives for a name that moved out of it, with a warning."""
+    home = MOVED_NAMES.get(package, {}).get(name)
+    if home is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    _warn(f"{package}.{name}", f"{home}.{name}")
+    return getattr(importlib.import_module(home), name)
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds an old module path and loads it as the module at its new home (the same object, not a copy)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in MOVED_MODULES:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec) -> ModuleType:
+        _warn(spec.name, MOVED_MODULES[spec.name])
+        module = importlib.import_module(MOVED_MODULES[spec.name])
+        spec.loader_state = module.__spec__  # the import system is about to overwrite it with this spec
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module at its new home is already executed; the import system gave it the old path's spec, so give
+        it back its own."""
+        module.__spec__ = module.__spec__.loader_state
+
+
+def install() -> None:
+    """Let the old module paths import (once per process)."""
+    if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _MovedModules())
