@@ -346,13 +346,26 @@ def main(argv: list[str] | None = None) -> None:
         prog="bayesval", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    for add_command in (_add_demo, _add_release, _add_valuate, _add_knn):
+        add_command(commands)
+    args = parser.parse_args(argv)
+    try:
+        args.run(args)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"bayesval {args.command}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
+
+def _add_demo(commands) -> None:
     run = commands.add_parser("demo", help="value three private parties on the Syn setting")
     bv.SamplerConfig.add_arguments(run)
     run.add_argument("--seed", type=int, default=0, help="data and sampler seed (privacy noise is OS entropy)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--save", default=None, help="write the result to this .npz file")
+    run.set_defaults(run=lambda args: demo(args.seed, not args.no_progress, args.save, budget=args))
 
+
+def _add_release(commands) -> None:
     out = commands.add_parser("release", help="party side: release a statistic of a CSV file")
     out.add_argument("data", help="CSV file of the party's records (one column the target, the rest features)")
     out.add_argument("--model", required=True, choices=sorted(MODELS), help="which statistic to release")
@@ -369,7 +382,26 @@ def main(argv: list[str] | None = None) -> None:
     )
     out.add_argument("--grid", type=float, default=None, help="grid step of the noise, a power of two (default: auto)")
     out.add_argument("-o", "--output", default=None, help="release file (default NAME.release.json)")
+    out.set_defaults(
+        run=lambda args: release(
+            args.data,
+            model=args.model,
+            target=args.target,
+            epsilon=args.epsilon,
+            bounds=args.bounds,
+            output=args.output,
+            name=args.name,
+            features=args.features,
+            delta=args.delta,
+            rdp_order=args.rdp_order,
+            noise_seed=args.noise_seed,
+            experiment=args.experiment,
+            grid=args.grid,
+        )
+    )
 
+
+def _add_valuate(commands) -> None:
     value = commands.add_parser("valuate", help="mediator side: value the parties of release files or data tables")
     value.add_argument("files", nargs="+", help="release files (`bayesval release`), or one CSV / Parquet per party")
     value.add_argument("--model", default=None, choices=sorted(MODELS), help="default: from the releases")
@@ -385,7 +417,22 @@ def main(argv: list[str] | None = None) -> None:
     tables.add_argument("--delta", type=float, default=None, help="(epsilon, delta)-DP instead of RDP")
     tables.add_argument("--rdp-order", type=float, default=2.0, help="RDP order lambda (default 2)")
     tables.add_argument("--bounds", type=_bounds, default=None, help="declared bounds X_NORM or X_NORM,Y_ABS")
+    table_options = ("target", "features", "epsilon", "delta", "rdp_order", "bounds")
+    value.set_defaults(
+        run=lambda args: valuate_files(
+            args.files,
+            model=args.model,
+            seed=args.seed,
+            progress_bar=not args.no_progress,
+            save=args.save,
+            budget=args,
+            plot=args.plot,
+            table_options={option: getattr(args, option) for option in table_options},
+        )
+    )
 
+
+def _add_knn(commands) -> None:
     points = commands.add_parser("knn", help="value each training row by KNN- or (DP-)TKNN-Shapley")
     points.add_argument("train", help="CSV / Parquet of the training rows")
     points.add_argument("--validation", required=True, help="CSV / Parquet of the validation rows (same columns)")
@@ -398,62 +445,21 @@ def main(argv: list[str] | None = None) -> None:
     points.add_argument("--delta", type=float, default=None)
     points.add_argument("--save", default=None, help="write the result to this .npz file")
     points.add_argument("--plot", default=None, help="write the result's figure to this file")
-
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "demo":
-            demo(args.seed, not args.no_progress, args.save, budget=args)
-        elif args.command == "release":
-            release(
-                args.data,
-                model=args.model,
-                target=args.target,
-                epsilon=args.epsilon,
-                bounds=args.bounds,
-                output=args.output,
-                name=args.name,
-                features=args.features,
-                delta=args.delta,
-                rdp_order=args.rdp_order,
-                noise_seed=args.noise_seed,
-                experiment=args.experiment,
-                grid=args.grid,
-            )
-        elif args.command == "valuate":
-            valuate_files(
-                args.files,
-                model=args.model,
-                seed=args.seed,
-                progress_bar=not args.no_progress,
-                save=args.save,
-                budget=args,
-                plot=args.plot,
-                table_options={
-                    "target": args.target,
-                    "features": args.features,
-                    "epsilon": args.epsilon,
-                    "delta": args.delta,
-                    "rdp_order": args.rdp_order,
-                    "bounds": args.bounds,
-                },
-            )
-        else:
-            knn(
-                args.train,
-                validation=args.validation,
-                target=args.target,
-                features=args.features,
-                method=args.method,
-                neighbours=args.k,
-                tau=args.tau,
-                epsilon=args.epsilon,
-                delta=args.delta,
-                save=args.save,
-                plot=args.plot,
-            )
-    except (ValueError, TypeError, FileNotFoundError) as error:
-        print(f"bayesval {args.command}: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    points.set_defaults(
+        run=lambda args: knn(
+            args.train,
+            validation=args.validation,
+            target=args.target,
+            features=args.features,
+            method=args.method,
+            neighbours=args.k,
+            tau=args.tau,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            save=args.save,
+            plot=args.plot,
+        )
+    )
 
 
 if __name__ == "__main__":

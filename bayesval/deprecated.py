@@ -82,11 +82,11 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec) -> ModuleType:
         _warn(spec.name, MOVED_MODULES[spec.name])
         module = importlib.import_module(MOVED_MODULES[spec.name])
-        spec.loader_state = module.__spec__  # the import system is about to overwrite it with this spec
+        spec.loader_state = module.__spec__  # the import system is about to overwrite it with the old path's ModuleSpec
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module at its new home is already executed; the import system gave it the old path's spec, so give
+        """The module at its new home is already executed; the import system gave it the old path's ModuleSpec, so give
         it back its own."""
         module.__spec__ = module.__spec__.loader_state
 

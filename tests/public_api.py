@@ -1,7 +1,7 @@
 """What examples and notebooks may import: the package, its documented subpackages and modules, and the loaders."""
 
 PUBLIC_MODULES = {"bayesval", "bayesval.divergence", "bayesval.estimators", "bayesval.games", "bayesval.models"}
-PUBLIC_MODULES |= {"bayesval.parties.rewards"}
+PUBLIC_MODULES |= {"bayesval.experiments", "bayesval.parties.rewards"}
 
 
 def is_public(module: str) -> bool:

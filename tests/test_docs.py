@@ -41,14 +41,15 @@ def public_names() -> list[tuple[str, str]]:
     """(API page, rendered identifier) of every public name."""
     names = []
     for name in bv.__all__:
-        if name in ("games", "models", "estimators", "rewards"):
+        if name in ("games", "models", "estimators", "experiments", "rewards"):
             continue
         names.append((PAGES.get(name, "privacy"), f"bayesval.{name}"))
     names += [("games", f"bayesval.games.{name}") for name in bv.games.__all__]
     names += [("estimators", f"bayesval.estimators.{name}") for name in bv.estimators.__all__]
-    names += [("rewards", f"bayesval.rewards.{name}") for name in bv.rewards.__all__]
-    for name in bv.models.__all__:  # rendered from the models/ folder they are installed from
-        names.append(("models", f"{getattr(bv.models, name).__module__.replace('bayesval.', '')}.{name}"))
+    names += [("estimators", f"bayesval.experiments.{name}") for name in bv.experiments.__all__]
+    names += [("rewards", f"bayesval.parties.rewards.{name}") for name in bv.rewards.__all__]
+    for name in bv.models.__all__:  # rendered from the module that defines them
+        names.append(("models", f"{getattr(bv.models, name).__module__}.{name}"))
     return names
 
 
