@@ -314,8 +314,9 @@ class StratifiedSampler:
         masks without the index (T, n), their index (T,) and size (T,), grouped by index and then size. A size of
         at most `ENUMERATION_LIMIT` coalitions is listed and sampled without replacement (all of them where counts
         asks for as many: the layer is exact); a larger one gets independent uniform coalitions, whose repeats are
-        negligible. The draws come from a NumPy generator seeded by the key's data (the scheme Layered Shapley's
-        values were pinned with; docs/layered.md)."""
+        negligible. The draws come from a NumPy generator seeded by the key's data, not from `sized_masks`' JAX
+        stream: the listed sizes need NumPy's draw without replacement, and one stream for both keeps a key's
+        coalitions, and so Layered Shapley's values (docs/layered.md), what they have always been."""
         rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).tolist())
         num_players = counts.shape[1]
         masks, owners, sizes, independent = [], [], [], []

@@ -8,7 +8,8 @@ P(|phi_hat_i - phi_i| >= alpha) <= beta when |v_i(C)| <= c / k (Thm 3.3). Where 
 (docs/layered.md, "Where we depart from the paper"): a layer with ceil(m_k) >= binom(n-1, k) coalitions is
 enumerated; a layer with m_k < 1 is sampled with probability m_k (Sec. 3.2; estimate 0 when not); each layer's
 estimate is the mean of its realised draws (which the App. D sensitivity needs); the empty layer v({i}) - v({}) is
-added with `include_empty_layer`.
+added with `include_empty_layer`. The coalitions of every layer come from the game layer's stratified sampler in
+its fixed mode (`bayesval.games.samplers.StratifiedSampler.fixed_draws`), given the counts per point and layer.
 Each value's standard error estimates its spread over keys: the sampled layers' variances (finite-population
 corrected, a few-draw layer's shrunk toward its neighbouring layers') and the random inclusion of the layers of
 m_k < 1, whose moments are pooled over a point's drawn ones under the c / k scaling.
