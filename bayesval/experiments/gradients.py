@@ -7,6 +7,7 @@ Both post-process one run per noise mode: every semivalue and burn-in q comes fr
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -83,22 +84,8 @@ def dp_variance_by_k(
         jnp.asarray(a, dtype if jnp.issubdtype(jnp.asarray(a).dtype, jnp.floating) else None)
         for a in (party_x, party_y, x_val, y_val)
     )
-
-    def run(noise_key, noise_std, mode):
-        marginals, _, _ = gradient_marginals(
-            noise_key,
-            jax.random.key(key),
-            *inputs,
-            noise_std,
-            model=model,
-            num_permutations=max(ks),
-            learning_rate=learning_rate,
-            clip=1.0,
-            mode=mode,
-        )
-        return marginals
-
-    runs = jax.jit(jax.vmap(run, (0, None, None)))
+    settings = {"model": model, "num_permutations": max(ks), "learning_rate": learning_rate, "clip": 1.0}
+    runs = jax.jit(jax.vmap(partial(_noise_trial, jax.random.key(key), inputs, settings), (0, None, None)))
     results = {arm: {"variance": [], "mean_adjusted_variance": []} for arm in arms}
     for k in ks:
         noise_std = jnp.asarray(Mechanism.gaussian(guarantee, 1.0, num_compositions=k).noise_scale, dtype)
@@ -106,13 +93,26 @@ def dp_variance_by_k(
         for mode in dict.fromkeys(mode for mode, _ in arms):
             marginals = np.asarray(runs(noise_keys, noise_std, NOISE_MODES.index(mode)))[:, :k]
             for arm in (arm for arm in arms if arm[0] == mode):
-                psi = np.array([burn_in_values(m, arm[1])[0] for m in marginals])
-                start = burn_in_count(k, arm[1])
-                results[arm]["variance"].append(psi.var(axis=0, ddof=1).mean())
-                results[arm]["mean_adjusted_variance"].append(
-                    np.mean([mean_adjusted_variance(m[start:]) for m in marginals])
-                )
+                for name, value in _noise_spread(marginals, arm[1]).items():
+                    results[arm][name].append(value)
     return {arm: {name: np.asarray(v) for name, v in values.items()} for arm, values in results.items()}
+
+
+def _noise_trial(sampling_key, inputs, settings, noise_key, noise_std, mode):
+    """The (k, n) marginals of one noise draw, the permutations and initialisations fixed by `sampling_key`."""
+    marginals, _, _ = gradient_marginals(noise_key, sampling_key, *inputs, noise_std, mode=mode, **settings)
+    return marginals
+
+
+def _noise_spread(marginals: np.ndarray, burn_in: float) -> dict[str, float]:
+    """From the (trials, k, n) marginals of one arm: the variance over trials of psi (Y(q) for q = `burn_in`),
+    averaged over parties, and the mean-adjusted variance of the averaged permutations, averaged over trials."""
+    psi = np.array([burn_in_values(m, burn_in)[0] for m in marginals])
+    start = burn_in_count(marginals.shape[1], burn_in)
+    return {
+        "variance": psi.var(axis=0, ddof=1).mean(),
+        "mean_adjusted_variance": np.mean([mean_adjusted_variance(m[start:]) for m in marginals]),
+    }
 
 
 def mislabel_detection(

@@ -22,6 +22,9 @@ so a rare event there (the airport game's cheapest player adds value only when i
   layer sampled and the mean estimator). Its allocation is adaptive (Neyman 1934): each batch gives every used size
   two draws per index, and the rest where c_s sigma_s, with the honest layer spreads of the run so far
   (`bayesval.results.variance`), says the variance is.
+  Its fixed mode, `StratifiedSampler.fixed_draws(key, counts)`, draws a given number of coalitions per index and
+  size in one go, without replacement where the size's coalitions can be listed: the layer sampling of Layered
+  Shapley (Watson et al. 2023, Alg. 1), whose counts come from its (alpha, beta) guarantee.
 * `SemivalueSampler`: coalitions drawn from the semivalue's own distribution, the size s with probability
   binom(n-1, s) w(s), then uniform members, so every draw has weight 1 (the exact sizes are valued on their own).
 
@@ -32,6 +35,7 @@ is E_q[r^2] of the weights r = p / q, the factor by which they shrink the effect
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import partial
 from math import comb
@@ -46,6 +50,7 @@ from bayesval.validation import check_bool
 
 HEAVY_TAILS = 2.0  # weight inflation E_q[r^2] above which a sampler's importance weights are too heavy-tailed
 LAYER_DRAWS = 30  # draws per layer and batch below which stratified layer variances are not to be trusted
+ENUMERATION_LIMIT = 20_000  # in the fixed mode, sizes of at most this many coalitions are sampled without replacement
 
 
 class BatchStatistics(NamedTuple):
@@ -302,6 +307,42 @@ class StratifiedSampler:
             )
         layers = np.ones(num_players, bool)
         return BatchPlan(coefficients, exact, layers, 2 * num_players * batch_size, draw, reduce, 1.0, unreliable)
+
+    @staticmethod
+    def fixed_draws(key, counts: np.ndarray):
+        """The fixed mode: counts[i, s] uniform coalitions of size s of N minus i for every index i and size s, as
+        masks without the index (T, n), their index (T,) and size (T,), grouped by index and then size. A size of
+        at most `ENUMERATION_LIMIT` coalitions is listed and sampled without replacement (all of them where counts
+        asks for as many: the layer is exact); a larger one gets independent uniform coalitions, whose repeats are
+        negligible. The draws come from a NumPy generator seeded by the key's data, not from `sized_masks`' JAX
+        stream: the listed sizes need NumPy's draw without replacement, and one stream for both keeps a key's
+        coalitions, and so Layered Shapley's values (docs/layered.md), what they have always been."""
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).tolist())
+        num_players = counts.shape[1]
+        masks, owners, sizes, independent = [], [], [], []
+        for player, size in zip(*np.nonzero(counts)):
+            count, total = int(counts[player, size]), comb(num_players - 1, int(size))
+            if total > ENUMERATION_LIMIT:
+                independent.append((player, size, count))
+                continue
+            others = np.delete(np.arange(num_players), player)
+            members = np.array(list(itertools.combinations(others, size)), np.int64).reshape(total, size)
+            if count < total:
+                members = members[rng.choice(total, count, replace=False)]
+            chosen = np.zeros((count, num_players), bool)
+            np.put_along_axis(chosen, members, True, axis=1)
+            masks.append(chosen)
+            owners.append(np.full(count, player))
+            sizes.append(np.full(count, size))
+        if independent:
+            player, size, count = (np.repeat(column, [c for *_, c in independent]) for column in zip(*independent))
+            scores = rng.random((len(player), num_players))
+            scores[np.arange(len(player)), player] = 2.0  # never the index itself
+            kth = np.take_along_axis(np.sort(scores, axis=1), size[:, None], axis=1)  # the size-th smallest score
+            masks.append(scores < kth)  # the `size` smallest scores' players
+            owners.append(player)
+            sizes.append(size)
+        return np.concatenate(masks), np.concatenate(owners), np.concatenate(sizes)
 
 
 def largest_remainders(shares: np.ndarray, total: int) -> np.ndarray:

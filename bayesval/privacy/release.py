@@ -1,5 +1,8 @@
-"""The privacy of a data-point estimator's release (KNN family, DP-gradient semivalues): its checked (epsilon, delta),
-Poisson subsampling rate and noise source, and each valuation as one release through a calibrated mechanism."""
+"""The privacy of a data-point estimator's releases, for every family on `bayesval.estimators.base.PointEstimator`:
+the KNN family and DP-gradient semivalues release through :class:`PrivateRelease` (a checked (epsilon, delta),
+Poisson subsampling rate and noise source, each valuation one release through a Gaussian mechanism calibrated by
+dp-accounting), DP Layered Shapley perturbs its values once through a Laplace mechanism (`perturb`). Each returns
+the release's own ledger, which the estimator records in its `ledger_` (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,20 @@ def check_privacy(epsilon: float | None, delta: float | None, *, required: bool)
             f"epsilon={epsilon!r}, delta={delta!r}"
         )
     return check_positive("epsilon", epsilon), check_probability("delta", delta)
+
+
+def check_noise_options(private: bool, noise_seed, allow_seed_reuse, what: str, needs: str = "epsilon and delta"):
+    """Refuse a privacy-noise seed (or leave to reuse one) where nothing is private: it would do nothing."""
+    if not private and (noise_seed is not None or allow_seed_reuse):
+        raise ValueError(f"noise_seed / allow_seed_reuse apply to {what}: set {needs} too")
+
+
+def perturb(mechanism: Mechanism, values, noise: NoiseSource, what: str):
+    """Release `values` once through `mechanism` (output perturbation) with noise from `noise`: (released values,
+    the release's ledger)."""
+    ledger = PrivacyLedger()
+    released, _ = mechanism.perturb(values, noise=noise, owner=OWNERS, what=what, ledger=ledger)
+    return released, ledger
 
 
 class PrivateRelease:

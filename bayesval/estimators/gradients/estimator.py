@@ -34,15 +34,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesval.estimators.base import PointEstimator, sampling_key
 from bayesval.estimators.gradients.models import LogisticModel, MLPModel
 from bayesval.games.weights import Semivalue, as_semivalue
 from bayesval.privacy import PrivacyLedger, add_noise
-from bayesval.privacy.release import PrivateRelease, check_privacy
+from bayesval.privacy.release import PrivateRelease, check_noise_options, check_privacy
 from bayesval.results.result import ValuationResult
 from bayesval.validation import (
     check_count,
     check_finite_array,
-    check_labels,
     check_non_negative,
     check_positive,
     check_real,
@@ -150,42 +150,58 @@ def gradient_marginals(
     party_x (n, B, f), party_y (n, B): each party's B rows. Permutation t (1-based) draws pi^t and a fresh model
     from fold_in(sampling_key, t); party j's noise at permutation t is row j of one (n, d) `add_noise` draw from
     fold_in(noise_key, t). mode: the index of the noise mode in NOISE_MODES. The step is
-    theta <- theta - learning_rate * released / B (the released sum of clipped gradients, averaged).
+    theta <- theta - learning_rate * released / B (the released sum of clipped gradients, averaged). The
+    permutations form one `lax.scan` (`_permutation`), linked by the parties' buffers.
     """
-    n, rows = party_x.shape[0], party_x.shape[1]
-    k = num_permutations
-    noise_variance = noise_std**2
-
-    def value(params):
-        if utility == "accuracy":
-            return model.accuracy(params, x_val, y_val)
-        return -model.loss(params, x_val, y_val)
-
-    def permutation(buffer, t):
-        perm_key, init_key = jax.random.split(jax.random.fold_in(sampling_key, t))
-        order = jax.random.permutation(perm_key, n)
-        params = model.init(init_key).astype(party_x.dtype)
-        zeros = jnp.zeros((n, model.num_parameters), params.dtype)
-        noise = add_noise(jax.random.fold_in(noise_key, t), zeros, noise_std)
-
-        def step(carry, position):  # each party steps once per permutation: its buffer row is read-only here
-            params, before, finite = carry
-            j = order[position]
-            gradient, ok = _clipped_sum(model, params, party_x[j], party_y[j], clip)
-            noisy = gradient + noise[j]
-            released, own = release_step(mode, buffer[j], noisy, t, k, noise_variance, gradient_variance)
-            params = params - learning_rate * released / rows
-            after = value(params)
-            return (params, after, finite & ok), (after - before, own)
-
-        init = (params, value(params), jnp.asarray(True))
-        (_, _, finite), (marginals, owns) = jax.lax.scan(step, init, jnp.arange(n))
-        positions = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-        return buffer.at[order].set(owns), (jnp.zeros(n, marginals.dtype).at[order].set(marginals), positions, finite)
-
-    buffer = jnp.zeros((n, model.num_parameters), party_x.dtype)
-    _, (marginals, positions, finite) = jax.lax.scan(permutation, buffer, jnp.arange(1, k + 1))
+    permutation = partial(
+        _permutation,
+        keys=(noise_key, sampling_key),
+        data=(party_x, party_y),
+        value=partial(_utility, model, utility, x_val, y_val),
+        release=(mode, num_permutations, noise_std, noise_std**2, gradient_variance),
+        model=model,
+        step_size=(learning_rate, clip),
+    )
+    buffer = jnp.zeros((party_x.shape[0], model.num_parameters), party_x.dtype)
+    _, (marginals, positions, finite) = jax.lax.scan(permutation, buffer, jnp.arange(1, num_permutations + 1))
     return marginals, positions, jnp.all(finite) & jnp.all(jnp.isfinite(marginals))
+
+
+def _utility(model, utility: str, x_val, y_val, params):
+    """V(theta): the validation accuracy, or minus the validation loss."""
+    if utility == "accuracy":
+        return model.accuracy(params, x_val, y_val)
+    return -model.loss(params, x_val, y_val)
+
+
+def _permutation(buffer, t, keys, data, value, release, model, step_size):
+    """Permutation t (1-based) of `gradient_marginals`: pi^t and a fresh model from fold_in(sampling_key, t), the
+    noise of every party from fold_in(noise_key, t), then one clipped, released step per party in the order pi^t.
+    Returns the buffers after it and (marginals (n,), positions (n,), finite) by party."""
+    (noise_key, sampling_key), (party_x, party_y) = keys, data
+    mode, k, noise_std, noise_variance, gradient_variance = release
+    learning_rate, clip = step_size
+    n, rows = party_x.shape[0], party_x.shape[1]
+    perm_key, init_key = jax.random.split(jax.random.fold_in(sampling_key, t))
+    order = jax.random.permutation(perm_key, n)
+    params = model.init(init_key).astype(party_x.dtype)
+    zeros = jnp.zeros((n, model.num_parameters), params.dtype)
+    noise = add_noise(jax.random.fold_in(noise_key, t), zeros, noise_std)
+
+    def step(carry, position):  # each party steps once per permutation: its buffer row is read-only here
+        params, before, finite = carry
+        j = order[position]
+        gradient, ok = _clipped_sum(model, params, party_x[j], party_y[j], clip)
+        noisy = gradient + noise[j]
+        released, own = release_step(mode, buffer[j], noisy, t, k, noise_variance, gradient_variance)
+        params = params - learning_rate * released / rows
+        after = value(params)
+        return (params, after, finite & ok), (after - before, own)
+
+    init = (params, value(params), jnp.asarray(True))
+    (_, _, finite), (marginals, owns) = jax.lax.scan(step, init, jnp.arange(n))
+    positions = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+    return buffer.at[order].set(owns), (jnp.zeros(n, marginals.dtype).at[order].set(marginals), positions, finite)
 
 
 def weighted_marginals(marginals, positions, semivalue: str | Semivalue) -> np.ndarray:
@@ -224,7 +240,7 @@ def mean_adjusted_variance(marginals) -> float:
         return float(np.mean(variance[defined] / mean[defined]))
 
 
-class GradientSemivalues:
+class GradientSemivalues(PointEstimator):
     """Semivalues of data points (or of parties of `party_size` consecutive rows) from DP gradient trajectories
     (Zhou et al. 2024, Algorithm 1, corrected as in the module docstring).
 
@@ -237,8 +253,8 @@ class GradientSemivalues:
         values without noise (the paper's no-DP baseline, clipped gradients).
     noise: 'iid', 'correlated' (X*, the default when private), 'adaptive' (with `gradient_variance`) or 'fl'.
     burn_in: q in [0, 1) of Y(q); utility: 'loss' (negated test cross-entropy) or 'accuracy'.
-    key: the sampling key (permutations and model initialisations); privacy noise comes from `noise_seed`, else
-        OS entropy, never from it.
+    key: the sampling key (permutations and model initialisations), an int seed or a jax.random.key; privacy noise
+        comes from `noise_seed`, else OS entropy, never from it.
 
     `estimator.fit(X, y).value(X_val, y_val)` makes the k releases of each party once per call (one ledger record
     for all parties' k releases) and returns the values. The run's (k, n) `marginals_` and `positions_` give every
@@ -246,6 +262,8 @@ class GradientSemivalues:
     The trajectories run in float32. The stderr is the Monte Carlo error over the permutations averaged: inf (unknown)
     where only one is (docs/gradients.md).
     """
+
+    needs = "a classifier"
 
     def __init__(
         self,
@@ -263,7 +281,7 @@ class GradientSemivalues:
         utility: str = "loss",
         party_size: int = 1,
         hidden: int = 16,
-        key: int = 0,
+        key=0,
         noise_seed: int | None = None,
         allow_seed_reuse: bool = False,
     ) -> None:
@@ -281,83 +299,35 @@ class GradientSemivalues:
         self.gradient_variance = check_non_negative("gradient_variance", gradient_variance)
         self.party_size = check_count("party_size", party_size, minimum=1)
         self.hidden = check_count("hidden", hidden, minimum=1)
-        self.key = check_count("key", key)
+        self.key = sampling_key(key)
         private = check_privacy(epsilon, delta, required=False) is not None
         self.noise = ("correlated" if private else "iid") if noise is None else noise
         check_noise_mode(self.noise)
         if not private and self.noise != "iid":
             raise ValueError(f"noise={self.noise!r} post-processes DP releases: set epsilon and delta too")
-        if not private and (noise_seed is not None or allow_seed_reuse):
-            raise ValueError("noise_seed / allow_seed_reuse apply to private valuation: set epsilon and delta too")
+        check_noise_options(private, noise_seed, allow_seed_reuse, "private valuation")
         self.epsilon, self.delta = epsilon, delta
         self.privacy = PrivateRelease(epsilon, delta, 1.0, noise_seed, allow_seed_reuse) if private else None
         self.method = f"gradient_{self.semivalue.name}" + ("" if private else "_no_dp")
 
-    def fit(self, X, y) -> GradientSemivalues:
-        """Store the training rows, grouped into parties of `party_size` consecutive rows."""
-        features = check_finite_array("X", X, ndim=2)
-        labels = check_labels("y", y, features.shape[0])
+    def _check_rows(self, features) -> None:
+        """The rows must split into at least 2 parties of `party_size` consecutive rows."""
         if features.shape[0] % self.party_size:
             raise ValueError(f"X has {features.shape[0]} rows, not a multiple of party_size={self.party_size}")
-        num_parties = features.shape[0] // self.party_size
-        if num_parties < 2:
+        if features.shape[0] // self.party_size < 2:
             raise ValueError(f"X must hold at least 2 parties of {self.party_size} rows, got {features.shape[0]} rows")
-        self.classes_ = np.unique(labels)
-        if self.classes_.size < 2:
-            raise ValueError(f"y has a single class ({self.classes_[0]!r}); a classifier needs at least 2")
-        self.n_features_in_ = features.shape[1]
-        shape = (num_parties, self.party_size)
+
+    def _store(self, features, labels) -> None:
+        """The rows grouped into parties, (parties, party_size, features) in float32, and the model to train."""
+        shape = (features.shape[0] // self.party_size, self.party_size)
         self.party_x_ = jnp.asarray(features.reshape(*shape, -1), jnp.float32)
-        self.party_y_ = jnp.asarray(np.searchsorted(self.classes_, labels).reshape(shape))
+        self.party_y_ = jnp.asarray(labels.reshape(shape))
         size = (self.n_features_in_, self.classes_.size)
         self.model_ = LogisticModel(*size) if self.model == "logistic" else MLPModel(*size, hidden=self.hidden)
-        self.ledger_ = PrivacyLedger()
-        return self
 
-    def value(self, X_val, y_val) -> ValuationResult:
-        """Run the k permutations (each party's k releases, when private) and value every party on (X_val, y_val)."""
-        if not hasattr(self, "party_x_"):
-            raise RuntimeError("call GradientSemivalues.fit(X, y) before .value(...)")
-        features = check_finite_array("X_val", X_val, ndim=2)
-        if features.shape[1] != self.n_features_in_:
-            raise ValueError(f"X_val has {features.shape[1]} features but X had {self.n_features_in_}")
-        labels = check_labels("y_val", y_val, features.shape[0], rows_name="X_val")
-        codes = np.searchsorted(self.classes_, labels).clip(0, self.classes_.size - 1)
-        if (self.classes_[codes] != labels).any():
-            raise ValueError(f"y_val has labels not seen in y; known: {self.classes_.tolist()}")
-        n = self.party_x_.shape[0]
-        program = partial(
-            gradient_marginals,
-            model=self.model_,
-            num_permutations=self.num_permutations,
-            learning_rate=self.learning_rate,
-            clip=self.clip,
-            mode=NOISE_MODES.index(self.noise),
-            gradient_variance=self.gradient_variance,
-            utility=self.utility,
-        )
-        sampling_key = jax.random.key(self.key)
-        inputs = (self.party_x_, self.party_y_, jnp.asarray(features, self.party_x_.dtype), jnp.asarray(codes))
-        if self.privacy is None:
-            (marginals, positions, finite), ledger = program(sampling_key, sampling_key, *inputs, 0.0), PrivacyLedger()
-            diagnostics = {}
-        else:
-            (marginals, positions, finite), ledger, diagnostics = self.privacy.release(
-                lambda noise_key, *args: program(noise_key, sampling_key, *args),
-                inputs,
-                sensitivity=self.clip,
-                compositions=self.num_permutations,
-                what="clipped gradient (sum of per-example clipped gradients) with Gaussian noise, once per "
-                "permutation",
-                dimension=self.model_.num_parameters,
-            )
-        self.ledger_.merge(ledger)  # recorded even if the run failed: the noise was drawn
-        if not bool(finite):
-            raise FloatingPointError(
-                f"non-finite gradients or utilities in the trajectories (learning_rate={self.learning_rate!r}, "
-                f"model={self.model!r}): lower the learning rate or standardise X"
-            )
-        self.marginals_, self.positions_ = np.asarray(marginals), np.asarray(positions)
+    def _value(self, x_val, y_val) -> ValuationResult:
+        """Run the k permutations (each party's k releases, when private) and value every party on (x_val, y_val)."""
+        ledger, diagnostics = self._trajectories(x_val, y_val)
         weighted = weighted_marginals(self.marginals_, self.positions_, self.semivalue)
         values, stderr, kept = burn_in_values(weighted, self.burn_in)
         averaged = weighted[self.num_permutations - kept :]
@@ -374,15 +344,44 @@ class GradientSemivalues:
             "mean_adjusted_variance": mean_adjusted_variance(averaged) if kept > 1 else None,
             **diagnostics,
         }
-        return ValuationResult(
-            method=self.method,
-            values=values,
-            stderr=stderr,
-            names=[str(i) for i in range(n)],
-            counts=np.full(n, kept),
-            privacy=ledger,
-            diagnostics=diagnostics,
+        counts = np.full(values.shape[0], kept)
+        return self._result(values, stderr, ledger=ledger, diagnostics=diagnostics, counts=counts)
+
+    def _trajectories(self, x_val, y_val):
+        """One run of `gradient_marginals` (released when private and recorded in `ledger_` even if it then fails,
+        since its noise was drawn), kept as `marginals_`, `positions_`: (the run's ledger, privacy diagnostics)."""
+        program = partial(
+            gradient_marginals,
+            model=self.model_,
+            num_permutations=self.num_permutations,
+            learning_rate=self.learning_rate,
+            clip=self.clip,
+            mode=NOISE_MODES.index(self.noise),
+            gradient_variance=self.gradient_variance,
+            utility=self.utility,
         )
+        inputs = (self.party_x_, self.party_y_, jnp.asarray(x_val, self.party_x_.dtype), jnp.asarray(y_val))
+        if self.privacy is None:
+            (marginals, positions, finite), ledger = program(self.key, self.key, *inputs, 0.0), PrivacyLedger()
+            diagnostics = {}
+        else:
+            (marginals, positions, finite), ledger, diagnostics = self.privacy.release(
+                lambda noise_key, *args: program(noise_key, self.key, *args),
+                inputs,
+                sensitivity=self.clip,
+                compositions=self.num_permutations,
+                what="clipped gradient (sum of per-example clipped gradients) with Gaussian noise, once per "
+                "permutation",
+                dimension=self.model_.num_parameters,
+            )
+        self._record(ledger)
+        if not bool(finite):
+            raise FloatingPointError(
+                f"non-finite gradients or utilities in the trajectories (learning_rate={self.learning_rate!r}, "
+                f"model={self.model!r}): lower the learning rate or standardise X"
+            )
+        self.marginals_, self.positions_ = np.asarray(marginals), np.asarray(positions)
+        return ledger, diagnostics
 
 
 __all__ = [

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval.batching import auto_batch_size
+from bayesval.estimators.base import PointEstimator
 from bayesval.estimators.knn.distances import check_distance, check_tau, prepare_features
 from bayesval.estimators.knn.values import (
     knn_shapley_values,
@@ -27,9 +28,8 @@ from bayesval.estimators.knn.values import (
     tknn_shapley_values,
 )
 from bayesval.privacy import PrivacyLedger
-from bayesval.privacy.release import PrivateRelease, check_privacy
+from bayesval.privacy.release import PrivateRelease, check_noise_options, check_privacy
 from bayesval.results.result import ValuationResult
-from bayesval.validation import check_finite_array, check_labels
 
 
 def _check_count(name: str, value: int, minimum: int = 1) -> int:
@@ -38,75 +38,34 @@ def _check_count(name: str, value: int, minimum: int = 1) -> int:
     return int(value)
 
 
-class _NearestNeighbourValuation:
-    """Shared fit / input checks; subclasses implement `_values(x_val, y_val, batch_size)`."""
+class _NearestNeighbourValuation(PointEstimator):
+    """The KNN family on the shared base: fit keeps the training rows (L2-normalised for the cosine distance) and
+    their label codes; subclasses implement `_values(x_val, y_val, batch_size) -> (values, ledger, diagnostics)`,
+    a private one releasing through its `PrivateRelease` (`bayesval.privacy.release`)."""
 
-    method: str
+    needs = "KNN valuation"
 
     def __init__(self, distance: str, batch_size: int | None) -> None:
         self.distance = check_distance(distance)
         self.batch_size = None if batch_size is None else _check_count("batch_size", batch_size)
 
-    def fit(self, X, y) -> _NearestNeighbourValuation:
-        """Store the training points to be valued (rows L2-normalised for the cosine distance)."""
-        features = check_finite_array("X", X, ndim=2)
-        if features.shape[0] == 0:
-            raise ValueError("X has no rows: there is nothing to value")
-        labels = check_labels("y", y, features.shape[0])
-        self.classes_ = np.unique(labels)
-        if self.classes_.size < 2:
-            raise ValueError(
-                f"y has a single class ({self.classes_[0]!r}); KNN valuation needs labels of at least 2 classes"
-            )
-        self.n_features_in_ = features.shape[1]
+    def _store(self, features, labels) -> None:
         self.x_train_ = jnp.asarray(prepare_features("X", features, self.distance))
-        self.y_train_ = jnp.asarray(np.searchsorted(self.classes_, labels))
-        self.ledger_ = PrivacyLedger()
-        return self
+        self.y_train_ = jnp.asarray(labels)
 
-    def value(self, X_val, y_val) -> ValuationResult:
-        """Value every training point against the validation set (X_val, y_val); a private estimator makes
-        one new release per call (recorded in the result's ledger and in `ledger_`)."""
-        if not hasattr(self, "x_train_"):
-            raise RuntimeError(f"call {type(self).__name__}.fit(X, y) before .value(...)")
-        features = check_finite_array("X_val", X_val, ndim=2)
-        if features.shape[1] != self.n_features_in_:
-            raise ValueError(f"X_val has {features.shape[1]} features but X had {self.n_features_in_}")
-        if features.shape[0] == 0:
-            raise ValueError("X_val has no rows: values are sums over validation points")
-        labels = check_labels("y_val", y_val, features.shape[0], rows_name="X_val")
-        if (labels.dtype.kind in "US") != (self.classes_.dtype.kind in "US"):
-            raise ValueError(
-                f"y_val has labels not seen in y: {sorted(set(labels.tolist()))[:6]}; known: {self.classes_.tolist()}"
-            )
-        codes = np.searchsorted(self.classes_, labels).clip(0, self.classes_.size - 1)
-        unknown = self.classes_[codes] != labels
-        if unknown.any():
-            raise ValueError(
-                f"y_val has labels not seen in y: {sorted(set(labels[unknown].tolist()))}; "
-                f"known: {self.classes_.tolist()}"
-            )
-        x_val = prepare_features("X_val", features, self.distance)
+    def _value(self, x_val, y_val) -> ValuationResult:
+        x_val = prepare_features("X_val", x_val, self.distance)
         batch = auto_batch_size(self.x_train_.shape[0], x_val.shape[0], self.batch_size)
-        values, ledger, diagnostics = self._values(x_val, codes, batch)
-        self.ledger_.merge(ledger)
-        n = values.shape[0]
+        values, ledger, diagnostics = self._values(x_val, y_val, batch)
         diagnostics = {
-            "n_train": n,
+            "n_train": values.shape[0],
             "n_val": int(x_val.shape[0]),
             "n_classes": int(self.classes_.size),
             "distance": self.distance,
             "batch_size": batch,
             **diagnostics,
         }
-        return ValuationResult(
-            method=self.method,
-            values=np.asarray(values),
-            stderr=np.zeros(n),
-            names=[str(i) for i in range(n)],
-            privacy=ledger,
-            diagnostics=diagnostics,
-        )
+        return self._result(values, np.zeros(values.shape[0]), ledger=self._record(ledger), diagnostics=diagnostics)
 
     @property
     def _inv_classes(self) -> float:
@@ -184,8 +143,7 @@ class TKNNShapley(_NearestNeighbourValuation):
         self.privacy = (
             PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse) if private else None
         )
-        if not private and (noise_seed is not None or allow_seed_reuse):
-            raise ValueError("noise_seed / allow_seed_reuse apply to DP-TKNN-Shapley: set epsilon and delta too")
+        check_noise_options(private, noise_seed, allow_seed_reuse, "DP-TKNN-Shapley")
         self.method = "tknn_shapley" if self.privacy is None else "dp_tknn_shapley"
 
     def _values(self, x_val, y_val, batch_size):

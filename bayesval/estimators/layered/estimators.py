@@ -8,7 +8,8 @@ P(|phi_hat_i - phi_i| >= alpha) <= beta when |v_i(C)| <= c / k (Thm 3.3). Where 
 (docs/layered.md, "Where we depart from the paper"): a layer with ceil(m_k) >= binom(n-1, k) coalitions is
 enumerated; a layer with m_k < 1 is sampled with probability m_k (Sec. 3.2; estimate 0 when not); each layer's
 estimate is the mean of its realised draws (which the App. D sensitivity needs); the empty layer v({i}) - v({}) is
-added with `include_empty_layer`.
+added with `include_empty_layer`. The coalitions of every layer come from the game layer's stratified sampler in
+its fixed mode (`bayesval.games.samplers.StratifiedSampler.fixed_draws`), given the counts per point and layer.
 Each value's standard error estimates its spread over keys: the sampled layers' variances (finite-population
 corrected, a few-draw layer's shrunk toward its neighbouring layers') and the random inclusion of the layers of
 m_k < 1, whose moments are pooled over a point's drawn ones under the c / k scaling.
@@ -26,7 +27,6 @@ fallback count.
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable
@@ -36,25 +36,24 @@ from math import comb
 import jax
 import numpy as np
 
+from bayesval.estimators.base import PointEstimator, sampling_key
 from bayesval.estimators.layered.utilities import LogisticRegressionUtility, power_of_two
-from bayesval.games.samplers import PermutationSampler
+from bayesval.games.samplers import PermutationSampler, StratifiedSampler
 from bayesval.games.semivalues import checked_values, semivalue
 from bayesval.games.stopping import MaxEvaluations
-from bayesval.privacy import Mechanism, NoiseSource, PrivacyLedger
+from bayesval.privacy import Mechanism, NoiseSource
 from bayesval.privacy.ledger import ADJACENCIES
-from bayesval.privacy.release import OWNERS
+from bayesval.privacy.release import check_noise_options, perturb
 from bayesval.results.result import ValuationResult
 from bayesval.validation import (
     check_bool,
     check_count,
-    check_finite_array,
     check_int,
     check_key,
     check_positive,
     check_probability,
 )
 
-ENUMERATION_LIMIT = 20_000  # layers with at most this many coalitions are sampled without replacement
 EVALUATION_BUDGET = 10**7  # utility evaluations a Monte Carlo plan may take without an explicit max_evaluations
 
 
@@ -77,35 +76,6 @@ def layer_counts(key, num_players: int, alpha: float, beta: float, c: float, inc
     counts = np.where(sample_sizes >= 1, fixed, rare.astype(np.int64))
     counts[:, 0] = int(include_empty_layer)
     return counts
-
-
-def _layer_coalitions(rng: np.random.Generator, num_players: int, counts: np.ndarray):
-    """Coalitions without their point: masks (T, n), owner (T,), layer (T,). An enumerated layer holds every
-    coalition, a small one distinct ones, a large one independent uniform ones (repeats negligible)."""
-    masks, owners, layers, independent = [], [], [], []
-    for player, layer in zip(*np.nonzero(counts)):
-        count, total = int(counts[player, layer]), comb(num_players - 1, int(layer))
-        if total > ENUMERATION_LIMIT:
-            independent.append((player, layer, count))
-            continue
-        others = np.delete(np.arange(num_players), player)
-        members = np.array(list(itertools.combinations(others, layer)), np.int64).reshape(total, layer)
-        if count < total:
-            members = members[rng.choice(total, count, replace=False)]
-        chosen = np.zeros((count, num_players), bool)
-        np.put_along_axis(chosen, members, True, axis=1)
-        masks.append(chosen)
-        owners.append(np.full(count, player))
-        layers.append(np.full(count, layer))
-    if independent:
-        player, layer, count = (np.repeat(column, [c for *_, c in independent]) for column in zip(*independent))
-        scores = rng.random((len(player), num_players))
-        scores[np.arange(len(player)), player] = 2.0  # never the point itself
-        kth = np.take_along_axis(np.sort(scores, axis=1), layer[:, None], axis=1)  # the layer-th smallest score
-        masks.append(scores < kth)  # the `layer` smallest scores' players
-        owners.append(player)
-        layers.append(layer)
-    return np.concatenate(masks), np.concatenate(owners), np.concatenate(layers)
 
 
 def layered_shapley(
@@ -137,8 +107,7 @@ def layered_shapley(
     started = time.perf_counter()
     counts_key, coalition_key, utility_key = jax.random.split(key, 3)
     counts = layer_counts(counts_key, num_players, alpha, beta, c, include_empty_layer)
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(coalition_key)).tolist())
-    without, owners, layers = _layer_coalitions(rng, num_players, counts)
+    without, owners, layers = StratifiedSampler.fixed_draws(coalition_key, counts)
     with_point = without.copy()
     with_point[np.arange(len(owners)), owners] = True
     coalitions, inverse = np.unique(
@@ -318,33 +287,31 @@ def amplified_epsilon(epsilon: float, p: float, enumerated: bool) -> float:
     return math.log1p(math.expm1(epsilon) / p)
 
 
-class _RetrainingValuation:
-    """Fit stores the points; value builds the utility on the validation set and values every point."""
+class _RetrainingValuation(PointEstimator):
+    """The retraining family on the shared base: fit keeps the points (at least two; their labels as given, which the
+    utility checks), value builds the utility on the validation set and values every point."""
 
-    method: str
+    codes_labels = False  # the utility codes (and checks) the labels itself
 
-    def __init__(self, utility: Callable | None, seed, batch_size: int, batch_name: str = "batch_size") -> None:
+    def __init__(self, utility: Callable | None, key, seed, batch_size: int, batch_name: str = "batch_size") -> None:
         self.utility = partial(LogisticRegressionUtility, norm_bound=1.0) if utility is None else utility
         if not callable(self.utility):
             raise TypeError(
                 f"utility must be callable as utility(X, y, X_val, y_val), e.g. LogisticRegressionUtility, got "
                 f"{self.utility!r}"
             )
-        self.key = check_key("seed", seed)
+        self.key = sampling_key(key, seed, type(self).__name__)
         self.batch_size = check_count(batch_name, batch_size, minimum=1)
 
-    def fit(self, X, y) -> _RetrainingValuation:
-        """Store the training points to be valued (at least two)."""
-        features = check_finite_array("X", X, ndim=2)
+    def _check_rows(self, features) -> None:
         if features.shape[0] < 2:
             raise ValueError(f"X has {features.shape[0]} rows; valuing data points needs at least 2")
-        self.X_, self.y_ = features, np.asarray(y)
-        return self
 
-    def value(self, X_val, y_val) -> ValuationResult:
+    def _store(self, features, labels) -> None:
+        self.X_, self.y_ = features, np.asarray(labels)
+
+    def _value(self, X_val, y_val) -> ValuationResult:
         """Value every training point by the utility's score on (X_val, y_val)."""
-        if not hasattr(self, "X_"):
-            raise RuntimeError(f"call {type(self).__name__}.fit(X, y) before .value(...)")
         utility = self.utility(self.X_, self.y_, X_val, y_val)
         before = getattr(utility, "fallbacks", 0)
         result = self._values(utility)
@@ -372,7 +339,8 @@ class LayeredShapley(_RetrainingValuation):
     utility        a factory utility(X, y, X_val, y_val) -> utility(key, masks) (default LogisticRegressionUtility
                    with norm_bound=1: rows scaled to norm <= 1, log-loss, lambda = 1; `functools.partial` sets other
                    options); DP needs one with `stability()` (L, kappa, lambda)
-    seed           the sampling key (int or jax key); privacy noise comes from `noise_seed` / OS entropy instead
+    key            the sampling key (an int seed or a jax.random.key); privacy noise comes from `noise_seed` / OS
+                   entropy instead. `seed=`, its former name, works for one more release (DeprecationWarning)
     """
 
     def __init__(
@@ -385,12 +353,13 @@ class LayeredShapley(_RetrainingValuation):
         epsilon: float | None = None,
         adjacency: str = "replace-one",
         utility: Callable | None = None,
-        seed=0,
+        key=0,
         batch_size: int = 4096,
         noise_seed: int | None = None,
         allow_seed_reuse: bool = False,
+        seed=None,
     ) -> None:
-        super().__init__(utility, seed, batch_size)
+        super().__init__(utility, key, seed, batch_size)
         self.alpha, self.beta = check_probability("alpha", alpha), check_probability("beta", beta)
         self.c = None if c is None else check_positive("c", c)
         self.include_empty_layer = check_bool("include_empty_layer", include_empty_layer)
@@ -398,11 +367,9 @@ class LayeredShapley(_RetrainingValuation):
         if adjacency not in ADJACENCIES:
             raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
         self.adjacency = adjacency
-        if self.epsilon is None and (noise_seed is not None or allow_seed_reuse):
-            raise ValueError("noise_seed / allow_seed_reuse apply to DP Layered Shapley: set epsilon too")
+        check_noise_options(self.epsilon is not None, noise_seed, allow_seed_reuse, "DP Layered Shapley", "epsilon")
         self.noise = None if self.epsilon is None else NoiseSource(noise_seed, allow_reuse=allow_seed_reuse)
         self.method = "layered shapley" if self.epsilon is None else "dp layered shapley"
-        self.ledger_ = PrivacyLedger()
 
     def _values(self, utility) -> ValuationResult:
         needs_stability = self.epsilon is not None or self.c is None
@@ -434,15 +401,9 @@ class LayeredShapley(_RetrainingValuation):
         mechanism = Mechanism.laplace(
             num_players * epsilon_0, sensitivity, num_compositions=num_players, adjacency=self.adjacency
         )
-        ledger = PrivacyLedger()
-        released, _ = mechanism.perturb(
-            result.values,
-            noise=self.noise,
-            owner=OWNERS,
-            what=f"Layered Shapley values of {num_players} points, each {epsilon_0:g}-DP for the other points",
-            ledger=ledger,
-        )
-        self.ledger_.merge(ledger)
+        what = f"Layered Shapley values of {num_players} points, each {epsilon_0:g}-DP for the other points"
+        released, ledger = perturb(mechanism, result.values, self.noise, what)
+        self._record(ledger)
         result.values = released
         result.stderr = np.full(num_players, math.sqrt(2.0) * mechanism.noise_scale)  # the noise's; nothing un-noised
         result.privacy = ledger
@@ -465,7 +426,8 @@ class MonteCarloShapley(_RetrainingValuation):
     point its marginal contribution to its predecessors, through the game layer (`bayesval.games.semivalue` with a
     `PermutationSampler`). Not truncated: the paper does not say its baseline truncates, and the truncation of
     Ghorbani & Zou's (2019) TMC-Shapley biases the values.
-    `num_permutations` overrides m; it is rounded up to whole batches of `permutations_per_batch`.
+    `num_permutations` overrides m; it is rounded up to whole batches of `permutations_per_batch`. `key` is the
+    sampling key (an int seed or a jax.random.key; `seed=`, its former name, works for one more release).
 
     A plan of more than `max_evaluations` utility evaluations (default `EVALUATION_BUDGET`, 10^7) is refused, with
     its size, rather than run for days (docs/layered.md, "The Monte Carlo baseline"): m (n + 1) evaluations for n
@@ -482,11 +444,12 @@ class MonteCarloShapley(_RetrainingValuation):
         *,
         num_permutations: int | None = None,
         utility: Callable | None = None,
-        seed=0,
+        key=0,
         permutations_per_batch: int = 8,
         max_evaluations: int | None = None,
+        seed=None,
     ) -> None:
-        super().__init__(utility, seed, permutations_per_batch, "permutations_per_batch")
+        super().__init__(utility, key, seed, permutations_per_batch, "permutations_per_batch")
         self.alpha, self.beta = check_probability("alpha", alpha), check_probability("beta", beta)
         self.c = check_positive("c", c)
         self.max_evaluations = (
