@@ -90,7 +90,7 @@ def permutation_rate(split, permutations: int) -> dict:
     warm_up = MonteCarloShapley(num_permutations=40, utility=utility, permutations_per_batch=40)
     warm_up.fit(*split.train).value(*split.value)  # compiles for the same batch shapes
     start = time.perf_counter()
-    result = MonteCarloShapley(num_permutations=permutations, utility=utility, permutations_per_batch=40, seed=1)
+    result = MonteCarloShapley(num_permutations=permutations, utility=utility, permutations_per_batch=40, key=1)
     result = result.fit(*split.train).value(*split.value)
     elapsed = time.perf_counter() - start
     return {"evaluations": result.diagnostics["evaluations"], "seconds": elapsed}

@@ -3,6 +3,7 @@ DP-KNN baseline), `layered` (Layered Shapley, DP Layered Shapley and the Monte C
 and `gradients` (semivalues from DP gradient trajectories with correlated noise). The papers' experiment protocols
 live in `bayesval.experiments`."""
 
+from bayesval.estimators.base import PointEstimator
 from bayesval.estimators.gradients import (
     NOISE_MODES,
     GradientSemivalues,
@@ -20,6 +21,7 @@ from bayesval.estimators.knn import DPKNNShapley, KNNShapley, TKNNShapley
 from bayesval.estimators.layered import LayeredShapley, LogisticRegressionUtility, MonteCarloShapley, SklearnUtility
 
 __all__ = [
+    "PointEstimator",
     "NOISE_MODES",
     "GradientSemivalues",
     "LinearModel",

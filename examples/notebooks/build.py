@@ -378,7 +378,7 @@ for name in settings["datasets"]:
     layered = bv.valuate(LayeredShapley(alpha, alpha), split.train, validation=split.value)
     seconds = time.perf_counter() - start
     private = [
-        LayeredShapley(alpha, alpha, epsilon=1.0, seed=run + 1).fit(*split.train).value(*split.value)
+        LayeredShapley(alpha, alpha, epsilon=1.0, key=run + 1).fit(*split.train).value(*split.value)
         for run in range(settings["runs"])
     ]
     noise_only = [  # the same Algorithm-1 run, only the noise redrawn (spec A17)
