@@ -1,0 +1,65 @@
+"""Write the pinned releases, expected arrays and result files of `tests/test_behaviour_pinned.py`.
+
+It was run once, at the commit before the package redesign (modules moved, no behaviour change intended), and its
+output is committed under `tests/data/pinned/`. Do NOT re-run it to make `test_behaviour_pinned.py` pass after a
+refactor: the files are what today's code computes, and a refactor that changes them changed behaviour. Deleting the
+release files before a run would also draw new releases and change every pinned number.
+
+    PYTHONPATH=. python tests/make_pinned.py          # from the repository root
+
+What it writes:
+- `party_1.release.json` ... `party_3.release.json`: the releases of the three parties of `bayesval demo` (Sim et
+  al. 2023, Sec. 6, the Syn setting at seed 0), released as the demo releases them (discrete Gaussian noise from OS
+  entropy) and saved by `PerturbedStatistic.save`; only where they are missing, so that a re-run at this commit
+  values the same releases.
+- `party.npz`, `knn.npz`, `layered.npz`, `gradient.npz`, `rewards.npz`: the arrays of `tests/pinned_valuations.py`
+  (np.savez: float64 at full precision).
+- `environment.json`: the library versions and machine the arrays were computed on.
+- `rewards_result.npz`, `layered_result.npz` and `dp_tknn_result.npz`: `ValuationResult.save()` of the party
+  valuation with the demo's rewards, of Layered Shapley and of DP-TKNN-Shapley (a result with a privacy ledger), to
+  check that files saved today still load.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import pinned_valuations as pinned  # noqa: E402
+
+import bayesval as bv  # noqa: E402
+
+
+def release_demo_parties() -> None:
+    """Release the demo's parties once and save the releases (as `bayesval demo` builds them, seed 0)."""
+    from bayesval.datasets.synthetic import make_syn  # the demo's data generator (run here, at this commit, only)
+
+    syn = make_syn(seed=0)
+    epsilons = (0.2, 0.1, 0.2)
+    model = bv.models.LinearRegression()
+    for (X, y), epsilon, name, path in zip(syn.parties, epsilons, pinned.PARTY_NAMES, pinned.RELEASE_FILES):
+        party = bv.Party(X, y, epsilon=epsilon, rdp_order=2.0, bounds=syn.bounds, name=name)
+        party.release(model.statistic(party.num_features)).save(path)
+
+
+def main() -> None:
+    pinned.PINNED.mkdir(parents=True, exist_ok=True)
+    if not all(path.exists() for path in pinned.RELEASE_FILES):
+        release_demo_parties()
+    (pinned.PINNED / "environment.json").write_text(json.dumps(pinned.environment(), indent=1) + "\n")
+    for name, valuation in pinned.VALUATIONS.items():
+        np.savez(pinned.PINNED / f"{name}.npz", **valuation())
+    pinned.party_result(*pinned.reward_settings()["demo"]).save(pinned.PINNED / "rewards_result.npz")
+    pinned.layered_results()["layered"].save(pinned.PINNED / "layered_result.npz")
+    pinned.knn_results()["dp_tknn"].save(pinned.PINNED / "dp_tknn_result.npz")
+    for path in sorted(pinned.PINNED.iterdir()):
+        print(f"{path.name}: {path.stat().st_size:,} bytes")
+
+
+if __name__ == "__main__":
+    main()
