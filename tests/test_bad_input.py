@@ -7,7 +7,7 @@ import pytest
 
 import bayesval as bv
 from bayesval.inference.config import SamplerConfig
-from bayesval.results.result import _jsonable
+from bayesval.results.serialisation import jsonable
 
 MODEL = bv.models.LinearRegression()
 
@@ -96,7 +96,7 @@ def test_clipping_warns_on_the_party_side_and_is_not_published(syn):
     with pytest.warns(UserWarning, match="a: 100 of 100 rows lie outside the declared bounds"):
         result = bv.valuate(MODEL, parties, config=config, progress_bar=False)
     assert "clip" not in json.dumps(result.privacy.to_records())
-    assert "clip" not in json.dumps(_jsonable(result.diagnostics))
+    assert "clip" not in json.dumps(jsonable(result.diagnostics))
 
 
 def test_unknown_preset_and_bad_config():

@@ -114,7 +114,15 @@ class PerturbedStatistic:
     seeded: the noise came from a `noise_seed` (an experiment: anyone with the seed can remove it).
     experiment: the release is marked as an experiment, which lets a seeded or floating-point release be saved.
     file_version: the release file version it was read from (the current VERSION when made in this process).
+
+    Its file follows the naming of `bayesval.results.serialisation` (`kind`, `version`, `to_record`,
+    `from_record`) but is a JSON-only record with a contract of its own (this module's docstring): `to_record()`
+    is the file's content without its checksum and `from_record(record)` reads a whole file's content, so the bytes
+    a party writes stay exactly as published.
     """
+
+    kind = FORMAT  # the release file's `format` and current `version` (class attributes, not fields)
+    version = VERSION
 
     owner: str
     perturbed: np.ndarray

@@ -76,7 +76,15 @@ class DPGuarantee:
         return f"({self.epsilon:g}, {self.delta:g})-DP"
 
     def to_record(self) -> dict:
+        """The guarantee as a JSON record {epsilon, delta, rdp_order} (a field of a release's record)."""
         return {"epsilon": self.epsilon, "delta": self.delta, "rdp_order": self.rdp_order}
+
+    @classmethod
+    def from_record(cls, record: dict) -> DPGuarantee:
+        """Rebuild (and re-check) a guarantee from `to_record`'s dict."""
+        if not isinstance(record, dict) or set(record) != {"epsilon", "delta", "rdp_order"}:
+            raise ValueError(f"release record's guarantee must hold epsilon, delta, rdp_order; got {record!r}")
+        return cls(**record)
 
 
 def gaussian_event(

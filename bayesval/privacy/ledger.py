@@ -13,6 +13,7 @@ from dp_accounting import dp_event
 
 from bayesval.privacy.accounting import DPGuarantee, PrivacySpent, meets, privacy_spent
 from bayesval.privacy.discrete import discrete_gaussian_variance, grid_sensitivity, sigma_squared_from
+from bayesval.results.serialisation import register
 from bayesval.validation import check_int, check_positive
 
 # "discrete_gaussian": exact integer noise on a grid, floating-point safe; "gaussian" and "laplace": float noise,
@@ -167,10 +168,8 @@ class Release:
         unknown = set(record) - fields - {"adjacency", "release_id", "grid"}
         if unknown:
             raise ValueError(f"release record has unknown fields {sorted(unknown)}")
-        guarantee = record["guarantee"]
-        if not isinstance(guarantee, dict) or set(guarantee) != {"epsilon", "delta", "rdp_order"}:
-            raise ValueError(f"release record's guarantee must hold epsilon, delta, rdp_order; got {guarantee!r}")
-        return cls(**{**record, "guarantee": DPGuarantee(**guarantee), "event": event_from_record(record["event"])})
+        guarantee = DPGuarantee.from_record(record["guarantee"])
+        return cls(**{**record, "guarantee": guarantee, "event": event_from_record(record["event"])})
 
 
 def _base_mechanism(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
@@ -212,12 +211,18 @@ def event_from_record(record: dict) -> dp_accounting.DpEvent:
         raise ValueError(f"invalid privacy event record {record!r}: {error}") from None
 
 
+@register("bayesval.privacy_ledger")
 @dataclass
 class PrivacyLedger:
     """Every release an owner made, in order: an accountant per owner. A release is recorded once, so a
-    ledger carried across valuations shows each release once and composes fresh ones."""
+    ledger carried across valuations shows each release once and composes fresh ones.
+
+    A ledger is a record of `bayesval.results.serialisation` (kind "bayesval.privacy_ledger", version 1: meta
+    {"releases": [each release's `Release.to_record()`]}, no arrays), so a saved `ValuationResult` holds it
+    without the results layer importing this one."""
 
     releases: list[Release] = field(default_factory=list)
+    version = 1  # of its record; the kind is set by `register`
 
     def __post_init__(self) -> None:
         if not isinstance(self.releases, (list, tuple)):
@@ -268,11 +273,28 @@ class PrivacyLedger:
         return {owner: self.spent(owner, **kwargs) for owner in self.owners}
 
     def to_records(self) -> list[dict]:
+        """Each release's JSON record, in order."""
         return [r.to_record() for r in self.releases]
 
     @classmethod
     def from_records(cls, records: list[dict]) -> PrivacyLedger:
+        """The ledger of `to_records`' list (each release re-checked)."""
+        if not isinstance(records, list):
+            raise ValueError(f"a ledger's records must be a list of release records, got {type(records).__name__}")
         return cls([Release.from_record(r) for r in records])
+
+    def to_record(self) -> tuple[dict, dict]:
+        """The ledger as a record (meta {"releases": `to_records()`}, no arrays)."""
+        return {"releases": self.to_records()}, {}
+
+    @classmethod
+    def from_record(cls, meta: dict, arrays: dict, *, version: int = 1) -> PrivacyLedger:
+        """The ledger `to_record` wrote."""
+        if set(meta) != {"releases"} or arrays:
+            raise ValueError(
+                f"a privacy ledger record holds only its releases, got {sorted(meta)} and {sorted(arrays)}"
+            )
+        return cls.from_records(meta["releases"])
 
     def __len__(self) -> int:
         return len(self.releases)

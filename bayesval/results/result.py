@@ -1,11 +1,17 @@
 """ValuationResult: values with standard errors and counts, coalition values, diagnostics, the privacy ledger, and
-for sampled semivalues the running sums that let a run resume or merge with another."""
+for sampled semivalues the running sums that let a run resume or merge with another.
+
+A result is immutable once built: a frozen dataclass whose arrays are read-only copies (the posterior draws, which
+can be large, are kept as given), so what a valuation returned is what a report, a reward or a resumed run reads; a
+changed result is a new one (`dataclasses.replace`, which checks it again). It is the leaf every wing returns, so it
+imports nothing above `bayesval.validation` (docs/architecture.md): the privacy ledger and the rewards it holds are
+used by duck typing and written through the record registry of `bayesval.results.serialisation`, whose archive is
+the one file format of `save` and `load`.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import zipfile
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,13 +19,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from bayesval.privacy.accounting import PrivacySpent
-from bayesval.privacy.ledger import PrivacyLedger
+from bayesval.results.serialisation import decode, encode, jsonable, read_archive, register, registered, write_archive
+from bayesval.results.state import SemivalueState
+from bayesval.results.variance import trusted
 from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
 
-if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
+if TYPE_CHECKING:  # upper layers: used by duck typing, written through the record registry
     from bayesval.parties.rewards.allocation import Rewards
-    from bayesval.results.state import SemivalueState
+    from bayesval.privacy.accounting import PrivacySpent
+    from bayesval.privacy.ledger import PrivacyLedger
+
+LEDGER_KIND = "bayesval.privacy_ledger"  # the record kind `bayesval.privacy.PrivacyLedger` registers
 
 
 class ValueItem(NamedTuple):
@@ -32,7 +42,8 @@ class ValueItem(NamedTuple):
     converged: bool | None
 
 
-@dataclass
+@register("bayesval.valuation_result")
+@dataclass(frozen=True)
 class ValuationResult:
     """What a valuation produced, carried forward to rewards, reports and resumed runs instead of recomputed.
 
@@ -45,17 +56,22 @@ class ValuationResult:
     counts               draws behind each value (sampled semivalues), with `converged`, the stopping rule's verdict
                          per index
     state                a sampled semivalue's running sums (`bayesval.results.state`): `resume_from=result`
-                         continues the run, `a + b` merges two runs of the same game
+                         continues the run (on a copy), `a + b` merges two runs of the same game
     draws                with `valuate(..., keep_draws=True)`: each valued coalition's posterior draws
                          (num_coalitions, repeats, chains, draws, d), aligned with coalition_masks, for
                          `to_inference_data()`; parameter_names names theta's d coordinates
+    rewards              the model rewards (`bayesval.parties.rewards`), when a valuation allocated them
 
     `result["name"]` is one index's `ValueItem`, `result.sorted()` orders by value, `variances` are stderr^2.
 
     A result is valid once built, or refused with an error naming the field: finite values, one distinct name and
     one standard error per value, each error >= 0 or inf (inf: the Monte Carlo error is unknown, as from a single
     permutation; NaN is refused), counts that are whole numbers >= 0, and coalition arrays that fit each other.
-    `load` refuses a file that is not a saved result with an error naming the path.
+    It is frozen: its fields cannot be reassigned and its arrays (but `draws`) are read-only copies; a result with
+    other fields is `dataclasses.replace(result, ...)`, checked again. `save` writes it as a record (`to_record`,
+    kind "bayesval.valuation_result", version 2) in the archive of `bayesval.results.serialisation`; `load` reads
+    that and the files written before it (version 1), and refuses a file that is not a saved result with an error
+    naming the path.
     """
 
     method: str
@@ -65,7 +81,7 @@ class ValuationResult:
     coalition_masks: np.ndarray | None = None
     coalition_values: np.ndarray | None = None
     coalition_stderr: np.ndarray | None = None
-    privacy: PrivacyLedger = field(default_factory=PrivacyLedger)
+    privacy: PrivacyLedger = field(default_factory=lambda: registered(LEDGER_KIND)())
     diagnostics: dict[str, Any] = field(default_factory=dict)
     counts: np.ndarray | None = None
     converged: np.ndarray | None = None
@@ -74,66 +90,69 @@ class ValuationResult:
     parameter_names: list[str] | None = None
     rewards: Rewards | None = None
 
+    version = 2  # of its record (see `to_record`); the kind is set by `register`
+
     def __post_init__(self) -> None:
         """Check every field (see the class docstring): a result is valid once built, or refused."""
         if not isinstance(self.method, str):
             raise TypeError(f"{_WHERE} method must be a string, got {type(self.method).__name__}")
-        self.values = check_finite_array(
-            f"{_WHERE} values", self.values, ndim=1, remedy="a result holds finite values only"
-        )
-        self.stderr = check_real_array(f"{_WHERE} stderr", self.stderr, ndim=1)
+        values = check_finite_array(f"{_WHERE} values", self.values, ndim=1, remedy="a result holds finite values only")
+        stderr = check_real_array(f"{_WHERE} stderr", self.stderr, ndim=1)
         if isinstance(self.names, (str, bytes)) or not isinstance(self.names, (list, tuple, np.ndarray)):
             raise TypeError(f"{_WHERE} names must be a list of names, one per value, got {type(self.names).__name__}")
-        if not len(self.values) == len(self.stderr) == len(self.names):
+        if not len(values) == len(stderr) == len(self.names):
             raise ValueError(
-                f"{_WHERE} values, stderr and names must have the same length (values {len(self.values)}, stderr "
-                f"{len(self.stderr)}, names {len(self.names)})"
+                f"{_WHERE} values, stderr and names must have the same length (values {len(values)}, stderr "
+                f"{len(stderr)}, names {len(self.names)})"
             )
-        _check_errors(f"{_WHERE} stderr", self.stderr)
-        self.names = [str(name) for name in self.names]
-        repeated = sorted(name for name, count in Counter(self.names).items() if count > 1)
+        _check_errors(f"{_WHERE} stderr", stderr)
+        names = [str(name) for name in self.names]
+        repeated = sorted(name for name, count in Counter(names).items() if count > 1)
         if repeated:
             raise ValueError(f"{_WHERE} names must be distinct (as strings); {repeated[:5]} appear more than once")
-        if self.counts is not None:
-            self.counts = check_count_array(f"{_WHERE} counts", self.counts)
-        if self.converged is not None:
-            self.converged = _flags(f"{_WHERE} converged", self.converged)
-        for name in ("counts", "converged"):
-            if getattr(self, name) is not None and getattr(self, name).shape != self.values.shape:
-                raise ValueError(f"{_WHERE} {name} must have one entry per value ({len(self.values)})")
-        self._check_coalitions()
-        if not isinstance(self.privacy, PrivacyLedger):
+        counts = None if self.counts is None else check_count_array(f"{_WHERE} counts", self.counts)
+        converged = None if self.converged is None else _flags(f"{_WHERE} converged", self.converged)
+        for name, array in (("counts", counts), ("converged", converged)):
+            if array is not None and array.shape != values.shape:
+                raise ValueError(f"{_WHERE} {name} must have one entry per value ({len(values)})")
+        checked = {"values": values, "stderr": stderr, "counts": counts, "converged": converged}
+        checked |= self._checked_coalitions(len(values))
+        if not isinstance(self.privacy, registered(LEDGER_KIND)):
             raise TypeError(f"{_WHERE} privacy must be a bayesval.PrivacyLedger, got {type(self.privacy).__name__}")
         if not isinstance(self.diagnostics, dict):
             raise TypeError(f"{_WHERE} diagnostics must be a dict, got {type(self.diagnostics).__name__}")
+        object.__setattr__(self, "names", names)
+        for name, array in checked.items():
+            object.__setattr__(self, name, _read_only(array))
 
-    def _check_coalitions(self) -> None:
+    def _checked_coalitions(self, num_values: int) -> dict[str, np.ndarray | None]:
         """coalition_masks (C, n) booleans; coalition_values (C,) finite and coalition_stderr (C,) errors, with them."""
         if self.coalition_masks is None:
             if self.coalition_values is not None or self.coalition_stderr is not None:
                 raise ValueError(f"{_WHERE} coalition_values and coalition_stderr need coalition_masks")
-            return
+            return {}
         masks = _flags(f"{_WHERE} coalition_masks", self.coalition_masks)
-        if masks.ndim != 2 or masks.shape[1] != len(self.values):
+        if masks.ndim != 2 or masks.shape[1] != num_values:
             raise ValueError(
-                f"{_WHERE} coalition_masks must be (coalitions, {len(self.values)}): one column per value, got shape "
+                f"{_WHERE} coalition_masks must be (coalitions, {num_values}): one column per value, got shape "
                 f"{masks.shape}"
             )
-        self.coalition_masks = masks
-        if self.coalition_values is not None:
-            self.coalition_values = check_finite_array(
-                f"{_WHERE} coalition_values", self.coalition_values, ndim=1, remedy="a result holds finite values only"
+        values, stderr = self.coalition_values, self.coalition_stderr
+        if values is not None:
+            values = check_finite_array(
+                f"{_WHERE} coalition_values", values, ndim=1, remedy="a result holds finite values only"
             )
-        if self.coalition_stderr is not None:
-            self.coalition_stderr = _check_errors(
-                f"{_WHERE} coalition_stderr", check_real_array(f"{_WHERE} coalition_stderr", self.coalition_stderr, 1)
+        if stderr is not None:
+            stderr = _check_errors(
+                f"{_WHERE} coalition_stderr", check_real_array(f"{_WHERE} coalition_stderr", stderr, 1)
             )
+        checked = {"coalition_masks": masks, "coalition_values": values, "coalition_stderr": stderr}
         for name in ("coalition_values", "coalition_stderr"):
-            array = getattr(self, name)
-            if array is not None and len(array) != len(masks):
+            if checked[name] is not None and len(checked[name]) != len(masks):
                 raise ValueError(
-                    f"{_WHERE} {name} must have one entry per coalition mask ({len(masks)}), got {len(array)}"
+                    f"{_WHERE} {name} must have one entry per coalition mask ({len(masks)}), got {len(checked[name])}"
                 )
+        return checked
 
     @property
     def variances(self) -> np.ndarray:
@@ -190,11 +209,9 @@ class ValuationResult:
             mine, theirs = getattr(self.state, label), getattr(other.state, label)
             if mine != theirs:
                 raise ValueError(f"cannot merge the results of different games: {label} {mine!r} != {theirs!r}")
-        from bayesval.results.variance import trusted  # games imports results: imported here, as the state is
-
         state = self.state.merged(other.state)
         values, variances, dof = state.estimate()
-        privacy = PrivacyLedger().merge(self.privacy).merge(other.privacy)
+        privacy = type(self.privacy)().merge(self.privacy).merge(other.privacy)
         converged = None
         if self.converged is not None and other.converged is not None:  # more draws than a run that converged,
             converged = (self.converged | other.converged) & trusted(state.exact_indices, dof)  # a variance to trust
@@ -291,74 +308,73 @@ class ValuationResult:
             raise ValueError(f"the {self.method} valuation did not value coalitions")
         return ["{" + ", ".join(n for n, m in zip(self.names, row) if m) + "}" for row in self.coalition_masks]
 
+    def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The result as a record of `bayesval.results.serialisation` (version 2): meta {method, names, diagnostics,
+        parameter_names, and the envelopes of privacy, state and rewards}, arrays `RESULT_ARRAYS` and the nested
+        records' arrays prefixed "privacy_", "state_", "rewards_"."""
+        arrays = {name: getattr(self, name) for name in RESULT_ARRAYS if getattr(self, name) is not None}
+        meta = {
+            "method": self.method,
+            "names": list(self.names),
+            "diagnostics": jsonable(self.diagnostics),
+            "parameter_names": self.parameter_names,
+        }
+        for slot in NESTED:
+            if getattr(self, slot) is not None:
+                meta[slot], nested = encode(getattr(self, slot), f"{slot}_")
+                arrays |= nested
+        return meta, arrays
+
+    @classmethod
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 2) -> ValuationResult:
+        """The result `to_record` wrote, or a version 1 result (the layout `save` wrote before records: privacy as
+        a list of release records, state and rewards as their bare meta, arrays prefixed as now)."""
+        arrays = dict(arrays)
+        if version == 1:
+            meta = _upgraded_from_version_1(meta)
+        nested = {slot: decode(meta[slot], arrays, f"{slot}_") for slot in NESTED if meta.get(slot) is not None}
+        unknown = sorted(set(arrays) - set(RESULT_ARRAYS))
+        if unknown:
+            raise ValueError(f"it holds arrays no result has: {unknown[:5]}")
+        return cls(
+            method=meta["method"],
+            names=meta["names"],
+            diagnostics=meta["diagnostics"],
+            parameter_names=meta.get("parameter_names"),
+            **nested,
+            **arrays,
+        )
+
     def save(self, path: str | Path) -> Path:
-        """Write the result to an .npz file (arrays) with its metadata as JSON inside."""
+        """Write the result to an .npz archive (`bayesval.results.serialisation`: its arrays, and its metadata as
+        JSON inside)."""
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a file path (str or pathlib.Path), got {type(path).__name__}")
         path = Path(path)
         if path.is_dir():
             raise ValueError(f"path {str(path)!r} is a directory; give the result file's name, e.g. result.npz")
-        arrays = {name: getattr(self, name) for name in RESULT_ARRAYS if getattr(self, name) is not None}
-        meta = {
-            "method": self.method,
-            "names": list(self.names),
-            "privacy": self.privacy.to_records(),
-            "diagnostics": _jsonable(self.diagnostics),
-            "parameter_names": self.parameter_names,
-        }
-        if self.state is not None:
-            from bayesval.results.state import SemivalueState
-
-            meta["state"] = self.state.to_json()
-            arrays |= {f"state_{name}": getattr(self.state, name) for name in SemivalueState.ARRAYS}
-        if self.rewards is not None:
-            meta["rewards"] = self.rewards.to_json()
-            stored = {name: getattr(self.rewards, name) for name in self.rewards.ARRAYS}
-            arrays |= {f"rewards_{name}": value for name, value in stored.items() if value is not None}
-        with path.open("wb") as handle:
-            np.savez(handle, _meta=np.array(json.dumps(meta)), **arrays)
-        return path
+        return write_archive(path, self)
 
     @classmethod
     def load(cls, path: str | Path) -> ValuationResult:
-        """Read a result written by `save`. A missing file is a FileNotFoundError; anything else that is not such a
-        result (a directory, a file of another kind, one cut short, an .npz without a result's metadata, or a
-        result whose contents `ValuationResult` refuses) a ValueError naming the path."""
+        """Read a result written by `save` (now or by an earlier bayesval). A missing file is a FileNotFoundError;
+        anything else that is not such a result (a directory, a file of another kind, one cut short, an .npz without
+        a result's metadata, or a result whose contents `ValuationResult` refuses) a ValueError naming the path."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(
                 f"ValuationResult.load: path must be a file path (a str or a Path), got {type(path).__name__}"
             )
         path = Path(path)
-        meta, arrays = _read_result_file(path)
+        version, meta, arrays = read_archive(path, cls.kind, noun="result", writer="ValuationResult.save")
+        not_a_result = f"{path} is not a bayesval result (an .npz file written by ValuationResult.save)"
+        missing = [key for key in META_KEYS if not isinstance(meta, dict) or key not in meta]
+        if missing:
+            raise ValueError(f"{not_a_result}: its metadata lacks {missing}")
+        missing = [name for name in ("values", "stderr") if name not in arrays]
+        if missing:
+            raise ValueError(f"{not_a_result}: it lacks the arrays {missing}")
         try:
-            state = None
-            if "state" in meta:
-                from bayesval.results.state import SemivalueState
-
-                saved = [name for name in SemivalueState.ARRAYS if f"state_{name}" in arrays]  # older: no m3, m4
-                state_arrays = {name: arrays.pop(f"state_{name}") for name in saved}
-                state = SemivalueState.from_json(meta["state"], state_arrays)
-            rewards = None
-            if "rewards" in meta:
-                from bayesval.parties.rewards.allocation import Rewards
-
-                reward_arrays = {
-                    name[len("rewards_") :]: arrays.pop(name) for name in list(arrays) if name[:8] == "rewards_"
-                }
-                rewards = Rewards.from_json(meta["rewards"], reward_arrays)
-            unknown = sorted(set(arrays) - set(RESULT_ARRAYS))
-            if unknown:
-                raise ValueError(f"it holds arrays no result has: {unknown[:5]}")
-            return cls(
-                method=meta["method"],
-                names=meta["names"],
-                privacy=PrivacyLedger.from_records(meta["privacy"]),
-                diagnostics=meta["diagnostics"],
-                parameter_names=meta.get("parameter_names"),
-                state=state,
-                rewards=rewards,
-                **arrays,
-            )
+            return cls.from_record(meta, arrays, version=version)
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             detail = f"no {error}" if isinstance(error, KeyError) else str(error)
             raise ValueError(f"{path} is not a valid bayesval result: {detail}") from None
@@ -389,41 +405,19 @@ _WHERE = "ValuationResult:"  # what the construction checks' errors begin with
 RESULT_ARRAYS = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
 RESULT_ARRAYS += ("draws",)
 META_KEYS = ("method", "names", "privacy", "diagnostics")
+NESTED = ("privacy", "state", "rewards")  # fields that are records of their own, with their arrays' prefixes
 
 
-def _read_result_file(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """The metadata and arrays of a file `ValuationResult.save` wrote, or an error of our own naming `path`."""
-    if not path.exists():
-        raise FileNotFoundError(f"result file {path} does not exist")
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a bayesval result file (an .npz written by ValuationResult.save)")
-    not_a_result = f"{path} is not a bayesval result (an .npz file written by ValuationResult.save)"
-    names: list[str] = []
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"{not_a_result}: it is not an .npz archive (another kind of file, or one cut short)")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            names = list(data.files)
-            if "_meta" not in names:
-                raise KeyError("_meta")
-            text = str(data["_meta"])
-            arrays = {name: data[name] for name in names if name != "_meta"}
-        meta = json.loads(text)
-    except KeyError:
-        raise ValueError(f"{not_a_result}: it has no result metadata (_meta); its arrays are {names[:5]}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{not_a_result}: its metadata is not valid JSON ({error})") from None
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile):  # corrupted members, pickled objects
-        raise ValueError(
-            f"{not_a_result}: its arrays cannot be read (corrupted, or pickled Python objects, which no result holds)"
-        ) from None
-    missing = [key for key in META_KEYS if not isinstance(meta, dict) or key not in meta]
-    if missing:
-        raise ValueError(f"{not_a_result}: its metadata lacks {missing}")
-    missing = [name for name in ("values", "stderr") if name not in arrays]
-    if missing:
-        raise ValueError(f"{not_a_result}: it lacks the arrays {missing}")
-    return meta, arrays
+def _upgraded_from_version_1(meta: dict) -> dict:
+    """A version 1 result's meta in version 2's layout: its privacy (a list of release records), state and rewards
+    (their bare meta) wrapped as the version 1 envelopes of their kinds."""
+    kinds = {"privacy": LEDGER_KIND, "state": SemivalueState.kind, "rewards": "bayesval.rewards"}
+    upgraded = dict(meta)
+    for slot, kind in kinds.items():
+        if meta.get(slot) is not None:
+            inner = {"releases": meta[slot]} if slot == "privacy" else meta[slot]
+            upgraded[slot] = {"kind": kind, "version": 1, "meta": inner}
+    return upgraded
 
 
 def _check_errors(name: str, errors: np.ndarray) -> np.ndarray:
@@ -445,13 +439,10 @@ def _flags(name: str, flags) -> np.ndarray:
     return array.astype(bool)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
+def _read_only(array: np.ndarray | None) -> np.ndarray | None:
+    """A read-only copy of a result's array (None stays None)."""
+    if array is None:
+        return None
+    array = np.array(array)
+    array.flags.writeable = False
+    return array

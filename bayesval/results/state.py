@@ -17,11 +17,13 @@ estimates (`permutation_shapley` has always done this).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
 
+from bayesval.results.serialisation import register
 from bayesval.results.variance import (
     exact_indices,
     index_ranges,
@@ -39,6 +41,7 @@ class Estimate(NamedTuple):
     dof: np.ndarray
 
 
+@register("bayesval.semivalue_state")
 @dataclass
 class SemivalueState:
     """What resuming a sampled semivalue needs, and what identifies its game.
@@ -80,6 +83,7 @@ class SemivalueState:
     rankings: np.ndarray | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
+    version = 1  # of its record (`to_record`); the kind is set by `register`
 
     @classmethod
     def empty(cls, semivalue: str, sampler: str, plan, num_repeats: int, num_players: int):
@@ -203,9 +207,10 @@ class SemivalueState:
         arrays = {name: np.array(getattr(self, name)) for name in self.ARRAYS}
         return replace(self, streams={k: list(v) for k, v in self.streams.items()}, **arrays)
 
-    def to_json(self) -> dict:
-        """The scalars, for a result's JSON metadata (the arrays go in the .npz beside it)."""
-        return {
+    def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The state as a record of `bayesval.results.serialisation` (version 1): meta the scalars (semivalue,
+        sampler, evaluations, value_low, value_high, streams), arrays `ARRAYS` (rankings only when kept)."""
+        meta = {
             "semivalue": self.semivalue,
             "sampler": self.sampler,
             "evaluations": self.evaluations,
@@ -213,15 +218,32 @@ class SemivalueState:
             "value_high": self.value_high,
             "streams": self.streams,
         }
+        arrays = {name: getattr(self, name) for name in self.ARRAYS if getattr(self, name) is not None}
+        return meta, arrays
 
     @classmethod
-    def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> SemivalueState:
-        """The state saved as `to_json` and `ARRAYS`. A state saved before m3 and m4 were kept gets the moments of
-        normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of freedom."""
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 1) -> SemivalueState:
+        """The state `to_record` wrote. A state saved before m3 and m4 were kept (still version 1: they were added
+        as optional arrays) gets the moments of normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances count as
+        estimated from m - 1 degrees of freedom."""
+        unknown = sorted(set(arrays) - set(cls.ARRAYS))
+        if unknown:
+            raise ValueError(f"it holds arrays no semivalue state has: {['state_' + name for name in unknown[:5]]}")
         if "m4" not in arrays:
             counts = np.maximum(arrays["counts"], 1)
             arrays = arrays | {"m3": np.zeros_like(arrays["m2"]), "m4": 3 * arrays["m2"] ** 2 / counts}
         return cls(**meta, **arrays)
+
+    def to_json(self) -> dict:
+        """Deprecated: the meta of `to_record`."""
+        warnings.warn("SemivalueState.to_json is deprecated: use to_record", DeprecationWarning, stacklevel=2)
+        return self.to_record()[0]
+
+    @classmethod
+    def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> SemivalueState:
+        """Deprecated: `from_record`."""
+        warnings.warn("SemivalueState.from_json is deprecated: use from_record", DeprecationWarning, stacklevel=2)
+        return cls.from_record(meta, arrays)
 
 
 def _combined(state: SemivalueState, sums, m2, m3, m4, counts, low, high):

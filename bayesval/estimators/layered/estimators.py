@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from math import comb
 
@@ -315,10 +316,11 @@ class _RetrainingValuation(PointEstimator):
         utility = self.utility(self.X_, self.y_, X_val, y_val)
         before = getattr(utility, "fallbacks", 0)
         result = self._values(utility)
-        padding = result.diagnostics.pop("padding_coalitions", 0)  # empty coalitions filling the last chunk
+        diagnostics = dict(result.diagnostics)
+        padding = diagnostics.pop("padding_coalitions", 0)  # empty coalitions filling the last chunk
         if not result.privacy.releases:  # a count from the raw data is published only where nothing is private
-            result.diagnostics["fallback_coalitions"] = getattr(utility, "fallbacks", 0) - before - padding
-        return result
+            diagnostics["fallback_coalitions"] = getattr(utility, "fallbacks", 0) - before - padding
+        return replace(result, diagnostics=diagnostics)
 
     def _values(self, utility) -> ValuationResult:
         raise NotImplementedError
@@ -391,7 +393,7 @@ class LayeredShapley(_RetrainingValuation):
             include_empty_layer=self.include_empty_layer,
             batch_size=self.batch_size,
         )
-        result.method = self.method
+        result = replace(result, method=self.method)
         if self.epsilon is None:
             return result
         p = expected_coalitions_with(result.diagnostics["coalitions_per_layer"])
@@ -404,20 +406,23 @@ class LayeredShapley(_RetrainingValuation):
         what = f"Layered Shapley values of {num_players} points, each {epsilon_0:g}-DP for the other points"
         released, ledger = perturb(mechanism, result.values, self.noise, what)
         self._record(ledger)
-        result.values = released
-        result.stderr = np.full(num_players, math.sqrt(2.0) * mechanism.noise_scale)  # the noise's; nothing un-noised
-        result.privacy = ledger
-        result.diagnostics.update(
-            epsilon=self.epsilon,
-            epsilon_0=epsilon_0,
-            amplified=epsilon_0 != self.epsilon,
-            p=p,
-            sensitivity=sensitivity,
-            noise_scale=mechanism.noise_scale,
-            adjacency=self.adjacency,
-            privacy_noise=repr(self.noise),
+        return replace(
+            result,
+            values=released,
+            stderr=np.full(num_players, math.sqrt(2.0) * mechanism.noise_scale),  # the noise's; nothing un-noised
+            privacy=ledger,
+            diagnostics=result.diagnostics
+            | {
+                "epsilon": self.epsilon,
+                "epsilon_0": epsilon_0,
+                "amplified": epsilon_0 != self.epsilon,
+                "p": p,
+                "sensitivity": sensitivity,
+                "noise_scale": mechanism.noise_scale,
+                "adjacency": self.adjacency,
+                "privacy_noise": repr(self.noise),
+            },
         )
-        return result
 
 
 class MonteCarloShapley(_RetrainingValuation):
@@ -501,9 +506,7 @@ class MonteCarloShapley(_RetrainingValuation):
             stop=MaxEvaluations(batches * batch * (num_players + 1)),
             batch_size=batch,
         )
-        result.method = self.method
-        result.diagnostics["permutations"] = batches * batch
-        return result
+        return replace(result, method=self.method, diagnostics=result.diagnostics | {"permutations": batches * batch})
 
 
 __all__ = [

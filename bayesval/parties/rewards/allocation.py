@@ -16,10 +16,12 @@ from bayesval.parties.rewards.metrics import mnlp_classification, mnlp_regressio
 from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
 from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
 from bayesval.parties.surprise import theiler_window
+from bayesval.results.serialisation import register
 
 MNLP_TASKS = {"regression": mnlp_regression, "classification": mnlp_classification}
 
 
+@register("bayesval.rewards")
 @dataclass
 class Rewards:
     """Each party's model reward: q_i as posterior samples, with its value r_i against the target r*_i.
@@ -61,6 +63,7 @@ class Rewards:
 
     ARRAYS = ("shapley", "singleton_values", "targets", "values", "stderr", "parameters", "calls", "reached")
     ARRAYS += ("similarity", "epsilon", "effective_epsilon", "draws", "grand_draws", "own_draws")
+    version = 1  # of its record (`to_record`); the kind is set by `register`
 
     def mnlp(self, X, y, task: str = "regression") -> dict:
         """MNLP on a held-out, non-private test set (Sim et al. 2023, App. H.2) of the grand coalition ('grand'),
@@ -107,17 +110,32 @@ class Rewards:
         ]
         return f"Rewards({self.mechanism}, rho = {self.rho:g}, v_N = {self.grand_value:.4f})\n" + "\n".join(rows)
 
-    def to_json(self) -> dict:
-        return {"mechanism": self.mechanism, "rho": self.rho, "names": list(self.names)} | {
+    def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The rewards as a record of `bayesval.results.serialisation` (kind "bayesval.rewards", version 1): meta the
+        scalars and names, arrays `ARRAYS` (the draws only when kept), so a saved `ValuationResult` holds them."""
+        meta = {"mechanism": self.mechanism, "rho": self.rho, "names": list(self.names)} | {
             "repair_weight": self.repair_weight,
             "grand_value": self.grand_value,
             "rationality_bound": self.rationality_bound,
             "seconds": self.seconds,
         }
+        return meta, {name: getattr(self, name) for name in self.ARRAYS if getattr(self, name) is not None}
+
+    @classmethod
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 1) -> Rewards:
+        """The rewards `to_record` wrote."""
+        return cls(**meta, **arrays)
+
+    def to_json(self) -> dict:
+        """Deprecated: the meta of `to_record`."""
+        warnings.warn("Rewards.to_json is deprecated: use to_record", DeprecationWarning, stacklevel=2)
+        return self.to_record()[0]
 
     @classmethod
     def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> Rewards:
-        return cls(**meta, **arrays)
+        """Deprecated: `from_record`."""
+        warnings.warn("Rewards.from_json is deprecated: use from_record", DeprecationWarning, stacklevel=2)
+        return cls.from_record(meta, arrays)
 
 
 def allocate(
