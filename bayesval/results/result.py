@@ -19,7 +19,7 @@ from bayesval.validation import check_bool, check_count_array, check_finite_arra
 
 if TYPE_CHECKING:  # games imports results: the state class is imported where it is used
     from bayesval.parties.rewards.allocation import Rewards
-    from bayesval.results.state import SemivalueState
+    from bayesval.results.state import CoalitionEstimates, SemivalueState
 
 
 class ValueItem(NamedTuple):
@@ -46,6 +46,8 @@ class ValuationResult:
                          per index
     state                a sampled semivalue's running sums (`bayesval.results.state`): `resume_from=result`
                          continues the run, `a + b` merges two runs of the same game
+    coalition_estimates  a party valuation's coalition estimates and its game (`bayesval.results.state`):
+                         `valuate(..., resume_from=result)` takes them over instead of sampling them again
     draws                with `valuate(..., keep_draws=True)`: each valued coalition's posterior draws
                          (num_coalitions, repeats, chains, draws, d), aligned with coalition_masks, for
                          `to_inference_data()`; parameter_names names theta's d coordinates
@@ -73,6 +75,7 @@ class ValuationResult:
     draws: np.ndarray | None = None
     parameter_names: list[str] | None = None
     rewards: Rewards | None = None
+    coalition_estimates: CoalitionEstimates | None = None
 
     def __post_init__(self) -> None:
         """Check every field (see the class docstring): a result is valid once built, or refused."""
@@ -209,6 +212,7 @@ class ValuationResult:
             counts=state.index_counts,
             converged=converged,
             state=state,
+            coalition_estimates=self.coalition_estimates,  # what resuming it may reuse, as before the merge
         )
 
     def coalition_value(self, members: list[str]) -> float:
@@ -311,6 +315,9 @@ class ValuationResult:
 
             meta["state"] = self.state.to_json()
             arrays |= {f"state_{name}": getattr(self.state, name) for name in SemivalueState.ARRAYS}
+        if self.coalition_estimates is not None:
+            meta["coalition_estimates"] = self.coalition_estimates.to_json()
+            arrays |= {f"coalition_estimates_{k}": v for k, v in self.coalition_estimates.to_arrays().items()}
         if self.rewards is not None:
             meta["rewards"] = self.rewards.to_json()
             stored = {name: getattr(self.rewards, name) for name in self.rewards.ARRAYS}
@@ -338,6 +345,7 @@ class ValuationResult:
                 saved = [name for name in SemivalueState.ARRAYS if f"state_{name}" in arrays]  # older: no m3, m4
                 state_arrays = {name: arrays.pop(f"state_{name}") for name in saved}
                 state = SemivalueState.from_json(meta["state"], state_arrays)
+            coalition_estimates, diagnostics = _coalition_estimates(meta, arrays)
             rewards = None
             if "rewards" in meta:
                 from bayesval.parties.rewards.allocation import Rewards
@@ -353,10 +361,11 @@ class ValuationResult:
                 method=meta["method"],
                 names=meta["names"],
                 privacy=PrivacyLedger.from_records(meta["privacy"]),
-                diagnostics=meta["diagnostics"],
+                diagnostics=diagnostics,
                 parameter_names=meta.get("parameter_names"),
                 state=state,
                 rewards=rewards,
+                coalition_estimates=coalition_estimates,
                 **arrays,
             )
         except (ValueError, TypeError, KeyError, AttributeError) as error:
@@ -424,6 +433,21 @@ def _read_result_file(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     if missing:
         raise ValueError(f"{not_a_result}: it lacks the arrays {missing}")
     return meta, arrays
+
+
+def _coalition_estimates(meta: dict, arrays: dict[str, np.ndarray]) -> tuple[CoalitionEstimates | None, dict]:
+    """A saved party valuation's coalition estimates (their arrays popped from `arrays`) and its diagnostics. A result
+    saved before the typed state kept them in its diagnostics ("game", "coalition_estimates"): converted, and those
+    keys left out of the diagnostics."""
+    from bayesval.results.state import CoalitionEstimates
+
+    diagnostics = meta["diagnostics"]
+    if "coalition_estimates" in meta:
+        saved = {name: arrays.pop(f"coalition_estimates_{name}") for name in CoalitionEstimates.ARRAYS}
+        return CoalitionEstimates.from_json(meta["coalition_estimates"], saved), diagnostics
+    if isinstance(diagnostics, dict):  # saved before the typed state, or no party valuation
+        return CoalitionEstimates.from_diagnostics(diagnostics)
+    return None, diagnostics  # refused by the result's own checks
 
 
 def _check_errors(name: str, errors: np.ndarray) -> np.ndarray:
