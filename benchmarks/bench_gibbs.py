@@ -21,7 +21,7 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.games.shapley import coalition_masks
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import chain_diagnostics
-from bayesval.valuate import release_all
+from bayesval.parties import release_all
 
 
 def syn_data(model):

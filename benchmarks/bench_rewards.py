@@ -63,8 +63,8 @@ def main() -> None:
     print(rewards)
 
     from bayesval.inference.data import NoiseAwareData
+    from bayesval.parties import release_all
     from bayesval.parties.surprise import CoalitionSurprise
-    from bayesval.valuate import release_all
 
     data = NoiseAwareData.from_releases(release_all(model, parties))
     surprise = CoalitionSurprise(model, data, config, 4, jax.random.key(0), max_coalitions=7)

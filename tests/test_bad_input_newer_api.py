@@ -32,7 +32,7 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
-from test_bad_input_suite import INF, NAN, TIME_LIMIT_S, Accepted, Case, _NoSampling, problems, valuate_module
+from test_bad_input_suite import INF, NAN, TIME_LIMIT_S, Accepted, Case, _NoSampling, party_path, problems
 from test_rewards import _hand_result
 
 import bayesval as bv
@@ -249,12 +249,12 @@ class World:
     def valuate_checks(self, parties=None, **options):
         """bv.valuate of three parties with `options`, stopped where sampling would start: a bad option must be
         refused before that (SamplingStarted is an AssertionError, not the ValueError / TypeError a case wants)."""
-        stub = valuate_module.CoalitionSurprise
-        valuate_module.CoalitionSurprise = _NoSampling
+        stub = party_path.CoalitionSurprise
+        party_path.CoalitionSurprise = _NoSampling
         try:
             return bv.valuate(bv.models.LinearRegression(), self.parties() if parties is None else parties, **options)
         finally:
-            valuate_module.CoalitionSurprise = stub
+            party_path.CoalitionSurprise = stub
 
 
 @pytest.fixture(scope="module")

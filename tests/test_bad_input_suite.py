@@ -12,8 +12,8 @@ reason, and checks that it works and gives no NaN.
 
 The world (data, parties, releases, release files, fitted estimators) is built once per session, and its
 construction warms up JAX, so a case's time is that of its own checks. `CoalitionSurprise`, the start
-of sampling in `valuate`, is replaced by a stub that raises `SamplingStarted`: a bad-input case that gets
-that far is a defect, and an accepted `valuate` case counts as working when it gets there.
+of sampling in `valuate` (in `bayesval.parties.valuation`), is replaced by a stub that raises `SamplingStarted`: a
+bad-input case that gets that far is a defect, and an accepted `valuate` case counts as working when it gets there.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ OWN_DIRS = {Path(module.__file__).parent for module in (bv, bv.models)}
 OWN_DIRS |= {directory.resolve() for directory in OWN_DIRS}
 ARGPARSE = Path(__import__("argparse").__file__).resolve()
 TIME_LIMIT_S = 1.0
-# the module, not the function `bayesval.valuate` that shadows it as an attribute of the package
-valuate_module = importlib.import_module("bayesval.valuate")
+# the party path of `bayesval.valuate`, where sampling starts (CoalitionSurprise)
+party_path = importlib.import_module("bayesval.parties.valuation")
 
 
 class SamplingStarted(AssertionError):
@@ -198,20 +198,20 @@ def world(tmp_path_factory) -> World:
         # warm up what the checks touch the first time: key handling, the model checks, a KNN program
         jax.random.split(jax.random.key(0))
         built.knn.value(built.Xv, built.yv)
-        stub = valuate_module.CoalitionSurprise
-        valuate_module.CoalitionSurprise = _NoSampling
+        stub = party_path.CoalitionSurprise
+        party_path.CoalitionSurprise = _NoSampling
         try:
             for model, releases in ((built.linear, built.releases), (built.logistic, built.logistic_releases)):
                 with pytest.raises(SamplingStarted):
                     bv.valuate(model, releases, progress_bar=False)
         finally:
-            valuate_module.CoalitionSurprise = stub
+            party_path.CoalitionSurprise = stub
     return built
 
 
 @pytest.fixture(autouse=True)
 def no_sampling(monkeypatch):
-    monkeypatch.setattr(valuate_module, "CoalitionSurprise", _NoSampling)
+    monkeypatch.setattr(party_path, "CoalitionSurprise", _NoSampling)
 
 
 # --- the cases -------------------------------------------------------------------------------------------------

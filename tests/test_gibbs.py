@@ -10,7 +10,7 @@ from numpyro.infer import MCMC, NUTS
 import bayesval as bv
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import chain_diagnostics
-from bayesval.valuate import release_all
+from bayesval.parties import release_all
 
 MODEL = bv.models.LinearRegression()
 

@@ -201,7 +201,7 @@ def test_short_chains_are_reported_as_not_converged(rng):
 
 
 def test_features_beyond_the_bound_are_clipped_counted_and_warned_about(rng):
-    from bayesval.valuate import release_all
+    from bayesval.parties import release_all
 
     X = rng.normal(size=(50, 2))
     X[:7] *= 10 / np.linalg.norm(X[:7], axis=1, keepdims=True)  # 7 rows at norm 10 > 3

@@ -11,8 +11,8 @@ import bayesval as bv
 from bayesval.divergence import knn_kl, nig_kl
 from bayesval.inference.conjugate import nig_draws
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import release_all
 from bayesval.parties.surprise import CoalitionSurprise
-from bayesval.valuate import release_all
 
 MODEL = bv.models.LinearRegression()
 BUDGET = bv.SamplerConfig(num_chains=4, num_warmup=200, num_samples=600, thinning=1, num_repeats=3, progress_bar=False)

@@ -14,7 +14,7 @@ from bayesval.cli import main
 from bayesval.parties.boundary import PLAUSIBLE_NOISE_STDS, _checksum
 from bayesval.statistics import LinearRegressionStatistic, LogisticRegressionStatistic
 
-valuate_module = importlib.import_module("bayesval.valuate")  # the module, not the function of that name
+party_path = importlib.import_module("bayesval.parties.valuation")  # where valuate releases parties
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=40, thinning=2, num_repeats=2, progress_bar=False)
 
 
@@ -57,7 +57,7 @@ def test_a_v1_file_still_loads_and_says_it_carries_float_noise(syn, tmp_path, mo
     with pytest.raises(ValueError, match="not safe to send out of the process"):
         loaded.save(tmp_path / "again.release.json")  # re-saving it as v2 needs the experiment flag
     # valuate warns before it releases or samples anything (stopped there: the warning is what is tested)
-    monkeypatch.setattr(valuate_module, "release_all", _stop)
+    monkeypatch.setattr(party_path, "release_checked", _stop)
     other = bv.Party(*syn.parties[1], epsilon=0.5, bounds=syn.bounds, name="q").release()
     with pytest.warns(UserWarning, match="p: release file version 1"), pytest.raises(_Stopped):
         bv.valuate(bv.models.LinearRegression(), [loaded, other], config=TINY)

@@ -15,13 +15,13 @@ import bayesval as bv
 from bayesval.divergence import nig_kl
 from bayesval.games.shapley import coalition_masks, exact_shapley
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import release_all
 from bayesval.parties.boundary import describe_statistic
 from bayesval.parties.rewards import nonnegative_shapley, rationality_bound, rho_shapley_targets
 from bayesval.parties.rewards.sampling import RewardSampler
 from bayesval.parties.surprise import CoalitionSurprise
 from bayesval.privacy import Mechanism, NoiseSource
 from bayesval.statistics import LinearRegressionStatistic
-from bayesval.valuate import release_all
 
 BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2, progress_bar=False)
 # the reward searches need r's standard error well below the gaps between targets: longer chains, three repeats

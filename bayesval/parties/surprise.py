@@ -12,7 +12,9 @@ is folded from its coalition and repeat, so values do not depend on the batch si
 
 from __future__ import annotations
 
+import hashlib
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -23,6 +25,7 @@ from bayesval.inference.batching import coalition_key, pad_rows, padded_size, sh
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
+from bayesval.results.state import CoalitionEstimates
 
 MAX_BATCH_ROWS = 256
 _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy
@@ -92,6 +95,37 @@ def summarise(draws, kept_chains, k: int, log_density=None, prior=None):
     return kl, r_hat.max(axis=1), ess.min(axis=1)
 
 
+class SurpriseGame(NamedTuple):
+    """What a coalition's surprise is a function of: the model, the released statistics (`NoiseAwareData`), the
+    sampler settings, the neighbours k and the KL estimator ('prior-density' or 'two-sample'). Read-only: the
+    reward mechanisms (`bayesval.parties.rewards.sampling`) build their modified inputs from `data` and size their
+    trials by `config`."""
+
+    model: object
+    data: NoiseAwareData
+    config: SamplerConfig
+    k: int
+    kl_estimator: str
+
+    @property
+    def num_parties(self) -> int:
+        return int(self.data.counts.shape[0])
+
+
+def game_fingerprint(game: SurpriseGame) -> str:
+    """What makes two valuations the same game, hashed (hex SHA-256): the model's name and simple settings, every
+    sampler setting but the progress bar, k, the KL estimator and the released statistics. Not the key: estimates
+    from any key are estimates of the same values, so a result of the same game may be resumed with another key."""
+    settings = {name: value for name, value in vars(game.config).items() if name != "progress_bar"}
+    simple = (int, float, str, bool, type(None))
+    model_settings = {name: value for name, value in vars(game.model).items() if isinstance(value, simple)}
+    digest = hashlib.sha256(repr((game.model.name, sorted(model_settings.items()), settings, game.k)).encode())
+    digest.update(game.kl_estimator.encode())
+    for array in game.data:
+        digest.update(np.ascontiguousarray(np.asarray(array, np.float64)).tobytes())
+    return digest.hexdigest()
+
+
 class CoalitionSurprise:
     """v_C of coalition masks, per repeat, sampled on demand and cached by coalition.
 
@@ -99,6 +133,10 @@ class CoalitionSurprise:
     `values` maps each sampled coalition's bitmask to its (num_repeats,) estimates; `diagnostics` holds
     R-hat, bulk ESS, dropped chains and divergences per sampled coalition. A batch of rows goes from the
     sampler to KL and diagnostics on the device (`summarise`); the host only files the results.
+
+    The public surface other modules read: `game` (a read-only `SurpriseGame`), `batch_rows` (rows per sampler
+    call), `of_inputs` (the surprise of modified releases, for rewards), `prior_draws`, `estimates()` (the typed
+    resume state) and `restore`. The attributes `model`, `data`, `config` and `k` are kept for older callers.
     """
 
     def __init__(
@@ -124,11 +162,31 @@ class CoalitionSurprise:
         self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
 
-    def restore(self, diagnostics: dict) -> None:
-        """Take the coalition estimates and diagnostics of an earlier valuation of this game (a result's
-        `diagnostics`, saved and loaded or not): those coalitions are not sampled again."""
-        estimates = diagnostics["coalition_estimates"]
-        self.values.update({int(code): np.asarray(value, np.float64) for code, value in estimates.items()})
+    @property
+    def game(self) -> SurpriseGame:
+        """The game this surprise values (model, releases, sampler settings, k, KL estimator)."""
+        return SurpriseGame(self.model, self.data, self.config, self.k, self.kl_estimator)
+
+    @property
+    def fingerprint(self) -> str:
+        """`game_fingerprint` of this game: equal for two valuations whose estimates can stand in for each other."""
+        return game_fingerprint(self.game)
+
+    def prior_draws(self, key: jax.Array, num_draws: int) -> np.ndarray:
+        """`num_draws` draws (num_draws, d) of the prior p(theta) of this game's model and releases."""
+        return np.asarray(self.model.prior_draws(key, self.data, num_draws))
+
+    def estimates(self) -> CoalitionEstimates:
+        """Every sampled coalition's estimates with this game's fingerprint: the state a result carries so that a
+        later valuation of the same game resumes (`restore`) instead of sampling them again."""
+        codes = sorted(set(self.values) - {0})
+        return CoalitionEstimates(self.fingerprint, {code: self.values[code] for code in codes})
+
+    def restore(self, state: CoalitionEstimates, diagnostics: dict) -> None:
+        """Take the coalition estimates (`state`, of this game: the caller compares fingerprints) and the
+        per-coalition diagnostics of an earlier valuation (its result's `diagnostics`, saved and loaded or not):
+        those coalitions are not sampled again, and the diagnostics go on from theirs."""
+        self.values.update({int(code): np.asarray(value, np.float64) for code, value in state.estimates.items()})
         for name in ("coalitions", "r_hat", "ess", "dropped_chains", "divergences"):
             self.diagnostics[name] = list(diagnostics[name])
         self.diagnostics["converged"] = bool(diagnostics["converged"])

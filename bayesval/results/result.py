@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from bayesval.results.serialisation import decode, encode, jsonable, read_archive, register, registered, write_archive
-from bayesval.results.state import SemivalueState
+from bayesval.results.state import CoalitionEstimates, SemivalueState
 from bayesval.results.variance import trusted
 from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
 
@@ -57,6 +57,8 @@ class ValuationResult:
                          per index
     state                a sampled semivalue's running sums (`bayesval.results.state`): `resume_from=result`
                          continues the run (on a copy), `a + b` merges two runs of the same game
+    coalition_estimates  a party valuation's coalition estimates and its game (`bayesval.results.state`):
+                         `valuate(..., resume_from=result)` takes them over instead of sampling them again
     draws                with `valuate(..., keep_draws=True)`: each valued coalition's posterior draws
                          (num_coalitions, repeats, chains, draws, d), aligned with coalition_masks, for
                          `to_inference_data()`; parameter_names names theta's d coordinates
@@ -89,6 +91,7 @@ class ValuationResult:
     draws: np.ndarray | None = None
     parameter_names: list[str] | None = None
     rewards: Rewards | None = None
+    coalition_estimates: CoalitionEstimates | None = None
 
     version = 2  # of its record (see `to_record`); the kind is set by `register`
 
@@ -226,6 +229,7 @@ class ValuationResult:
             counts=state.index_counts,
             converged=converged,
             state=state,
+            coalition_estimates=self.coalition_estimates,  # what resuming it may reuse, as before the merge
         )
 
     def coalition_value(self, members: list[str]) -> float:
@@ -333,13 +337,17 @@ class ValuationResult:
         if version == 1:
             meta = _upgraded_from_version_1(meta)
         nested = {slot: decode(meta[slot], arrays, f"{slot}_") for slot in NESTED if meta.get(slot) is not None}
+        diagnostics = meta["diagnostics"]
+        if "coalition_estimates" not in nested and isinstance(diagnostics, dict):  # saved before the typed state
+            estimates, diagnostics = CoalitionEstimates.from_diagnostics(diagnostics)
+            nested |= {} if estimates is None else {"coalition_estimates": estimates}
         unknown = sorted(set(arrays) - set(RESULT_ARRAYS))
         if unknown:
             raise ValueError(f"it holds arrays no result has: {unknown[:5]}")
         return cls(
             method=meta["method"],
             names=meta["names"],
-            diagnostics=meta["diagnostics"],
+            diagnostics=diagnostics,
             parameter_names=meta.get("parameter_names"),
             **nested,
             **arrays,
@@ -405,7 +413,7 @@ _WHERE = "ValuationResult:"  # what the construction checks' errors begin with
 RESULT_ARRAYS = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
 RESULT_ARRAYS += ("draws",)
 META_KEYS = ("method", "names", "privacy", "diagnostics")
-NESTED = ("privacy", "state", "rewards")  # fields that are records of their own, with their arrays' prefixes
+NESTED = ("privacy", "state", "rewards", "coalition_estimates")  # fields that are records of their own, with their arrays' prefixes
 
 
 def _upgraded_from_version_1(meta: dict) -> dict:

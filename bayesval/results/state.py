@@ -282,3 +282,54 @@ def _combined(state: SemivalueState, sums, m2, m3, m4, counts, low, high):
     equal = spread(low, high) == 0
     new_m2, new_m3, new_m4 = (np.where(equal, 0.0, moment) for moment in (new_m2, new_m3, new_m4))
     return state.sums + sums, new_m2, new_m3, new_m4, total.astype(np.int64), low, high
+
+
+@register("bayesval.coalition_estimates")
+@dataclass(frozen=True)
+class CoalitionEstimates:
+    """What resuming a party valuation needs, and what identifies its game: the estimates of every coalition it
+    sampled, so that a later valuation of the same game (`valuate(..., resume_from=result)`) takes them over instead
+    of sampling those coalition posteriors again (Sim et al. 2023, Algorithm 2, lines 4-13, is the costly part).
+
+    game       the game's fingerprint (hex SHA-256 of the model, the releases and every setting that shapes an
+               estimate, `bayesval.parties.surprise.game_fingerprint`); a valuation resumes only the same game
+    estimates  coalition bitmask (bit i: party i is a member) -> its (R,) estimates of v_C, one per repeat
+
+    A result saved before this state existed kept both in its `diagnostics` ("game", "coalition_estimates");
+    `from_diagnostics` turns them into this state when such a result is loaded.
+    """
+
+    game: str
+    estimates: dict[int, np.ndarray]
+
+    version = 1  # of its record (`to_record`); the kind is set by `register`
+
+    def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The state as a record of `bayesval.results.serialisation` (version 1): meta the game, arrays codes (C,)
+        int64 bitmasks in increasing order and values (C, R) float64, their estimates."""
+        codes = sorted(self.estimates)
+        values = [np.asarray(self.estimates[code], np.float64) for code in codes]
+        arrays = {"codes": np.asarray(codes, np.int64), "values": np.stack(values) if values else np.zeros((0, 0))}
+        return {"game": self.game}, arrays
+
+    @classmethod
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 1) -> CoalitionEstimates:
+        """The state `to_record` wrote."""
+        codes, values = np.asarray(arrays["codes"]), np.asarray(arrays["values"], np.float64)
+        if codes.ndim != 1 or len(values) != len(codes):
+            raise ValueError(f"coalition estimates need one row of values per code, got {len(values)} for {len(codes)}")
+        return cls(str(meta["game"]), {int(code): row for code, row in zip(codes, values)})
+
+    @classmethod
+    def from_diagnostics(cls, diagnostics: dict) -> tuple[CoalitionEstimates | None, dict]:
+        """The state a result saved before it existed kept in its diagnostics ("game" and "coalition_estimates",
+        bitmask -> estimates), and the diagnostics without those keys; (None, diagnostics) if it has none."""
+        if "coalition_estimates" not in diagnostics or "game" not in diagnostics:
+            return None, diagnostics
+        rest = {name: value for name, value in diagnostics.items() if name not in ("game", "coalition_estimates")}
+        estimates = diagnostics["coalition_estimates"]
+        state = cls(
+            str(diagnostics["game"]),
+            {int(code): np.asarray(value, np.float64) for code, value in estimates.items()},
+        )
+        return state, rest

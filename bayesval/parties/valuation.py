@@ -1,0 +1,496 @@
+"""The party path of `bayesval.valuate`: value the parties of a private collaboration (Sim et al. 2023,
+Algorithm 2, lines 1-14) and, if asked, reward them (lines 15-31).
+
+One function per job, called in this order by `value_parties`:
+
+1. `party_settings`: the keyword arguments, defaulted and checked, as one frozen `PartyValuationSettings`.
+2. `check_valuation`: the parties and the model checked once (`check_parties`, the model's own `check`, the
+   memory limit and the KL estimator on placeholder data of the releases' shapes), then the resume source.
+   Everything is checked before any release, compilation or sampling.
+3. `release_parties`: each raw `Party` releases once through its mechanism (a party that released the model's
+   statistic before hands out that release), and every release of the valued owners goes in one ledger.
+4. `CoalitionSurprise`: the coalition game v_C = KL(p(theta | o_C) || p(theta)), resumed from a result of the same
+   game (`bayesval.results.state.CoalitionEstimates`) where one is given.
+5. `shapley_values`: exact over all 2^n coalitions up to `exact_up_to` parties, else permutation sampling
+   (`bayesval.games.semivalue`) until the stopping rule holds or every coalition is known.
+6. `reward_parties`: rho-Shapley rewards by tempering or noise addition (Sim et al. 2023, Sec. 5).
+7. `assemble_result`: the `ValuationResult`, with the coalition estimates as its typed resume state.
+
+The design, the defaults and the resume contract are described in docs/api/valuate.md and docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesval import progress
+from bayesval.games.samplers import PermutationSampler
+from bayesval.games.semivalues import semivalue
+from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
+from bayesval.games.stopping import MaxEvaluations, StandardError, StoppingRule, When, capped
+from bayesval.games.weights import SHAPLEY
+from bayesval.inference.config import SamplerConfig
+from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
+from bayesval.parties.boundary import PerturbedStatistic, describe_statistic
+from bayesval.parties.party import Party
+from bayesval.parties.rewards.allocation import Rewards, allocate
+from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
+from bayesval.parties.rewards.sampling import RewardSampler
+from bayesval.parties.rewards.targets import check_rho
+from bayesval.parties.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
+from bayesval.privacy import PrivacyLedger
+from bayesval.results.result import ValuationResult
+from bayesval.validation import check_bool, check_int, check_key, check_positive
+
+DEFAULT_K = 4  # neighbours of the k-NN KL estimator
+DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
+DEFAULT_TOLERANCE = 0.05  # the default stopping rule's standard error, in nats
+DEFAULT_RHO = 0.2  # the reward targets' rho (Sim et al. 2023, Sec. 6)
+MIN_PERMUTATIONS = 64  # before the default rule may stop on the standard error
+MAX_PERMUTATIONS = 10_000  # the default rule's cap, as MaxEvaluations(MAX_PERMUTATIONS * (n + 1))
+PERMUTATION_BATCH = 32  # permutations per batch of coalition posteriors
+
+
+@dataclass(frozen=True)
+class PartyValuationSettings:
+    """The keyword arguments of a party valuation, defaulted and checked (`party_settings`).
+
+    key          the sampling key (privacy noise never comes from it)
+    config       the model's sampler settings, with the progress bar as asked
+    k, kl        the KL estimator's neighbours and kind ('auto', 'prior-density' or 'two-sample')
+    exact_up_to  the largest party count valued exactly
+    stop         the stopping rule of permutation sampling, capped (None: `stopping_rule`'s default)
+    tolerance    the default stopping rule's standard error
+    keep_draws   whether the result keeps every coalition's posterior draws
+    mechanism    the reward mechanism (None: no rewards), with the targets' rho
+    """
+
+    key: jax.Array
+    config: SamplerConfig
+    k: int
+    kl: str
+    exact_up_to: int
+    tolerance: float
+    stop: StoppingRule | None
+    keep_draws: bool
+    mechanism: Tempering | NoiseAddition | None
+    rho: float
+
+    def stopping_rule(self, num_parties: int) -> StoppingRule:
+        """`stop`, or the default: every stderr <= tolerance after MIN_PERMUTATIONS permutations, at most
+        MAX_PERMUTATIONS permutations (n + 1 coalition evaluations each)."""
+        if self.stop is not None:
+            return self.stop
+        return StandardError(self.tolerance, min_count=MIN_PERMUTATIONS) | MaxEvaluations(
+            MAX_PERMUTATIONS * (num_parties + 1)
+        )
+
+
+def party_settings(
+    model,
+    *,
+    key=None,
+    config=None,
+    k=None,
+    kl=None,
+    exact_up_to=None,
+    tolerance=None,
+    stop=None,
+    keep_draws=None,
+    progress_bar=None,
+    rewards=None,
+    rho=None,
+) -> PartyValuationSettings:
+    """The settings of `valuate`'s keyword arguments (None: the default), each checked, in the order of the
+    signature; errors name the argument."""
+    key = check_key("key", 0 if key is None else key)
+    config = sampler_config(model, config, progress_bar)
+    k = check_int("k", DEFAULT_K if k is None else k, minimum=1)
+    if k >= config.draws_per_repeat:
+        raise ValueError(
+            f"k={k} neighbours need more than k posterior draws per repeat; the sampler config gives "
+            f"{config.draws_per_repeat}"
+        )
+    exact_up_to = check_int("exact_up_to", DEFAULT_EXACT_UP_TO if exact_up_to is None else exact_up_to, minimum=1)
+    tolerance = check_positive("tolerance", DEFAULT_TOLERANCE if tolerance is None else tolerance)
+    stop = None if stop is None else capped(stop)
+    if rewards is None and rho is not None:
+        raise ValueError("rho sets the reward targets: pass rewards='tempering' or 'noise' with it")
+    mechanism = None if rewards is None else as_mechanism(rewards)
+    rho = check_rho(DEFAULT_RHO if rho is None else rho)
+    keep_draws = False if keep_draws is None else check_bool("keep_draws", keep_draws)
+    kl = "auto" if kl is None else kl  # checked against the model in `check_valuation`
+    return PartyValuationSettings(key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, mechanism, rho)
+
+
+def sampler_config(model, config, progress_bar: bool | None) -> SamplerConfig:
+    """A `SamplerConfig`, or a preset name of the model's sampler ('fast', the default, or 'paper'), with the
+    progress bar as asked (None: as the config says)."""
+    if config is None:
+        config = "fast"
+    if isinstance(config, str):
+        config = SamplerConfig.preset(config, model.sampler)
+    if not isinstance(config, SamplerConfig):
+        raise TypeError(f"config must be a SamplerConfig or a preset name ('fast', 'paper'), got {config!r}")
+    return config if progress_bar is None else config.with_(progress_bar=progress_bar)
+
+
+def check_party_model(model) -> None:
+    """A party model has what the party path reads (the protocol of `bayesval.models`, docs/user_models.md)."""
+    missing = [a for a in ("statistic", "prior_draws", "posterior_draws", "sampler", "name") if not hasattr(model, a)]
+    if missing:
+        raise TypeError(
+            f"model must be a party model (bayesval.models.LinearRegression(), LogisticRegression(), NumPyroModel) "
+            f"or a data-point estimator (bayesval.estimators.*); {model!r} lacks {missing}"
+        )
+
+
+def check_valuation(model, parties, settings: PartyValuationSettings, resume_from) -> list[str]:
+    """The parties' names, after every check that needs the parties (once each), on placeholder data of the
+    releases' shapes: nothing is released, compiled or sampled here."""
+    names = check_parties(model, parties)
+    placeholder = _placeholder_data(model, parties)
+    if hasattr(model, "check"):
+        model.check(placeholder)
+    batch_rows(model, placeholder, settings.config, 1)  # memory_limit_mb fits one posterior
+    if settings.kl != "auto":
+        prior_density(model, placeholder, settings.kl)  # the estimator asked for is available
+    _check_resume_source(resume_from, names, settings.keep_draws)
+    return names
+
+
+def _check_resume_source(resume_from, names: list[str], keep_draws: bool) -> None:
+    """`resume_from` is None or the result of an earlier valuation of these parties, with its coalition estimates
+    (whether it is the same game is known once the releases are: `resume`)."""
+    if resume_from is None:
+        return
+    if keep_draws:
+        raise ValueError(
+            "keep_draws=True cannot resume an earlier valuation: the draws of the coalitions it sampled were not "
+            "kept; run the valuation again with keep_draws=True"
+        )
+    if not (isinstance(resume_from, ValuationResult) and resume_from.coalition_estimates is not None):
+        got = repr(resume_from.method) if isinstance(resume_from, ValuationResult) else type(resume_from).__name__
+        raise TypeError(
+            f"resume_from must be the ValuationResult of an earlier party valuation (saved and loaded too), got {got}"
+        )
+    if list(resume_from.names) != names:
+        raise ValueError(
+            f"resume_from is a result of a different game: its parties are {list(resume_from.names)}, these {names}"
+        )
+
+
+def check_parties(model, parties) -> list[str]:
+    """The parties' names, after checking they are 2+ parties / releases with unique names that fit together
+    and fit the model (nothing is released here)."""
+    if (
+        isinstance(parties, (Party, PerturbedStatistic))
+        or not isinstance(parties, Sequence)
+        or isinstance(parties, str)
+    ):
+        raise TypeError(
+            "parties must be a list of bayesval.Party or PerturbedStatistic objects (training data (X, y) is for "
+            f"data-point estimators), got {type(parties).__name__}"
+        )
+    if len(parties) < 2:
+        raise ValueError(f"valuation needs at least 2 parties, got {len(parties)}")
+    for index, party in enumerate(parties):
+        if not isinstance(party, (Party, PerturbedStatistic)):
+            raise TypeError(
+                f"parties[{index}] must be a bayesval.Party or PerturbedStatistic, got {type(party).__name__}"
+            )
+    names = [p.name if isinstance(p, Party) else p.owner for p in parties]
+    if len(set(names)) < len(names):
+        raise ValueError(f"party names must be unique, got {names}")
+    widths = {name: _width(p) for name, p in zip(names, parties)}
+    if len(set(widths.values())) > 1:
+        raise ValueError(f"parties disagree on the number of features / statistic length: {widths}")
+    for party in parties:
+        if isinstance(party, PerturbedStatistic):
+            _check_release_fits(model, party)
+    return names
+
+
+def release_all(model, parties) -> list[PerturbedStatistic]:
+    """Check the parties (`check_parties`) and release every raw `Party` through its mechanism, once: a party
+    that released the model's statistic before hands out that same release."""
+    check_parties(model, parties)
+    return release_checked(model, parties)
+
+
+def release_checked(model, parties) -> list[PerturbedStatistic]:
+    """`release_all` of parties already checked by `check_parties`."""
+    return [p.release(model.statistic(p.num_features)) if isinstance(p, Party) else p for p in parties]
+
+
+class Releases(NamedTuple):
+    """What the mediator holds after the releases: each party's release, the model's input of them, every release
+    of the valued owners as a ledger (earlier ones compose with these), and each release's provenance ('new',
+    'reused' or 'released before this call')."""
+
+    statistics: list[PerturbedStatistic]
+    data: NoiseAwareData
+    privacy: PrivacyLedger
+    provenance: dict[str, str]
+
+
+def release_parties(model, parties, ledger: PrivacyLedger | None) -> Releases:
+    """Release the checked parties, after warning of releases that are experiments or reused; every release of the
+    valued owners is recorded once in `ledger` too, when one is carried across calls."""
+    provenance = _provenance(model, parties)
+    _warn_about_releases(parties, provenance)
+    statistics = release_checked(model, parties)
+    privacy = PrivacyLedger()
+    for party in parties:
+        if isinstance(party, Party):
+            privacy.merge(party.ledger)
+        else:
+            privacy.record(party.release)
+    if ledger is not None:
+        ledger.merge(privacy)
+    return Releases(statistics, NoiseAwareData.from_releases(statistics), privacy, provenance)
+
+
+def _warn_about_releases(parties, provenance: dict[str, str]) -> None:
+    flagged = {p.owner: p.caveats for p in parties if isinstance(p, PerturbedStatistic) and p.caveats}
+    if flagged:
+        described = "; ".join(f"{owner}: {', '.join(notes)}" for owner, notes in flagged.items())
+        warnings.warn(
+            f"some releases are experiments or not floating-point safe ({described})", stacklevel=_caller_level()
+        )
+    reused = [name for name, how in provenance.items() if how == "reused"]
+    if reused:
+        warnings.warn(
+            f"reusing the earlier releases of {reused}: no new privacy spent (party.release(statistic, fresh=True) "
+            "makes a new release, which composes in the ledger)",
+            stacklevel=_caller_level(),
+        )
+
+
+def coalition_game(model, releases: Releases, settings: PartyValuationSettings, key, resume_from) -> CoalitionSurprise:
+    """The coalitions' surprise, taking over the coalition estimates of `resume_from` (a result of the same game:
+    same model, releases, sampler settings, k and KL estimator, whatever its key)."""
+    n = len(releases.statistics)
+    surprise = CoalitionSurprise(
+        model,
+        releases.data,
+        settings.config,
+        settings.k,
+        key,
+        max_coalitions=2**n - 1,
+        kl=settings.kl,
+        keep_draws=settings.keep_draws,
+    )
+    if resume_from is not None:
+        if resume_from.coalition_estimates.game != surprise.fingerprint:
+            raise ValueError(
+                "resume_from is a result of a different game: its model, releases, parties, sampler settings, k or "
+                "KL estimator differ from this valuation's"
+            )
+        surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
+    return surprise
+
+
+class ShapleyValues(NamedTuple):
+    """The parties' Shapley values with standard errors, how they were found, and the permutation run if any."""
+
+    values: np.ndarray
+    stderr: np.ndarray
+    method: str
+    sampled: ValuationResult | None
+
+
+def shapley_values(
+    surprise: CoalitionSurprise, names: list[str], settings: PartyValuationSettings, key, resume_from
+) -> ShapleyValues:
+    """Exact Shapley values up to `exact_up_to` parties; beyond, permutation sampling from `key` until the stopping
+    rule holds or every coalition is known (then the exact values cost nothing more)."""
+    n = len(names)
+    if n <= settings.exact_up_to:
+        return ShapleyValues(*_exact_shapley(surprise, n), "exact Shapley", None)
+    sampled = semivalue(
+        lambda _, masks: _sampled_coalitions(surprise, masks),
+        n,
+        key,
+        weights=SHAPLEY,
+        sampler=PermutationSampler(),
+        stop=settings.stopping_rule(n) | When(lambda: surprise.num_sampled == 2**n - 1),
+        batch_size=PERMUTATION_BATCH,
+        names=names,
+        resume_from=resume_from if resume_from is not None and resume_from.state is not None else None,
+        progress_bar=settings.config.progress_bar,
+    )
+    count = sampled.state.batch_draws
+    if surprise.num_sampled == 2**n - 1:
+        method = f"exact Shapley (all coalitions sampled in {count} permutations)"
+        return ShapleyValues(*_exact_shapley(surprise, n), method, sampled)
+    return ShapleyValues(sampled.values, sampled.stderr, f"permutation Shapley ({count} permutations)", sampled)
+
+
+def _exact_shapley(surprise: CoalitionSurprise, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
+    pending = sum(code not in surprise.values for code in range(1, 2**n))
+    repeats = surprise.config.num_repeats
+    label = f"valuation: posteriors p(theta | o_C) of {pending} coalitions x {repeats} repeats"
+    with progress.stage(label, calls=math.ceil(pending * repeats / surprise.batch_rows)):
+        return per_repeat(exact_shapley_per_repeat(surprise(coalition_masks(n, include_empty=True))))
+
+
+def _sampled_coalitions(surprise: CoalitionSurprise, masks) -> np.ndarray:
+    with progress.stage("valuation: posteriors p(theta | o_C) of the coalitions of a batch of permutations"):
+        return surprise(np.asarray(masks))
+
+
+def reward_parties(
+    surprise: CoalitionSurprise, settings: PartyValuationSettings, names, releases: Releases, shapley, key
+) -> Rewards | None:
+    """Each party's model reward (Sim et al. 2023, Sec. 5) when a mechanism was asked for, against the surprise of
+    each party alone and of the grand coalition (cached where the valuation sampled them)."""
+    if settings.mechanism is None:
+        return None
+    n = len(names)
+    own_and_grand = np.vstack([np.eye(n, dtype=bool), np.ones((1, n), bool)])
+    with progress.stage("rewards: posteriors of each party alone and of the grand coalition"):
+        own_and_grand_values, own_and_grand_stderr = per_repeat(surprise(own_and_grand))
+    return allocate(
+        RewardSampler(surprise, key),
+        settings.mechanism,
+        settings.rho,
+        names=names,
+        releases=releases.statistics,
+        shapley=shapley,
+        singleton_values=own_and_grand_values[:n],
+        grand=(own_and_grand_values[n], own_and_grand_stderr[n]),
+    )
+
+
+def warn_if_unconverged(diagnostics: dict) -> None:
+    """Warn when some coalition posterior missed the R-hat / ESS thresholds (`bayesval.inference.diagnostics`)."""
+    if diagnostics["converged"]:
+        return
+    worst_r_hat, worst_ess = max(diagnostics["r_hat"]), min(diagnostics["ess"])
+    warnings.warn(
+        f"some coalition posteriors did not converge (max R-hat {worst_r_hat:.3f}, min bulk ESS {worst_ess:.0f}; "
+        f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI); "
+        "see result.diagnostics and raise num_warmup / num_samples",
+        stacklevel=_caller_level(),
+    )
+
+
+def assemble_result(
+    model, parties, names, surprise: CoalitionSurprise, shapley: ShapleyValues, releases: Releases, rewards
+) -> ValuationResult:
+    """The result: values, every sampled coalition's value, the ledger, the diagnostics and settings, and the
+    coalition estimates (the typed state `resume_from` reads)."""
+    n = len(names)
+    estimates = surprise.estimates()
+    codes = list(estimates.estimates)
+    masks = ((np.array(codes)[:, None] >> np.arange(n)) & 1).astype(bool)
+    mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
+    settings = {"sampler": vars(surprise.config), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
+    sampled = shapley.sampled
+    return ValuationResult(
+        method=f"{model.name}, Bayesian surprise, {shapley.method}",
+        values=shapley.values,
+        stderr=shapley.stderr,
+        names=names,
+        coalition_masks=masks,
+        coalition_values=mean,
+        coalition_stderr=stderr,
+        privacy=releases.privacy,
+        diagnostics=surprise.diagnostics | settings | {"releases": releases.provenance},
+        counts=None if sampled is None else sampled.counts,
+        converged=None if sampled is None else sampled.converged,
+        state=None if sampled is None else sampled.state,
+        draws=None if surprise.draws is None else np.stack([surprise.draws[c] for c in codes]),
+        parameter_names=_parameter_names(model, parties),
+        rewards=rewards,
+        coalition_estimates=estimates,
+    )
+
+
+def value_parties(
+    model, parties, *, validation=None, resume_from=None, ledger: PrivacyLedger | None = None, **options
+) -> ValuationResult:
+    """`bayesval.valuate` of a party model: the steps of this module's docstring, in order. `options` are
+    `valuate`'s other keyword arguments (`party_settings`)."""
+    check_party_model(model)
+    if validation is not None:
+        raise ValueError(
+            f"validation= applies to data-point estimators; {model.name} values parties from their releases"
+        )
+    settings = party_settings(model, **options)
+    names = check_valuation(model, parties, settings, resume_from)
+    releases = release_parties(model, parties, ledger)
+    key_values, key_permutations = jax.random.split(settings.key)
+    surprise = coalition_game(model, releases, settings, key_values, resume_from)
+    shapley = shapley_values(surprise, names, settings, key_permutations, resume_from)
+    warn_if_unconverged(surprise.diagnostics)
+    key_rewards = jax.random.fold_in(settings.key, 2)
+    rewards = reward_parties(surprise, settings, names, releases, shapley.values, key_rewards)
+    return assemble_result(model, parties, names, surprise, shapley, releases, rewards)
+
+
+def _caller_level() -> int:
+    """The `stacklevel` at which a warning issued by the calling function points at the first frame outside
+    bayesval: the user's call of `valuate`, however deep the party path runs."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "bayesval":
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _parameter_names(model, parties) -> list[str] | None:
+    """The names of theta's coordinates where the model gives them (`parameter_names(num_features)`) and the
+    parties' feature count is known."""
+    num_features = parties[0].num_features
+    if num_features is None or not hasattr(model, "parameter_names"):
+        return None
+    return list(model.parameter_names(num_features))
+
+
+def _provenance(model, parties) -> dict[str, str]:
+    """Per party, before releasing: a 'new' release, a 'reused' one, or one 'released before this call'."""
+    provenance = {}
+    for party in parties:
+        if isinstance(party, PerturbedStatistic):
+            caveats = party.caveats
+            provenance[party.owner] = "released before this call" + (f" ({'; '.join(caveats)})" if caveats else "")
+        else:
+            earlier = party.current_release(model.statistic(party.num_features))
+            provenance[party.name] = "new" if earlier is None else "reused"
+    return provenance
+
+
+def _placeholder_data(model, parties) -> NoiseAwareData:
+    """Data of the releases' shapes, for checking the model before anything is released."""
+    sizes = [model.statistic(p.num_features).size if isinstance(p, Party) else p.perturbed.size for p in parties]
+    return NoiseAwareData(jnp.zeros((len(parties), sizes[0])), jnp.ones(len(parties)), jnp.ones(len(parties)))
+
+
+def _check_release_fits(model, released: PerturbedStatistic) -> None:
+    """A release given to `model` must hold the statistic the model reads (when both are known)."""
+    if released.num_features is None or released.statistic is None:
+        return
+    try:
+        expected = describe_statistic(model.statistic(released.num_features))
+    except TypeError:
+        return
+    if expected != released.statistic:
+        raise ValueError(
+            f"{released.owner}: released a {released.statistic} statistic, but {model.name} reads {expected}"
+        )
+
+
+def _width(party: Party | PerturbedStatistic) -> int:
+    return party.num_features if isinstance(party, Party) else -len(party.perturbed)

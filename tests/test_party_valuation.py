@@ -1,0 +1,149 @@
+"""The party path of `valuate` (bayesval.parties.valuation): its settings, the typed resume state
+(`CoalitionEstimates`) saved, loaded and converted from results saved before it, and the names that moved out of
+the front door."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.datasets.synthetic import make_syn
+from bayesval.parties import valuation
+from bayesval.parties.surprise import CoalitionSurprise
+from bayesval.results.state import CoalitionEstimates
+
+TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
+MODEL = bv.models.LinearRegression(interweaving_moves=0)  # the smallest program: the quickest to compile
+
+
+@pytest.fixture(scope="module")
+def releases():
+    syn = make_syn(seed=0, sizes=(60, 60, 60))
+    parties = [
+        bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}", noise_seed=200 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    return [party.release() for party in parties]
+
+
+@pytest.fixture(scope="module")
+def valued(releases):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # convergence at the tiny budget
+        return bv.valuate(MODEL, releases, key=3, config=TINY)
+
+
+def test_settings_default_every_argument_once():
+    settings = valuation.party_settings(MODEL, config=TINY)
+    assert (settings.k, settings.kl, settings.exact_up_to, settings.tolerance) == (4, "auto", 10, 0.05)
+    assert settings.stop is None and settings.mechanism is None and settings.rho == 0.2 and not settings.keep_draws
+    assert repr(settings.stopping_rule(5)) == repr(
+        bv.games.StandardError(0.05, min_count=64) | bv.games.MaxEvaluations(10_000 * 6)
+    )
+    assert valuation.party_settings(MODEL, config="fast", progress_bar=False).config.progress_bar is False
+    with pytest.raises(ValueError, match="k=40 neighbours need more than k posterior draws"):
+        valuation.party_settings(MODEL, config=TINY, k=40)
+
+
+def test_the_result_carries_its_coalition_estimates_as_a_typed_state_not_in_its_diagnostics(valued, tmp_path):
+    state = valued.coalition_estimates
+    assert isinstance(state, CoalitionEstimates) and sorted(state.estimates) == list(range(1, 8))
+    assert "game" not in valued.diagnostics and "coalition_estimates" not in valued.diagnostics
+    np.testing.assert_array_equal(np.mean([state.estimates[c] for c in range(1, 8)], axis=1), valued.coalition_values)
+    loaded = bv.ValuationResult.load(valued.save(tmp_path / "result.npz")).coalition_estimates
+    assert loaded.game == state.game and list(loaded.estimates) == list(state.estimates)
+    for code, estimates in state.estimates.items():
+        np.testing.assert_array_equal(loaded.estimates[code], estimates)
+
+
+def _as_saved_before_the_typed_state(path):
+    """Rewrite a result file as results were saved before `CoalitionEstimates`: the game and the estimates (keyed
+    by the bitmask as a string) inside the diagnostics."""
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    meta = json.loads(str(arrays.pop("_meta")))
+    codes, values = arrays.pop("coalition_estimates_codes"), arrays.pop("coalition_estimates_values")
+    meta["diagnostics"]["game"] = meta.pop("coalition_estimates")["game"]
+    meta["diagnostics"]["coalition_estimates"] = {str(c): row.tolist() for c, row in zip(codes.tolist(), values)}
+    with path.open("wb") as handle:
+        np.savez(handle, _meta=np.array(json.dumps(meta)), **arrays)
+    return path
+
+
+def test_a_result_saved_before_the_typed_state_loads_converted_and_resumes_without_sampling(
+    valued, releases, tmp_path, monkeypatch
+):
+    old = bv.ValuationResult.load(_as_saved_before_the_typed_state(valued.save(tmp_path / "old.npz")))
+    assert old.coalition_estimates.game == valued.coalition_estimates.game
+    assert "game" not in old.diagnostics and "coalition_estimates" not in old.diagnostics
+    for code, estimates in valued.coalition_estimates.estimates.items():
+        np.testing.assert_array_equal(old.coalition_estimates.estimates[code], estimates)
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a coalition was sampled again")
+
+    monkeypatch.setattr(CoalitionSurprise, "_sample", no_sampling)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        resumed = bv.valuate(MODEL, releases, key=3, config=TINY, resume_from=old)
+    np.testing.assert_array_equal(resumed.values, valued.values)
+    np.testing.assert_array_equal(resumed.stderr, valued.stderr)
+    assert resumed.diagnostics == valued.diagnostics
+
+
+def test_resume_from_needs_coalition_estimates_of_the_same_game(valued, releases):
+    without = bv.ValuationResult(valued.method, valued.values, valued.stderr, valued.names)
+    with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
+        bv.valuate(MODEL, releases, config=TINY, resume_from=without)
+    with pytest.raises(ValueError, match="resume_from is a result of a different game: its model, releases"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            bv.valuate(MODEL, releases, config=TINY.with_(num_samples=24), resume_from=valued)
+
+
+def test_coalition_estimates_round_trip_as_a_record():
+    state = CoalitionEstimates("abc", {3: np.array([0.5, 0.25]), 1: np.array([1.0, 2.0])})
+    meta, arrays = state.to_record()
+    np.testing.assert_array_equal(arrays["codes"], [1, 3])
+    again = CoalitionEstimates.from_record(meta, arrays)
+    assert again.game == "abc" and list(again.estimates) == [1, 3]
+    np.testing.assert_array_equal(again.estimates[3], [0.5, 0.25])
+    assert CoalitionEstimates.from_diagnostics({"converged": True}) == (None, {"converged": True})
+
+
+def test_check_parties_and_release_all_moved_to_parties_and_the_old_path_warns():
+    assert bv.parties.release_all is valuation.release_all and bv.parties.check_parties is valuation.check_parties
+    with pytest.warns(DeprecationWarning, match="bayesval.valuate.release_all has moved to bayesval.parties"):
+        from bayesval.valuate import release_all
+    assert release_all is valuation.release_all
+
+
+def test_release_warnings_point_at_the_callers_line():
+    """The party path runs several calls deep; its warnings still name the line that called valuate."""
+    rng = np.random.default_rng(0)
+    parties = [
+        bv.Party(rng.uniform(-0.5, 0.5, (8, 2)), rng.uniform(-1, 1, 8), 1.0, bv.Bounds(1.0, 1.0), name=name)
+        for name in ("q", "r")
+    ]
+    parties[0].release()
+    with pytest.warns(UserWarning, match=r"reusing the earlier releases of \['q'\]") as caught:
+        with pytest.raises(AssertionError, match="stop here"):
+            _valuate_until_sampling(parties)
+    assert all(record.filename == __file__ for record in caught if "reusing" in str(record.message))
+
+
+def _valuate_until_sampling(parties):
+    original = valuation.CoalitionSurprise
+
+    def stop(*args, **kwargs):
+        raise AssertionError("stop here")
+
+    valuation.CoalitionSurprise = stop
+    try:
+        return bv.valuate(MODEL, parties, config=TINY)
+    finally:
+        valuation.CoalitionSurprise = original
