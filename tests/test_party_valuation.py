@@ -65,12 +65,13 @@ def _as_saved_before_the_typed_state(path):
     by the bitmask as a string) inside the diagnostics."""
     with np.load(path) as data:
         arrays = {name: data[name] for name in data.files}
-    meta = json.loads(str(arrays.pop("_meta")))
+    archive = json.loads(str(arrays.pop("_meta")))
+    meta = archive["meta"]  # the result's record inside the archive's envelope
     codes, values = arrays.pop("coalition_estimates_codes"), arrays.pop("coalition_estimates_values")
-    meta["diagnostics"]["game"] = meta.pop("coalition_estimates")["game"]
+    meta["diagnostics"]["game"] = meta.pop("coalition_estimates")["meta"]["game"]
     meta["diagnostics"]["coalition_estimates"] = {str(c): row.tolist() for c, row in zip(codes.tolist(), values)}
     with path.open("wb") as handle:
-        np.savez(handle, _meta=np.array(json.dumps(meta)), **arrays)
+        np.savez(handle, _meta=np.array(json.dumps(archive)), **arrays)
     return path
 
 

@@ -413,7 +413,8 @@ _WHERE = "ValuationResult:"  # what the construction checks' errors begin with
 RESULT_ARRAYS = ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged")
 RESULT_ARRAYS += ("draws",)
 META_KEYS = ("method", "names", "privacy", "diagnostics")
-NESTED = ("privacy", "state", "rewards", "coalition_estimates")  # fields that are records of their own, with their arrays' prefixes
+# fields that are records of their own; their arrays are prefixed with the field name
+NESTED = ("privacy", "state", "rewards", "coalition_estimates")
 
 
 def _upgraded_from_version_1(meta: dict) -> dict:
