@@ -81,7 +81,9 @@ def padded_batches(rows, batch_size: int, fill: Any = "first") -> Iterator[tuple
 
 def map_in_batches(fn: Callable[[int, Any], Any], rows, batch_size: int, fill: Any = "first") -> np.ndarray:
     """fn(batch index, padded rows) over `padded_batches(rows, batch_size, fill)`, each output (batch_size, ...)
-    cut to the batch's real rows, concatenated in row order: one output row per row."""
+    cut to the batch's real rows, concatenated in row order: one output row per row (of at least one)."""
+    if not rows.shape[0]:
+        raise ValueError("map_in_batches needs at least one row (the outputs' shape comes from fn)")
     outputs = [
         np.asarray(fn(batch.index, padded))[: batch.count] for batch, padded in padded_batches(rows, batch_size, fill)
     ]
