@@ -36,6 +36,16 @@ from scipy.spatial import cKDTree
 from bayesval.inference.conjugate import NIG
 
 EXTRA_NEIGHBOURS = 16  # how far past k a point looks for a non-zero distance among repeated MCMC draws
+# Autocorrelated neighbours from the same chain bias the k-NN entropy down (KL up): at thinning 1 the demo's
+# phi_3 rose by 0.07 nats without a window. 10 kept draws cover several autocorrelation times of the
+# default samplers (docs/architecture.md).
+THEILER_WINDOW = 10
+
+
+def theiler_window(draws_per_chain: int) -> int:
+    """Steps of a draw's own chain kept out of its neighbours in the KL estimate: THEILER_WINDOW, at most a
+    quarter of the chain."""
+    return min(THEILER_WINDOW, draws_per_chain // 4)
 
 
 def knn_kl(posterior, prior, k: int = 4, backend: str = "auto", chunk_size: int = 2048) -> float:
@@ -58,6 +68,21 @@ def knn_entropy(draws, k: int = 4, backend: str = "auto", chunk_size: int = 2048
     """Kozachenko-Leonenko k-NN estimate of the differential entropy (nats) of draws (n, d)."""
     draws, _ = _check_draws(draws, k)
     return -_one_posterior(draws, k, backend, chunk_size, log_prior=np.zeros((1, 1, len(draws))))
+
+
+def kl_between(p_draws, q_draws, k: int, chain_length: int | None = None) -> float:
+    """KL(p || q) from draws of each, the two-sample k-NN estimator (Sim et al. 2023, App. C.3): how far a model
+    reward q_i lies from the grand coalition's posterior p (its similarity r'_i = -KL(p || q_i), Sec. 5.4). With
+    chain_length, p_draws are consecutive MCMC chains of that length, and a draw's neighbours exclude its own chain's
+    nearby steps (`theiler_window`, as in a valuation's estimates)."""
+    p_draws = np.asarray(p_draws, np.float64)
+    length = p_draws.shape[0] if chain_length is None else int(chain_length)
+    if p_draws.shape[0] % length:
+        raise ValueError(f"{p_draws.shape[0]} draws are not chains of length {length}")
+    chains = p_draws.reshape(1, -1, length, p_draws.shape[-1])
+    window = 0 if chain_length is None else theiler_window(length)
+    kept = np.ones(chains.shape[:2], bool)
+    return float(batched_kl(chains, kept, k, prior=np.asarray(q_draws)[None], window=window)[0])
 
 
 def _one_posterior(draws, k, backend, chunk_size, **reference) -> float:

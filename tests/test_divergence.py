@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 import bayesval as bv
-from bayesval.divergence import batched_kl, gaussian_kl, knn_entropy, knn_kl, knn_kl_to_density, nig_kl
+from bayesval.divergence import (
+    THEILER_WINDOW,
+    batched_kl,
+    gaussian_kl,
+    kl_between,
+    knn_entropy,
+    knn_kl,
+    knn_kl_to_density,
+    nig_kl,
+    theiler_window,
+)
 from bayesval.inference.conjugate import nig_draws, nig_log_density
 from bayesval.inference.diagnostics import chain_diagnostics
 
@@ -234,3 +244,16 @@ def test_a_posterior_with_every_chain_dropped_does_not_crash_the_batch(rng):
     estimates = np.asarray(batched_kl(draws, kept, 4, prior=prior, backend="kdtree"))
     alone = float(batched_kl(draws[:1], kept[:1], 4, prior=prior[:1], backend="kdtree")[0])
     assert estimates[0] == pytest.approx(alone)
+
+
+def test_kl_between_is_the_two_sample_estimate_with_the_theiler_window_of_its_chains(rng):
+    """kl_between (a reward's similarity, Sim et al. 2023, Sec. 5.4) is knn_kl on one chain, and on several chains
+    the batched estimate with the valuation's Theiler window; draws that are not whole chains are refused."""
+    p, q = rng.normal(size=(400, 2)), rng.normal(0.5, 1.5, size=(300, 2))
+    assert kl_between(p, q, 4) == knn_kl(p, q, 4)
+    window = theiler_window(100)
+    assert window == min(THEILER_WINDOW, 25)
+    chains = batched_kl(p.reshape(1, 4, 100, 2), np.ones((1, 4), bool), 4, prior=q[None], window=window)
+    assert kl_between(p, q, 4, chain_length=100) == float(chains[0])
+    with pytest.raises(ValueError, match="not chains of length 300"):
+        kl_between(p, q, 4, chain_length=300)

@@ -338,3 +338,63 @@ def test_rewards_leave_out_dropped_chains_and_keep_whole_chains(tempered):
     assert rewards.draws.shape[1] < full and rewards.draws.shape[1] % chain == 0  # fewer, whole chains
     assert rewards.own_draws.shape[1] % chain == 0 and len(rewards.grand_draws) % chain == 0
     assert np.isfinite(rewards.values).all() and np.isfinite(rewards.similarity).all()
+
+
+def test_allocate_asks_any_reward_mechanism_the_same_questions():
+    """allocate() knows a mechanism only through RewardMechanism: the top party gets the grand posterior at the
+    mechanism's grand_parameter (P2), a party whose target is 0 the prior at its prior_parameter, and every other
+    party what one solve() call found, whatever the mechanism's name. A stub sampler stands in for the posteriors."""
+    from types import SimpleNamespace
+
+    from bayesval.parties.rewards import RewardMechanism
+    from bayesval.parties.rewards.allocation import allocate
+    from bayesval.parties.rewards.control import Search
+    from bayesval.parties.rewards.sampling import Evaluation
+
+    rng = np.random.default_rng(3)
+
+    class StubSampler:
+        data, k, chain_length = "releases", 4, 50
+
+        def evaluate(self, inputs, parameters, masks, stage):
+            return [Evaluation(p, 0.0, 0.0, rng.normal(size=(100, 2))) for p in parameters]
+
+        def prior(self, num_draws):
+            return rng.normal(0.0, 3.0, size=(num_draws, 2))
+
+    class Stub(RewardMechanism):
+        name, symbol, grand_parameter, prior_parameter, max_calls = "stub", "s", 7.0, -7.0, 3
+        asked = []
+
+        def solve(self, sampler, targets, grand, releases, parties):
+            self.asked.append((list(targets), grand.parameter, list(parties)))
+            return [
+                Search(t, [], True, calls=2, accepted=Evaluation(0.5, t, 0.1, rng.normal(2.0, 1.0, (100, 2))))
+                for t in targets
+            ]
+
+        def effective_epsilons(self, releases, parameters):
+            return np.zeros((len(parameters), len(releases)))
+
+    releases = [SimpleNamespace(release=SimpleNamespace(guarantee=SimpleNamespace(epsilon=e))) for e in (1.0, 2.0, 3.0)]
+    mechanism = Stub()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rho above the rationality bound of these made-up values
+        rewards = allocate(
+            StubSampler(),
+            mechanism,
+            0.5,
+            names=["a", "b", "c"],
+            releases=releases,
+            shapley=np.array([0.0, 1.0, 4.0]),
+            singleton_values=np.array([0.5, 1.0, 2.0]),
+            grand=(4.0, 0.2),
+        )
+    ((targets, grand_parameter, parties),) = mechanism.asked
+    assert parties == [1] and targets == [pytest.approx(2.0)] and grand_parameter == 7.0
+    np.testing.assert_array_equal(rewards.parameters, [-7.0, 0.5, 7.0])
+    np.testing.assert_allclose(rewards.values, [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(rewards.calls, [0, 2, 0])
+    assert rewards.similarity[2] == 0.0 and rewards.similarity[1] < -1 and rewards.mechanism == "stub"
+    np.testing.assert_array_equal(rewards.epsilon, [1.0, 2.0, 3.0])
+    assert "parameter = " in repr(rewards)

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from bayesval.batching import batches, pad_rows
 from bayesval.games.masks import code_masks, members
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
 from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
@@ -141,12 +142,12 @@ def exact_semivalue(
     names = _check_names(names, num_players)
     total, rows = 2**num_players, min(batch_size, 2**num_players)
     per_repeat, coalition_values = None, []
-    for chunk, start in enumerate(range(0, total, rows)):
-        codes = start + np.arange(rows)
-        valid = codes < total
-        masks = code_masks(jnp.asarray(np.where(valid, codes, 0)), num_players)
-        values = np.asarray(checked_values(utility(jax.random.fold_in(key, chunk), masks), masks, names))[:, valid]
-        phi = values @ coalition_coefficients(np.asarray(masks)[valid], semivalue)
+    for chunk in batches(total, rows):  # codes are made per batch: 2^n of them need not fit in memory
+        codes = pad_rows(np.arange(chunk.start, chunk.stop), rows, fill=0)
+        masks = code_masks(jnp.asarray(codes), num_players)
+        values = np.asarray(checked_values(utility(jax.random.fold_in(key, chunk.index), masks), masks, names))
+        values = values[:, : chunk.count]
+        phi = values @ coalition_coefficients(np.asarray(masks)[: chunk.count], semivalue)
         per_repeat = phi if per_repeat is None else per_repeat + phi
         coalition_values.append(values.mean(axis=0))
     repeats = len(per_repeat)

@@ -1,5 +1,6 @@
-"""How a batch of coalition posteriors is laid out: one key per row, rows padded to fixed sizes, the row
-axis sharded over every local device.
+"""How a batch of coalition posteriors is laid out: one key per row and the row axis sharded over every local
+device; rows are padded to fixed sizes by the package's one batching helper, `bayesval.batching` (whose
+`padded_size` and `pad_rows` are re-exported here for the samplers' callers).
 
 A row is one (coalition, repeat) posterior. Its key is derived from the row alone (`coalition_key`), and
 every sampler maps rows independently, so a posterior does not depend on which batch, chunk or device
@@ -12,6 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from bayesval.batching import pad_rows, padded_size
+
+__all__ = ["coalition_key", "pad_rows", "padded_size", "row_keys", "shard_rows"]
 
 
 def coalition_key(key: jax.Array, code: int, repeat: int) -> jax.Array:
@@ -27,21 +32,6 @@ def row_keys(key: jax.Array, num_rows: int) -> jax.Array:
     if key.shape != ():
         raise ValueError(f"need one key or one key per coalition row ({num_rows}), got keys of shape {key.shape}")
     return jax.random.split(key, num_rows)
-
-
-def padded_size(num_rows: int, multiple: int) -> int:
-    """num_rows rounded up to a multiple of `multiple`."""
-    return -(-num_rows // multiple) * multiple
-
-
-def pad_rows(array, size: int):
-    """The array with its leading axis padded to `size` by repeating row 0 (padded rows are discarded)."""
-    missing = size - array.shape[0]
-    if missing < 0:
-        raise ValueError(f"cannot pad {array.shape[0]} rows to {size}")
-    if not missing:
-        return array
-    return jnp.concatenate([array, jnp.repeat(array[:1], missing, axis=0)])
 
 
 def shard_rows(*arrays):

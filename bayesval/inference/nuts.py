@@ -21,6 +21,7 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 from tqdm.auto import tqdm
 
+from bayesval.batching import even_splits
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
 from bayesval.progress import describe
@@ -153,7 +154,7 @@ def sample_coalition_posteriors_nuts(
     trace = jax.tree.map(
         lambda leaf: jnp.zeros((batch, kept) + leaf.shape[1:], leaf.dtype), (states.z, states.energy, states.diverging)
     )
-    phases = [(n, 1) for n in _chunks(num_warmup, segments)] + [(n, thinning) for n in _chunks(kept, segments)]
+    phases = [(n, 1) for n in even_splits(num_warmup, segments)] + [(n, thinning) for n in even_splits(kept, segments)]
     begin = -num_warmup
     for length, transitions in phases:
         states, trace = program.run(states, trace, data, chain_masks, begin, begin + length, transitions)
@@ -173,8 +174,3 @@ def sample_coalition_posteriors_nuts(
             "mean_accept_prob": np.asarray(states.mean_accept_prob).reshape(num_coalitions, num_chains),
         },
     )
-
-
-def _chunks(total: int, segments: int) -> list[int]:
-    """Split `total` iterations into at most `segments` progress-bar steps (none when total is 0)."""
-    return [len(c) for c in np.array_split(np.arange(total), min(segments, total))] if total else []

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from bayesval.divergence import EXTRA_NEIGHBOURS, batched_kl
+from bayesval.divergence import EXTRA_NEIGHBOURS, THEILER_WINDOW, batched_kl, theiler_window  # noqa: F401
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import coalition_key, pad_rows, padded_size, shard_rows
 from bayesval.inference.config import SamplerConfig
@@ -48,10 +48,6 @@ def batch_rows(model, data, config: SamplerConfig, most_rows: int) -> int:
 
 
 KL_ESTIMATORS = ("auto", "prior-density", "two-sample")
-# Autocorrelated neighbours from the same chain bias the k-NN entropy down (KL up): at thinning 1 the demo's
-# phi_3 rose by 0.07 nats without a window. 10 kept draws cover several autocorrelation times of the
-# default samplers (docs/architecture.md).
-THEILER_WINDOW = 10
 
 
 def prior_density(model, data, estimator: str):
@@ -72,12 +68,6 @@ def prior_density(model, data, estimator: str):
             "or 'two-sample'"
         )
     return density
-
-
-def theiler_window(draws_per_chain: int) -> int:
-    """Steps of a draw's own chain kept out of its neighbours in the KL estimate: THEILER_WINDOW, at most a
-    quarter of the chain."""
-    return min(THEILER_WINDOW, draws_per_chain // 4)
 
 
 @partial(jax.jit, static_argnames=("k",))

@@ -37,6 +37,7 @@ from math import comb
 import jax
 import numpy as np
 
+from bayesval.batching import map_in_batches
 from bayesval.estimators.base import PointEstimator, sampling_key
 from bayesval.estimators.layered.utilities import LogisticRegressionUtility, power_of_two
 from bayesval.games.samplers import PermutationSampler, StratifiedSampler
@@ -141,19 +142,15 @@ def layered_shapley(
 
 
 def _chunked_values(utility, key, masks: np.ndarray, batch_size: int) -> np.ndarray:
-    """The utility's values (checked: finite, one per coalition) of `masks`, in chunks of a power-of-two size (the
-    last padded with empty coalitions), so that a compiled utility sees few shapes; chunk b's key is fold_in(key, b)."""
-    rows = min(batch_size, power_of_two(len(masks)))
-    padded = np.zeros((-(-len(masks) // rows) * rows, masks.shape[1]), bool)
-    padded[: len(masks)] = masks
+    """The utility's values (checked: finite, one per coalition) of `masks`, in batches of a power-of-two size (the
+    last padded with empty coalitions, `bayesval.batching.map_in_batches`), so that a compiled utility sees few
+    shapes; batch b's key is fold_in(key, b)."""
     names = [str(i) for i in range(masks.shape[1])]
-    chunks = [
-        checked_values(
-            utility(jax.random.fold_in(key, b), padded[start : start + rows]), padded[start : start + rows], names
-        )[0]
-        for b, start in enumerate(range(0, len(padded), rows))
-    ]
-    return np.asarray(np.concatenate(chunks))[: len(masks)]
+
+    def values(b: int, batch: np.ndarray):
+        return checked_values(utility(jax.random.fold_in(key, b), batch), batch, names)[0]
+
+    return map_in_batches(values, masks, min(batch_size, power_of_two(len(masks))), fill=False)
 
 
 def _layer_statistics(gains, owners, layers, counts, sample_sizes, c: float):

@@ -10,12 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bayesval.divergence import batched_kl
-from bayesval.parties.rewards.control import NoiseAddition, Tempering
+from bayesval.divergence import kl_between
+from bayesval.parties.rewards.control import PARAMETER_SYMBOLS, RewardMechanism
 from bayesval.parties.rewards.metrics import mnlp_classification, mnlp_regression
 from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
 from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
-from bayesval.parties.surprise import theiler_window
 from bayesval.results.serialisation import register
 
 MNLP_TASKS = {"regression": mnlp_regression, "classification": mnlp_classification}
@@ -91,7 +90,7 @@ class Rewards:
                 "target": self.targets,
                 "reward": self.values,
                 "stderr": self.stderr,
-                "kappa" if self.mechanism == "tempering" else "tau": self.parameters,
+                PARAMETER_SYMBOLS.get(self.mechanism, "parameter"): self.parameters,
                 "calls": self.calls,
                 "reached": self.reached,
                 "similarity": self.similarity,
@@ -100,7 +99,7 @@ class Rewards:
         )
 
     def __repr__(self) -> str:
-        symbol = "kappa" if self.mechanism == "tempering" else "tau"
+        symbol = PARAMETER_SYMBOLS.get(self.mechanism, "parameter")
         rows = [
             f"  {name:>12}: r* = {target:.4f}  r = {value:.4f} ± {se:.4f}  {symbol} = {parameter:.4g}  "
             f"calls = {calls}{'' if reached else '  (tolerance not met)'}"
@@ -140,7 +139,7 @@ class Rewards:
 
 def allocate(
     sampler: RewardSampler,
-    mechanism: Tempering | NoiseAddition,
+    mechanism: RewardMechanism,
     rho: float,
     *,
     names: list[str],
@@ -149,51 +148,27 @@ def allocate(
     singleton_values,
     grand: tuple[float, float],
 ) -> Rewards:
-    """Rewards for every party from the valuation's Shapley values, own values v_i and grand value (v_N, se)."""
+    """Rewards for every party from the valuation's Shapley values, own values v_i and grand value (v_N, se).
+
+    The top party gets the grand coalition's posterior (efficiency, P2), a party whose target is 0 the prior, and
+    every other party the reward `mechanism.solve` finds for its target, all searches in lockstep. Nothing here
+    depends on which `RewardMechanism` it is: the mechanism says which parameter gives the grand posterior and which
+    the prior, and what privacy each party keeps in each reward."""
     started = time.perf_counter()
-    n = len(names)
     shapley, weight = nonnegative_shapley(shapley, singleton_values, names)
     targets = rho_shapley_targets(shapley, grand[0], rho)
-    bound = rationality_bound(shapley, singleton_values, grand[0])
-    if rho > bound:
-        warnings.warn(
-            f"rho = {rho:g} exceeds the individual-rationality bound {bound:.3g}: some party's target is below the "
-            "value of its own data alone (Sim et al. 2023, Sec. 4, P4); a smaller rho rewards more equally",
-            stacklevel=3,
-        )
-    masks = np.vstack([np.ones((1, n), bool), np.eye(n, dtype=bool)])
-    stage = "rewards: draws of the grand coalition's posterior and of each party's own"
-    grand_draws, *own_draws = [
-        e.draws for e in sampler.evaluate([sampler.data] * (n + 1), [1.0] * (n + 1), masks, stage=stage)
-    ]
-    grand_trial = Evaluation(1.0 if mechanism.name == "tempering" else 0.0, grand[0], grand[1], grand_draws)
-    top = np.isclose(shapley, shapley.max(), rtol=0, atol=0)
-    nothing = targets <= 0
-    searched = [i for i in range(n) if not (top[i] or nothing[i])]
-    if mechanism.name == "tempering":
-        found = mechanism.solve(sampler, targets[searched], grand_trial)
-    else:
-        found = mechanism.solve(sampler, targets[searched], grand_trial, releases, searched)
-    searches = dict(zip(searched, found))
-    prior_draws = sampler.prior(grand_draws.shape[0]) if nothing.any() else None
-    values, stderr, parameters = np.empty(n), np.empty(n), np.empty(n)
-    calls, reached, draws = np.zeros(n, int), np.ones(n, bool), []
-    for i in range(n):
-        if top[i]:  # efficiency (P2): the grand coalition's posterior, valued by the valuation's v_N
-            accepted = grand_trial
-        elif nothing[i]:  # r*_i = 0: the prior
-            accepted = Evaluation(0.0 if mechanism.name == "tempering" else np.inf, 0.0, 0.0, prior_draws)
-        else:
-            search = searches[i]
-            accepted, calls[i], reached[i] = search.accepted, search.calls, search.reached
-        values[i], stderr[i], parameters[i] = accepted.value, accepted.stderr, accepted.parameter
-        draws.append(accepted.draws)
+    bound = _checked_rationality(shapley, singleton_values, grand[0], rho)
+    grand_draws, own_draws = _grand_and_own_draws(sampler, len(names))
+    grand_trial = Evaluation(mechanism.grand_parameter, grand[0], grand[1], grand_draws)
+    accepted, calls, reached = _accepted_trials(sampler, mechanism, targets, shapley, grand_trial, releases)
+    draws = [trial.draws for trial in accepted]
     if not reached.all():
         warnings.warn(
             f"the rewards of {[names[i] for i in np.flatnonzero(~reached)]} did not reach their targets within "
             f"{mechanism.max_calls} sampler calls; raise max_calls or the sampler budget",
             stacklevel=3,
         )
+    parameters = np.array([trial.parameter for trial in accepted], np.float64)
     return Rewards(
         mechanism=mechanism.name,
         rho=float(rho),
@@ -203,17 +178,12 @@ def allocate(
         singleton_values=np.asarray(singleton_values, np.float64),
         grand_value=float(grand[0]),
         targets=targets,
-        values=values,
-        stderr=stderr,
+        values=np.array([trial.value for trial in accepted], np.float64),
+        stderr=np.array([trial.stderr for trial in accepted], np.float64),
         parameters=parameters,
         calls=calls,
         reached=reached,
-        similarity=np.array(
-            [
-                0.0 if draws[i] is grand_draws else -kl_between(grand_draws, draws[i], sampler.k, sampler.chain_length)
-                for i in range(n)
-            ]
-        ),
+        similarity=np.array([_similarity(sampler, grand_draws, reward) for reward in draws]),
         epsilon=np.array([released.release.guarantee.epsilon for released in releases]),
         effective_epsilon=mechanism.effective_epsilons(releases, parameters),
         rationality_bound=bound,
@@ -224,22 +194,56 @@ def allocate(
     )
 
 
+def _checked_rationality(shapley, singleton_values, grand_value: float, rho: float) -> float:
+    """The individual-rationality bound on rho (Sim et al. 2023, Sec. 4, P4), with a warning where rho exceeds it."""
+    bound = rationality_bound(shapley, singleton_values, grand_value)
+    if rho > bound:
+        warnings.warn(
+            f"rho = {rho:g} exceeds the individual-rationality bound {bound:.3g}: some party's target is below the "
+            "value of its own data alone (Sim et al. 2023, Sec. 4, P4); a smaller rho rewards more equally",
+            stacklevel=4,
+        )
+    return bound
+
+
+def _grand_and_own_draws(sampler: RewardSampler, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Draws of p(theta | o_N) and of each party's own p(theta | o_i), in one sampler call where they fit."""
+    masks = np.vstack([np.ones((1, n), bool), np.eye(n, dtype=bool)])
+    stage = "rewards: draws of the grand coalition's posterior and of each party's own"
+    grand_draws, *own_draws = [
+        e.draws for e in sampler.evaluate([sampler.data] * (n + 1), [1.0] * (n + 1), masks, stage=stage)
+    ]
+    return grand_draws, own_draws
+
+
+def _accepted_trials(sampler, mechanism: RewardMechanism, targets, shapley, grand: Evaluation, releases):
+    """Each party's reward as an accepted trial, with the sampler calls its search took and whether it reached its
+    target: the grand coalition's posterior for the top party (P2, valued by the valuation's v_N), the prior for a
+    target of 0, and for every other party what `mechanism.solve` found."""
+    n = len(targets)
+    top = np.isclose(shapley, shapley.max(), rtol=0, atol=0)
+    nothing = targets <= 0
+    searched = [i for i in range(n) if not (top[i] or nothing[i])]
+    searches = dict(zip(searched, mechanism.solve(sampler, targets[searched], grand, releases, searched)))
+    prior = None if not nothing.any() else sampler.prior(grand.draws.shape[0])
+    prior = Evaluation(mechanism.prior_parameter, 0.0, 0.0, prior)
+    accepted, calls, reached = [], np.zeros(n, int), np.ones(n, bool)
+    for i in range(n):
+        if i in searches:
+            calls[i], reached[i] = searches[i].calls, searches[i].reached
+        accepted.append(grand if top[i] else prior if nothing[i] else searches[i].accepted)
+    return accepted, calls, reached
+
+
+def _similarity(sampler: RewardSampler, grand_draws: np.ndarray, reward_draws: np.ndarray) -> float:
+    """r'_i = -KL(p(theta | o_N) || q_i) (Sim et al. 2023, Sec. 5.4), 0 for the grand posterior itself."""
+    if reward_draws is grand_draws:
+        return 0.0
+    return -kl_between(grand_draws, reward_draws, sampler.k, sampler.chain_length)
+
+
 def _first_draws(per_party: list[np.ndarray]) -> np.ndarray:
     """(n, m, d): each party's first m draws, m the fewest any party has. Posteriors keep whole chains, so where
     NUTS dropped a chain for low BFMI some party has fewer draws, and every party keeps as many whole chains."""
     m = min(len(draws) for draws in per_party)
     return np.stack([draws[:m] for draws in per_party])
-
-
-def kl_between(p_draws: np.ndarray, q_draws: np.ndarray, k: int, chain_length: int | None = None) -> float:
-    """KL(p || q) from draws of each, the two-sample k-NN estimator (Sim et al. 2023, App. C.3). With chain_length,
-    p_draws are consecutive MCMC chains of that length, and a draw's neighbours exclude its own chain's nearby steps
-    (the Theiler window of the valuation's estimator)."""
-    p_draws = np.asarray(p_draws, np.float64)
-    length = p_draws.shape[0] if chain_length is None else int(chain_length)
-    if p_draws.shape[0] % length:
-        raise ValueError(f"{p_draws.shape[0]} draws are not chains of length {length}")
-    chains = p_draws.reshape(1, -1, length, p_draws.shape[-1])
-    window = 0 if chain_length is None else theiler_window(length)
-    kept = np.ones(chains.shape[:2], bool)
-    return float(batched_kl(chains, kept, k, prior=np.asarray(q_draws)[None], window=window)[0])

@@ -15,7 +15,9 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -74,9 +76,10 @@ def _splits(lo: Evaluation, hi: Evaluation, target: float, count: int) -> list[f
     return [math.exp(a + f * (b - a)) for f in fractions]
 
 
-def _lockstep(mechanism, sampler: RewardSampler, searches: list[Search], inputs_for, scan_start=None) -> None:
+def _lockstep(
+    mechanism: RewardMechanism, sampler: RewardSampler, searches: list[Search], inputs_for, scan_start=None
+) -> None:
     """Rounds of trials for every unfinished search, one sampler call per round, until each search is done."""
-    symbol = "kappa" if mechanism.name == "tempering" else "tau"
     for round_number in itertools.count(1):
         active = []
         for search in searches:
@@ -108,7 +111,7 @@ def _lockstep(mechanism, sampler: RewardSampler, searches: list[Search], inputs_
         calls_before = sampler.calls
         stage = (
             f"reward search by {mechanism.name}, round {round_number}: posteriors of the rewards of {len(active)} "
-            f"part{'y' if len(active) == 1 else 'ies'} at {len(trials)} trial values of {symbol}"
+            f"part{'y' if len(active) == 1 else 'ies'} at {len(trials)} trial values of {mechanism.symbol}"
         )
         evaluations = sampler.evaluate([inputs_for(s, p) for s, p in trials], [p for _, p in trials], stage=stage)
         for (search, _), evaluation in zip(trials, evaluations):
@@ -117,8 +120,37 @@ def _lockstep(mechanism, sampler: RewardSampler, searches: list[Search], inputs_
             search.calls += sampler.calls - calls_before
 
 
+class RewardMechanism(ABC):
+    """What `allocate` asks of a reward mechanism (Sim et al. 2023, Algorithm 2, lines 15-31): one parameter that
+    moves a party's reward q_i from the grand coalition's posterior (`grand_parameter`) to the prior
+    (`prior_parameter`), a `solve` that finds each searched party's parameter for its target r*_i, and the privacy
+    each party keeps inside each reward (`effective_epsilons`, property P1). Both mechanisms answer the same calls, so
+    the allocation never asks which one it holds.
+
+    name             how results and messages name it ('tempering', 'noise addition')
+    symbol           its parameter's symbol in messages and tables ('kappa', 'tau')
+    grand_parameter  the parameter at which q_i is p(theta | o_N); prior_parameter, at which q_i is p(theta)
+    max_calls        sampler calls per party at most (the warning for unmet targets names it)
+    """
+
+    name: ClassVar[str]
+    symbol: ClassVar[str]
+    grand_parameter: ClassVar[float]
+    prior_parameter: ClassVar[float]
+    max_calls: int
+
+    @abstractmethod
+    def solve(self, sampler: RewardSampler, targets, grand: Evaluation, releases, parties) -> list[Search]:
+        """One finished `Search` per target, in order: parties[j] (an index into `releases`) is searched for
+        targets[j], given the grand coalition's evaluation `grand` (at grand_parameter)."""
+
+    @abstractmethod
+    def effective_epsilons(self, releases, parameters) -> np.ndarray:
+        """(n rewards, n parties): party k's epsilon inside party i's reward at parameters[i]."""
+
+
 @dataclass(frozen=True)
-class _SearchSettings:
+class _SearchSettings(RewardMechanism):
     """What both searches take: max_calls sampler calls per party at most; accept |r - r*| <= z * se; stop when the
     bracket is narrower than parameter_tolerance times its upper end."""
 
@@ -147,10 +179,14 @@ class Tempering(_SearchSettings):
     """
 
     name = "tempering"
+    symbol = "kappa"
+    grand_parameter = 1.0
+    prior_parameter = 0.0
 
-    def solve(self, sampler: RewardSampler, targets, grand: Evaluation) -> list[Search]:
-        """Each party's kappa for its target, given the grand coalition's evaluation (kappa = 1)."""
-        shared = [Evaluation(0.0, 0.0, 0.0, None), grand]
+    def solve(self, sampler: RewardSampler, targets, grand: Evaluation, releases=None, parties=None) -> list[Search]:
+        """Each party's kappa for its target, given the grand coalition's evaluation (kappa = 1). The releases and
+        parties are not needed: every party searches the same r(kappa)."""
+        shared = [Evaluation(self.prior_parameter, 0.0, 0.0, None), grand._replace(parameter=self.grand_parameter)]
         searches = [Search(float(target), shared, increasing=True) for target in targets]
         _lockstep(self, sampler, searches, lambda search, kappa: sampler.data.tempered(kappa))
         return searches
@@ -176,6 +212,9 @@ class NoiseAddition(_SearchSettings):
     allow_seed_reuse: bool = False
 
     name = "noise addition"
+    symbol = "tau"
+    grand_parameter = 0.0
+    prior_parameter = math.inf
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -209,7 +248,8 @@ class NoiseAddition(_SearchSettings):
         """The smallest tau of each of `parties` (indices) for its target, given the grand coalition (tau = 0)."""
         unit = self.unit_variances(releases)
         draws = self.realisations(releases, sampler.data.perturbed.shape)
-        searches = [Search(float(target), [grand._replace(parameter=0.0)], increasing=False) for target in targets]
+        start = grand._replace(parameter=self.grand_parameter)
+        searches = [Search(float(target), [start], increasing=False) for target in targets]
         realisation = {id(search): draws[party] for search, party in zip(searches, parties)}
         _lockstep(
             self,
@@ -270,11 +310,12 @@ def _widened_event(record, widened: float):
 
 
 MECHANISMS = {"tempering": Tempering, "noise": NoiseAddition}
+PARAMETER_SYMBOLS = {mechanism.name: mechanism.symbol for mechanism in MECHANISMS.values()}  # 'tempering': 'kappa'
 
 
-def as_mechanism(rewards) -> Tempering | NoiseAddition:
-    """'tempering', 'noise', or a configured Tempering / NoiseAddition."""
-    if isinstance(rewards, (Tempering, NoiseAddition)):
+def as_mechanism(rewards) -> RewardMechanism:
+    """'tempering', 'noise', or a configured Tempering / NoiseAddition (any `RewardMechanism`)."""
+    if isinstance(rewards, RewardMechanism):
         return rewards
     if isinstance(rewards, str) and rewards in MECHANISMS:
         return MECHANISMS[rewards]()

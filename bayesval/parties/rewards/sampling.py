@@ -27,15 +27,25 @@ class Evaluation(NamedTuple):
 
 class RewardSampler:
     """Samples p(theta | inputs) under modified inputs for many trials at once: a sampler call holds `slots` trials,
-    each with every repeat, in the valuation's batch of rows. Call j draws from fold_in(key, j)."""
+    each with every repeat, in the valuation's batch of rows. Call j draws from fold_in(key, j).
+
+    Everything it needs of the valuation's `CoalitionSurprise` is read here, once: the releases (`data`), the k of
+    its KL estimator, its batch of rows (`batch_rows`), the repeats and chain length of its `SamplerConfig`, its
+    `of_inputs` (the surprise of coalitions under modified releases) and its model's `prior_draws`. A search never
+    touches the surprise again, so a stub with these attributes serves as well (tests, benchmarks).
+    """
 
     def __init__(self, surprise: CoalitionSurprise, key: jax.Array) -> None:
         self.surprise, self.key = surprise, key
         self.data: NoiseAwareData = surprise.data
         self.num_parties = int(self.data.counts.shape[0])
         self.k = surprise.k
-        self.slots = max(1, surprise.batch_rows // surprise.config.num_repeats)
+        self.num_repeats = surprise.config.num_repeats
+        self.batch_rows = surprise.batch_rows
+        self.slots = max(1, self.batch_rows // self.num_repeats)
         self.chain_length = surprise.config.num_samples // surprise.config.thinning  # draws run chain by chain
+        self._of_inputs = surprise.of_inputs
+        self._prior_draws = surprise.model.prior_draws
         self.calls = 0
 
     def evaluate(
@@ -45,9 +55,9 @@ class RewardSampler:
         progress bars say `stage`."""
         if masks is None:
             masks = np.ones((len(inputs), self.num_parties), bool)
-        rows = len(inputs) * self.surprise.config.num_repeats
-        with progress.stage(stage, calls=math.ceil(rows / self.surprise.batch_rows)):
-            values, draws = self.surprise.of_inputs(jax.random.fold_in(self.key, self.calls), inputs, masks)
+        rows = len(inputs) * self.num_repeats
+        with progress.stage(stage, calls=math.ceil(rows / self.batch_rows)):
+            values, draws = self._of_inputs(jax.random.fold_in(self.key, self.calls), inputs, masks)
         self.calls += math.ceil(len(inputs) / self.slots)
         mean, stderr = per_repeat(values)
         return [Evaluation(float(p), float(m), float(s), d) for p, m, s, d in zip(parameters, mean, stderr, draws)]
@@ -55,4 +65,4 @@ class RewardSampler:
     def prior(self, num_draws: int) -> np.ndarray:
         """Draws of p(theta): the reward of a party whose target is 0."""
         key = jax.random.fold_in(self.key, 2**31 - 1)
-        return np.asarray(self.surprise.model.prior_draws(key, self.data, num_draws))
+        return np.asarray(self._prior_draws(key, self.data, num_draws))
