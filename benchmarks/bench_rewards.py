@@ -30,11 +30,11 @@ class OneTrialPerCall(RewardSampler):
         super().__init__(surprise, key)
         self.slots = 1
 
-    def evaluate(self, inputs, parameters, masks=None):
+    def evaluate(self, inputs, parameters, masks=None, *, stage="rewards"):
         found = []
         for j in range(len(inputs)):
             found += super().evaluate(
-                inputs[j : j + 1], parameters[j : j + 1], None if masks is None else masks[j : j + 1]
+                inputs[j : j + 1], parameters[j : j + 1], None if masks is None else masks[j : j + 1], stage=stage
             )
         return found
 

@@ -1,6 +1,5 @@
 """How a batch of coalition posteriors is laid out: one key per row and the row axis sharded over every local
-device; rows are padded to fixed sizes by the package's one batching helper, `bayesval.batching` (whose
-`padded_size` and `pad_rows` are re-exported here for the samplers' callers).
+device; rows are padded to fixed sizes by the package's one padded-batch helper, `bayesval.batching`.
 
 A row is one (coalition, repeat) posterior. Its key is derived from the row alone (`coalition_key`), and
 every sampler maps rows independently, so a posterior does not depend on which batch, chunk or device
@@ -13,10 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-from bayesval.batching import pad_rows, padded_size
-
-__all__ = ["coalition_key", "pad_rows", "padded_size", "row_keys", "shard_rows"]
 
 
 def coalition_key(key: jax.Array, code: int, repeat: int) -> jax.Array:
@@ -36,7 +31,7 @@ def row_keys(key: jax.Array, num_rows: int) -> jax.Array:
 
 def shard_rows(*arrays):
     """Place arrays with the row axis (leading) split over all local devices; unchanged on one device.
-    The row count must be a multiple of the device count (`padded_size`)."""
+    The row count must be a multiple of the device count (`bayesval.batching.padded_size`)."""
     devices = jax.local_devices()
     if len(devices) == 1:
         return arrays if len(arrays) > 1 else arrays[0]

@@ -19,9 +19,10 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from bayesval.batching import batches, pad_rows, padded_size
 from bayesval.divergence import EXTRA_NEIGHBOURS, THEILER_WINDOW, batched_kl, theiler_window  # noqa: F401
 from bayesval.games.shapley import mask_codes
-from bayesval.inference.batching import coalition_key, pad_rows, padded_size, shard_rows
+from bayesval.inference.batching import coalition_key, shard_rows
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
@@ -248,9 +249,8 @@ class CoalitionSurprise:
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
         row_draws, row_kept = [], []
-        for start in range(0, num_rows, self.batch_rows):
-            here = slice(start, min(start + self.batch_rows, num_rows))
-            size = here.stop - here.start
+        for batch in batches(num_rows, self.batch_rows):
+            here, size = slice(batch.start, batch.stop), batch.count
             chunk_keys, chunk_masks = shard_rows(
                 pad_rows(jax.numpy.stack(keys[here]), self.batch_rows), pad_rows(masks[here], self.batch_rows)
             )

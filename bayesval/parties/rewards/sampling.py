@@ -29,23 +29,24 @@ class RewardSampler:
     """Samples p(theta | inputs) under modified inputs for many trials at once: a sampler call holds `slots` trials,
     each with every repeat, in the valuation's batch of rows. Call j draws from fold_in(key, j).
 
-    Everything it needs of the valuation's `CoalitionSurprise` is read here, once: the releases (`data`), the k of
-    its KL estimator, its batch of rows (`batch_rows`), the repeats and chain length of its `SamplerConfig`, its
-    `of_inputs` (the surprise of coalitions under modified releases) and its model's `prior_draws`. A search never
-    touches the surprise again, so a stub with these attributes serves as well (tests, benchmarks).
+    Everything it needs of the valuation's `CoalitionSurprise` is read here, once, through its public surface: the
+    game (`surprise.game`: the releases, the k of its KL estimator, the repeats and chain length of its
+    `SamplerConfig`), its batch of rows (`batch_rows`), `of_inputs` (the surprise of coalitions under modified
+    releases) and `prior_draws`. A search never touches the surprise again.
     """
 
     def __init__(self, surprise: CoalitionSurprise, key: jax.Array) -> None:
+        game = surprise.game
         self.surprise, self.key = surprise, key
-        self.data: NoiseAwareData = surprise.data
+        self.data: NoiseAwareData = game.data
         self.num_parties = int(self.data.counts.shape[0])
-        self.k = surprise.k
-        self.num_repeats = surprise.config.num_repeats
+        self.k = game.k
+        self.num_repeats = game.config.num_repeats
         self.batch_rows = surprise.batch_rows
         self.slots = max(1, self.batch_rows // self.num_repeats)
-        self.chain_length = surprise.config.num_samples // surprise.config.thinning  # draws run chain by chain
+        self.chain_length = game.config.num_samples // game.config.thinning  # draws run chain by chain
         self._of_inputs = surprise.of_inputs
-        self._prior_draws = surprise.model.prior_draws
+        self._prior_draws = surprise.prior_draws
         self.calls = 0
 
     def evaluate(
@@ -65,4 +66,4 @@ class RewardSampler:
     def prior(self, num_draws: int) -> np.ndarray:
         """Draws of p(theta): the reward of a party whose target is 0."""
         key = jax.random.fold_in(self.key, 2**31 - 1)
-        return np.asarray(self._prior_draws(key, self.data, num_draws))
+        return self._prior_draws(key, num_draws)
