@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -325,3 +326,12 @@ __all__ = [
     "row_norms",
     "to_float",
 ]
+
+
+def user_stacklevel() -> int:
+    """The `stacklevel` at which a warning issued by the calling function points at the first frame outside
+    bayesval: the user's own line, however deep in the package the warning is raised."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "bayesval":
+        frame, level = frame.f_back, level + 1
+    return level

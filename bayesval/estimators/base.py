@@ -25,7 +25,7 @@ import numpy as np
 
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
-from bayesval.validation import check_finite_array, check_key, check_labels
+from bayesval.validation import check_finite_array, check_key, check_labels, user_stacklevel
 
 
 def sampling_key(key, seed=None, owner: str = "the estimator") -> jax.Array:
@@ -38,7 +38,7 @@ def sampling_key(key, seed=None, owner: str = "the estimator") -> jax.Array:
         f"seed= of {owner} is deprecated and will be removed in the next release: pass key= (an int seed or a "
         "jax.random.key; privacy noise still comes from noise_seed)",
         DeprecationWarning,
-        stacklevel=4,
+        stacklevel=user_stacklevel(),
     )
     if not (isinstance(key, int) and key == 0):
         raise TypeError(f"{owner} got both key= and seed=: pass key= only")

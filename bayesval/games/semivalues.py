@@ -26,7 +26,7 @@ from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Pro
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.results.result import ValuationResult
 from bayesval.results.state import SemivalueState
-from bayesval.validation import check_bool, check_count, check_int, check_key
+from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
 
 Utility = Callable[[jax.Array, jax.Array], jax.Array]
 SHOWN_COALITIONS = 5  # coalitions named in a NaN error
@@ -221,7 +221,7 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
         f"Its standard errors and convergence flags are not reliable; use {type(better).__name__}() (the default "
         f"for {semivalue.name}) instead",
         UserWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
 
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bayesval.results.variance import TRUSTED_DOF, trusted
-from bayesval.validation import check_int, check_non_negative, check_positive
+from bayesval.validation import check_int, check_non_negative, check_positive, user_stacklevel
 
 DEFAULT_MAX_EVALUATIONS = 1_000_000
 
@@ -217,6 +217,6 @@ def capped(rule: StoppingRule) -> StoppingRule:
         f"noise, tied values that swap ranks); stopping at MaxEvaluations({DEFAULT_MAX_EVALUATIONS}) as well. Add "
         "'| MaxEvaluations(...)' or '| MaxTime(...)' to choose the cap",
         UserWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
     return rule | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)

@@ -16,7 +16,7 @@ from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
 from bayesval.privacy.accounting import zcdp_multiplier_for
 from bayesval.privacy.sensitivity import check_sensitivity_claim
 from bayesval.statistics import Bounds, LinearRegressionStatistic
-from bayesval.validation import check_bool, check_finite_array, row_norms
+from bayesval.validation import check_bool, check_finite_array, row_norms, user_stacklevel
 
 # "discrete_gaussian": floating-point safe, the default; "gaussian": float noise for in-process experiments.
 MECHANISMS = ("discrete_gaussian", "gaussian")
@@ -157,7 +157,7 @@ class Party:
             warnings.warn(
                 f"{self.name}: {clipped} of {len(X)} rows lie outside the declared bounds and were clipped before "
                 "release (this count stays with the party)",
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         description = describe_statistic(statistic)
         perturbed, record = self._mechanisms[key].perturb(

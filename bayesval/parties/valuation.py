@@ -22,7 +22,6 @@ The design, the defaults and the resume contract are described in docs/api/valua
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from bayesval.parties.rewards.targets import check_rho
 from bayesval.parties.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
-from bayesval.validation import check_bool, check_int, check_key, check_positive
+from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
 
 DEFAULT_K = 4  # neighbours of the k-NN KL estimator
 DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
@@ -266,14 +265,14 @@ def _warn_about_releases(parties, provenance: dict[str, str]) -> None:
     if flagged:
         described = "; ".join(f"{owner}: {', '.join(notes)}" for owner, notes in flagged.items())
         warnings.warn(
-            f"some releases are experiments or not floating-point safe ({described})", stacklevel=_caller_level()
+            f"some releases are experiments or not floating-point safe ({described})", stacklevel=user_stacklevel()
         )
     reused = [name for name, how in provenance.items() if how == "reused"]
     if reused:
         warnings.warn(
             f"reusing the earlier releases of {reused}: no new privacy spent (party.release(statistic, fresh=True) "
             "makes a new release, which composes in the ledger)",
-            stacklevel=_caller_level(),
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -383,7 +382,7 @@ def warn_if_unconverged(diagnostics: dict) -> None:
         f"some coalition posteriors did not converge (max R-hat {worst_r_hat:.3f}, min bulk ESS {worst_ess:.0f}; "
         f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI); "
         "see result.diagnostics and raise num_warmup / num_samples",
-        stacklevel=_caller_level(),
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -439,15 +438,6 @@ def value_parties(
     key_rewards = jax.random.fold_in(settings.key, 2)
     rewards = reward_parties(surprise, settings, names, releases, shapley.values, key_rewards)
     return assemble_result(model, parties, names, surprise, shapley, releases, rewards)
-
-
-def _caller_level() -> int:
-    """The `stacklevel` at which a warning issued by the calling function points at the first frame outside
-    bayesval: the user's call of `valuate`, however deep the party path runs."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "bayesval":
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _parameter_names(model, parties) -> list[str] | None:

@@ -16,6 +16,7 @@ from bayesval.parties.rewards.metrics import mnlp_classification, mnlp_regressio
 from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
 from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
 from bayesval.results.serialisation import register
+from bayesval.validation import user_stacklevel
 
 MNLP_TASKS = {"regression": mnlp_regression, "classification": mnlp_classification}
 
@@ -166,7 +167,7 @@ def allocate(
         warnings.warn(
             f"the rewards of {[names[i] for i in np.flatnonzero(~reached)]} did not reach their targets within "
             f"{mechanism.max_calls} sampler calls; raise max_calls or the sampler budget",
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     parameters = np.array([trial.parameter for trial in accepted], np.float64)
     return Rewards(
@@ -201,7 +202,7 @@ def _checked_rationality(shapley, singleton_values, grand_value: float, rho: flo
         warnings.warn(
             f"rho = {rho:g} exceeds the individual-rationality bound {bound:.3g}: some party's target is below the "
             "value of its own data alone (Sim et al. 2023, Sec. 4, P4); a smaller rho rewards more equally",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     return bound
 

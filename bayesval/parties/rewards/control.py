@@ -28,7 +28,7 @@ from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
 from bayesval.privacy.accounting import epsilon_at, gaussian_event, rdp_epsilon_at, zcdp_event
 from bayesval.privacy.mechanisms import add_noise
 from bayesval.privacy.noise import NoiseSource, fingerprint
-from bayesval.validation import check_count, check_positive
+from bayesval.validation import check_count, check_positive, user_stacklevel
 
 SAFEGUARD = 0.05  # a falsi trial stays this fraction of the bracket away from its ends
 FLOOR = 1e-3  # a bracket starting at parameter 0 is split in log space from FLOOR * its upper end
@@ -272,7 +272,7 @@ class NoiseAddition(_SearchSettings):
                         f"{earlier.value:.3f} at tau = {earlier.parameter:.3g} but {later.value:.3f} at tau = "
                         f"{later.parameter:.3g} (Sim et al. 2023, Fig. 2d); the root found may not be the smallest. "
                         "Likelihood tempering is monotone",
-                        stacklevel=4,
+                        stacklevel=user_stacklevel(),
                     )
                     return
 

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from bayesval.validation import check_finite_array, check_real
+from bayesval.validation import check_finite_array, check_real, user_stacklevel
 
 FINITE_VALUES = "rewards are computed from finite values"
 
@@ -54,7 +54,7 @@ def nonnegative_shapley(shapley, singleton_values, names=None) -> tuple[np.ndarr
         f"negative Shapley values for {shown}: their rho-Shapley targets are undefined, so the marginal contribution "
         f"to the empty set is upweighted (phi' = (1 - w) phi + w v_i with w = {weight:.3g}); these parties cannot be "
         "individually rational",
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
     return adjusted, weight
 
