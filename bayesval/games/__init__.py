@@ -3,7 +3,7 @@ stopping rules, and results that merge and resume (docs/games.md); games with cl
 
 from bayesval.games.analytic import Airport, Miner, Shoes, SymmetricVoting, UnanimitySum, WeightedVoting
 from bayesval.games.samplers import PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
-from bayesval.games.semivalues import exact_semivalue, semivalue
+from bayesval.games.semivalues import Utility, exact_semivalue, semivalue
 from bayesval.games.stopping import MaxEvaluations, MaxTime, RankStability, StandardError, When
 from bayesval.games.weights import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, Semivalue, beta_shapley
 
@@ -25,6 +25,7 @@ __all__ = [
     "SymmetricVoting",
     "UnanimitySum",
     "UniformSampler",
+    "Utility",
     "WeightedVoting",
     "When",
     "beta_shapley",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +28,15 @@ from bayesval.results.result import ValuationResult
 from bayesval.results.state import SemivalueState
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
 
-Utility = Callable[[jax.Array, jax.Array], jax.Array]
+
+class Utility(Protocol):
+    """The contract of a game's utility: a pure function of a key and a batch of coalition masks (B, n) boolean,
+    returning their values (B,), or (R, B) for R independent estimates of each (as the party surprise gives one per
+    repeat). Any plain function with this signature is one."""
+
+    def __call__(self, key: jax.Array, masks: jax.Array) -> jax.Array: ...
+
+
 SHOWN_COALITIONS = 5  # coalitions named in a NaN error
 
 
