@@ -175,16 +175,24 @@ def sample_coalition_posteriors_nuts(
         begin += length
         bar.update(length * transitions)
     bar.close()
+    return _coalition_draws(
+        program, trace, states, data, chain_masks, tuple(sites), (num_coalitions, num_chains), min_bfmi
+    )
+
+
+def _coalition_draws(program, trace, states, data, chain_masks, sites, shape, min_bfmi) -> CoalitionDraws:
+    """The traced draws constrained to the `sites` and laid out (K, chains, kept, d), with the BFMI rule's kept
+    chains and the per-chain statistics; `shape` = (K, chains)."""
     z, energy, diverging = trace
-    draws = np.asarray(program.constrain(z, data, chain_masks, tuple(sites)))
-    energy = np.asarray(energy).reshape(num_coalitions, num_chains, kept)
+    draws = np.asarray(program.constrain(z, data, chain_masks, sites))
+    energy = np.asarray(energy).reshape(shape + (-1,))
     chain_bfmi = bfmi(energy)
     return CoalitionDraws(
-        draws.reshape(num_coalitions, num_chains, kept, -1),
+        draws.reshape(shape + (energy.shape[-1], -1)),
         chain_bfmi >= min_bfmi,
         {
             "bfmi": chain_bfmi,
-            "divergences": np.asarray(diverging).reshape(num_coalitions, num_chains, kept).sum(-1),
-            "mean_accept_prob": np.asarray(states.mean_accept_prob).reshape(num_coalitions, num_chains),
+            "divergences": np.asarray(diverging).reshape(shape + (-1,)).sum(-1),
+            "mean_accept_prob": np.asarray(states.mean_accept_prob).reshape(shape),
         },
     )
