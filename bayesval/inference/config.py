@@ -85,7 +85,7 @@ class SamplerConfig:
             )
         given = list(self.kernel_overrides)
         if given and not _quiet:
-            _kernel_field_warning(given, stacklevel=5)  # past __post_init__ and the dataclass's __init__
+            _kernel_field_warning(given, stacklevel=4)  # past __post_init__ and the dataclass's __init__
 
     def _set(self, name: str, value) -> None:
         """Store the checked value (a python int / bool / float even if a numpy scalar came in)."""
@@ -120,11 +120,12 @@ class SamplerConfig:
             raise TypeError(
                 f"SamplerConfig.with_() got unknown field(s) {', '.join(hints)}; valid fields: {', '.join(valid)}"
             )
-        given = [name for name in KERNEL_FIELDS if name in changes]
-        if given:
-            _kernel_field_warning(given, stacklevel=3)
         with _quietly():
-            return replace(self, **changes)
+            copy = replace(self, **changes)
+        given = [name for name in KERNEL_FIELDS if name in changes]
+        if given:  # a checked value, forwarded
+            _kernel_field_warning(given, stacklevel=3)
+        return copy
 
     BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats")
 
