@@ -85,17 +85,15 @@ def test_positive_definite_bijection_and_jacobian():
 
 def test_gibbs_program_calls_no_lapack_kernel():
     from bayesval.inference.data import NoiseAwareData
-    from bayesval.inference.gibbs import _advance, initial_state
+    from bayesval.inference.gibbs import GibbsInputs, _advance, initial_state
     from bayesval.models import LinearRegression
 
     model, num_parties = LinearRegression(interweaving_moves=1, collapsed_moves=1), 3
     data = NoiseAwareData(jnp.ones((num_parties, 9)), jnp.full(num_parties, 100.0), jnp.ones(num_parties))
-    priors, statistic = model.priors(2), model.statistic(2)
+    priors, settings = model.priors(2), model.kernel_settings(2)
     init = jax.vmap(jax.vmap(lambda k: initial_state(k, priors, num_parties)))
     states = init(jax.random.split(jax.random.key(0), (2, 2)))
     keys = jax.random.split(jax.random.key(1), (2, 2))
-    masks = jnp.ones((2, num_parties), bool)
-    lowered = _advance.lower(
-        keys, states, data, masks, priors, statistic, (False, 1, 1), jnp.asarray(True), jnp.ones(2, int)
-    )
+    inputs = GibbsInputs(data, jnp.ones((2, num_parties), bool), priors)
+    lowered = _advance.lower(keys, states, inputs, settings, jnp.asarray(True), jnp.ones(2, int))
     assert not re.findall(r"lapack_\w+", lowered.as_text())

@@ -1,12 +1,44 @@
-"""Sampler settings in one place: `SamplerConfig`, its checks and its presets (fast defaults for interactive use and
-the papers' settings)."""
+"""The run budget of the coalition samplers: `SamplerConfig`, its checks and its presets (fast defaults for
+interactive use and the papers' settings).
+
+Settings are split the NumPyro way (`numpyro.infer.MCMC` holds chains, warm-up, samples and thinning; the kernel,
+`NUTS(...)`, holds its own settings): `SamplerConfig` is the budget of a run, while a kernel's settings belong to
+the model that owns the kernel (`NumPyroModel(target_accept_prob=, max_tree_depth=, min_bfmi=)`, the Gibbs moves
+of `LinearRegression`). For one release `SamplerConfig` still takes `target_accept_prob` and `min_bfmi` and
+forwards them to the NUTS kernel, over the model's own; passing one explicitly warns (`KERNEL_FIELDS`).
+"""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, fields, replace
 from difflib import get_close_matches
 
 from bayesval.validation import check_bool, check_count, check_non_negative, check_positive, check_probability
+
+KERNEL_FIELDS = ("target_accept_prob", "min_bfmi")
+
+
+class ModelDefault(float):
+    """A kernel field of `SamplerConfig` that the user left alone: the model's own setting applies. A float of the
+    value the field had before the split (so the config's repr, equality and saved diagnostics are as before),
+    told apart from a value the user passed by its type."""
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+    def __reduce__(self):
+        return (ModelDefault, (float(self),))
+
+
+def _kernel_field_warning(names, stacklevel: int) -> None:
+    warnings.warn(
+        f"SamplerConfig({', '.join(f'{name}=...' for name in names)}): kernel settings belong to the model now "
+        "(e.g. bayesval.models.NumPyroModel(..., target_accept_prob=0.86, min_bfmi=0.3), "
+        "LogisticRegression(target_accept_prob=...)); the value is forwarded to the NUTS kernel for one release",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
 
 
 @dataclass(frozen=True)
@@ -22,6 +54,9 @@ class SamplerConfig:
     multiple of thinning, progress_bar a bool, target_accept_prob in (0, 1), min_bfmi a finite number >= 0 and
     memory_limit_mb > 0: the memory one device may use for the draws of one batch of coalition posteriors
     (batches are chunked to it).
+
+    target_accept_prob and min_bfmi are kernel settings, kept here for one release: left alone they are the
+    model's (`kernel_overrides` is empty); given, they override the NUTS model's with a DeprecationWarning.
     """
 
     num_chains: int = 4
@@ -30,8 +65,8 @@ class SamplerConfig:
     thinning: int = 1
     num_repeats: int = 3
     progress_bar: bool = True
-    target_accept_prob: float = 0.8
-    min_bfmi: float = 0.3
+    target_accept_prob: float = ModelDefault(0.8)
+    min_bfmi: float = ModelDefault(0.3)
     memory_limit_mb: float = 2048.0
 
     def __post_init__(self) -> None:
@@ -39,13 +74,18 @@ class SamplerConfig:
         for name, minimum in minimums.items():
             self._set(name, check_count(f"SamplerConfig.{name}", getattr(self, name), minimum=minimum))
         self._set("progress_bar", check_bool("SamplerConfig.progress_bar", self.progress_bar))
-        self._set("target_accept_prob", check_probability("SamplerConfig.target_accept_prob", self.target_accept_prob))
-        self._set("min_bfmi", check_non_negative("SamplerConfig.min_bfmi", self.min_bfmi))
+        checks = {"target_accept_prob": check_probability, "min_bfmi": check_non_negative}
+        for name, check in checks.items():
+            if not isinstance(getattr(self, name), ModelDefault):
+                self._set(name, check(f"SamplerConfig.{name}", getattr(self, name)))
         self._set("memory_limit_mb", check_positive("SamplerConfig.memory_limit_mb", self.memory_limit_mb))
         if self.num_samples % self.thinning:
             raise ValueError(
                 f"SamplerConfig.num_samples={self.num_samples} must be a multiple of thinning={self.thinning}"
             )
+        given = list(self.kernel_overrides)
+        if given and not _quiet:
+            _kernel_field_warning(given, stacklevel=4)  # past __post_init__ and the dataclass's __init__
 
     def _set(self, name: str, value) -> None:
         """Store the checked value (a python int / bool / float even if a numpy scalar came in)."""
@@ -54,6 +94,13 @@ class SamplerConfig:
     @property
     def draws_per_repeat(self) -> int:
         return self.num_chains * self.num_samples // self.thinning
+
+    @property
+    def kernel_overrides(self) -> dict:
+        """The kernel settings passed to this config (deprecated), which override the model's: {} if none."""
+        return {
+            name: getattr(self, name) for name in KERNEL_FIELDS if not isinstance(getattr(self, name), ModelDefault)
+        }
 
     @property
     def chain_settings(self) -> dict:
@@ -73,7 +120,12 @@ class SamplerConfig:
             raise TypeError(
                 f"SamplerConfig.with_() got unknown field(s) {', '.join(hints)}; valid fields: {', '.join(valid)}"
             )
-        return replace(self, **changes)
+        with _quietly():
+            copy = replace(self, **changes)
+        given = [name for name in KERNEL_FIELDS if name in changes]
+        if given:  # a checked value, forwarded
+            _kernel_field_warning(given, stacklevel=3)
+        return copy
 
     BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats")
 
@@ -115,7 +167,17 @@ class SamplerConfig:
                 raise TypeError(
                     f"SamplerConfig.preset: {argument} must be a string, got {value!r} ({type(value).__name__})"
                 )
-        presets = {
+        with _quietly():  # the paper's target acceptance is forwarded to the kernel without a warning
+            presets = cls._presets()
+        if sampler not in presets:
+            raise ValueError(f"unknown sampler {sampler!r}; choose one of {sorted(presets)}")
+        if name not in presets[sampler]:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(presets[sampler])}")
+        return presets[sampler][name]
+
+    @classmethod
+    def _presets(cls) -> dict:
+        return {
             "gibbs": {
                 "fast": cls(),
                 "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6),
@@ -127,8 +189,19 @@ class SamplerConfig:
                 ),
             },
         }
-        if sampler not in presets:
-            raise ValueError(f"unknown sampler {sampler!r}; choose one of {sorted(presets)}")
-        if name not in presets[sampler]:
-            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(presets[sampler])}")
-        return presets[sampler][name]
+
+
+_quiet = False
+
+
+class _quietly:
+    """Within it, configs are built without the kernel-field warning: for copies (`with_`) of a config whose
+    fields the user gave once already, and for the presets."""
+
+    def __enter__(self) -> None:
+        global _quiet
+        self._before, _quiet = _quiet, True
+
+    def __exit__(self, *exc) -> None:
+        global _quiet
+        _quiet = self._before

@@ -4,10 +4,20 @@ models, samplers and the game layer depend on this module and not on each other.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import jax.numpy as jnp
 import numpy as np
+
+
+@runtime_checkable
+class ReleasedStatistic(Protocol):
+    """What a sampler needs of one party's release (`bayesval.PerturbedStatistic` keeps it): the perturbed
+    statistic o_i = s_i + z_i, the record count c_i and the DP noise's standard deviation sigma_z,i."""
+
+    perturbed: np.ndarray
+    count: float
+    noise_std: float
 
 
 class NoiseAwareData(NamedTuple):
@@ -26,7 +36,7 @@ class NoiseAwareData(NamedTuple):
         if isinstance(releases, (str, bytes)) or not hasattr(releases, "__len__") or len(releases) == 0:
             raise ValueError(f"releases must be a non-empty list of released statistics, got {releases!r:.80}")
         for index, release in enumerate(releases):
-            if not all(hasattr(release, field) for field in ("perturbed", "count", "noise_std")):
+            if not isinstance(release, ReleasedStatistic):
                 raise TypeError(
                     f"releases[{index}] is not a released statistic (got {type(release).__name__}; expected a "
                     "bayesval.PerturbedStatistic, e.g. party.release(model.statistic(d)))"

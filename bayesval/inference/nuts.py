@@ -12,6 +12,7 @@ latent sites must be continuous. Chains whose energy Bayesian fraction of missin
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +26,17 @@ from bayesval.batching import even_splits
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
 from bayesval.progress import describe
+
+
+class NUTSSettings(NamedTuple):
+    """The NUTS kernel's settings, owned by the model as NumPyro's `NUTS(target_accept_prob=, max_tree_depth=)`
+    owns them (while `SamplerConfig` holds the run budget): the step-size adaptation's target acceptance (Hoffman
+    & Gelman 2014, Sec. 3.2), trees of at most 2^max_tree_depth - 1 leapfrog steps, and the E-BFMI below which a
+    chain is dropped (Betancourt 2016; Sim et al. 2023, App. H.1)."""
+
+    target_accept_prob: float = 0.8
+    max_tree_depth: int = 10
+    min_bfmi: float = 0.3
 
 
 def bfmi(energy: np.ndarray) -> np.ndarray:
@@ -133,7 +145,9 @@ def sample_coalition_posteriors_nuts(
     per row (`NoiseAwareData.per_row`).
 
     Returns draws (K, num_chains, num_samples / thinning, d), the chains kept by the BFMI rule and,
-    in info, per-chain 'bfmi', 'divergences' and 'mean_accept_prob'. Chains start from prior draws.
+    in info, per-chain 'bfmi', 'divergences' and 'mean_accept_prob', as `CoalitionDraws` (as the Gibbs driver
+    does). Chains start from prior draws. The kernel's settings are those of `NUTSSettings` (a model passes
+    `**model.kernel_settings(config)._asdict()`).
     """
     masks = jnp.asarray(masks, bool)
     num_coalitions, num_parties = masks.shape
@@ -161,16 +175,24 @@ def sample_coalition_posteriors_nuts(
         begin += length
         bar.update(length * transitions)
     bar.close()
+    return _coalition_draws(
+        program, trace, states, data, chain_masks, tuple(sites), (num_coalitions, num_chains), min_bfmi
+    )
+
+
+def _coalition_draws(program, trace, states, data, chain_masks, sites, shape, min_bfmi) -> CoalitionDraws:
+    """The traced draws constrained to the `sites` and laid out (K, chains, kept, d), with the BFMI rule's kept
+    chains and the per-chain statistics; `shape` = (K, chains)."""
     z, energy, diverging = trace
-    draws = np.asarray(program.constrain(z, data, chain_masks, tuple(sites)))
-    energy = np.asarray(energy).reshape(num_coalitions, num_chains, kept)
+    draws = np.asarray(program.constrain(z, data, chain_masks, sites))
+    energy = np.asarray(energy).reshape(shape + (-1,))
     chain_bfmi = bfmi(energy)
     return CoalitionDraws(
-        draws.reshape(num_coalitions, num_chains, kept, -1),
+        draws.reshape(shape + (energy.shape[-1], -1)),
         chain_bfmi >= min_bfmi,
         {
             "bfmi": chain_bfmi,
-            "divergences": np.asarray(diverging).reshape(num_coalitions, num_chains, kept).sum(-1),
-            "mean_accept_prob": np.asarray(states.mean_accept_prob).reshape(num_coalitions, num_chains),
+            "divergences": np.asarray(diverging).reshape(shape + (-1,)).sum(-1),
+            "mean_accept_prob": np.asarray(states.mean_accept_prob).reshape(shape),
         },
     )

@@ -26,7 +26,7 @@ from bayesval.inference.clt import linear_regression_record_moments, pair_produc
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
-from bayesval.inference.gibbs import BLRPriors, sample_coalition_posteriors
+from bayesval.inference.gibbs import BLRPriors, GibbsSettings, sample_coalition_posteriors
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.validation import check_bool, check_count
 
@@ -168,23 +168,22 @@ class LinearRegression:
         `Partial`: the prior is its traced argument, so one compiled program serves every prior)."""
         return Partial(_nig_theta_log_density, self.priors(_num_features(data)).model)
 
+    def kernel_settings(self, num_features: int) -> GibbsSettings:
+        """The Gibbs kernel's settings this model owns (its statistic's layout, shared data model, moves): the
+        static part of the kernel, as NumPyro's kernels own theirs while `SamplerConfig` holds the run budget."""
+        return GibbsSettings(
+            self.statistic(num_features), self.shared_data_model, self.interweaving_moves, self.collapsed_moves
+        )
+
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig
     ) -> CoalitionDraws:
-        """Draws of p(theta | o_C) for every coalition mask, by Gibbs: (K, chains, kept, D + 1)."""
+        """Draws of p(theta | o_C) for every coalition mask, by Gibbs: (K, chains, kept, D + 1), every chain kept."""
         num_features = _num_features(data)
-        draws = sample_coalition_posteriors(
-            key,
-            data,
-            masks,
-            self.priors(num_features),
-            self.statistic(num_features),
-            shared_data_model=self.shared_data_model,
-            interweaving_moves=self.interweaving_moves,
-            collapsed_moves=self.collapsed_moves,
-            **config.chain_settings,
+        settings = self.kernel_settings(num_features)
+        return sample_coalition_posteriors(
+            key, data, masks, self.priors(num_features), settings, **config.chain_settings
         )
-        return CoalitionDraws.all_kept(np.asarray(draws))
 
     def exact_posterior(self, statistics: np.ndarray, count: float, num_features: int) -> NIG:
         """Conjugate NIG posterior given summed exact statistics (the non-private baseline), or

@@ -166,9 +166,18 @@ class LogisticRegression(NumPyroModel):
     each iteration costs the deepest tree of the batch; one chain here averages 9-13 steps, but the deepest of
     84 reached 31-63. At 3 (7 steps) Diab's valuation mixes as well per second and runs 3.5x faster
     (docs/architecture.md, "Batched NUTS waits for its deepest tree").
+    target_accept_prob, min_bfmi: the rest of the NUTS kernel's settings (`NumPyroModel`); Sim et al.'s runs use
+    0.86 and 0.3 (App. H.1), which the 'paper' preset still forwards for one release.
     """
 
-    def __init__(self, max_sq_norm: float | None = None, lkj_concentration: float = 2.0, max_tree_depth: int = 3):
+    def __init__(
+        self,
+        max_sq_norm: float | None = None,
+        lkj_concentration: float = 2.0,
+        max_tree_depth: int = 3,
+        target_accept_prob: float = 0.8,
+        min_bfmi: float = 0.3,
+    ):
         if max_sq_norm is not None:
             try:
                 max_sq_norm = check_positive("LogisticRegression.max_sq_norm", max_sq_norm)
@@ -182,10 +191,12 @@ class LogisticRegression(NumPyroModel):
             statistic=LogisticRegressionStatistic,
             name="noise-aware Bayesian logistic regression (NUTS)",
             max_tree_depth=max_tree_depth,
+            target_accept_prob=target_accept_prob,
+            min_bfmi=min_bfmi,
         )
 
     def _settings(self) -> tuple:
-        return type(self), self.max_sq_norm, self.lkj_concentration, self.max_tree_depth
+        return type(self), self.max_sq_norm, self.lkj_concentration, *self.kernel
 
     def __eq__(self, other) -> bool:
         """Equal settings, equal model: instances share compiled NUTS programs (cached per model)."""

@@ -1,12 +1,6 @@
-"""The protocol every model `valuate()` accepts, and its NUTS implementation for any NumPyro model.
-
-`valuate()` needs four things from a model: `statistic(num_features)` (what a raw `Party` computes
-and releases; any object with `size`, `compute(X, y)` and `sensitivity(bounds)`), `prior_draws(key,
-data, num_draws)` (i.i.d. draws of theta, the KL reference), `posterior_draws(key, data, masks,
-config)` (draws of p(theta | o_C) for a batch of coalition masks, as `CoalitionDraws`), and `sampler`
-('gibbs' or 'nuts', which picks the presets). `LinearRegression` implements them with its Gibbs
-kernel; `NumPyroModel` implements them for any NumPyro model function with batched NUTS and
-`numpyro.infer.Predictive`.
+"""`NumPyroModel`: the `PartyModel` contract (`bayesval.models.protocol`) for any NumPyro model function, with
+batched NUTS for the coalition posteriors (`bayesval.inference.nuts`) and `numpyro.infer.Predictive` for the prior
+draws. `LinearRegression` keeps the same contract with its Gibbs kernel.
 """
 
 from __future__ import annotations
@@ -24,8 +18,8 @@ from numpyro.infer import Predictive
 
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
-from bayesval.inference.nuts import sample_coalition_posteriors_nuts
-from bayesval.validation import check_int
+from bayesval.inference.nuts import NUTSSettings, sample_coalition_posteriors_nuts
+from bayesval.validation import check_int, check_non_negative, check_probability
 
 
 class NumPyroModel:
@@ -42,6 +36,9 @@ class NumPyroModel:
     parameters: the sites that make up theta, the quantity valued (other sites are nuisance).
     statistic: the party-side statistic (an object, or a function of the number of features
     returning one); None if parties arrive already released as `PerturbedStatistic`s.
+    target_accept_prob, max_tree_depth, min_bfmi: the NUTS kernel's settings (`NUTSSettings`), the model's own as
+    in NumPyro's `NUTS(...)`; a `SamplerConfig` that still passes target_accept_prob or min_bfmi (deprecated)
+    overrides them (`kernel_settings`).
     """
 
     sampler = "nuts"
@@ -53,6 +50,8 @@ class NumPyroModel:
         statistic=None,
         name: str = "NumPyro model (NUTS)",
         max_tree_depth: int = 10,
+        target_accept_prob: float = 0.8,
+        min_bfmi: float = 0.3,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"NumPyroModel: name must be a string, got {name!r} ({type(name).__name__})")
@@ -64,6 +63,8 @@ class NumPyroModel:
         self.model_fn, self.name = model_fn, name
         self.parameters = _check_parameters(name, parameters)
         self.max_tree_depth = check_int(f"{name}: max_tree_depth", max_tree_depth, minimum=1)
+        self.target_accept_prob = check_probability(f"{name}: target_accept_prob", target_accept_prob)
+        self.min_bfmi = check_non_negative(f"{name}: min_bfmi", min_bfmi)
         if statistic is not None and not callable(statistic) and not hasattr(statistic, "compute"):
             raise TypeError(
                 f"{name}: statistic must be None, an object with size, compute(X, y) and sensitivity(bounds), "
@@ -74,6 +75,15 @@ class NumPyroModel:
 
     def model(self, data: NoiseAwareData, mask: jnp.ndarray) -> None:
         self.model_fn(data, mask)
+
+    @property
+    def kernel(self) -> NUTSSettings:
+        """The model's NUTS kernel settings."""
+        return NUTSSettings(self.target_accept_prob, self.max_tree_depth, self.min_bfmi)
+
+    def kernel_settings(self, config: SamplerConfig) -> NUTSSettings:
+        """The kernel settings a run uses: the model's, with any a (deprecated) `SamplerConfig` field overrides."""
+        return self.kernel._replace(**config.kernel_overrides)
 
     def statistic(self, num_features: int):
         if self._statistic is None:
@@ -192,9 +202,7 @@ class NumPyroModel:
             data,
             masks,
             self.parameters,
-            target_accept_prob=config.target_accept_prob,
-            max_tree_depth=self.max_tree_depth,
-            min_bfmi=config.min_bfmi,
+            **self.kernel_settings(config)._asdict(),
             **config.chain_settings,
         )
 

@@ -1,0 +1,139 @@
+"""The host driver of the Gibbs kernel: every (coalition, chain) of a batch advanced by one compiled program, in
+segments that show progress and close the adaptation windows, returning `CoalitionDraws` as the NUTS driver does
+(the loop of NumPyro's `infer/mcmc.py`, with warm-up and sampling sharing one program).
+
+`_advance` vmaps `kernel.step` over chains and coalitions and scans the kept draws; the iteration counts are
+traced, so any warm-up or thinning reuses the program, which compiles once per batch shape and `GibbsSettings`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from bayesval.inference.batching import row_keys
+from bayesval.inference.data import CoalitionDraws, NoiseAwareData
+from bayesval.inference.gibbs.adaptation import end_window, fit_for, is_adapting, is_window_end
+from bayesval.inference.gibbs.kernel import init, step
+from bayesval.inference.gibbs.state import BLRPriors, GibbsInputs, GibbsSettings, GibbsState
+from bayesval.progress import describe
+from bayesval.statistics import LinearRegressionStatistic
+
+# XLA's backend optimisation level 1 compiles the sweep program ~30 % faster (Syn, 84 chains: 9.1 s against 13.0 s)
+# and runs it as fast (23.1 against 23.6 ms per sweep): its small matrices leave level 2's passes nothing to gain.
+_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
+
+
+@partial(jax.jit, static_argnames=("num_parties", "shared_data_model"), compiler_options=_COMPILER_OPTIONS)
+def _initial_states(keys: jax.Array, priors: BLRPriors, num_parties: int, shared_data_model: bool) -> GibbsState:
+    """`kernel.init` for keys of any batch shape."""
+    draw = partial(init, priors=priors, num_parties=num_parties, shared_data_model=shared_data_model)
+    for _ in range(keys.ndim):
+        draw = jax.vmap(draw)
+    return draw(keys)
+
+
+def _sweeps(key, state: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, num_sweeps):
+    """`num_sweeps` Gibbs sweeps (a traced count, so any length reuses one compiled program). The proposal
+    moments change only between calls (at the ends of warm-up windows), so the proposals are fitted once here."""
+    fit = fit_for(state, inputs.mask, settings.shared_data_model) if settings.collapsed_moves else None
+
+    def body(i, state):
+        return step(jax.random.fold_in(key, i), state, inputs, settings, adapt, fit)
+
+    return jax.lax.fori_loop(0, num_sweeps, body, state)
+
+
+@partial(jax.jit, static_argnames=("settings",), compiler_options=_COMPILER_OPTIONS)
+def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps):
+    """Run every (coalition, chain) for sweeps[0], then sweeps[1], ... sweeps, returning theta after each
+    (K, chains, len(sweeps), D + 1). `inputs` holds the masks (K, n), the data (shared, or one row per
+    coalition) and the priors. The counts are traced, so warm-up (one count, the rest 0) and sampling (every
+    count the thinning) share one compiled program."""
+
+    def run_chain(key, state, inputs):
+        def kept(state, step_inputs):
+            key, num_sweeps = step_inputs
+            state = _sweeps(key, state, inputs, settings, adapt, num_sweeps)
+            return state, state.theta
+
+        return jax.lax.scan(kept, state, (jax.random.split(key, sweeps.shape[0]), sweeps))
+
+    per_coalition = jax.vmap(run_chain, in_axes=(0, 0, None))
+    row_axes = GibbsInputs(inputs.data.row_axis, 0, None)
+    return jax.vmap(per_coalition, in_axes=(0, 0, row_axes))(keys, states, inputs)
+
+
+def _segments(num_warmup: int, total_kept: int, segments: int) -> tuple[list[int], int, int]:
+    """Warm-up sweeps per warm-up segment (exactly num_warmup in at most `segments`), the kept draws per sampling
+    segment and the number of sampling segments."""
+    warmup = [len(b) for b in np.array_split(np.arange(num_warmup), segments) if len(b)]
+    per_segment = -(-total_kept // segments)
+    return warmup, per_segment, -(-total_kept // per_segment)
+
+
+def sample_coalition_posteriors(
+    key: jax.Array,
+    data: NoiseAwareData,
+    masks: np.ndarray,
+    priors: BLRPriors,
+    statistic: LinearRegressionStatistic | GibbsSettings,
+    *,
+    shared_data_model: bool = False,
+    interweaving_moves: int = 0,
+    collapsed_moves: int = 8,
+    num_chains: int = 4,
+    num_warmup: int = 500,
+    num_samples: int = 2000,
+    thinning: int = 1,
+    segments: int = 10,
+    progress_bar: bool = True,
+) -> CoalitionDraws:
+    """Posterior draws of theta = (w, sigma^2) for every coalition mask, as `CoalitionDraws` with draws
+    (K, chains, kept, D + 1) and every chain kept (Gibbs has no BFMI rule).
+
+    `key` is one key, or one key per mask (K,): each row's draws then depend on its key alone. `data` is shared by
+    every row, or one set of releases per row (`NoiseAwareData.per_row`). The kernel's settings come as a
+    `GibbsSettings` in place of `statistic`, or as the statistic and the keyword moves.
+
+    `num_samples` sweeps follow `num_warmup` burn-in sweeps and every `thinning`-th is kept, as in
+    NumPyro's MCMC. The sweeps run as `segments` calls of one compiled program, to show progress; from warm-up
+    segment `adaptation.ADAPT_FROM_SEGMENT` on, windows ending at `adaptation.WINDOW_ENDS` and at the end of
+    warm-up refit the collapsed moves' proposal.
+    """
+    settings = (
+        statistic
+        if isinstance(statistic, GibbsSettings)
+        else GibbsSettings(statistic, shared_data_model, interweaving_moves, collapsed_moves)
+    )
+    masks = jnp.asarray(masks, dtype=bool)
+    num_coalitions, num_parties = masks.shape
+    if num_samples % thinning:
+        raise ValueError(f"num_samples={num_samples} must be a multiple of thinning={thinning}")
+    total_kept = num_samples // thinning
+    warmup, per_segment, sampling = _segments(num_warmup, total_kept, segments)
+    key_init, key_run = jnp.moveaxis(jax.vmap(jax.random.split)(row_keys(key, num_coalitions)), 1, 0)
+    chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))
+    states = _initial_states(chain_keys(key_init), priors, num_parties, settings.shared_data_model)
+    inputs = GibbsInputs(data, masks, priors)
+    kept = []
+    with tqdm(total=len(warmup) + sampling, desc=describe("Gibbs"), disable=not progress_bar, unit="segment") as bar:
+        for index in range(len(warmup) + sampling):
+            keys = chain_keys(jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_run, index))
+            warming = index < len(warmup)
+            sweeps = np.full(per_segment, thinning)
+            if warming:
+                sweeps[:] = 0
+                sweeps[0] = warmup[index]
+            adapt = jnp.asarray(is_adapting(index, len(warmup)))
+            if settings.collapsed_moves and is_window_end(index, len(warmup)):
+                states = end_window(states)
+            states, draws = _advance(keys, states, inputs, settings, adapt, jnp.asarray(sweeps))
+            if not warming:
+                kept.append(np.asarray(draws))
+            bar.update()
+    return CoalitionDraws.all_kept(np.concatenate(kept, axis=2)[:, :, :total_kept])

@@ -1,0 +1,64 @@
+"""The contract every party model of `valuate()` keeps, as a `typing.Protocol`.
+
+Sim et al. (2023, Sec. 3-4) value a coalition C by the KL divergence from the prior p(theta) to the
+posterior p(theta | o_C) given the parties' released statistics. A model therefore supplies what a party
+computes and releases, `statistic(num_features)` (any object with `size`, `compute(X, y)` and
+`sensitivity(bounds)`); i.i.d. draws of theta from the prior, `prior_draws(key, data, num_draws)` (the KL
+reference); draws of p(theta | o_C) for a batch of coalition masks, `posterior_draws(key, data, masks, config)`,
+as `CoalitionDraws`; `sampler` ('gibbs' or 'nuts', which picks the `SamplerConfig` presets); and a `name` for
+the result's method. `check(data)` (refuse releases before sampling), `prior_log_density(data)` (the prior
+density the KL estimator can use) and `parameter_names(num_features)` are optional (`OPTIONAL_MEMBERS`).
+
+`LinearRegression` keeps the contract with its Gibbs kernel, `NumPyroModel` (and `LogisticRegression`) with
+batched NUTS; a user's class needs no base class, only these members (structural typing, PEP 544).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import jax
+import numpy as np
+
+from bayesval.inference.config import SamplerConfig
+from bayesval.inference.data import CoalitionDraws, NoiseAwareData
+
+REQUIRED_MEMBERS = ("statistic", "prior_draws", "posterior_draws", "sampler", "name")
+OPTIONAL_MEMBERS = ("check", "prior_log_density", "parameter_names")
+
+
+@runtime_checkable
+class PartyModel(Protocol):
+    """A model `valuate()` values parties with; `isinstance(model, PartyModel)` checks that every required
+    member is present (not their signatures)."""
+
+    name: str
+    sampler: str
+
+    def statistic(self, num_features: int): ...
+
+    def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> np.ndarray: ...
+
+    def posterior_draws(
+        self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig
+    ) -> CoalitionDraws: ...
+
+
+def missing_members(model) -> list[str]:
+    """The required members of `PartyModel` that `model` lacks, in the protocol's order (empty if none)."""
+    return [] if isinstance(model, PartyModel) else [name for name in REQUIRED_MEMBERS if not hasattr(model, name)]
+
+
+def is_party_model(model) -> bool:
+    """Whether `model` keeps the `PartyModel` contract (has every required member)."""
+    return isinstance(model, PartyModel)
+
+
+def check_party_model(model) -> None:
+    """Raise a TypeError naming the members `model` lacks if it is not a `PartyModel`."""
+    missing = missing_members(model)
+    if missing:
+        raise TypeError(
+            f"model must be a party model (bayesval.models.LinearRegression(), LogisticRegression(), NumPyroModel) "
+            f"or a data-point estimator (bayesval.estimators.*); {model!r} lacks {missing}"
+        )

@@ -1,0 +1,114 @@
+"""The contracts between models and samplers: the `PartyModel` protocol, the Gibbs kernel's pure init / step on
+NamedTuples, both drivers returning `CoalitionDraws`, and the kernel settings that moved from `SamplerConfig`
+to the models (forwarded for one release with a DeprecationWarning)."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+import bayesval as bv
+from bayesval.inference.config import SamplerConfig
+from bayesval.inference.data import CoalitionDraws, NoiseAwareData
+from bayesval.inference.nuts import NUTSSettings
+from bayesval.models import PartyModel, check_party_model, is_party_model
+
+
+def _mean_model(data, mask):
+    mean = numpyro.sample("mean", dist.Normal(0.0, 1.0))
+    with numpyro.plate("parties", data.counts.shape[0]), numpyro.handlers.mask(mask=mask):
+        numpyro.sample("perturbed", dist.Normal(data.counts * mean, data.noise_std), obs=data.perturbed[:, 0])
+
+
+def _tiny_data(num_parties=2):
+    model = bv.models.LinearRegression()
+    size = model.statistic(1).size
+    return NoiseAwareData(jnp.ones((num_parties, size)), jnp.full(num_parties, 50.0), jnp.full(num_parties, 2.0))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [bv.models.LinearRegression(), bv.models.LogisticRegression(), bv.models.NumPyroModel(_mean_model, ["mean"])],
+    ids=["linear", "logistic", "numpyro"],
+)
+def test_the_models_keep_the_party_model_protocol(model):
+    assert isinstance(model, PartyModel) and is_party_model(model)
+    check_party_model(model)
+
+
+def test_an_object_without_the_members_is_refused_with_their_names():
+    class Half:
+        name, sampler = "half", "nuts"
+
+        def statistic(self, num_features):
+            return None
+
+    assert not is_party_model(Half())
+    with pytest.raises(TypeError, match=r"lacks \['prior_draws', 'posterior_draws'\]"):
+        check_party_model(Half())
+
+
+def test_sampler_config_leaves_kernel_settings_to_the_model_without_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = SamplerConfig(num_chains=2)
+        paper = SamplerConfig.preset("paper", "nuts").with_(num_chains=2)
+    assert config.kernel_overrides == {}
+    assert vars(config)["target_accept_prob"] == 0.8 and "target_accept_prob=0.8," in repr(config)
+    assert config == SamplerConfig(num_chains=2)
+    model = bv.models.LogisticRegression(max_tree_depth=4, min_bfmi=0.2)
+    assert model.kernel_settings(config) == NUTSSettings(0.8, 4, 0.2)
+    assert model.kernel_settings(paper) == NUTSSettings(0.86, 4, 0.2)  # the paper preset still forwards 0.86
+
+
+def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
+    with pytest.warns(DeprecationWarning, match="kernel settings belong to the model"):
+        config = SamplerConfig(target_accept_prob=0.9, min_bfmi=0.1)
+    assert config.kernel_overrides == {"target_accept_prob": 0.9, "min_bfmi": 0.1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        copy = config.with_(num_chains=2)  # named once already: no second warning for a copy
+    assert copy.kernel_overrides == config.kernel_overrides
+    with pytest.warns(DeprecationWarning):
+        SamplerConfig().with_(min_bfmi=0.5)
+    model = bv.models.NumPyroModel(_mean_model, ["mean"], target_accept_prob=0.7)
+    assert model.kernel == NUTSSettings(0.7, 10, 0.3)
+    assert model.kernel_settings(config) == NUTSSettings(0.9, 10, 0.1)
+
+
+@pytest.mark.parametrize(("field", "value"), [("target_accept_prob", 1.0), ("min_bfmi", -1.0)])
+def test_model_kernel_settings_are_checked(field, value):
+    with pytest.raises(ValueError, match=field):
+        bv.models.NumPyroModel(_mean_model, ["mean"], **{field: value})
+
+
+def test_gibbs_step_is_a_pure_function_of_its_named_inputs():
+    from bayesval.inference.gibbs import GibbsInputs, init, step
+
+    model, data = bv.models.LinearRegression(collapsed_moves=0), _tiny_data()
+    priors, settings = model.priors(1), model.kernel_settings(1)
+    state = init(jax.random.key(0), priors, 2)
+    inputs = GibbsInputs(data, jnp.array([True, False]), priors)
+    one, two = (step(jax.random.key(1), state, inputs, settings) for _ in range(2))
+    for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(two)):
+        np.testing.assert_array_equal(a, b)
+    assert one.theta.shape == (3,) and float(one.noise_var) > 0
+
+
+def test_gibbs_driver_returns_coalition_draws_and_takes_settings_either_way():
+    from bayesval.inference.gibbs import sample_coalition_posteriors
+
+    model, data = bv.models.LinearRegression(collapsed_moves=0), _tiny_data()
+    masks = np.array([[True, False], [True, True]])
+    budget = dict(num_chains=2, num_warmup=4, num_samples=6, thinning=2, progress_bar=False)
+    priors, settings = model.priors(1), model.kernel_settings(1)
+    draws = sample_coalition_posteriors(jax.random.key(2), data, masks, priors, settings, **budget)
+    legacy = sample_coalition_posteriors(
+        jax.random.key(2), data, masks, priors, settings.statistic, collapsed_moves=0, **budget
+    )
+    assert isinstance(draws, CoalitionDraws) and draws.draws.shape == (2, 2, 3, 3) and draws.kept_chains.all()
+    np.testing.assert_array_equal(draws.draws, legacy.draws)
