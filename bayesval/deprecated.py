@@ -36,26 +36,9 @@ MOVED_MODULES = {
     "bayesval.estimators.gradient_experiments": "bayesval.experiments.gradients",
 }
 
-# Names a package exported before the move that now live in another package.
-MOVED_NAMES = {
-    "bayesval.estimators": {
-        name: "bayesval.experiments"
-        for name in (
-            "RemovalCurves",
-            "add_feature_noise",
-            "balanced_split",
-            "detection_auroc",
-            "detection_auroc_bound",
-            "detection_aurocs",
-            "dp_variance_by_k",
-            "fitted_slope",
-            "flip_labels",
-            "mislabel_detection",
-            "removal_curves",
-            "standardise",
-        )
-    },
-}
+# Packages that exported names before the move which now live in another package: every public name of the new
+# home (its `__all__`) that the old package no longer has is read from the new home, with a warning.
+MOVED_NAMES = {"bayesval.estimators": "bayesval.experiments"}
 
 
 def _warn(old: str, new: str) -> None:
@@ -64,8 +47,8 @@ def _warn(old: str, new: str) -> None:
 
 def moved_name(package: str, name: str):
     """The object a package's module `__getattr__` gives for a name that moved out of it, with a warning."""
-    home = MOVED_NAMES.get(package, {}).get(name)
-    if home is None:
+    home = MOVED_NAMES.get(package)
+    if home is None or name not in importlib.import_module(home).__all__:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
     _warn(f"{package}.{name}", f"{home}.{name}")
     return getattr(importlib.import_module(home), name)

@@ -78,11 +78,18 @@ def test_an_old_module_path_warns_and_gives_the_module_at_its_new_home(old):
     assert module.__spec__.name == MOVED_MODULES[old]  # the module keeps its own spec
 
 
-@pytest.mark.parametrize("package, name", [(p, n) for p, names in MOVED_NAMES.items() for n in sorted(names)])
+MOVED_OUT = [(package, name) for package, home in MOVED_NAMES.items() for name in importlib.import_module(home).__all__]
+
+
+@pytest.mark.parametrize("package, name", MOVED_OUT)
 def test_a_name_that_moved_out_of_a_package_warns_and_is_the_same_object(package, name):
-    with pytest.warns(DeprecationWarning, match=f"{MOVED_NAMES[package][name]}.{name}"):
+    with pytest.warns(DeprecationWarning, match=f"{MOVED_NAMES[package]}.{name}"):
         old = getattr(importlib.import_module(package), name)
-    assert old is getattr(importlib.import_module(MOVED_NAMES[package][name]), name)
+    assert old is getattr(importlib.import_module(MOVED_NAMES[package]), name)
+
+
+def test_the_names_that_moved_to_experiments_are_the_twelve_estimators_exported():
+    assert len(MOVED_OUT) == 12 and ("bayesval.estimators", "flip_labels") in MOVED_OUT
 
 
 def test_an_unknown_name_is_still_an_attribute_error():

@@ -148,3 +148,27 @@ def _valuate_until_sampling(parties):
         return bv.valuate(MODEL, parties, config=TINY)
     finally:
         valuation.CoalitionSurprise = original
+
+
+def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_redesign_carry():
+    """The kernel settings moved from SamplerConfig to the NUTS models; the fingerprint reads them where the config
+    held them, so a result saved before the move still resumes. The hash was computed by the code before the
+    redesign (commit 2d1214a, `bayesval.valuate._game_fingerprint`) for this model, data and config."""
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.parties.surprise import SurpriseGame, game_fingerprint
+
+    rng = np.random.default_rng(0)
+    model = bv.models.LogisticRegression()
+    X = rng.normal(size=(60, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True).max()
+    y = (rng.random(60) < 0.5).astype(float)
+    statistic = model.statistic(3)
+    perturbed = [
+        np.asarray(statistic.compute(X[20 * i : 20 * (i + 1)], y[20 * i : 20 * (i + 1)])) + 0.1 * i for i in range(3)
+    ]
+    data = NoiseAwareData(np.stack(perturbed), np.array([20.0, 20, 20]), np.array([1.0, 1, 1]))
+    config = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2)
+    fingerprint = game_fingerprint(SurpriseGame(model, data, config, 4, "prior-density"))
+    assert fingerprint == "0a8b43503b17680299ef0c9d235430f6cfb483ed914d2a1032ec9d47c1c0c31d"
+    tighter = bv.models.LogisticRegression(target_accept_prob=0.9)
+    assert game_fingerprint(SurpriseGame(tighter, data, config, 4, "prior-density")) != fingerprint

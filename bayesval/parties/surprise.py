@@ -23,7 +23,7 @@ from bayesval.batching import batches, pad_rows, padded_size
 from bayesval.divergence import EXTRA_NEIGHBOURS, THEILER_WINDOW, batched_kl, theiler_window  # noqa: F401
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import coalition_key, shard_rows
-from bayesval.inference.config import SamplerConfig
+from bayesval.inference.config import KERNEL_FIELDS, SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
 from bayesval.results.state import CoalitionEstimates
@@ -108,8 +108,15 @@ def game_fingerprint(game: SurpriseGame) -> str:
     sampler setting but the progress bar, k, the KL estimator and the released statistics. Not the key: estimates
     from any key are estimates of the same values, so a result of the same game may be resumed with another key."""
     settings = {name: value for name, value in vars(game.config).items() if name != "progress_bar"}
+    if hasattr(game.model, "kernel"):  # a NUTS model: its kernel settings stand where the config held them
+        effective = game.model.kernel_settings(game.config)
+        settings |= {name: float(getattr(effective, name)) for name in KERNEL_FIELDS}
     simple = (int, float, str, bool, type(None))
-    model_settings = {name: value for name, value in vars(game.model).items() if isinstance(value, simple)}
+    model_settings = {
+        name: value
+        for name, value in vars(game.model).items()
+        if isinstance(value, simple) and name not in KERNEL_FIELDS
+    }
     digest = hashlib.sha256(repr((game.model.name, sorted(model_settings.items()), settings, game.k)).encode())
     digest.update(game.kl_estimator.encode())
     for array in game.data:

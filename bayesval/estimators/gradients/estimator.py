@@ -382,15 +382,3 @@ class GradientSemivalues(PointEstimator):
             )
         self.marginals_, self.positions_ = np.asarray(marginals), np.asarray(positions)
         return ledger, diagnostics
-
-
-__all__ = [
-    "NOISE_MODES",
-    "GradientSemivalues",
-    "burn_in_values",
-    "gradient_marginals",
-    "mean_adjusted_variance",
-    "permutation_weights",
-    "released_gradients",
-    "weighted_marginals",
-]
