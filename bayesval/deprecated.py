@@ -41,8 +41,10 @@ MOVED_MODULES = {
 MOVED_NAMES = {"bayesval.estimators": "bayesval.experiments"}
 
 
-def _warn(old: str, new: str) -> None:
-    warnings.warn(f"{old} has moved to {new}; the old path is kept for one release", DeprecationWarning, stacklevel=3)
+def _warn(old: str, new: str, stacklevel: int) -> None:
+    warnings.warn(
+        f"{old} has moved to {new}; the old path is kept for one release", DeprecationWarning, stacklevel=stacklevel + 1
+    )
 
 
 def moved_name(package: str, name: str):
@@ -50,7 +52,7 @@ def moved_name(package: str, name: str):
     home = MOVED_NAMES.get(package)
     if home is None or name not in importlib.import_module(home).__all__:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
-    _warn(f"{package}.{name}", f"{home}.{name}")
+    _warn(f"{package}.{name}", f"{home}.{name}", stacklevel=3)  # the line that read the name
     return getattr(importlib.import_module(home), name)
 
 
@@ -63,7 +65,7 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec) -> ModuleType:
-        _warn(spec.name, MOVED_MODULES[spec.name])
+        _warn(spec.name, MOVED_MODULES[spec.name], stacklevel=2)
         module = importlib.import_module(MOVED_MODULES[spec.name])
         spec.loader_state = module.__spec__  # the import system is about to overwrite it with the old path's ModuleSpec
         return module

@@ -32,9 +32,11 @@ from bayesval.datasets.openml import OPENML_DATASETS, load_openml
 from bayesval.estimators import (
     LinearModel,
     LogisticModel,
+    gradient_marginals,
+)
+from bayesval.experiments import (
     dp_variance_by_k,
     fitted_slope,
-    gradient_marginals,
     mislabel_detection,
     standardise,
 )

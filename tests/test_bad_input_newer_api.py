@@ -44,6 +44,8 @@ from bayesval.estimators import (
     LogisticRegressionUtility,
     MonteCarloShapley,
     SklearnUtility,
+)
+from bayesval.experiments import (
     removal_curves,
 )
 from bayesval.games import (

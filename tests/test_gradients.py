@@ -21,14 +21,16 @@ from bayesval.estimators import (
     LogisticModel,
     MLPModel,
     burn_in_values,
-    detection_auroc,
-    flip_labels,
     gradient_marginals,
     mean_adjusted_variance,
     permutation_weights,
     released_gradients,
-    standardise,
     weighted_marginals,
+)
+from bayesval.experiments import (
+    detection_auroc,
+    flip_labels,
+    standardise,
 )
 from bayesval.experiments.gradients import detection_auroc_bound, dp_variance_by_k, fitted_slope
 from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley

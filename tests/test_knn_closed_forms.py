@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bayesval  # noqa: F401  (64-bit mode)
-from bayesval.estimators import knn_values
+from bayesval.estimators.knn import values as knn_values
 from bayesval.estimators.knn.values import distance_order
 
 # jitted once per game size: much faster than op-by-op dispatch over hundreds of small games

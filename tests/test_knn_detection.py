@@ -12,6 +12,8 @@ from bayesval.estimators import (
     DPKNNShapley,
     KNNShapley,
     TKNNShapley,
+)
+from bayesval.experiments import (
     add_feature_noise,
     balanced_split,
     detection_auroc,

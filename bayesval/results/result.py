@@ -15,19 +15,23 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from bayesval.results.serialisation import decode, encode, jsonable, read_archive, register, registered, write_archive
+from bayesval.results.serialisation import (
+    Record,
+    decode,
+    encode,
+    jsonable,
+    read_archive,
+    register,
+    registered,
+    write_archive,
+)
 from bayesval.results.state import CoalitionEstimates, SemivalueState
 from bayesval.results.variance import trusted
 from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
-
-if TYPE_CHECKING:  # upper layers: used by duck typing, written through the record registry
-    from bayesval.parties.rewards.allocation import Rewards
-    from bayesval.privacy.accounting import PrivacySpent
-    from bayesval.privacy.ledger import PrivacyLedger
 
 LEDGER_KIND = "bayesval.privacy_ledger"  # the record kind `bayesval.privacy.PrivacyLedger` registers
 
@@ -51,7 +55,7 @@ class ValuationResult:
     names                party names / point indices, aligned with values
     coalition_masks      (num_coalitions, n) boolean masks, when coalitions were valued
     coalition_values     (num_coalitions,) mean value of each coalition, with coalition_stderr
-    privacy              every DP release behind the values (a ledger: `privacy_spent()` composes it)
+    privacy              every DP release behind the values (a `bayesval.PrivacyLedger`: `privacy_spent()` composes it)
     diagnostics          sampler convergence (R-hat, ESS per coalition), counts, settings
     counts               draws behind each value (sampled semivalues), with `converged`, the stopping rule's verdict
                          per index
@@ -62,7 +66,7 @@ class ValuationResult:
     draws                with `valuate(..., keep_draws=True)`: each valued coalition's posterior draws
                          (num_coalitions, repeats, chains, draws, d), aligned with coalition_masks, for
                          `to_inference_data()`; parameter_names names theta's d coordinates
-    rewards              the model rewards (`bayesval.parties.rewards`), when a valuation allocated them
+    rewards              the model rewards (a `bayesval.rewards.Rewards`), when a valuation allocated them
 
     `result["name"]` is one index's `ValueItem`, `result.sorted()` orders by value, `variances` are stderr^2.
 
@@ -83,14 +87,14 @@ class ValuationResult:
     coalition_masks: np.ndarray | None = None
     coalition_values: np.ndarray | None = None
     coalition_stderr: np.ndarray | None = None
-    privacy: PrivacyLedger = field(default_factory=lambda: registered(LEDGER_KIND)())
+    privacy: Record = field(default_factory=lambda: registered(LEDGER_KIND)())
     diagnostics: dict[str, Any] = field(default_factory=dict)
     counts: np.ndarray | None = None
     converged: np.ndarray | None = None
     state: SemivalueState | None = None
     draws: np.ndarray | None = None
     parameter_names: list[str] | None = None
-    rewards: Rewards | None = None
+    rewards: Record | None = None
     coalition_estimates: CoalitionEstimates | None = None
 
     version = 2  # of its record (see `to_record`); the kind is set by `register`
@@ -250,9 +254,9 @@ class ValuationResult:
             raise ValueError(f"the coalition {sorted(members)} was not valued by {self.method}")
         return float(self.coalition_values[row[0]])
 
-    def privacy_spent(self, *, delta: float | None = None) -> dict[str, PrivacySpent]:
+    def privacy_spent(self, *, delta: float | None = None) -> dict[str, Any]:
         """Each owner's spend: dp-accounting's composition of its releases in `privacy`, as epsilon at `delta`
-        (default: the owner's calibration delta, else 1e-5) and as RDP."""
+        (default: the owner's calibration delta, else 1e-5) and as RDP (`bayesval.privacy.PrivacySpent` per owner)."""
         return self.privacy.spent_by_owner(delta=delta)
 
     def to_inference_data(self):
