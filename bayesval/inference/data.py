@@ -64,6 +64,24 @@ class NoiseAwareData(NamedTuple):
         """One set of releases per sampler row, stacked (B, n, P) / (B, n)."""
         return cls(*(jnp.stack(parts) for parts in zip(*rows)))
 
+    def members(self, mask: np.ndarray, width: int) -> tuple[NoiseAwareData, np.ndarray]:
+        """The releases of the coalition `mask` (n,) packed into `width` slots, and the packed mask (width,): the
+        members first, in order, then as many non-members as fill the width, masked out. A coalition's posterior
+        p(theta | o_C) depends on its members' releases alone, so a sampler given the packed releases samples the
+        same posterior while carrying `width` parties' latent variables instead of n. `width` n returns the releases
+        and mask unchanged."""
+        mask = np.asarray(mask, bool)
+        num_parties = mask.shape[0]
+        if width == num_parties:
+            return self, mask
+        members = np.flatnonzero(mask)
+        if not len(members) <= width <= num_parties:
+            raise ValueError(
+                f"a coalition of {len(members)} of {num_parties} parties cannot be packed into {width} slots"
+            )
+        order = np.concatenate([members, np.flatnonzero(~mask)])[:width]
+        return NoiseAwareData(*(part[order] for part in self)), np.arange(width) < len(members)
+
     def tempered(self, kappa: float) -> NoiseAwareData:
         """Inputs of the kappa-tempered posterior: kappa c, kappa o, kappa Z (Sim et al. 2023, App. E.3)."""
         return NoiseAwareData(kappa * self.perturbed, kappa * self.counts, kappa * self.noise_std)

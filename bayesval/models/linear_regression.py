@@ -111,6 +111,9 @@ class LinearRegression:
 
     name = "noise-aware Bayesian linear regression (Gibbs)"
     sampler = "gibbs"
+    # each Gibbs chain carries every party's latent statistic and data model, so a coalition's chains are given its
+    # members only (`NoiseAwareData.members`): the priors do not depend on the number of parties
+    packs_members = True
 
     def __post_init__(self) -> None:
         for field, kind, example in (("prior", NIG, "syn_model_prior(w)"), ("data_prior", NIW, "syn_data_prior(w)")):

@@ -48,6 +48,21 @@ def batch_rows(model, data, config: SamplerConfig, most_rows: int) -> int:
     return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS), devices))
 
 
+PACK_FROM_PARTIES = 6
+
+
+def member_width(size: int, num_parties: int) -> int:
+    """The number of party slots a coalition of `size` members gets where the model packs members: from
+    `PACK_FROM_PARTIES` parties on, the first multiple of ceil(n / 3) that holds its members, so at most three
+    compiled sampler programs serve every coalition; below it, all n (packing would compile more programs than it
+    saves sweeps). Most coalitions are mid-sized, so thirds save nearly what a width per size would: for n = 12,
+    0.63 of the unpacked chains' party slots over all 4,095 coalitions, against 0.5 (docs/benchmarks.md)."""
+    if num_parties < PACK_FROM_PARTIES:
+        return num_parties
+    step = -(-num_parties // 3)
+    return min(num_parties, max(1, -(-size // step)) * step)
+
+
 KL_ESTIMATORS = ("auto", "prior-density", "two-sample")
 
 
@@ -249,9 +264,44 @@ class CoalitionSurprise:
         return kl.T, [d[k].reshape(-1, d.shape[-1]) for d, k in zip(draws, kept)]
 
     def _sample_rows(self, keys: list, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
-        """Rows (key, mask, repeat[, releases]) in padded, sharded batches of `batch_rows`, sampler to KL and
-        diagnostics on the device: per row KL (NaN without kept chains), max R-hat, min ESS, dropped chains,
-        divergences, the draws (rows, chains, kept, d) if `keep_draws`, and which chains were kept (rows, chains)."""
+        """Rows (key, mask, repeat[, releases]) sampled to KL and diagnostics on the device: per row KL (NaN without
+        kept chains), max R-hat, min ESS, dropped chains, divergences, the draws (rows, chains, kept, d) if
+        `keep_draws`, and which chains were kept (rows, chains). Where the model packs members (`packs_members`),
+        each row passes the sampler only its coalition's members, padded to its `member_width`, and the rows of one
+        width are batched together; the outputs come back in the rows' order."""
+        masks = np.asarray(masks, bool)
+        inputs = [self.data] * len(keys) if inputs is None else list(inputs)
+        num_parties = masks.shape[1]
+        sizes = masks.sum(axis=1)
+        widths = (
+            np.array([member_width(int(size), num_parties) for size in sizes])
+            if getattr(self.model, "packs_members", False)
+            else np.full(len(keys), num_parties)
+        )
+        outputs = None
+        for width in np.unique(widths):
+            rows = np.flatnonzero(widths == width)
+            packed = [inputs[row].members(masks[row], int(width)) for row in rows]
+            group = self._sample_batches(
+                [keys[row] for row in rows],
+                np.stack([mask for _, mask in packed]),
+                [repeats[row] for row in rows],
+                [data for data, _ in packed],
+                keep_draws,
+            )
+            if outputs is None:
+                outputs = [
+                    None if part is None else np.empty((len(keys),) + part.shape[1:], part.dtype) for part in group
+                ]
+            for output, part in zip(outputs, group):
+                if output is not None:
+                    output[rows] = part
+        return tuple(outputs)
+
+    def _sample_batches(self, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep_draws: bool):
+        """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width: padded, sharded
+        batches of `batch_rows`, sampler to KL and diagnostics on the device."""
+
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
@@ -262,7 +312,7 @@ class CoalitionSurprise:
                 pad_rows(jax.numpy.stack(keys[here]), self.batch_rows), pad_rows(masks[here], self.batch_rows)
             )
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
-            row_inputs = [self.data] * size if inputs is None else inputs[here]
+            row_inputs = inputs[here]
             data = NoiseAwareData.per_row(row_inputs + [row_inputs[0]] * (self.batch_rows - size))
             sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
             draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)

@@ -1,0 +1,94 @@
+"""A coalition costs what its members cost: where the model packs members (`LinearRegression`), each coalition's
+chains are given its members' releases only, in a few widths, and still sample p(theta | o_C)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.datasets.synthetic import make_syn
+from bayesval.divergence import nig_kl
+from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import surprise
+from bayesval.parties.surprise import PACK_FROM_PARTIES, member_width
+
+
+def _data(num_parties: int) -> NoiseAwareData:
+    perturbed = np.arange(num_parties * 3, dtype=np.float64).reshape(num_parties, 3)
+    return NoiseAwareData(perturbed, np.arange(1.0, num_parties + 1), np.full(num_parties, 0.5))
+
+
+def test_members_come_first_in_order_then_masked_out_fillers():
+    data = _data(6)
+    mask = np.array([False, True, False, True, True, False])
+    packed, packed_mask = data.members(mask, 4)
+    np.testing.assert_array_equal(packed.counts, [2.0, 4.0, 5.0, 1.0])  # parties 1, 3, 4, then filler 0
+    np.testing.assert_array_equal(packed.perturbed, np.asarray(data.perturbed)[[1, 3, 4, 0]])
+    np.testing.assert_array_equal(packed_mask, [True, True, True, False])
+    same, same_mask = data.members(mask, 6)  # full width: untouched, the unpacked path's own input
+    assert same is data and same_mask is not None and (same_mask == mask).all()
+    with pytest.raises(ValueError, match="a coalition of 3 of 6 parties cannot be packed into 2 slots"):
+        data.members(mask, 2)
+
+
+@pytest.mark.parametrize("num_parties", [1, 2, 3, 5, 6, 8, 12, 50])
+def test_member_widths_are_at_most_three_thirds_of_the_parties(num_parties):
+    widths = [member_width(size, num_parties) for size in range(1, num_parties + 1)]
+    if num_parties < PACK_FROM_PARTIES:
+        assert set(widths) == {num_parties}
+    else:
+        step = -(-num_parties // 3)
+        assert all(size <= width < size + step for size, width in enumerate(widths, start=1))
+        assert len(set(widths)) == 3 and widths[-1] == num_parties  # the grand coalition is never packed
+
+
+class _Recording(bv.models.LinearRegression):
+    """LinearRegression that records the releases and masks each sampler call is given."""
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        object.__setattr__(self, "calls", [])
+
+    def posterior_draws(self, key, data, masks, config):
+        self.calls.append((np.asarray(data.perturbed), np.asarray(masks)))
+        return super().posterior_draws(key, data, masks, config)
+
+
+def test_members_only_chains_match_the_closed_form_at_negligible_noise(monkeypatch):
+    """Syn parties of 100, 100, 200 and 200 points at epsilon = 1e7, packed from 4 parties on: the sampler is
+    given each coalition's members (then fillers, masked out) in widths 2 and 4, and every v_C is within 4 % of the
+    closed-form KL(NIG posterior || NIG prior) of the coalition's exact statistics (Sim et al. 2023, Sec. 3)."""
+    syn = make_syn(seed=0, sizes=(100, 100, 200, 200))
+    parties = [
+        bv.Party(X, y, epsilon=1e7, bounds=syn.bounds, name=f"p{i}", noise_seed=10 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    releases = [party.release() for party in parties]
+    monkeypatch.setattr(surprise, "PACK_FROM_PARTIES", 4)
+    model = _Recording()
+    config = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=1000, num_repeats=2, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = bv.valuate(model, releases, key=0, config=config)
+
+    masks = ((np.arange(1, 16)[:, None] >> np.arange(4)) & 1).astype(np.float64)
+    statistics = np.stack([party.exact_statistic() for party in parties])
+    sizes = np.array([len(party.X) for party in parties], np.float64)
+    prior = model.priors(2).model
+    exact = [nig_kl(model.exact_posterior(mask @ statistics, mask @ sizes, 2), prior) for mask in masks]
+    np.testing.assert_allclose(result.coalition_values, exact, rtol=0.04)
+
+    released = np.stack([np.asarray(r.perturbed) for r in releases])
+    coalitions, widths = set(), set()
+    for perturbed, masks in model.calls:
+        widths.add(masks.shape[1])
+        for row, row_mask in zip(perturbed, masks):
+            size = int(row_mask.sum())
+            assert masks.shape[1] == member_width(size, 4)
+            slots = np.array([np.flatnonzero((released == slot).all(axis=1))[0] for slot in row])
+            assert len(set(slots)) == len(slots)  # every slot a different party's release
+            if masks.shape[1] < 4:
+                assert row_mask[:size].all()  # members first
+            coalitions.add(frozenset(slots[row_mask].tolist()))
+    assert len(coalitions) == 15 and widths == {2, 4}
