@@ -30,10 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
-from jax.scipy.special import digamma, gammaln
+from jax.scipy.special import digamma, gammaln, logsumexp
 from scipy.spatial import cKDTree
 
-from bayesval.inference.conjugate import NIG
+from bayesval.inference.conjugate import NIG, nig_expected_log_density, nig_log_density, sample_nig
 
 EXTRA_NEIGHBOURS = 16  # how far past k a point looks for a non-zero distance among repeated MCMC draws
 # Autocorrelated neighbours from the same chain bias the k-NN entropy down (KL up): at thinning 1 the demo's
@@ -312,23 +312,53 @@ def gaussian_kl(mean_p, cov_p, mean_q, cov_q) -> float:
 
 
 def nig_kl(p: NIG, q: NIG) -> float:
-    """KL(NIG p || NIG q) over theta = (w, sigma^2): the inverse-gamma KL plus the expected
-    conditional Gaussian KL, E_p[1/sigma^2] = shape_p / scale_p."""
-    dim = p.mean.shape[0]
-    ig = (
-        (p.shape - q.shape) * digamma(p.shape)
-        - gammaln(p.shape)
-        + gammaln(q.shape)
-        + q.shape * (jnp.log(p.scale) - jnp.log(q.scale))
-        + p.shape * (q.scale - p.scale) / p.scale
-    )
-    cov_p = jnp.linalg.inv(p.precision)
-    diff = p.mean - q.mean
-    conditional = 0.5 * (
-        jnp.trace(q.precision @ cov_p)
-        - dim
-        - jnp.linalg.slogdet(q.precision)[1]
-        + jnp.linalg.slogdet(p.precision)[1]
-        + (p.shape / p.scale) * diff @ q.precision @ diff
-    )
-    return float(ig + conditional)
+    """KL(NIG p || NIG q) over theta = (w, sigma^2) in closed form: E_p[log p] - E_p[log q]
+    (`nig_expected_log_density`)."""
+    return float(nig_expected_log_density(p, p) - nig_expected_log_density(p, q))
+
+
+# Components of a mixture (and points drawn from them) that the Rao-Blackwellised KL scores against each other:
+# O(MIXTURE_COMPONENTS^2) log densities per posterior. Their Jensen bias is O(1 / MIXTURE_COMPONENTS)
+# (docs/architecture.md, "Rao-Blackwellised KL").
+MIXTURE_COMPONENTS = 1024
+
+
+@partial(jax.jit, static_argnames=("num_components",))
+def batched_mixture_kl(keys, conditionals: NIG, kept_chains, prior: NIG, num_components: int = MIXTURE_COMPONENTS):
+    """Rao-Blackwellised KL(q || p) estimates (B,) of a batch of posteriors q, each given as the mixture of the
+    conjugate conditionals a Gibbs chain drew theta from, q(theta) ~= (1/M) sum_m NIG(theta | c_m) (Gelfand &
+    Smith 1990, Sec. 2.2; Liu, Wong & Kong 1994), against the NIG prior p. `conditionals` holds NIG parameters
+    with leading axes (B, chains, kept); chains off in kept_chains (B, chains) do not count; keys (B,) draw the
+    points the mixture's density is scored at.
+
+    KL(q || p) = E_m[KL(c_m || p)] - E_m[KL(c_m || q)]: the first term is the mean of closed-form NIG KLs over
+    every component, the second (how far the components spread around their mixture; 0 when they coincide, as at
+    negligible DP noise) is estimated from one draw theta_j ~ c_j per component of an evenly strided subset of
+    `num_components`, as the mean of log q_-j(theta_j) - log c_j(theta_j), with q_-j the subset's mixture
+    without c_j (leave one out: a point scored against its own component would shrink the mixture's entropy).
+    The log of a mixture average is biased low by Jensen's inequality, by about Var[c_m(theta) / q(theta)] / 2M'
+    for M' components, which biases the KL low by as much (docs/architecture.md, "Rao-Blackwellised KL")."""
+    per_row = partial(_mixture_kl, prior=prior, num_components=num_components)
+    flat = jax.tree.map(lambda a: a.reshape((a.shape[0], -1) + a.shape[3:]), conditionals)
+    kept = jnp.repeat(jnp.asarray(kept_chains, bool), conditionals.mean.shape[2], axis=1)
+    return jax.vmap(per_row)(keys, flat, kept)
+
+
+def _mixture_kl(key, components: NIG, kept, prior: NIG, num_components: int):
+    """`batched_mixture_kl` of one posterior: components (M, ...) and kept (M,)."""
+    own_kl = jax.vmap(lambda c: nig_expected_log_density(c, c) - nig_expected_log_density(c, prior))(components)
+    total = components.mean.shape[0]
+    chosen = (np.arange(min(num_components, total)) * total) // min(num_components, total)
+    subset = jax.tree.map(lambda a: a[chosen], components)
+    member = kept[chosen]
+    weights, noise_var = jax.vmap(sample_nig)(jax.random.split(key, chosen.size), subset)
+
+    def log_densities(w, v):  # log c_i(theta) for every component i of the subset
+        return jax.vmap(lambda c: nig_log_density(c, w, v))(subset)
+
+    scores = jax.vmap(log_densities)(weights, noise_var)  # (points j, components i)
+    own = jnp.diagonal(scores)
+    others = member[None, :] & ~jnp.eye(chosen.size, dtype=bool)
+    log_mixture = logsumexp(jnp.where(others, scores, -jnp.inf), axis=1) - jnp.log(others.sum(axis=1))
+    spread = _kept_mean((own - log_mixture)[None], member[None])[0]
+    return _kept_mean(own_kl[None], kept[None])[0] - spread

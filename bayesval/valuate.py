@@ -59,7 +59,8 @@ def valuate(
     key: the sampling key (an int seed or a jax key; default 0). Privacy noise never comes from it.
     config: a `SamplerConfig` or a preset name ('fast', the default, or 'paper') of the model's sampler.
     k: neighbours in the KL estimator (default 4).
-    kl: the KL estimator: 'prior-density', 'two-sample' (Sim et al. 2023, App. C.3) or 'auto' (the default).
+    kl: the KL estimator: 'prior-density', 'two-sample' (Sim et al. 2023, App. C.3) or 'auto' (the default), all
+        k-NN, or 'rao-blackwell' (from the Gibbs sampler's conjugate conditionals; `LinearRegression` only).
     exact_up_to: the most parties valued by enumerating all 2^n coalitions (default 10); beyond it, permutation
         sampling until `stop` holds (a rule of `bayesval.games.stopping`; default: every stderr <= `tolerance`,
         0.05, after 64 permutations, at most 10,000) or every coalition is known.

@@ -16,11 +16,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
+from jax.scipy.special import digamma, gammaln
 
 from bayesval.inference.linalg import (
     cholesky,
     inverse_wishart_log_prob,
     inverse_wishart_sample,
+    log_det_from_cholesky,
     mvn_log_prob,
     mvn_sample,
     psd_project,
@@ -98,6 +100,32 @@ def nig_log_density(params: NIG, weights: jnp.ndarray, noise_var: jnp.ndarray) -
         dist.InverseGamma(params.shape, params.scale).log_prob(noise_var)
         + log_normal
         - 0.5 * (residual @ residual) / noise_var
+    )
+
+
+def nig_expected_log_density(q: NIG, p: NIG) -> jnp.ndarray:
+    """E_{theta ~ NIG(q)}[log NIG(theta | p)] in closed form (the cross-entropy is its negative; with q = p, the
+    negative entropy). Under q, sigma^2 ~ InvGamma(a, b) gives E[log sigma^2] = log b - psi(a) and
+    E[1 / sigma^2] = a / b, and w | sigma^2 ~ N(m, sigma^2 L^-1) gives
+    E[(w - m_p)^T L_p (w - m_p) / sigma^2] = (a / b) (m - m_p)^T L_p (m - m_p) + tr(L_p L^-1), so with D weights
+
+        E_q[log p] = a_p log b_p - log Gamma(a_p) - (a_p + 1 + D / 2) (log b - psi(a)) - b_p a / b
+                     + (1/2) log det L_p - (D / 2) log 2 pi - (1/2) [(a / b) (m - m_p)^T L_p (m - m_p) + tr(L_p L^-1)].
+    """
+    dim = q.mean.shape[-1]
+    expected_log_var = jnp.log(q.scale) - digamma(q.shape)
+    expected_precision = q.shape / q.scale
+    offset = q.mean - p.mean
+    spread = spd_solve(q.precision, p.precision)  # L_q^-1 L_p
+    log_det_p = log_det_from_cholesky(cholesky(p.precision))
+    return (
+        p.shape * jnp.log(p.scale)
+        - gammaln(p.shape)
+        - (p.shape + 1.0 + 0.5 * dim) * expected_log_var
+        - p.scale * expected_precision
+        + 0.5 * log_det_p
+        - 0.5 * dim * jnp.log(2.0 * jnp.pi)
+        - 0.5 * (expected_precision * (offset @ p.precision @ offset) + jnp.trace(spread))
     )
 
 

@@ -89,11 +89,14 @@ class NoiseAwareData(NamedTuple):
 
 class CoalitionDraws(NamedTuple):
     """Posterior draws of a batch of coalitions: draws (B, chains, kept, d), kept_chains (B, chains) bool
-    (False = dropped by the BFMI rule), and per-chain sampler statistics (B, chains) in `info`."""
+    (False = dropped by the BFMI rule), per-chain sampler statistics (B, chains) in `info` and, where the sampler
+    was asked for them (Gibbs), the conjugate conditional each draw's sweep drew from (`conditionals`: an NIG
+    with leading axes (B, chains, kept); None otherwise)."""
 
     draws: np.ndarray
     kept_chains: np.ndarray
     info: dict
+    conditionals: object = None
 
     @classmethod
     def all_kept(cls, draws: np.ndarray) -> CoalitionDraws:

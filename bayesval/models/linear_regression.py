@@ -178,14 +178,20 @@ class LinearRegression:
             self.statistic(num_features), self.shared_data_model, self.interweaving_moves, self.collapsed_moves
         )
 
+    def conjugate_prior(self, data: NoiseAwareData) -> NIG:
+        """The NIG prior over theta to which each Gibbs sweep's conditional p(theta | s_C) is conjugate: what the
+        Rao-Blackwellised KL (`kl='rao-blackwell'`) scores the sampler's conditionals against."""
+        return self.priors(_num_features(data)).model
+
     def posterior_draws(
-        self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig
+        self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False
     ) -> CoalitionDraws:
-        """Draws of p(theta | o_C) for every coalition mask, by Gibbs: (K, chains, kept, D + 1), every chain kept."""
+        """Draws of p(theta | o_C) for every coalition mask, by Gibbs: (K, chains, kept, D + 1), every chain kept;
+        with `conditionals`, also each draw's NIG conditional p(theta | s_C) (`CoalitionDraws.conditionals`)."""
         num_features = _num_features(data)
         settings = self.kernel_settings(num_features)
         return sample_coalition_posteriors(
-            key, data, masks, self.priors(num_features), settings, **config.chain_settings
+            key, data, masks, self.priors(num_features), settings, **config.chain_settings, conditionals=conditionals
         )
 
     def exact_posterior(self, statistics: np.ndarray, count: float, num_features: int) -> NIG:

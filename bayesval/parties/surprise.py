@@ -1,13 +1,15 @@
 """The Bayesian surprise of coalitions, v_C = KL(p(theta | o_C) || p(theta)) (Sim et al. 2023, Sec. 3;
 Algorithm 2, lines 4-13), as a cached utility of the game layer.
 
-Each coalition is valued `num_repeats` times, each time from fresh chains. The KL estimator uses the
+Each coalition is valued `num_repeats` times, each time from fresh chains. The k-NN KL estimator uses the
 prior's density where the model knows it (`prior_density`), else a fresh prior sample per repeat, shared by
 every coalition of that repeat (common random numbers, as Sim et al. 2023, App. C.3): the coalitions' errors
 within a repeat are then correlated, so Shapley values and their standard errors are computed per repeat
 (`per_repeat`), which is right either way. Rows (coalition, repeat) are sampled in fixed-size batches, padded and
 chunked to `SamplerConfig.memory_limit_mb` per device and sharded over the local devices; each row's key
-is folded from its coalition and repeat, so values do not depend on the batch size or device layout.
+is folded from its coalition and repeat, so values do not depend on the batch size or device layout. Asked for
+(kl='rao-blackwell', `conjugate_prior`), a Gibbs model's conjugate conditionals give a Rao-Blackwellised KL
+instead, with no nearest neighbours (`bayesval.divergence.batched_mixture_kl`; docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ import jax
 import numpy as np
 
 from bayesval.batching import batches, pad_rows, padded_size
-from bayesval.divergence import EXTRA_NEIGHBOURS, THEILER_WINDOW, batched_kl, theiler_window  # noqa: F401
+from bayesval.divergence import (  # noqa: F401
+    EXTRA_NEIGHBOURS,
+    THEILER_WINDOW,
+    batched_kl,
+    batched_mixture_kl,
+    theiler_window,
+)
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import coalition_key, shard_rows
 from bayesval.inference.config import KERNEL_FIELDS, SamplerConfig
@@ -29,13 +37,18 @@ from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain
 from bayesval.results.state import CoalitionEstimates
 
 MAX_BATCH_ROWS = 256
+_MIXTURE_STREAM = 1  # folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores
 _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy
 
 
-def batch_rows(model, data, config: SamplerConfig, most_rows: int) -> int:
+def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "auto") -> int:
     """Rows per sampler call: what fits `config.memory_limit_mb` on each device times the device count, and no
-    more than `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS."""
+    more than `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS. With kl='rao-blackwell'
+    each draw also carries its conditional's parameters."""
     dimension = np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1]
+    conjugate = conjugate_prior(model, data, kl)
+    if conjugate is not None:
+        dimension += sum(np.size(part) for part in conjugate)
     per_row = config.draws_per_repeat * dimension * _BYTES_PER_DRAW_COORDINATE
     per_device = int(config.memory_limit_mb * 2**20 // per_row)
     if per_device < 1:
@@ -63,18 +76,19 @@ def member_width(size: int, num_parties: int) -> int:
     return min(num_parties, max(1, -(-size // step)) * step)
 
 
-KL_ESTIMATORS = ("auto", "prior-density", "two-sample")
+KL_ESTIMATORS = ("auto", "prior-density", "two-sample", "rao-blackwell")
 
 
 def prior_density(model, data, estimator: str):
-    """The model's prior log density (a `jax.tree_util.Partial` theta -> log p(theta)) if the KL estimator is to
-    use it, else None.
+    """The model's prior log density (a `jax.tree_util.Partial` theta -> log p(theta)) if the k-NN KL estimator
+    is to use it, else None.
 
     'auto' uses it where the model knows it (`prior_log_density`, not None), 'prior-density' requires it and
-    'two-sample' (Sim et al. 2023, App. C.3 as printed) never uses it."""
+    'two-sample' (Sim et al. 2023, App. C.3 as printed) never uses it; 'rao-blackwell' needs no k-NN estimate
+    (`conjugate_prior`)."""
     if estimator not in KL_ESTIMATORS:
         raise ValueError(f"kl must be one of {KL_ESTIMATORS}, got {estimator!r}")
-    if estimator == "two-sample":
+    if estimator in ("two-sample", "rao-blackwell"):
         return None
     density = model.prior_log_density(data) if hasattr(model, "prior_log_density") else None
     if density is None and estimator == "prior-density":
@@ -86,13 +100,32 @@ def prior_density(model, data, estimator: str):
     return density
 
 
+def conjugate_prior(model, data, estimator: str):
+    """The model's conjugate NIG prior if the KL estimator is 'rao-blackwell', else None: that estimator scores
+    the mixture of the sampler's conjugate conditionals p(theta | s_C) against it (`batched_mixture_kl`), which
+    only a model whose sampler draws theta from such conditionals offers (`conjugate_prior`, and
+    `posterior_draws(..., conditionals=True)`: `LinearRegression` with its Gibbs sampler)."""
+    if estimator != "rao-blackwell":
+        return None
+    if not hasattr(model, "conjugate_prior"):
+        raise ValueError(
+            f"kl='rao-blackwell' needs a sampler that draws theta from conjugate conditionals p(theta | s) (the "
+            f"Gibbs sampler of bayesval.models.LinearRegression); {model.name} does not give them (no "
+            "conjugate_prior); use kl='auto', 'prior-density' or 'two-sample'"
+        )
+    return model.conjugate_prior(data)
+
+
 @partial(jax.jit, static_argnames=("k",))
-def summarise(draws, kept_chains, k: int, log_density=None, prior=None):
+def summarise(draws, kept_chains, k: int, log_density=None, prior=None, conditionals=None, conjugate=None, keys=None):
     """One compiled program from a batch of posteriors (B, chains, kept, d) to (KL (B,), max R-hat (B,), min bulk
     ESS (B,)), against the prior's log density (a `jax.tree_util.Partial` theta (d,) -> log p(theta)) or prior
-    draws (B, m, d)."""
+    draws (B, m, d) (k-NN), or, given each draw's NIG conditional (`conditionals`, leading axes (B, chains,
+    kept)), the conjugate NIG prior and a key per row, Rao-Blackwellised (`batched_mixture_kl`)."""
     window = theiler_window(draws.shape[2])
-    if log_density is not None:
+    if conditionals is not None:
+        kl = batched_mixture_kl(keys, conditionals, kept_chains, conjugate)
+    elif log_density is not None:
         log_prior = jax.vmap(jax.vmap(jax.vmap(log_density)))(draws)
         kl = batched_kl(draws, kept_chains, k, log_prior=log_prior, window=window)
     else:
@@ -103,9 +136,9 @@ def summarise(draws, kept_chains, k: int, log_density=None, prior=None):
 
 class SurpriseGame(NamedTuple):
     """What a coalition's surprise is a function of: the model, the released statistics (`NoiseAwareData`), the
-    sampler settings, the neighbours k and the KL estimator ('prior-density' or 'two-sample'). Read-only: the
-    reward mechanisms (`bayesval.parties.rewards.sampling`) build their modified inputs from `data` and size their
-    trials by `config`."""
+    sampler settings, the neighbours k and the KL estimator ('prior-density', 'two-sample' or 'rao-blackwell').
+    Read-only: the reward mechanisms (`bayesval.parties.rewards.sampling`) build their modified inputs from `data`
+    and size their trials by `config`."""
 
     model: object
     data: NoiseAwareData
@@ -170,9 +203,13 @@ class CoalitionSurprise:
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True, "coalitions": [], "r_hat": [], "ess": []}
         self.diagnostics |= {"dropped_chains": [], "divergences": []}
-        self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats)
+        self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats, kl)
         self._log_density = prior_density(model, data, kl)
-        self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
+        self._conjugate_prior = conjugate_prior(model, data, kl)
+        if self._conjugate_prior is not None:
+            self.kl_estimator = "rao-blackwell"
+        else:
+            self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
 
     @property
@@ -314,15 +351,23 @@ class CoalitionSurprise:
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
             row_inputs = inputs[here]
             data = NoiseAwareData.per_row(row_inputs + [row_inputs[0]] * (self.batch_rows - size))
-            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
+            mixture = {}
+            if self._conjugate_prior is None:
+                sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
+            else:  # the conditionals, and a key per row for the points the mixture is scored at
+                sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config, conditionals=True)
+                keys_of_points = jax.vmap(partial(jax.random.fold_in, data=_MIXTURE_STREAM))(chunk_keys)
+                mixture = dict(conditionals=sample.conditionals, conjugate=self._conjugate_prior, keys=keys_of_points)
             draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
             if keep_draws:
                 row_draws.append(np.asarray(draws)[:size])
             prior = None
-            if self._log_density is None:
+            if self._log_density is None and self._conjugate_prior is None:
                 repeat_of_row = repeats[here] + [repeats[here.start]] * (self.batch_rows - size)
                 prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
-            summary = [np.asarray(a)[:size] for a in summarise(draws, kept, self.k, self._log_density, prior)]
+            summary = [
+                np.asarray(a)[:size] for a in summarise(draws, kept, self.k, self._log_density, prior, **mixture)
+            ]
             kept_here = np.asarray(kept)[:size]
             row_kept.append(kept_here)
             any_kept = kept_here.any(axis=1)

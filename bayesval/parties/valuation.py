@@ -46,7 +46,7 @@ from bayesval.parties.rewards.allocation import Rewards, allocate
 from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
 from bayesval.parties.rewards.sampling import RewardSampler
 from bayesval.parties.rewards.targets import check_rho
-from bayesval.parties.surprise import CoalitionSurprise, batch_rows, per_repeat, prior_density
+from bayesval.parties.surprise import CoalitionSurprise, batch_rows, conjugate_prior, per_repeat, prior_density
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
@@ -66,7 +66,7 @@ class PartyValuationSettings:
 
     key          the sampling key (privacy noise never comes from it)
     config       the model's sampler settings, with the progress bar as asked
-    k, kl        the KL estimator's neighbours and kind ('auto', 'prior-density' or 'two-sample')
+    k, kl        the KL estimator's neighbours and kind ('auto', 'prior-density', 'two-sample', 'rao-blackwell')
     exact_up_to  the largest party count valued exactly
     stop         the stopping rule of permutation sampling, capped (None: `stopping_rule`'s default)
     tolerance    the default stopping rule's standard error
@@ -161,9 +161,10 @@ def check_valuation(model, parties, settings: PartyValuationSettings, resume_fro
     placeholder = _placeholder_data(model, parties)
     if hasattr(model, "check"):
         model.check(placeholder)
-    batch_rows(model, placeholder, settings.config, 1)  # memory_limit_mb fits one posterior
-    if settings.kl != "auto":
-        prior_density(model, placeholder, settings.kl)  # the estimator asked for is available
+    if settings.kl != "auto":  # the estimator asked for is available
+        prior_density(model, placeholder, settings.kl)
+        conjugate_prior(model, placeholder, settings.kl)
+    batch_rows(model, placeholder, settings.config, 1, settings.kl)  # memory_limit_mb fits one posterior
     _check_resume_source(resume_from, names, settings.keep_draws)
     return names
 

@@ -37,27 +37,33 @@ def _initial_states(keys: jax.Array, priors: BLRPriors, num_parties: int, shared
     return draw(keys)
 
 
-def _sweeps(key, state: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, num_sweeps):
+def _sweeps(key, state: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, num_sweeps, conditional=False):
     """`num_sweeps` Gibbs sweeps (a traced count, so any length reuses one compiled program). The proposal
-    moments change only between calls (at the ends of warm-up windows), so the proposals are fitted once here."""
+    moments change only between calls (at the ends of warm-up windows), so the proposals are fitted once here.
+    With `conditional` (static), returns (state, the last sweep's NIG conditional of theta; the prior after none)."""
     fit = fit_for(state, inputs.mask, settings.shared_data_model) if settings.collapsed_moves else None
+    sweep = partial(step, inputs=inputs, settings=settings, adapt=adapt, fit=fit, with_conditional=conditional)
+    if not conditional:
+        return jax.lax.fori_loop(0, num_sweeps, lambda i, state: sweep(jax.random.fold_in(key, i), state), state)
+    prior = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), inputs.priors.model)
+    body = lambda i, carry: sweep(jax.random.fold_in(key, i), carry[0])  # noqa: E731
+    return jax.lax.fori_loop(0, num_sweeps, body, (state, prior))
 
-    def body(i, state):
-        return step(jax.random.fold_in(key, i), state, inputs, settings, adapt, fit)
 
-    return jax.lax.fori_loop(0, num_sweeps, body, state)
-
-
-@partial(jax.jit, static_argnames=("settings",), compiler_options=_COMPILER_OPTIONS)
-def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps):
+@partial(jax.jit, static_argnames=("settings", "conditionals"), compiler_options=_COMPILER_OPTIONS)
+def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps, conditionals=False):
     """Run every (coalition, chain) for sweeps[0], then sweeps[1], ... sweeps, returning theta after each
-    (K, chains, len(sweeps), D + 1). `inputs` holds the masks (K, n), the data (shared, or one row per
-    coalition) and the priors. The counts are traced, so warm-up (one count, the rest 0) and sampling (every
-    count the thinning) share one compiled program."""
+    (K, chains, len(sweeps), D + 1) and, with `conditionals` (static: the default program is unchanged), the NIG
+    conditional p(theta | s_C) of each kept sweep (leading axes (K, chains, len(sweeps))). `inputs` holds the
+    masks (K, n), the data (shared, or one row per coalition) and the priors. The counts are traced, so warm-up
+    (one count, the rest 0) and sampling (every count the thinning) share one compiled program."""
 
     def run_chain(key, state, inputs):
         def kept(state, step_inputs):
             key, num_sweeps = step_inputs
+            if conditionals:
+                state, conditional = _sweeps(key, state, inputs, settings, adapt, num_sweeps, conditional=True)
+                return state, (state.theta, conditional)
             state = _sweeps(key, state, inputs, settings, adapt, num_sweeps)
             return state, state.theta
 
@@ -92,6 +98,7 @@ def sample_coalition_posteriors(
     thinning: int = 1,
     segments: int = 10,
     progress_bar: bool = True,
+    conditionals: bool = False,
 ) -> CoalitionDraws:
     """Posterior draws of theta = (w, sigma^2) for every coalition mask, as `CoalitionDraws` with draws
     (K, chains, kept, D + 1) and every chain kept (Gibbs has no BFMI rule).
@@ -104,6 +111,12 @@ def sample_coalition_posteriors(
     NumPyro's MCMC. The sweeps run as `segments` calls of one compiled program, to show progress; from warm-up
     segment `adaptation.ADAPT_FROM_SEGMENT` on, windows ending at `adaptation.WINDOW_ENDS` and at the end of
     warm-up refit the collapsed moves' proposal.
+
+    With `conditionals`, the result also holds, per kept draw, the NIG conditional p(theta | s_C) its sweep's
+    conjugate step drew theta from (`CoalitionDraws.conditionals`, an `NIG` with leading axes (K, chains, kept)):
+    the components of the Rao-Blackwellised posterior density (`bayesval.divergence.batched_mixture_kl`). They are
+    conditionals given the chain's stationary statistics s whatever moves follow the conjugate step, while with
+    interweaving moves the theta draws are not draws of them.
     """
     settings = (
         statistic
@@ -132,8 +145,11 @@ def sample_coalition_posteriors(
             adapt = jnp.asarray(is_adapting(index, len(warmup)))
             if settings.collapsed_moves and is_window_end(index, len(warmup)):
                 states = end_window(states)
-            states, draws = _advance(keys, states, inputs, settings, adapt, jnp.asarray(sweeps))
+            states, draws = _advance(keys, states, inputs, settings, adapt, jnp.asarray(sweeps), conditionals)
             if not warming:
-                kept.append(np.asarray(draws))
+                kept.append(jax.tree.map(np.asarray, draws))
             bar.update()
-    return CoalitionDraws.all_kept(np.concatenate(kept, axis=2)[:, :, :total_kept])
+    if not conditionals:
+        return CoalitionDraws.all_kept(np.concatenate(kept, axis=2)[:, :, :total_kept])
+    theta, found = jax.tree.map(lambda *parts: np.concatenate(parts, axis=2)[:, :, :total_kept], *kept)
+    return CoalitionDraws.all_kept(theta)._replace(conditionals=found)

@@ -25,7 +25,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from bayesval.inference.conjugate import nig_update, niw_update, sample_nig, sample_niw
+from bayesval.inference.conjugate import NIG, nig_update, niw_update, sample_nig, sample_niw
 from bayesval.inference.gibbs.adaptation import ConditionalFit, RunningMoments, fit_for, gather_moments, joint_dimension
 from bayesval.inference.gibbs.moves import clt_moments, collapsed_moves, interweaving_moves
 from bayesval.inference.gibbs.state import BLRPriors, GibbsInputs, GibbsSettings, GibbsState
@@ -67,13 +67,17 @@ def step(
     settings: GibbsSettings,
     adapt: jnp.ndarray | bool = False,
     fit: ConditionalFit | None = None,
-) -> GibbsState:
+    with_conditional: bool = False,
+) -> GibbsState | tuple[GibbsState, NIG]:
     """One sweep for the coalition `inputs.mask`: `settings.collapsed_moves` independence moves of theta and of
     each data model with the statistics integrated out, proposing from `fit` (`moves.collapsed_moves`; fitted to
     the state's proposal moments if not given), then Algorithm 1's steps 5-16 (s | theta, omega, o; omega | s;
     theta | s), then `settings.interweaving_moves` Metropolis moves of theta in the ancillary parameterisation
     (`moves.interweaving_moves`). With `adapt` the sweep's draws also update the moments the collapsed moves
-    propose from.
+    propose from. With `with_conditional` (static) it also returns the NIG posterior p(theta | s_C) the sweep's
+    conjugate step drew theta from (`nig_update` of the members' pooled statistics): the component of a
+    Rao-Blackwellised posterior density. After interweaving moves the theta returned is no longer a draw of it,
+    but the conditional is still that of the chain's stationary s, which is all the mixture needs.
 
     The order is the exactness correction of the collapsed moves: they carry the chain across the wide
     posterior p(theta, omega | o) that the conjugate steps cross slowly, and the theta a sweep ends with
@@ -88,19 +92,21 @@ def step(
         state = collapsed_moves(jax.random.fold_in(key_move, 1), state, fit, inputs, settings)
         gather = partial(gather_moments, num_blocks=settings.blocks(inputs.data.counts.shape[0]))
         state = jax.lax.cond(adapt, gather, lambda state: state, state)
-    stats, x_mean, x_cov, (weights, noise_var) = _conjugate_steps(key_s, key_omega, key_theta, state, inputs, settings)
+    stats, x_mean, x_cov, conditional = _conjugate_steps(key_s, key_omega, state, inputs, settings)
+    weights, noise_var = sample_nig(key_theta, conditional)
     state = state._replace(weights=weights, noise_var=noise_var, x_mean=x_mean, x_cov=x_cov)
     if settings.interweaving_moves:
         weights, noise_var = interweaving_moves(
             key_move, settings.interweaving_moves, state, stats, inputs, settings.statistic
         )
-    return state._replace(weights=weights, noise_var=noise_var)
+    state = state._replace(weights=weights, noise_var=noise_var)
+    return (state, conditional) if with_conditional else state
 
 
-def _conjugate_steps(key_s, key_omega, key_theta, state: GibbsState, inputs: GibbsInputs, settings: GibbsSettings):
-    """Algorithm 1's steps 5-16: every party's s_i | theta, omega_i, o_i, then omega | s (the members' pooled
-    statistics if the data model is shared, each party's own otherwise), then theta | s_C; returns s, the new
-    data models and the new theta."""
+def _conjugate_steps(key_s, key_omega, state: GibbsState, inputs: GibbsInputs, settings: GibbsSettings):
+    """Algorithm 1's steps 5-15: every party's s_i | theta, omega_i, o_i, then omega | s (the members' pooled
+    statistics if the data model is shared, each party's own otherwise), then the NIG conditional of theta | s_C;
+    returns s, the new data models and that conditional (step 16 draws theta from it)."""
     data, mask, priors, statistic = inputs.data, inputs.mask, inputs.priors, settings.statistic
     n, w = data.counts.shape[0], statistic.num_features
     stats = jax.vmap(
@@ -121,8 +127,8 @@ def _conjugate_steps(key_s, key_omega, key_theta, state: GibbsState, inputs: Gib
     else:
         x_mean, x_cov = jax.vmap(data_model_draw)(jax.random.split(key_omega, n), matrices, data.counts)
 
-    posterior = nig_update(priors.model, jnp.tensordot(weight, matrices, 1), weight @ data.counts)
-    return stats, x_mean, x_cov, sample_nig(key_theta, posterior)
+    conditional = nig_update(priors.model, jnp.tensordot(weight, matrices, 1), weight @ data.counts)
+    return stats, x_mean, x_cov, conditional
 
 
 initial_state = init  # the name the kernel's initial state had before the package split
