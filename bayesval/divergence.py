@@ -318,9 +318,12 @@ def nig_kl(p: NIG, q: NIG) -> float:
 
 
 # Components of a mixture (and points drawn from them) that the Rao-Blackwellised KL scores against each other:
-# O(MIXTURE_COMPONENTS^2) log densities per posterior. Their Jensen bias is O(1 / MIXTURE_COMPONENTS)
-# (docs/architecture.md, "Rao-Blackwellised KL").
+# O(MIXTURE_COMPONENTS^2) log densities per posterior (docs/architecture.md, "Rao-Blackwellised KL").
 MIXTURE_COMPONENTS = 1024
+# The most the leave-one-out and own-included estimates of a mixture's KL may differ (nats) before the estimate is
+# refused (NaN): the gap bounds the Jensen bias of either. 0.01 nats is a third of the k-NN estimator's spread over
+# repeats on Syn (docs/benchmarks.md).
+MIXTURE_GAP = 0.01
 
 
 @partial(jax.jit, static_argnames=("num_components",))
@@ -334,18 +337,23 @@ def batched_mixture_kl(keys, conditionals: NIG, kept_chains, prior: NIG, num_com
     KL(q || p) = E_m[KL(c_m || p)] - E_m[KL(c_m || q)]: the first term is the mean of closed-form NIG KLs over
     every component, the second (how far the components spread around their mixture; 0 when they coincide, as at
     negligible DP noise) is estimated from one draw theta_j ~ c_j per component of an evenly strided subset of
-    `num_components`, as the mean of log q_-j(theta_j) - log c_j(theta_j), with q_-j the subset's mixture
-    without c_j (leave one out: a point scored against its own component would shrink the mixture's entropy).
-    The log of a mixture average is biased low by Jensen's inequality, by about Var[c_m(theta) / q(theta)] / 2M'
-    for M' components, which biases the KL low by as much (docs/architecture.md, "Rao-Blackwellised KL")."""
+    M' = `num_components`, as the mean of log c_j(theta_j) - log q_-j(theta_j), with q_-j the subset's mixture
+    without c_j (leave one out). The log of a mixture average is biased low by Jensen's inequality, by about
+    (R - 1) / 2M' with R = E[c_m(theta)^2 / q(theta)^2], which biases the KL low; scoring a point against its own
+    component too biases it high, by about (R - 1) / M'. Where the two estimates differ by more than MIXTURE_GAP
+    nats the components are too narrow for their number (R of the order of M': DP noise dominates and
+    p(theta | s) is far narrower than p(theta | o)), and the estimate is NaN (docs/architecture.md,
+    "Rao-Blackwellised KL")."""
     per_row = partial(_mixture_kl, prior=prior, num_components=num_components)
     flat = jax.tree.map(lambda a: a.reshape((a.shape[0], -1) + a.shape[3:]), conditionals)
     kept = jnp.repeat(jnp.asarray(kept_chains, bool), conditionals.mean.shape[2], axis=1)
-    return jax.vmap(per_row)(keys, flat, kept)
+    kl, gap = jax.vmap(per_row)(keys, flat, kept)
+    return jnp.where(gap > MIXTURE_GAP, jnp.nan, kl)
 
 
 def _mixture_kl(key, components: NIG, kept, prior: NIG, num_components: int):
-    """`batched_mixture_kl` of one posterior: components (M, ...) and kept (M,)."""
+    """`batched_mixture_kl` of one posterior, components (M, ...) and kept (M,): the leave-one-out estimate and how
+    far the own-included one lies above it."""
     own_kl = jax.vmap(lambda c: nig_expected_log_density(c, c) - nig_expected_log_density(c, prior))(components)
     total = components.mean.shape[0]
     chosen = (np.arange(min(num_components, total)) * total) // min(num_components, total)
@@ -356,9 +364,11 @@ def _mixture_kl(key, components: NIG, kept, prior: NIG, num_components: int):
     def log_densities(w, v):  # log c_i(theta) for every component i of the subset
         return jax.vmap(lambda c: nig_log_density(c, w, v))(subset)
 
-    scores = jax.vmap(log_densities)(weights, noise_var)  # (points j, components i)
+    scores = jnp.where(member[None, :], jax.vmap(log_densities)(weights, noise_var), -jnp.inf)  # (points, components)
     own = jnp.diagonal(scores)
-    others = member[None, :] & ~jnp.eye(chosen.size, dtype=bool)
-    log_mixture = logsumexp(jnp.where(others, scores, -jnp.inf), axis=1) - jnp.log(others.sum(axis=1))
+    others = jnp.where(jnp.eye(chosen.size, dtype=bool), -jnp.inf, scores)
+    log_mixture = logsumexp(others, axis=1) - jnp.log(member.sum() - member)
+    log_with_own = logsumexp(scores, axis=1) - jnp.log(member.sum())
     spread = _kept_mean((own - log_mixture)[None], member[None])[0]
-    return _kept_mean(own_kl[None], kept[None])[0] - spread
+    gap = _kept_mean((log_with_own - log_mixture)[None], member[None])[0]
+    return _kept_mean(own_kl[None], kept[None])[0] - spread, gap

@@ -7,9 +7,11 @@ computes and releases, `statistic(num_features)` (any object with `size`, `compu
 reference); draws of p(theta | o_C) for a batch of coalition masks, `posterior_draws(key, data, masks, config)`,
 as `CoalitionDraws`; `sampler` ('gibbs' or 'nuts', which picks the `SamplerConfig` presets); and a `name` for
 the result's method. `check(data)` (refuse releases before sampling), `prior_log_density(data)` (the prior
-density the KL estimator can use), `parameter_names(num_features)` and `packs_members` (True where the model's
+density the KL estimator can use), `parameter_names(num_features)`, `packs_members` (True where the model's
 priors do not depend on the number or order of parties, so a coalition's chains may be given its members' releases
-alone: `NoiseAwareData.members`) are optional (`OPTIONAL_MEMBERS`).
+alone: `NoiseAwareData.members`) and `conjugate_prior(data)` (the NIG prior to which the sampler's conditionals
+p(theta | s) are conjugate; such a model's `posterior_draws` takes `conditionals=True` and returns them, for
+kl='rao-blackwell') are optional (`OPTIONAL_MEMBERS`).
 
 `LinearRegression` keeps the contract with its Gibbs kernel, `NumPyroModel` (and `LogisticRegression`) with
 batched NUTS; a user's class needs no base class, only these members (structural typing, PEP 544).
@@ -26,7 +28,7 @@ from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 
 REQUIRED_MEMBERS = ("statistic", "prior_draws", "posterior_draws", "sampler", "name")
-OPTIONAL_MEMBERS = ("check", "prior_log_density", "parameter_names", "packs_members")
+OPTIONAL_MEMBERS = ("check", "prior_log_density", "parameter_names", "packs_members", "conjugate_prior")
 
 
 @runtime_checkable

@@ -24,6 +24,7 @@ import numpy as np
 from bayesval.batching import batches, pad_rows, padded_size
 from bayesval.divergence import (  # noqa: F401
     EXTRA_NEIGHBOURS,
+    MIXTURE_GAP,
     THEILER_WINDOW,
     batched_kl,
     batched_mixture_kl,
@@ -379,12 +380,22 @@ class CoalitionSurprise:
             if chunk_divergences is not None:
                 divergences[here] = np.asarray(chunk_divergences)[:size].sum(axis=1)
             if (any_kept & np.isnan(summary[0])).any():
-                raise RuntimeError(
-                    f"more than {EXTRA_NEIGHBOURS} identical draws around some point of a coalition posterior: the "
-                    "sampler is stuck (raise num_warmup, or check the model)"
-                )
+                raise RuntimeError(self._unestimated())
         draws = np.concatenate(row_draws) if keep_draws else None
         return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
+
+    def _unestimated(self) -> str:
+        """Why a coalition posterior's KL came out NaN, by estimator."""
+        if self.kl_estimator == "rao-blackwell":
+            return (
+                "kl='rao-blackwell': the Gibbs conditionals p(theta | s_C) of some coalition are too narrow for their "
+                f"mixture to give its entropy (its leave-one-out and own-included estimates differ by more than "
+                f"{MIXTURE_GAP} nats): DP noise dominates there; use kl='prior-density' (docs/architecture.md)"
+            )
+        return (
+            f"more than {EXTRA_NEIGHBOURS} identical draws around some point of a coalition posterior: the sampler is "
+            "stuck (raise num_warmup, or check the model)"
+        )
 
     def _prior_sample(self, repeat: int) -> np.ndarray:
         """The prior draws every coalition of `repeat` is compared with (two-sample estimator)."""
