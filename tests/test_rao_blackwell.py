@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import bayesval as bv
-from bayesval.divergence import _mixture_kl, batched_mixture_kl, nig_kl
+from bayesval.divergence import batched_mixture_kl, nig_kl
 from bayesval.inference.conjugate import NIG, nig_draws, nig_expected_log_density, nig_log_density
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties.rewards.sampling import RewardSampler
-from bayesval.parties.surprise import CoalitionSurprise, summarise
+from bayesval.parties.surprise import CoalitionSurprise
 from bayesval.parties.valuation import release_all
 
 PRIOR = bv.models.syn_model_prior(2)
@@ -125,28 +125,17 @@ def test_tempered_rewards_take_the_estimator_through_of_inputs(syn_parties):
         assert trial.value == pytest.approx(exact_kl(model, parties, [True] * 3, kappa), rel=0.01), kappa
 
 
-def test_realistic_noise_is_refused_and_the_k_nn_value_lies_between_the_mixture_bounds(syn_parties):
+def test_realistic_noise_is_refused(syn_parties):
     """At epsilon = 0.5 each conditional p(theta | s_C) is far narrower than p(theta | o_C): their mixture over the
-    sweeps of a chain underestimates the posterior's entropy, so kl='rao-blackwell' refuses with a clear error. The
-    mixture's leave-one-out and own-included estimates bracket the k-NN estimate from the same chains. (The
-    batch shape is the previous test's, so its compiled sampler serves.)"""
+    sweeps underestimates the posterior's entropy by nats (its leave-one-out and own-included estimates bracket the
+    k-NN value 1-3 nats apart, docs/benchmarks.md), so kl='rao-blackwell' refuses with a clear error. (The batch
+    shape is the negligible-noise test's, so its compiled sampler serves.)"""
     model = bv.models.LinearRegression()
     parties = syn_parties(epsilons=(0.5, 0.5, 0.5))
     data = NoiseAwareData.from_releases(release_all(model, parties))
     surprise = CoalitionSurprise(model, data, SHORT, 4, jax.random.key(5), max_coalitions=7, kl="rao-blackwell")
     with pytest.raises(RuntimeError, match="too narrow for their mixture.*use kl='prior-density'"):
         surprise(np.ones((1, 3), bool))
-
-    rows = surprise.batch_rows
-    keys = jax.random.split(jax.random.key(1), rows)
-    sample = model.posterior_draws(keys, data, np.ones((rows, 3), bool), SHORT, conditionals=True)
-    knn = np.asarray(summarise(sample.draws, sample.kept_chains, 4, model.prior_log_density(data))[0])
-    flat = jax.tree.map(lambda a: a.reshape(rows, -1, *a.shape[3:]), sample.conditionals)
-    lower, gap = jax.vmap(partial(_mixture_kl, prior=PRIOR, num_components=1024))(
-        jax.random.split(jax.random.key(2), rows), flat, np.ones(flat.mean.shape[:2], bool)
-    )
-    assert np.isnan(batched_mixture_kl(keys, sample.conditionals, sample.kept_chains, PRIOR)).all()
-    assert np.all(gap > 0.5) and lower.mean() < knn.mean() < (lower + gap).mean()
 
 
 def test_models_without_conjugate_conditionals_are_refused_before_any_release(rng):
@@ -172,15 +161,15 @@ def test_the_driver_returns_the_conditional_each_kept_theta_was_drawn_from(syn_p
     model = bv.models.LinearRegression(collapsed_moves=0)  # Algorithm 1 as printed: the smallest program
     data = NoiseAwareData.from_releases(release_all(model, syn_parties(epsilons=(1.0, 1.0, 1.0))))
     masks = np.array([[True, False, True], [True, True, True]])
-    budget = dict(num_chains=2, num_warmup=20, num_samples=200, progress_bar=False)
+    budget = dict(num_chains=2, num_warmup=10, num_samples=100, progress_bar=False)
     run = partial(
         sample_coalition_posteriors, jax.random.key(2), data, masks, model.priors(2), model.kernel_settings(2)
     )
     plain, with_conditionals = run(**budget), run(**budget, conditionals=True)
     np.testing.assert_allclose(with_conditionals.draws, plain.draws, rtol=1e-9)
     conditionals = with_conditionals.conditionals
-    assert conditionals.mean.shape == (2, 2, 200, 3) and conditionals.precision.shape == (2, 2, 200, 3, 3)
+    assert conditionals.mean.shape == (2, 2, 100, 3) and conditionals.precision.shape == (2, 2, 100, 3, 3)
     records = PRIOR.shape + 0.5 * (masks @ np.asarray(data.counts))
-    np.testing.assert_allclose(conditionals.shape, np.broadcast_to(records[:, None, None], (2, 2, 200)))
+    np.testing.assert_allclose(conditionals.shape, np.broadcast_to(records[:, None, None], (2, 2, 100)))
     pit = stats.invgamma.cdf(with_conditionals.draws[..., -1], conditionals.shape, scale=conditionals.scale)
-    assert stats.kstest(pit.ravel()[::5], "uniform").pvalue > 1e-3
+    assert stats.kstest(pit.ravel()[::4], "uniform").pvalue > 1e-3
