@@ -43,10 +43,10 @@ def closed_forms(model, parties, masks) -> np.ndarray:
     return np.array(values)
 
 
-def one_epsilon(epsilon: float, args) -> None:
+def one_epsilon(epsilon: float, seed: int, args) -> None:
     syn = make_syn(seed=0)
     parties = [
-        bv.Party(X, y, epsilon=epsilon, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=2000 + i)
+        bv.Party(X, y, epsilon=epsilon, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=seed + i)
         for i, (X, y) in enumerate(syn.parties)
     ]
     model = bv.models.LinearRegression()
@@ -100,8 +100,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=800)
     parser.add_argument("--samples", type=int, default=1600)
     args = parser.parse_args()
-    for epsilon in args.epsilons:
-        one_epsilon(epsilon, args)
+    for index, epsilon in enumerate(args.epsilons):
+        one_epsilon(epsilon, 2000 + 10 * index, args)  # a noise seed per release
 
 
 if __name__ == "__main__":
