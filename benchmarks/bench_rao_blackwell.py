@@ -74,11 +74,9 @@ def one_epsilon(epsilon: float, seed: int, args) -> None:
     exact = closed_forms(model, parties, coalition_masks(3))
     print(f"\nepsilon = {epsilon:g}: {args.chains} chains x {args.samples} draws, {args.repeats} repeats per coalition")
     print(f"estimator on all rows: k-NN {time_knn:.2f} s, RB {time_rb:.2f} s")
-    print("coalition  closed form   k-NN mean (sd)       RB mean (sd) or LOO to own-included   RB gap (max)")
+    print("coalition  closed form   k-NN mean (sd)       RB mean (sd) or its LOO value   RB gap (max)")
     for mask, e, k, r, g, lo in zip(coalition_masks(3), exact, knn, rb, gap, lower):
-        rb_text = (
-            f"{r.mean():8.4f} ({r.std(ddof=1):.4f})" if np.isfinite(r).all() else f"refused, bounds {lo.mean():.2f}"
-        )
+        rb_text = f"{r.mean():8.4f} ({r.std(ddof=1):.4f})" if np.isfinite(r).all() else f"refused: LOO {lo.mean():.2f}"
         print(f"{mask.astype(int)}   {e:9.4f}   {k.mean():8.4f} ({k.std(ddof=1):.4f})   {rb_text:20s} {g.max():.2e}")
     print(f"max |k-NN / closed form - 1| = {np.max(np.abs(knn.mean(axis=1) / exact - 1)):.4f}")
     if np.isfinite(rb).all():
