@@ -398,3 +398,22 @@ def test_allocate_asks_any_reward_mechanism_the_same_questions():
     assert rewards.similarity[2] == 0.0 and rewards.similarity[1] < -1 and rewards.mechanism == "stub"
     np.testing.assert_array_equal(rewards.epsilon, [1.0, 2.0, 3.0])
     assert "parameter = " in repr(rewards)
+
+
+def test_rewards_compare_with_the_valuations_own_draws_of_the_grand_coalition_and_each_party(tempered):
+    """The grand coalition's and each party's own posterior draws that the reward metrics use are those the
+    valuation sampled for v_N and v_i (every repeat, every chain), not a second sample of the same posteriors."""
+    _, parties, _, _ = tempered
+    config = BUDGET.with_(num_warmup=50, num_samples=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence at the test budget
+        result = bv.valuate(
+            bv.models.LinearRegression(), parties, key=2, config=config, rewards="tempering", keep_draws=True
+        )
+    n, masks = len(parties), result.coalition_masks
+    grand = int(np.flatnonzero(masks.all(axis=1))[0])
+    dim = result.draws.shape[-1]
+    np.testing.assert_array_equal(result.rewards.grand_draws, result.draws[grand].reshape(-1, dim))
+    for party in range(n):
+        own = int(np.flatnonzero((masks == np.eye(n, dtype=bool)[party]).all(axis=1))[0])
+        np.testing.assert_array_equal(result.rewards.own_draws[party], result.draws[own].reshape(-1, dim))

@@ -15,6 +15,7 @@ instead, with no nearest neighbours (`bayesval.divergence.batched_mixture_kl`; d
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from functools import partial
 from typing import NamedTuple
 
@@ -196,10 +197,15 @@ class CoalitionSurprise:
         max_coalitions: int,
         kl: str = "auto",
         keep_draws: bool = False,
+        pooled_draws_of: Collection[int] = (),
     ) -> None:
         self.model, self.data, self.config, self.k = model, data, config, k
         # with keep_draws, each sampled coalition's posterior draws (repeats, chains, kept, d), on the host
         self.draws: dict[int, np.ndarray] | None = {} if keep_draws else None
+        # the coalitions (bitmasks) whose draws are kept pooled over repeats and kept chains (m, d) once sampled:
+        # the rewards' grand coalition and each party alone, whose draws the reward metrics compare
+        self._pooled_codes = frozenset(int(code) for code in pooled_draws_of)
+        self.pooled_draws: dict[int, np.ndarray] = {}
         self.key_posterior, self.key_prior = jax.random.split(key)
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True, "coalitions": [], "r_hat": [], "ess": []}
@@ -259,10 +265,16 @@ class CoalitionSurprise:
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
         masks = (np.array([code for code, _ in rows])[:, None] >> np.arange(num_parties)) & 1
         keys = [coalition_key(self.key_posterior, code, repeat) for code, repeat in rows]
-        kl, r_hat, ess, dropped, divergences, row_draws, _ = self._sample_rows(
-            keys, masks.astype(bool), [repeat for _, repeat in rows], keep_draws=self.draws is not None
+        pooled = [index for index, code in enumerate(codes) if code in self._pooled_codes]
+        kl, r_hat, ess, dropped, divergences, row_draws, row_kept = self._sample_rows(
+            keys, masks.astype(bool), [repeat for _, repeat in rows], keep_draws=self.draws is not None or bool(pooled)
         )
         by_code = (len(codes), repeats)
+        for index in pooled:
+            draws = row_draws.reshape(by_code + row_draws.shape[1:])[index]
+            self.pooled_draws[codes[index]] = draws[row_kept.reshape(by_code + row_kept.shape[1:])[index]].reshape(
+                -1, draws.shape[-1]
+            )
         kl = kl.reshape(by_code)
         if np.isnan(kl).all(axis=1).any():
             raise RuntimeError("every chain of some coalition posterior was dropped (BFMI); raise num_warmup")

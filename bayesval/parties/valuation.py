@@ -290,6 +290,7 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
         max_coalitions=2**n - 1,
         kl=settings.kl,
         keep_draws=settings.keep_draws,
+        pooled_draws_of=() if settings.mechanism is None else [2**n - 1] + [1 << i for i in range(n)],
     )
     if resume_from is not None:
         if resume_from.coalition_estimates.game != surprise.fingerprint:

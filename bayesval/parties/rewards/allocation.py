@@ -208,12 +208,14 @@ def _checked_rationality(shapley, singleton_values, grand_value: float, rho: flo
 
 
 def _grand_and_own_draws(sampler: RewardSampler, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Draws of p(theta | o_N) and of each party's own p(theta | o_i), in one sampler call where they fit."""
+    """Draws of p(theta | o_N) and of each party's own p(theta | o_i): those the valuation kept when it sampled
+    them (the very chains its v_N and v_i come from), else one sampler call where they fit (a resumed valuation)."""
     masks = np.vstack([np.ones((1, n), bool), np.eye(n, dtype=bool)])
-    stage = "rewards: draws of the grand coalition's posterior and of each party's own"
-    grand_draws, *own_draws = [
-        e.draws for e in sampler.evaluate([sampler.data] * (n + 1), [1.0] * (n + 1), masks, stage=stage)
-    ]
+    kept = sampler.sampled_draws(masks)
+    if kept is None:
+        stage = "rewards: draws of the grand coalition's posterior and of each party's own"
+        kept = [e.draws for e in sampler.evaluate([sampler.data] * (n + 1), [1.0] * (n + 1), masks, stage=stage)]
+    grand_draws, *own_draws = kept
     return grand_draws, own_draws
 
 

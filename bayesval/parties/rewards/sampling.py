@@ -47,7 +47,16 @@ class RewardSampler:
         self.chain_length = game.config.num_samples // game.config.thinning  # draws run chain by chain
         self._of_inputs = surprise.of_inputs
         self._prior_draws = surprise.prior_draws
+        self._sampled_draws = surprise.pooled_draws
         self.calls = 0
+
+    def sampled_draws(self, masks: np.ndarray) -> list[np.ndarray] | None:
+        """The draws (m, d) of each coalition mask of the valuation's own releases that the valuation kept when it
+        sampled them (`CoalitionSurprise(pooled_draws_of=...)`); None unless it kept every one."""
+        codes = [int(code) for code in np.asarray(masks, bool) @ (1 << np.arange(self.num_parties))]
+        if not all(code in self._sampled_draws for code in codes):
+            return None
+        return [self._sampled_draws[code] for code in codes]
 
     def evaluate(
         self, inputs: list[NoiseAwareData], parameters, masks: np.ndarray | None = None, *, stage: str = "rewards"
