@@ -6,6 +6,13 @@ refactor: the files are what today's code computes, and a refactor that changes 
 release files before a run would also draw new releases and change every pinned number.
 
     PYTHONPATH=. python tests/make_pinned.py          # from the repository root
+    PYTHONPATH=. python tests/make_pinned.py --only rewards   # re-pin one valuation's arrays
+
+Re-pinned since, each for a change of behaviour made on purpose and said in its commit (the releases, the other
+valuations and the saved result files are still those of the redesign's commit):
+- `rewards.npz`, issue 30: the reward metrics compare with the draws the valuation sampled for the grand coalition
+  and each party alone, instead of a second sampler call of the same posteriors (which also shifted the searches'
+  sampler keys by one call). `rewards_at_save.npz` keeps the arrays `rewards_result.npz` was saved with.
 
 What it writes:
 - `party_1.release.json` ... `party_3.release.json`: the releases of the three parties of `bayesval demo` (Sim et
@@ -48,6 +55,10 @@ def release_demo_parties() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--only"]:  # re-pin named valuations after a deliberate change of behaviour (see above)
+        for name in sys.argv[2:]:
+            np.savez(pinned.PINNED / f"{name}.npz", **pinned.VALUATIONS[name]())
+        return
     pinned.PINNED.mkdir(parents=True, exist_ok=True)
     if not all(path.exists() for path in pinned.RELEASE_FILES):
         release_demo_parties()
