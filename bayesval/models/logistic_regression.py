@@ -30,6 +30,7 @@ from numpyro.distributions.transforms import Transform, biject_to
 
 from bayesval.inference.clt import gauss_hermite, logistic_statistic_moments
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.gaussian import CovarianceGaussian
 from bayesval.models.numpyro_model import NumPyroModel
 from bayesval.statistics import LogisticRegressionStatistic
 from bayesval.validation import check_positive
@@ -154,7 +155,7 @@ def noise_aware_logistic_regression(
     counts, noise_var = data.counts[:, None, None], (data.noise_std**2)[:, None, None]
     cov = counts * t_cov + noise_var * jnp.eye(statistic.size)
     with numpyro.plate("parties", data.counts.shape[0]), numpyro.handlers.mask(mask=mask):
-        numpyro.sample("perturbed", dist.MultivariateNormal(data.counts[:, None] * t_mean, cov), obs=data.perturbed)
+        numpyro.sample("perturbed", CovarianceGaussian(data.counts[:, None] * t_mean, cov), obs=data.perturbed)
 
 
 class LogisticRegression(NumPyroModel):
