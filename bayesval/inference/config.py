@@ -183,7 +183,7 @@ class SamplerConfig:
                 "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6),
             },
             "nuts": {
-                "fast": cls(num_chains=4, num_warmup=300, num_samples=800, thinning=1, num_repeats=3),
+                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3),
                 "paper": cls(
                     num_chains=5, num_warmup=400, num_samples=2000, thinning=1, num_repeats=5, target_accept_prob=0.86
                 ),

@@ -177,8 +177,12 @@ class LogisticRegression(NumPyroModel):
     each iteration costs the deepest tree of the batch; one chain here averages 9-13 steps, but the deepest of
     84 reached 31-63. At 3 (7 steps) Diab's valuation mixes as well per second and runs 3.5x faster
     (docs/architecture.md, "Batched NUTS waits for its deepest tree").
-    target_accept_prob, min_bfmi: the rest of the NUTS kernel's settings (`NumPyroModel`); Sim et al.'s runs use
-    0.86 and 0.3 (App. H.1), which the 'paper' preset still forwards for one release.
+    target_accept_prob: the step-size adaptation's target (Hoffman & Gelman 2014, Sec. 3.2). With the tree capped,
+    a trajectory's length is its step size times at most 7 steps, so a larger step travels further for the same
+    gradients: at 0.65 Diab's coalition posteriors get ~1.4x the bulk ESS per draw of 0.8 (0.55 gains nothing
+    more; docs/benchmarks.md, "Diab in 30 s"). Sim et al.'s runs use 0.86 (App. H.1), which the 'paper' preset
+    still forwards for one release.
+    min_bfmi: the E-BFMI below which a chain is dropped (`NumPyroModel`; 0.3 as Sim et al.).
     """
 
     def __init__(
@@ -186,7 +190,7 @@ class LogisticRegression(NumPyroModel):
         max_sq_norm: float | None = None,
         lkj_concentration: float = 2.0,
         max_tree_depth: int = 3,
-        target_accept_prob: float = 0.8,
+        target_accept_prob: float = 0.65,
         min_bfmi: float = 0.3,
     ):
         if max_sq_norm is not None:
