@@ -159,7 +159,7 @@ class SamplerConfig:
         NUTS, fast: 4 chains of 250 warm-up and 700 draws, 3 repeats: with `LogisticRegression`'s shallow trees
         and target acceptance 0.65, Diab's valuation converges (max R-hat 1.006, min bulk ESS 1,295)
         in 50-119 s (55-58 s of CPU time) on 2 shared cores, against 110-160 s (80-87 s of CPU time) for 300 +
-        800 draws at 0.8 before (docs/benchmarks.md, "Diab in 30 s").
+        800 draws at 0.8 before (docs/benchmarks.md, "Diab toward 30 s").
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
         BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (Sim et al.
         2023, App. H.1): here 5 repeats of 5 chains.

@@ -7,7 +7,7 @@ log N(x; m, C) is known in closed form (Petersen & Pedersen 2012, The Matrix Coo
     d/dm = C^-1 (x - m) = alpha,    d/dC = (alpha alpha^T - C^-1) / 2,
 so the forward pass keeps alpha and C^-1 (one Cholesky factorisation and one triangular inverse) and the backward
 pass is two outer products. On Diab's 19-entry statistic (3 parties, 84 chains) a gradient of the likelihood costs
-~40 % less and compiles ~3x faster (docs/benchmarks.md, "Diab in 30 s").
+~40 % less and compiles ~3x faster (docs/benchmarks.md, "Diab toward 30 s").
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class LogisticRegression(NumPyroModel):
     target_accept_prob: the step-size adaptation's target (Hoffman & Gelman 2014, Sec. 3.2). With the tree capped,
     a trajectory's length is its step size times at most 7 steps, so a larger step travels further for the same
     gradients: at 0.65 Diab's coalition posteriors get ~1.4x the bulk ESS per draw of 0.8 (0.55 gains nothing
-    more; docs/benchmarks.md, "Diab in 30 s"). Sim et al.'s runs use 0.86 (App. H.1), which the 'paper' preset
+    more; docs/benchmarks.md, "Diab toward 30 s"). Sim et al.'s runs use 0.86 (App. H.1), which the 'paper' preset
     still forwards for one release.
     min_bfmi: the E-BFMI below which a chain is dropped (`NumPyroModel`; 0.3 as Sim et al.).
     """
