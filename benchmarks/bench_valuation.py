@@ -6,9 +6,10 @@
 syn: the `paper` preset (8 chains x 400 + 4,000 sweeps x 6 repeats, prior-density KL) against Sim et al.'s
 sweep counts (16 chains x 10,000 + 30,000 sweeps thinned by 16 x 5 repeats, two-sample KL as printed), on the
 same releases (fixed noise seeds). The baseline takes ~20 minutes on 2 cores; --no-baseline skips it.
-diab: `LogisticRegression` at the NUTS `fast` preset (trees of depth <= 3, 4 chains x 300 + 800 x 3 repeats,
-prior-density KL) against the settings it replaces (depth <= 10, 4 chains x 300 + 500 x 3 repeats, two-sample
-KL). Prints wall time (compilation included), phi +- stderr, max R-hat, min ESS and the ratio.
+diab: `LogisticRegression` at the NUTS `fast` preset (trees of depth <= 3, target acceptance 0.65, 4 chains x
+250 + 700 x 3 repeats, prior-density KL) against the settings of 2026-11-23 (depth <= 10, target acceptance 0.8,
+4 chains x 300 + 500 x 3 repeats, two-sample KL); benchmarks/bench_diab.py times the step of issue 30 alone.
+Prints wall time (compilation included), phi +- stderr, max R-hat, min ESS and the ratio.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def main() -> None:
         baseline_config = bv.SamplerConfig(num_chains=4, num_warmup=300, num_samples=500, thinning=1, num_repeats=3)
         baseline = (
             "the earlier fast preset, depth 10, two-sample KL",
-            bv.models.LogisticRegression(max_sq_norm=model.max_sq_norm, max_tree_depth=10),
+            bv.models.LogisticRegression(max_sq_norm=model.max_sq_norm, max_tree_depth=10, target_accept_prob=0.8),
             dict(config=baseline_config, kl="two-sample"),
         )
     if args.setting == "syn":

@@ -61,7 +61,7 @@ def test_sampler_config_leaves_kernel_settings_to_the_model_without_warning():
     assert vars(config)["target_accept_prob"] == 0.8 and "target_accept_prob=0.8," in repr(config)
     assert config == SamplerConfig(num_chains=2)
     model = bv.models.LogisticRegression(max_tree_depth=4, min_bfmi=0.2)
-    assert model.kernel_settings(config) == NUTSSettings(0.8, 4, 0.2)
+    assert model.kernel_settings(config) == NUTSSettings(0.65, 4, 0.2)  # the logistic model's own target
     assert model.kernel_settings(paper) == NUTSSettings(0.86, 4, 0.2)  # the paper preset still forwards 0.86
 
 

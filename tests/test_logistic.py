@@ -16,6 +16,7 @@ from scipy import stats
 import bayesval as bv
 from bayesval.inference.clt import gauss_hermite, logistic_statistic_moments
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.gaussian import CovarianceGaussian, gaussian_log_density
 from bayesval.inference.nuts import bfmi, sample_coalition_posteriors_nuts
 from bayesval.models.logistic_regression import BallTransform, NormTruncatedNormal, non_private_cap
 from bayesval.statistics import Bounds, LogisticRegressionStatistic
@@ -117,6 +118,42 @@ def test_truncated_prior_draws_follow_the_truncated_chi_square():
     assert np.abs(direction.mean(0)).max() < 0.03  # direction uniform
     log_prob = NormTruncatedNormal(dim, cap).log_prob(jnp.zeros(dim))
     assert float(log_prob) == pytest.approx(-dim / 2 * np.log(2 * np.pi) - np.log(stats.chi2.cdf(cap, dim)))
+
+
+def test_covariance_gaussian_density_and_gradient_match_scipy_and_multivariate_normal(rng):
+    """The closed-form gradient against autodiff through NumPyro's Cholesky-based MultivariateNormal, the density
+    against scipy, batched as the logistic likelihood batches it (parties, and draws in front)."""
+    factors = rng.normal(size=(3, 6, 6))
+    cov = jnp.asarray(factors @ factors.transpose(0, 2, 1) + 0.5 * np.eye(6))
+    mean, value = jnp.asarray(rng.normal(size=(3, 6))), jnp.asarray(rng.normal(size=(2, 3, 6)))
+    ours = CovarianceGaussian(mean, cov).log_prob(value)
+    assert ours.shape == (2, 3)
+    scipy = [[stats.multivariate_normal(mean[i], cov[i]).logpdf(value[s, i]) for i in range(3)] for s in range(2)]
+    np.testing.assert_allclose(ours, scipy, rtol=1e-12)
+
+    def total(distribution):
+        return lambda m, c: distribution(m, c).log_prob(value).sum()
+
+    expected = jax.jit(jax.grad(total(dist.MultivariateNormal), (0, 1)))(mean, cov)
+    for got, want in zip(jax.jit(jax.grad(total(CovarianceGaussian), (0, 1)))(mean, cov), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    gradient_in_value = jax.grad(gaussian_log_density)(value[0, 0], mean[0], cov[0])
+    np.testing.assert_allclose(gradient_in_value, -np.linalg.solve(cov[0], value[0, 0] - mean[0]), rtol=1e-9)
+
+
+def test_prior_log_density_is_the_one_the_generic_probe_finds(rng):
+    """LogisticRegression reads theta's prior density off its prior; NumPyroModel's probe of the whole model finds the
+    same function, bit for bit, inside the ball and outside it (-inf)."""
+    counts, size = np.array([40.0, 60.0]), LogisticRegressionStatistic(2).size
+    data = NoiseAwareData(jnp.asarray(rng.normal(size=(2, size))), jnp.asarray(counts), jnp.ones(2))
+    model, cap = bv.models.LogisticRegression(max_sq_norm=3.0), 3.0
+    thetas = jnp.asarray(np.concatenate([rng.normal(size=(20, 3)), 3 * rng.normal(size=(5, 3))]))
+    ours = jax.jit(jax.vmap(model.prior_log_density(data)))(thetas)
+    generic = jax.jit(jax.vmap(bv.models.NumPyroModel.prior_log_density(model, data)))(thetas)
+    np.testing.assert_array_equal(ours, generic)
+    assert np.isinf(np.asarray(ours)).sum() == (np.sum(np.asarray(thetas) ** 2, 1) > cap).sum() > 0
+    log_normal = stats.norm.logpdf(np.asarray(thetas[:3])).sum(1) - np.log(stats.chi2.cdf(cap, 3))
+    np.testing.assert_allclose(ours[:3], log_normal, rtol=1e-12)
 
 
 def test_bfmi_separates_independent_from_sticky_energies(rng):

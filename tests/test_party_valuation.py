@@ -153,12 +153,13 @@ def _valuate_until_sampling(parties):
 def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_redesign_carry():
     """The kernel settings moved from SamplerConfig to the NUTS models; the fingerprint reads them where the config
     held them, so a result saved before the move still resumes. The hash was computed by the code before the
-    redesign (commit 2d1214a, `bayesval.valuate._game_fingerprint`) for this model, data and config."""
+    redesign (commit 2d1214a, `bayesval.valuate._game_fingerprint`) for this model, data and config; the model's
+    target acceptance is given as it was then (0.8, the default before 2026-11-25)."""
     from bayesval.inference.data import NoiseAwareData
     from bayesval.parties.surprise import SurpriseGame, game_fingerprint
 
     rng = np.random.default_rng(0)
-    model = bv.models.LogisticRegression()
+    model = bv.models.LogisticRegression(target_accept_prob=0.8)
     X = rng.normal(size=(60, 3))
     X /= np.linalg.norm(X, axis=1, keepdims=True).max()
     y = (rng.random(60) < 0.5).astype(float)

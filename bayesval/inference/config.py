@@ -156,8 +156,10 @@ class SamplerConfig:
         thinned by 16, 5 repeats, 1,058 s here): 8 chains of 400 + 4,000 sweeps, 6 repeats. Every sweep is
         kept: the KL estimate keeps a chain's near draws out of each other's neighbours (Theiler window),
         so thinning would only discard information (docs/architecture.md).
-        NUTS, fast: 4 chains of 300 warm-up and 800 draws, 3 repeats: Diab's valuation converges (R-hat <= 1.01)
-        in under a minute on 2 cores with `LogisticRegression`'s shallow trees.
+        NUTS, fast: 4 chains of 250 warm-up and 700 draws, 3 repeats: with `LogisticRegression`'s shallow trees
+        and target acceptance 0.65, Diab's valuation converges (max R-hat 1.006, min bulk ESS 1,295)
+        in 50-119 s (55-58 s of CPU time) on 2 shared cores, against 110-160 s (80-87 s of CPU time) for 300 +
+        800 draws at 0.8 before (docs/benchmarks.md, "Diab toward 30 s").
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
         BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (Sim et al.
         2023, App. H.1): here 5 repeats of 5 chains.
@@ -183,7 +185,7 @@ class SamplerConfig:
                 "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6),
             },
             "nuts": {
-                "fast": cls(num_chains=4, num_warmup=300, num_samples=800, thinning=1, num_repeats=3),
+                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3),
                 "paper": cls(
                     num_chains=5, num_warmup=400, num_samples=2000, thinning=1, num_repeats=5, target_accept_prob=0.86
                 ),

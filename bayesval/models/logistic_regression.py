@@ -25,11 +25,13 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import gammainc
+from jax.tree_util import Partial
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import Transform, biject_to
 
 from bayesval.inference.clt import gauss_hermite, logistic_statistic_moments
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.gaussian import CovarianceGaussian
 from bayesval.models.numpyro_model import NumPyroModel
 from bayesval.statistics import LogisticRegressionStatistic
 from bayesval.validation import check_positive
@@ -126,6 +128,17 @@ class NormTruncatedNormal(dist.Distribution):
         return jnp.where(sq_norm <= self.max_sq_norm, normal, -jnp.inf)
 
 
+def theta_prior(dim: int, max_sq_norm: float | None) -> dist.Distribution:
+    """theta's prior: N(0, I_dim), conditioned on ||theta||^2 <= max_sq_norm unless that is None."""
+    if max_sq_norm is None:
+        return dist.Normal(0.0, 1.0).expand([dim]).to_event(1)
+    return NormTruncatedNormal(dim, max_sq_norm)
+
+
+def _theta_log_prior(max_sq_norm: float | None, theta: jnp.ndarray) -> jnp.ndarray:
+    return theta_prior(theta.shape[-1], max_sq_norm).log_prob(theta)
+
+
 def noise_aware_logistic_regression(
     data: NoiseAwareData,
     mask: jnp.ndarray,
@@ -134,15 +147,13 @@ def noise_aware_logistic_regression(
     max_sq_norm: float | None = None,
     lkj_concentration: float = 2.0,
     quadrature: tuple[np.ndarray, np.ndarray] = gauss_hermite(),
+    gaussian: type = CovarianceGaussian,
 ) -> None:
-    """The noise-aware logistic model of all parties, with the likelihood of the members of `mask` only."""
+    """The noise-aware logistic model of all parties, with the likelihood of the members of `mask` only.
+    `gaussian(loc, covariance_matrix)`: the likelihood's Gaussian; NumPyro's `MultivariateNormal` has the same
+    density, differentiated through its Cholesky factor (slower, docs/benchmarks.md)."""
     num_features, dim = statistic.num_features, statistic.dim
-    theta_prior = (
-        dist.Normal(0.0, 1.0).expand([dim]).to_event(1)
-        if max_sq_norm is None
-        else NormTruncatedNormal(dim, max_sq_norm)
-    )
-    theta = numpyro.sample("theta", theta_prior)
+    theta = numpyro.sample("theta", theta_prior(dim, max_sq_norm))
     scale_prior = dist.TruncatedNormal(1.0, 1.0, low=0.0, high=2.0).expand([num_features]).to_event(1)
     scales = numpyro.sample("iota", scale_prior)
     corr_cholesky = numpyro.sample("L_omega", dist.LKJCholesky(num_features, lkj_concentration))
@@ -154,7 +165,7 @@ def noise_aware_logistic_regression(
     counts, noise_var = data.counts[:, None, None], (data.noise_std**2)[:, None, None]
     cov = counts * t_cov + noise_var * jnp.eye(statistic.size)
     with numpyro.plate("parties", data.counts.shape[0]), numpyro.handlers.mask(mask=mask):
-        numpyro.sample("perturbed", dist.MultivariateNormal(data.counts[:, None] * t_mean, cov), obs=data.perturbed)
+        numpyro.sample("perturbed", gaussian(data.counts[:, None] * t_mean, cov), obs=data.perturbed)
 
 
 class LogisticRegression(NumPyroModel):
@@ -166,8 +177,12 @@ class LogisticRegression(NumPyroModel):
     each iteration costs the deepest tree of the batch; one chain here averages 9-13 steps, but the deepest of
     84 reached 31-63. At 3 (7 steps) Diab's valuation mixes as well per second and runs 3.5x faster
     (docs/architecture.md, "Batched NUTS waits for its deepest tree").
-    target_accept_prob, min_bfmi: the rest of the NUTS kernel's settings (`NumPyroModel`); Sim et al.'s runs use
-    0.86 and 0.3 (App. H.1), which the 'paper' preset still forwards for one release.
+    target_accept_prob: the step-size adaptation's target (Hoffman & Gelman 2014, Sec. 3.2). With the tree capped,
+    a trajectory's length is its step size times at most 7 steps, so a larger step travels further for the same
+    gradients: at 0.65 Diab's coalition posteriors get ~1.4x the bulk ESS per draw of 0.8 (0.55 gains nothing
+    more; docs/benchmarks.md, "Diab toward 30 s"). Sim et al.'s runs use 0.86 (App. H.1), which the 'paper' preset
+    still forwards for one release.
+    min_bfmi: the E-BFMI below which a chain is dropped (`NumPyroModel`; 0.3 as Sim et al.).
     """
 
     def __init__(
@@ -175,7 +190,7 @@ class LogisticRegression(NumPyroModel):
         max_sq_norm: float | None = None,
         lkj_concentration: float = 2.0,
         max_tree_depth: int = 3,
-        target_accept_prob: float = 0.8,
+        target_accept_prob: float = 0.65,
         min_bfmi: float = 0.3,
     ):
         if max_sq_norm is not None:
@@ -213,6 +228,13 @@ class LogisticRegression(NumPyroModel):
             max_sq_norm=self.max_sq_norm,
             lkj_concentration=self.lkj_concentration,
         )
+
+    def prior_log_density(self, data: NoiseAwareData) -> Partial:
+        """theta (D,) -> log p(theta), read off `theta_prior`: no other site enters theta's prior, so the generic
+        probe of `NumPyroModel.prior_log_density` (prior draws, the model traced under two draws of the other
+        sites, compiled) is not needed, nor a trace of the whole model in the KL program. A `Partial` with the cap
+        as its traced argument, so one compiled program serves every cap."""
+        return Partial(_theta_log_prior, self.max_sq_norm)
 
     @staticmethod
     def parameter_names(num_features: int) -> list[str]:
