@@ -6,7 +6,8 @@ coalitions or rewards) puts that name in front of its own.
         ...  # each sampler call inside shows "valuation: coalition posteriors p(theta | o_C), call 1 of 2 [Gibbs]"
 
 Stages do not nest: an inner stage replaces the outer one's label while it lasts. Outside any stage a bar shows the
-sampler's name alone.
+sampler's name alone. When several processes split one valuation (docs/multihost.md), only process 0 shows bars
+(`shown`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+import jax
 
 
 @dataclass
@@ -51,4 +54,10 @@ def describe(sampler: str) -> str:
     return f"{current.label} [{sampler}]"
 
 
-__all__ = ["describe", "stage"]
+def shown(progress_bar: bool) -> bool:
+    """Whether a bar asked for (`progress_bar`) is shown here: in process 0 only, so that processes splitting one
+    valuation print one set of bars."""
+    return bool(progress_bar) and jax.process_index() == 0
+
+
+__all__ = ["describe", "shown", "stage"]

@@ -6,8 +6,10 @@ prior's density where the model knows it (`prior_density`), else a fresh prior s
 every coalition of that repeat (common random numbers, as Sim et al. 2023, App. C.3): the coalitions' errors
 within a repeat are then correlated, so Shapley values and their standard errors are computed per repeat
 (`per_repeat`), which is right either way. Rows (coalition, repeat) are sampled in fixed-size batches, padded and
-chunked to `SamplerConfig.memory_limit_mb` per device and sharded over the local devices; each row's key
-is folded from its coalition and repeat, so values do not depend on the batch size or device layout.
+chunked to `SamplerConfig.memory_limit_mb` per device and laid out over the global device mesh: every device
+of every process after `jax.distributed.initialize()` (docs/multihost.md), each process sampling its block and
+receiving every row's results. Each row's key is folded from its coalition and repeat, so values do not depend on
+the batch size, the device layout or the number of processes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 from bayesval.batching import batches, pad_rows, padded_size
 from bayesval.divergence import EXTRA_NEIGHBOURS, THEILER_WINDOW, batched_kl, theiler_window  # noqa: F401
 from bayesval.games.shapley import mask_codes
-from bayesval.inference.batching import coalition_key, shard_rows
+from bayesval.inference.batching import coalition_key, gather_rows, process_block, same_in_every_process, shard_rows
 from bayesval.inference.config import KERNEL_FIELDS, SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
@@ -33,8 +35,9 @@ _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, s
 
 
 def batch_rows(model, data, config: SamplerConfig, most_rows: int) -> int:
-    """Rows per sampler call: what fits `config.memory_limit_mb` on each device times the device count, and no
-    more than `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS."""
+    """Rows per batch: what fits `config.memory_limit_mb` on each device times the device count, and no more than
+    `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS per process. The devices are those of
+    the global mesh, `jax.devices()`: after `jax.distributed.initialize()`, every device of every process."""
     dimension = np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1]
     per_row = config.draws_per_repeat * dimension * _BYTES_PER_DRAW_COORDINATE
     per_device = int(config.memory_limit_mb * 2**20 // per_row)
@@ -44,8 +47,8 @@ def batch_rows(model, data, config: SamplerConfig, most_rows: int) -> int:
             f"{config.draws_per_repeat} draws of {dimension} parameters, which needs {per_row / 2**20:.3g} MB; raise "
             "memory_limit_mb or lower num_samples / num_chains"
         )
-    devices = jax.local_device_count()
-    return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS), devices))
+    devices = jax.device_count()
+    return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS * jax.process_count()), devices))
 
 
 KL_ESTIMATORS = ("auto", "prior-density", "two-sample")
@@ -159,6 +162,9 @@ class CoalitionSurprise:
         self._log_density = prior_density(model, data, kl)
         self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
+        if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
+            key_data = np.asarray(jax.random.key_data(key)).tobytes()
+            same_in_every_process("game or key", hashlib.sha256(self.fingerprint.encode() + key_data).digest())
 
     @property
     def game(self) -> SurpriseGame:
@@ -249,47 +255,62 @@ class CoalitionSurprise:
         return kl.T, [d[k].reshape(-1, d.shape[-1]) for d, k in zip(draws, kept)]
 
     def _sample_rows(self, keys: list, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
-        """Rows (key, mask, repeat[, releases]) in padded, sharded batches of `batch_rows`, sampler to KL and
-        diagnostics on the device: per row KL (NaN without kept chains), max R-hat, min ESS, dropped chains,
-        divergences, the draws (rows, chains, kept, d) if `keep_draws`, and which chains were kept (rows, chains)."""
+        """Rows (key, mask, repeat[, releases]) in padded batches of `batch_rows` (`_sample_batch`): per row KL
+        (NaN without kept chains), max R-hat, min ESS, dropped chains, divergences, the draws (rows, chains, kept, d)
+        if `keep_draws`, and which chains were kept (rows, chains)."""
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
         row_draws, row_kept = [], []
         for batch in batches(num_rows, self.batch_rows):
             here, size = slice(batch.start, batch.stop), batch.count
-            chunk_keys, chunk_masks = shard_rows(
-                pad_rows(jax.numpy.stack(keys[here]), self.batch_rows), pad_rows(masks[here], self.batch_rows)
-            )
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
             row_inputs = [self.data] * size if inputs is None else inputs[here]
-            data = NoiseAwareData.per_row(row_inputs + [row_inputs[0]] * (self.batch_rows - size))
-            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
-            draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
+            rows = self._sample_batch(keys[here], masks[here], repeats[here], row_inputs, keep_draws)
+            rows = {name: values[:size] for name, values in rows.items()}
             if keep_draws:
-                row_draws.append(np.asarray(draws)[:size])
-            prior = None
-            if self._log_density is None:
-                repeat_of_row = repeats[here] + [repeats[here.start]] * (self.batch_rows - size)
-                prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
-            summary = [np.asarray(a)[:size] for a in summarise(draws, kept, self.k, self._log_density, prior)]
-            kept_here = np.asarray(kept)[:size]
-            row_kept.append(kept_here)
-            any_kept = kept_here.any(axis=1)
-            kl[here] = np.where(any_kept, summary[0], np.nan)
-            r_hat[here] = np.where(any_kept, summary[1], np.inf)
-            ess[here] = np.where(any_kept, summary[2], 0.0)
-            dropped[here] = (~kept_here).sum(axis=1)
-            chunk_divergences = sample.info.get("divergences")
-            if chunk_divergences is not None:
-                divergences[here] = np.asarray(chunk_divergences)[:size].sum(axis=1)
-            if (any_kept & np.isnan(summary[0])).any():
+                row_draws.append(rows["draws"])
+            row_kept.append(rows["kept"])
+            any_kept = rows["kept"].any(axis=1)
+            kl[here] = np.where(any_kept, rows["kl"], np.nan)
+            r_hat[here] = np.where(any_kept, rows["r_hat"], np.inf)
+            ess[here] = np.where(any_kept, rows["ess"], 0.0)
+            dropped[here] = (~rows["kept"]).sum(axis=1)
+            if "divergences" in rows:
+                divergences[here] = rows["divergences"].sum(axis=1)
+            if (any_kept & np.isnan(rows["kl"])).any():
                 raise RuntimeError(
                     f"more than {EXTRA_NEIGHBOURS} identical draws around some point of a coalition posterior: the "
                     "sampler is stuck (raise num_warmup, or check the model)"
                 )
         draws = np.concatenate(row_draws) if keep_draws else None
         return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
+
+    def _sample_batch(self, keys: list, masks: np.ndarray, repeats: list[int], row_inputs: list, keep_draws: bool):
+        """One batch of rows padded to `batch_rows`, sampler to KL and diagnostics on the device, on the host for
+        every padded row: 'kl', 'r_hat' (max), 'ess' (min bulk), 'kept' chains (rows, chains), 'divergences' per
+        chain where the sampler counts them, and the 'draws' with `keep_draws`. Each process samples its block of
+        the global device mesh (`process_block`), sharded over its devices, and every block is gathered into every
+        process (`gather_rows`); with one process, the block is the batch."""
+        padding = self.batch_rows - len(keys)
+        block = process_block(self.batch_rows)
+        chunk_keys, chunk_masks = shard_rows(
+            pad_rows(jax.numpy.stack(keys), self.batch_rows)[block], pad_rows(masks, self.batch_rows)[block]
+        )
+        data = NoiseAwareData.per_row((row_inputs + [row_inputs[0]] * padding)[block])
+        sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
+        draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
+        prior = None
+        if self._log_density is None:
+            repeat_of_row = (repeats + [repeats[0]] * padding)[block]
+            prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
+        rows = dict(zip(("kl", "r_hat", "ess"), summarise(draws, kept, self.k, self._log_density, prior)))
+        rows["kept"] = kept
+        if sample.info.get("divergences") is not None:
+            rows["divergences"] = sample.info["divergences"]
+        if keep_draws:
+            rows["draws"] = draws
+        return gather_rows(rows)
 
     def _prior_sample(self, repeat: int) -> np.ndarray:
         """The prior draws every coalition of `repeat` is compared with (two-sample estimator)."""
