@@ -1,0 +1,147 @@
+"""One Syn valuation (6 parties, all 63 coalitions) in one process against the same valuation split over two
+processes on this machine (`jax.distributed`, CPU collectives by gloo; docs/multihost.md), side by side.
+
+    python benchmarks/bench_multiprocess.py [--parties 6] [--chains 4] [--warmup 800] [--samples 1600] [--repeats 3]
+
+Each run is a fresh set of processes; each process values the game twice, with keys 0 and 1: the first valuation's
+time includes tracing and compiling the Gibbs program, the second is sampling alone. Runs:
+
+* one process, free to use every core (XLA's own threads): what a user gets without doing anything;
+* one process pinned to one core: the unit the processes below scale from;
+* two processes, each pinned to its own core (`os.sched_setaffinity`);
+* two processes, unpinned (the OS places their threads).
+
+Every process prints its times; the run's time is its slowest process. Both processes' values are checked equal
+to each other, and to the one-process values to float64 round-off (the largest relative difference is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def worker(args) -> None:
+    """One process of a run: pin, join the run's processes (if several), value twice, write the times and values."""
+    if args.core is not None:
+        os.sched_setaffinity(0, {args.core})
+    started = time.perf_counter()
+    import jax
+
+    if args.processes > 1:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(f"127.0.0.1:{args.port}", num_processes=args.processes, process_id=args.process)
+    import warnings
+
+    import bayesval as bv
+    from bayesval.datasets.synthetic import make_syn
+
+    syn = make_syn(seed=0, sizes=(200,) * args.parties)
+    releases = [
+        bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i).release()
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    config = bv.SamplerConfig(
+        num_chains=args.chains,
+        num_warmup=args.warmup,
+        num_samples=args.samples,
+        num_repeats=args.repeats,
+        progress_bar=False,
+    )
+    times, values = [], []
+    for key in (0, 1):
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            result = bv.valuate(bv.models.LinearRegression(), releases, key=key, config=config)
+        times.append(time.perf_counter() - start)
+        values.append(result.coalition_values.tolist())
+    report = {"first": times[0], "second": times[1], "total": time.perf_counter() - started, "values": values}
+    with open(args.out, "w") as file:
+        json.dump(report, file)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(args, processes: int, cores: list[int | None]) -> dict:
+    """Start `processes` workers (process i pinned to cores[i], None: unpinned) and wait for them all."""
+    port, folder = _free_port(), tempfile.mkdtemp()
+    outs = [os.path.join(folder, f"{i}.json") for i in range(processes)]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    env.pop("XLA_FLAGS", None)
+    start = time.perf_counter()
+    workers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--processes", str(processes), "--process", str(i)]
+            + ["--port", str(port), "--out", outs[i]]
+            + ([] if cores[i] is None else ["--core", str(cores[i])])
+            + [f"--{name}={getattr(args, name)}" for name in ("parties", "chains", "warmup", "samples", "repeats")],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(processes)
+    ]
+    if any(worker.wait() for worker in workers):
+        raise RuntimeError("a worker failed")
+    wall = time.perf_counter() - start
+    reports = [json.load(open(out)) for out in outs]
+    for report in reports[1:]:
+        assert report["values"] == reports[0]["values"], "the processes disagree"
+    return {
+        "wall": wall,
+        "first": max(r["first"] for r in reports),
+        "second": max(r["second"] for r in reports),
+        "values": np.array(reports[0]["values"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parties", type=int, default=6)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=800)
+    parser.add_argument("--samples", type=int, default=1600)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    for name, kind in (("processes", int), ("process", int), ("port", int), ("out", str), ("core", int)):
+        parser.add_argument(f"--{name}", type=kind, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    rows = (2**args.parties - 1) * args.repeats
+    print(
+        f"Syn, {args.parties} parties, {2**args.parties - 1} coalitions x {args.repeats} repeats = {rows} rows, "
+        f"{args.chains} chains of {args.warmup} + {args.samples} sweeps; {os.cpu_count()} CPU cores"
+    )
+    runs = {
+        "1 process, all cores": run(args, 1, [None]),
+        "1 process, 1 core": run(args, 1, [0]),
+        "2 processes, 1 core each": run(args, 2, [0, 1]),
+        "2 processes, unpinned": run(args, 2, [None, None]),
+    }
+    base = runs["1 process, all cores"]
+    print(f"{'run':<26} {'wall (s)':>9} {'1st valuate':>12} {'2nd valuate':>12} {'speed-up':>9} {'rel diff':>9}")
+    for name, result in runs.items():
+        difference = np.max(np.abs(result["values"] - base["values"]) / np.abs(base["values"]))
+        print(
+            f"{name:<26} {result['wall']:9.1f} {result['first']:12.1f} {result['second']:12.1f} "
+            f"{base['second'] / result['second']:8.2f}x {difference:9.1e}"
+        )
+
+
+if __name__ == "__main__":
+    main()
