@@ -2,6 +2,7 @@
 processes on this machine (`jax.distributed`, CPU collectives by gloo; docs/multihost.md), side by side.
 
     python benchmarks/bench_multiprocess.py [--parties 6] [--chains 4] [--warmup 800] [--samples 1600] [--repeats 3]
+    python benchmarks/bench_multiprocess.py --nuts   # NUTS: docs/user_models.md's valuation, values compared
 
 Each run is a fresh set of processes; each process values the game twice, with keys 0 and 1: the first valuation's
 time includes tracing and compiling the Gibbs program, the second is sampling alone. Runs:
@@ -13,6 +14,7 @@ time includes tracing and compiling the Gibbs program, the second is sampling al
 
 Every process prints its times; the run's time is its slowest process. Both processes' values are checked equal
 to each other, and to the one-process values to float64 round-off (the largest relative difference is printed).
+With --nuts, the runs value the example of docs/user_models.md (NUTS, 7 coalitions x 4 repeats) once instead.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -46,6 +49,8 @@ def worker(args) -> None:
     import bayesval as bv
     from bayesval.datasets.synthetic import make_syn
 
+    if args.nuts:
+        return _user_model_example(args.out)
     syn = make_syn(seed=0, sizes=(200,) * args.parties)
     releases = [
         bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i).release()
@@ -71,6 +76,18 @@ def worker(args) -> None:
         json.dump(report, file)
 
 
+def _user_model_example(out: str) -> None:
+    """The valuation of docs/user_models.md's example (NUTS), timed, its coalition values written to `out`."""
+    with open(os.path.join(ROOT, "docs", "user_models.md")) as file:
+        code = re.search(r"```python\n(.*?)```", file.read(), re.S).group(1).replace("print(result.to_dataframe())", "")
+    start, namespace = time.perf_counter(), {}
+    exec(compile(code, "docs/user_models.md", "exec"), namespace)
+    values = namespace["result"].coalition_values.tolist()
+    seconds = time.perf_counter() - start
+    with open(out, "w") as file:
+        json.dump({"first": seconds, "second": seconds, "total": seconds, "values": [values]}, file)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,7 +106,8 @@ def run(args, processes: int, cores: list[int | None]) -> dict:
             [sys.executable, __file__, "--worker", "--processes", str(processes), "--process", str(i)]
             + ["--port", str(port), "--out", outs[i]]
             + ([] if cores[i] is None else ["--core", str(cores[i])])
-            + [f"--{name}={getattr(args, name)}" for name in ("parties", "chains", "warmup", "samples", "repeats")],
+            + [f"--{name}={getattr(args, name)}" for name in ("parties", "chains", "warmup", "samples", "repeats")]
+            + (["--nuts"] if args.nuts else []),
             env=env,
             stderr=subprocess.DEVNULL,
         )
@@ -116,12 +134,20 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=800)
     parser.add_argument("--samples", type=int, default=1600)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--nuts", action="store_true", help="value docs/user_models.md's NUTS example instead")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for name, kind in (("processes", int), ("process", int), ("port", int), ("out", str), ("core", int)):
         parser.add_argument(f"--{name}", type=kind, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
+    if args.nuts:
+        one, two = run(args, 1, [None]), run(args, 2, [None, None])
+        same = np.array_equal(one["values"], two["values"])
+        difference = np.max(np.abs(two["values"] - one["values"]) / np.abs(one["values"]))
+        print(f"docs/user_models.md (NUTS): 1 process {one['wall']:.1f} s, 2 processes {two['wall']:.1f} s (wall)")
+        print(f"coalition values equal bit for bit: {same}; largest relative difference {difference:.1e}")
+        return
     rows = (2**args.parties - 1) * args.repeats
     print(
         f"Syn, {args.parties} parties, {2**args.parties - 1} coalitions x {args.repeats} repeats = {rows} rows, "

@@ -24,7 +24,7 @@ from bayesval.games.masks import code_masks, members
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
 from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
-from bayesval.progress import shown
+from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
 from bayesval.results.state import SemivalueState
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
@@ -285,7 +285,7 @@ def _progress(state: SemivalueState, started: float, history: int, record: bool 
         np.sqrt(variances),
         state.index_counts,
         state.evaluations,
-        time.perf_counter() - started,
+        seconds_since(started),
         state.rankings,
         state.ranges,
         state.exact_indices,
