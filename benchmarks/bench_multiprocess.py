@@ -1,7 +1,7 @@
 """One Syn valuation (6 parties, all 63 coalitions) in one process against the same valuation split over two
 processes on this machine (`jax.distributed`, CPU collectives by gloo; docs/multihost.md), side by side.
 
-    python benchmarks/bench_multiprocess.py [--parties 6] [--chains 4] [--warmup 800] [--samples 1600] [--repeats 3]
+    python benchmarks/bench_multiprocess.py [--parties 6] [--chains 4] [--warmup 100] [--samples 200] [--repeats 3]
     python benchmarks/bench_multiprocess.py --nuts   # NUTS: docs/user_models.md's valuation, values compared
 
 Each run is a fresh set of processes; each process values the game twice, with keys 0 and 1: the first valuation's
@@ -131,8 +131,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parties", type=int, default=6)
     parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=800)
-    parser.add_argument("--samples", type=int, default=1600)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--nuts", action="store_true", help="value docs/user_models.md's NUTS example instead")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -89,7 +89,7 @@ def _run_two_processes(tmp_path) -> list[dict]:
         for i in range(2)
     ]
     try:
-        codes = [worker.wait(timeout=240) for worker in workers]
+        codes = [worker.wait(timeout=900) for worker in workers]
     finally:
         for worker in workers:
             worker.kill()
