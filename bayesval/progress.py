@@ -6,15 +6,22 @@ coalitions or rewards) puts that name in front of its own.
         ...  # each sampler call inside shows "valuation: coalition posteriors p(theta | o_C), call 1 of 2 [Gibbs]"
 
 Stages do not nest: an inner stage replaces the outer one's label while it lasts. Outside any stage a bar shows the
-sampler's name alone.
+sampler's name alone. When several processes split one valuation (docs/multihost.md), only process 0 shows bars
+(`shown`), and every process reads process 0's clock (`seconds_since`): time-based stopping rules then stop every
+process at the same batch, and a result records the same seconds in each.
 """
 
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
 
 @dataclass
@@ -51,4 +58,19 @@ def describe(sampler: str) -> str:
     return f"{current.label} [{sampler}]"
 
 
-__all__ = ["describe", "stage"]
+def shown(progress_bar: bool) -> bool:
+    """Whether a bar asked for (`progress_bar`) is shown here: in process 0 only, so that processes splitting one
+    valuation print one set of bars."""
+    return bool(progress_bar) and jax.process_index() == 0
+
+
+def seconds_since(started: float) -> float:
+    """Seconds since `started` (a `time.perf_counter()` reading) by process 0's clock, the same in every process;
+    with one process, this process's. A collective when there are several: every process must call it alike."""
+    seconds = time.perf_counter() - started
+    if jax.process_count() > 1:
+        seconds = float(multihost_utils.broadcast_one_to_all(np.float64(seconds)))
+    return seconds
+
+
+__all__ = ["describe", "seconds_since", "shown", "stage"]

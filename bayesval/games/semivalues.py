@@ -24,6 +24,7 @@ from bayesval.games.masks import code_masks, members
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
 from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
+from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
 from bayesval.results.state import SemivalueState
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
@@ -85,7 +86,9 @@ def semivalue(
     state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size)
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
-    bar = tqdm(disable=not progress_bar, desc=f"{semivalue.name} by {sampler.name} sampling", unit=" evaluations")
+    bar = tqdm(
+        disable=not shown(progress_bar), desc=f"{semivalue.name} by {sampler.name} sampling", unit=" evaluations"
+    )
     while progress is None or not (stop.holds(progress) and state.every_group_drawn):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
@@ -282,7 +285,7 @@ def _progress(state: SemivalueState, started: float, history: int, record: bool 
         np.sqrt(variances),
         state.index_counts,
         state.evaluations,
-        time.perf_counter() - started,
+        seconds_since(started),
         state.rankings,
         state.ranges,
         state.exact_indices,

@@ -1,9 +1,16 @@
-"""How a batch of coalition posteriors is laid out: one key per row and the row axis sharded over every local
-device; rows are padded to fixed sizes by the package's one padded-batch helper, `bayesval.batching`.
+"""How a batch of coalition posteriors is laid out: one key per row and the row axis over the global device mesh
+(`jax.devices()`, every device of every process after `jax.distributed.initialize()`); rows are padded to fixed
+sizes by the package's one padded-batch helper, `bayesval.batching`.
 
 A row is one (coalition, repeat) posterior. Its key is derived from the row alone (`coalition_key`), and
-every sampler maps rows independently, so a posterior does not depend on which batch, chunk or device
+every sampler maps rows independently, so a posterior does not depend on which batch, chunk, device or process
 it lands in: padding, chunking and sharding change the speed, never the values.
+
+Across processes (docs/multihost.md) each process samples the block of a batch that the global mesh puts on its
+own devices (`process_block`), sharded over those devices (`shard_rows`), and the per-row outputs of every
+block are gathered into every process (`gather_rows`): the samplers run process-local programs, with no
+collective inside their loops, and the processes meet once per batch. `same_in_every_process` checks that
+every process values the same game, which the gathered rows assume.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 
@@ -30,11 +38,67 @@ def row_keys(key: jax.Array, num_rows: int) -> jax.Array:
 
 
 def shard_rows(*arrays):
-    """Place arrays with the row axis (leading) split over all local devices; unchanged on one device.
-    The row count must be a multiple of the device count (`bayesval.batching.padded_size`)."""
+    """Place arrays with the row axis (leading) split over this process's devices (its block of the global mesh,
+    `process_block`); unchanged on one device. The row count must be a multiple of the local device count
+    (`bayesval.batching.padded_size`)."""
     devices = jax.local_devices()
     if len(devices) == 1:
         return arrays if len(arrays) > 1 else arrays[0]
     sharding = NamedSharding(Mesh(np.asarray(devices), ("rows",)), PartitionSpec("rows"))
     placed = tuple(jax.device_put(a, sharding) for a in arrays)
     return placed if len(placed) > 1 else placed[0]
+
+
+def row_sharding() -> NamedSharding:
+    """The row axis (leading) split over the global device mesh, `jax.devices()` in order."""
+    return NamedSharding(Mesh(np.asarray(jax.devices()), ("rows",)), PartitionSpec("rows"))
+
+
+def process_block(num_rows: int) -> slice:
+    """The rows of a batch of num_rows rows that the global mesh (`row_sharding`) puts on this process's devices:
+    one contiguous block, as many rows as every other process; every row when there is one process. num_rows must
+    be a multiple of the global device count (`bayesval.batching.padded_size(rows, jax.device_count())`)."""
+    devices = jax.devices()
+    if num_rows % len(devices):
+        raise ValueError(f"{num_rows} rows do not split evenly over {len(devices)} devices: pad them first")
+    mine = [i for i, device in enumerate(devices) if device.process_index == jax.process_index()]
+    if mine != list(range(mine[0], mine[0] + len(mine))) or len(mine) * jax.process_count() != len(devices):
+        raise ValueError(
+            f"process {jax.process_index()} holds devices {mine} of {len(devices)}: rows split over processes "
+            "need the same number of devices in every process, in one run of the global device order"
+        )
+    per_device = num_rows // len(devices)
+    return slice(mine[0] * per_device, (mine[-1] + 1) * per_device)
+
+
+def gather_rows(blocks: dict) -> dict[str, np.ndarray]:
+    """Named per-row outputs of this process's block (`process_block`), each (block rows, ...), as the whole
+    batch's rows in every process, on the host (NumPy): each block placed where the global mesh put it
+    (`jax.make_array_from_process_local_data`) and the global array gathered
+    (`jax.experimental.multihost_utils.process_allgather`). One process: its blocks, as NumPy arrays."""
+    if jax.process_count() == 1:
+        return {name: np.asarray(block) for name, block in blocks.items()}
+    sharding = row_sharding()
+    return {
+        name: np.asarray(
+            multihost_utils.process_allgather(
+                jax.make_array_from_process_local_data(sharding, np.asarray(block)), tiled=True
+            )
+        )
+        for name, block in blocks.items()
+    }
+
+
+def same_in_every_process(what: str, digest: bytes) -> None:
+    """Raise a clear error unless every process passed the same `digest` (e.g. a SHA-256 of the game and the key):
+    processes that split one valuation must value the same releases, settings and key. Nothing with one process."""
+    if jax.process_count() == 1:
+        return
+    mine = np.frombuffer(digest, np.uint8)
+    every = np.asarray(multihost_utils.process_allgather(mine))
+    differing = [int(p) for p in np.flatnonzero((every != every[0]).any(axis=1))]
+    if differing:
+        raise ValueError(
+            f"processes {differing} have another {what} than process 0: processes that split one valuation must "
+            "pass the same releases (the same files, or parties with the same noise_seed), settings and key"
+        )

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from bayesval.batching import even_splits
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
-from bayesval.progress import describe
+from bayesval.progress import describe, shown
 
 
 class NUTSSettings(NamedTuple):
@@ -169,7 +169,7 @@ def sample_coalition_posteriors_nuts(
     bar = tqdm(
         total=num_warmup + num_samples,
         desc=describe(f"NUTS, {num_coalitions} posteriors x {num_chains} chains"),
-        disable=not progress_bar,
+        disable=not shown(progress_bar),
     )
     trace = jax.tree.map(
         lambda leaf: jnp.zeros((batch, kept) + leaf.shape[1:], leaf.dtype), (states.z, states.energy, states.diverging)

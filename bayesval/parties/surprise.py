@@ -6,10 +6,12 @@ prior's density where the model knows it (`prior_density`), else a fresh prior s
 every coalition of that repeat (common random numbers, as Sim et al. 2023, App. C.3): the coalitions' errors
 within a repeat are then correlated, so Shapley values and their standard errors are computed per repeat
 (`per_repeat`), which is right either way. Rows (coalition, repeat) are sampled in fixed-size batches, padded and
-chunked to `SamplerConfig.memory_limit_mb` per device and sharded over the local devices; each row's key
-is folded from its coalition and repeat, so values do not depend on the batch size or device layout. Asked for
-(kl='rao-blackwell', `conjugate_prior`), a Gibbs model's conjugate conditionals give a Rao-Blackwellised KL
-instead, with no nearest neighbours (`bayesval.divergence.batched_mixture_kl`; docs/architecture.md).
+chunked to `SamplerConfig.memory_limit_mb` per device and laid out over the global device mesh: every device
+of every process after `jax.distributed.initialize()` (docs/multihost.md), each process sampling its block and
+receiving every row's results. Each row's key is folded from its coalition and repeat, so values do not depend on
+the batch size, the device layout or the number of processes. Asked for (kl='rao-blackwell', `conjugate_prior`), a
+Gibbs model's conjugate conditionals give a Rao-Blackwellised KL instead, with no nearest neighbours
+(`bayesval.divergence.batched_mixture_kl`; docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from bayesval.divergence import (  # noqa: F401
     theiler_window,
 )
 from bayesval.games.shapley import mask_codes
-from bayesval.inference.batching import coalition_key, shard_rows
+from bayesval.inference.batching import coalition_key, gather_rows, process_block, same_in_every_process, shard_rows
 from bayesval.inference.config import KERNEL_FIELDS, SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
@@ -44,9 +46,10 @@ _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, s
 
 
 def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "auto") -> int:
-    """Rows per sampler call: what fits `config.memory_limit_mb` on each device times the device count, and no
-    more than `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS. With kl='rao-blackwell'
-    each draw also carries its conditional's parameters."""
+    """Rows per batch: what fits `config.memory_limit_mb` on each device times the device count, and no more than
+    `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS per process. The devices are those of
+    the global mesh, `jax.devices()`: after `jax.distributed.initialize()`, every device of every process. With
+    kl='rao-blackwell' each draw also carries its conditional's parameters."""
     dimension = np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1]
     conjugate = conjugate_prior(model, data, kl)
     if conjugate is not None:
@@ -59,8 +62,8 @@ def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "au
             f"{config.draws_per_repeat} draws of {dimension} parameters, which needs {per_row / 2**20:.3g} MB; raise "
             "memory_limit_mb or lower num_samples / num_chains"
         )
-    devices = jax.local_device_count()
-    return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS), devices))
+    devices = jax.device_count()
+    return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS * jax.process_count()), devices))
 
 
 PACK_FROM_PARTIES = 6
@@ -218,6 +221,9 @@ class CoalitionSurprise:
         else:
             self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
+        if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
+            key_data = np.asarray(jax.random.key_data(key)).tobytes()
+            same_in_every_process("game or key", hashlib.sha256(self.fingerprint.encode() + key_data).digest())
 
     @property
     def game(self) -> SurpriseGame:
@@ -349,52 +355,63 @@ class CoalitionSurprise:
         return tuple(outputs)
 
     def _sample_batches(self, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep_draws: bool):
-        """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width: padded, sharded
-        batches of `batch_rows`, sampler to KL and diagnostics on the device."""
-
+        """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width, in padded batches of
+        `batch_rows` (`_sample_batch`)."""
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
         row_draws, row_kept = [], []
         for batch in batches(num_rows, self.batch_rows):
             here, size = slice(batch.start, batch.stop), batch.count
-            chunk_keys, chunk_masks = shard_rows(
-                pad_rows(jax.numpy.stack(keys[here]), self.batch_rows), pad_rows(masks[here], self.batch_rows)
-            )
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
-            row_inputs = inputs[here]
-            data = NoiseAwareData.per_row(row_inputs + [row_inputs[0]] * (self.batch_rows - size))
-            mixture = {}
-            if self._conjugate_prior is None:
-                sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
-            else:  # the conditionals, and a key per row for the points the mixture is scored at
-                sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config, conditionals=True)
-                keys_of_points = jax.vmap(partial(jax.random.fold_in, data=_MIXTURE_STREAM))(chunk_keys)
-                mixture = dict(conditionals=sample.conditionals, conjugate=self._conjugate_prior, keys=keys_of_points)
-            draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
+            rows = self._sample_batch(keys[here], masks[here], repeats[here], inputs[here], keep_draws)
+            rows = {name: values[:size] for name, values in rows.items()}
             if keep_draws:
-                row_draws.append(np.asarray(draws)[:size])
-            prior = None
-            if self._log_density is None and self._conjugate_prior is None:
-                repeat_of_row = repeats[here] + [repeats[here.start]] * (self.batch_rows - size)
-                prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
-            summary = [
-                np.asarray(a)[:size] for a in summarise(draws, kept, self.k, self._log_density, prior, **mixture)
-            ]
-            kept_here = np.asarray(kept)[:size]
-            row_kept.append(kept_here)
-            any_kept = kept_here.any(axis=1)
-            kl[here] = np.where(any_kept, summary[0], np.nan)
-            r_hat[here] = np.where(any_kept, summary[1], np.inf)
-            ess[here] = np.where(any_kept, summary[2], 0.0)
-            dropped[here] = (~kept_here).sum(axis=1)
-            chunk_divergences = sample.info.get("divergences")
-            if chunk_divergences is not None:
-                divergences[here] = np.asarray(chunk_divergences)[:size].sum(axis=1)
-            if (any_kept & np.isnan(summary[0])).any():
+                row_draws.append(rows["draws"])
+            row_kept.append(rows["kept"])
+            any_kept = rows["kept"].any(axis=1)
+            kl[here] = np.where(any_kept, rows["kl"], np.nan)
+            r_hat[here] = np.where(any_kept, rows["r_hat"], np.inf)
+            ess[here] = np.where(any_kept, rows["ess"], 0.0)
+            dropped[here] = (~rows["kept"]).sum(axis=1)
+            if "divergences" in rows:
+                divergences[here] = rows["divergences"].sum(axis=1)
+            if (any_kept & np.isnan(rows["kl"])).any():
                 raise RuntimeError(self._unestimated())
         draws = np.concatenate(row_draws) if keep_draws else None
         return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
+
+    def _sample_batch(self, keys: list, masks: np.ndarray, repeats: list[int], row_inputs: list, keep_draws: bool):
+        """One batch of rows padded to `batch_rows`, sampler to KL and diagnostics on the device, on the host for
+        every padded row: 'kl', 'r_hat' (max), 'ess' (min bulk), 'kept' chains (rows, chains), 'divergences' per
+        chain where the sampler counts them, and the 'draws' with `keep_draws`. Each process samples its block of
+        the global device mesh (`process_block`), sharded over its devices, and every block is gathered into every
+        process (`gather_rows`); with one process, the block is the batch."""
+        padding = self.batch_rows - len(keys)
+        block = process_block(self.batch_rows)
+        chunk_keys, chunk_masks = shard_rows(
+            pad_rows(jax.numpy.stack(keys), self.batch_rows)[block], pad_rows(masks, self.batch_rows)[block]
+        )
+        data = NoiseAwareData.per_row((row_inputs + [row_inputs[0]] * padding)[block])
+        mixture = {}
+        if self._conjugate_prior is None:
+            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
+        else:  # the conditionals, and a key per row for the points the mixture is scored at
+            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config, conditionals=True)
+            keys_of_points = jax.vmap(partial(jax.random.fold_in, data=_MIXTURE_STREAM))(chunk_keys)
+            mixture = dict(conditionals=sample.conditionals, conjugate=self._conjugate_prior, keys=keys_of_points)
+        draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
+        prior = None
+        if self._log_density is None and self._conjugate_prior is None:
+            repeat_of_row = (repeats + [repeats[0]] * padding)[block]
+            prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
+        rows = dict(zip(("kl", "r_hat", "ess"), summarise(draws, kept, self.k, self._log_density, prior, **mixture)))
+        rows["kept"] = kept
+        if sample.info.get("divergences") is not None:
+            rows["divergences"] = sample.info["divergences"]
+        if keep_draws:
+            rows["draws"] = draws
+        return gather_rows(rows)
 
     def _unestimated(self) -> str:
         """Why a coalition posterior's KL came out NaN, by estimator."""

@@ -20,7 +20,7 @@ from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs.adaptation import end_window, fit_for, is_adapting, is_window_end
 from bayesval.inference.gibbs.kernel import init, step
 from bayesval.inference.gibbs.state import BLRPriors, GibbsInputs, GibbsSettings, GibbsState
-from bayesval.progress import describe
+from bayesval.progress import describe, shown
 from bayesval.statistics import LinearRegressionStatistic
 
 # XLA's backend optimisation level 1 compiles the sweep program ~30 % faster (Syn, 84 chains: 9.1 s against 13.0 s)
@@ -134,7 +134,9 @@ def sample_coalition_posteriors(
     states = _initial_states(chain_keys(key_init), priors, num_parties, settings.shared_data_model)
     inputs = GibbsInputs(data, masks, priors)
     kept = []
-    with tqdm(total=len(warmup) + sampling, desc=describe("Gibbs"), disable=not progress_bar, unit="segment") as bar:
+    with tqdm(
+        total=len(warmup) + sampling, desc=describe("Gibbs"), disable=not shown(progress_bar), unit="segment"
+    ) as bar:
         for index in range(len(warmup) + sampling):
             keys = chain_keys(jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_run, index))
             warming = index < len(warmup)

@@ -15,6 +15,7 @@ from bayesval.parties.rewards.control import PARAMETER_SYMBOLS, RewardMechanism
 from bayesval.parties.rewards.metrics import mnlp_classification, mnlp_regression
 from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
 from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
+from bayesval.progress import seconds_since
 from bayesval.results.serialisation import register
 from bayesval.validation import user_stacklevel
 
@@ -188,7 +189,7 @@ def allocate(
         epsilon=np.array([released.release.guarantee.epsilon for released in releases]),
         effective_epsilon=mechanism.effective_epsilons(releases, parameters),
         rationality_bound=bound,
-        seconds=time.perf_counter() - started,
+        seconds=seconds_since(started),
         draws=_first_draws(draws),
         grand_draws=grand_draws,
         own_draws=_first_draws(own_draws),

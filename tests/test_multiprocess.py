@@ -1,0 +1,141 @@
+"""One valuation split over two processes (`jax.distributed`, CPU collectives by gloo, docs/multihost.md): each
+process samples its block of the global device mesh and gets every row back, so both return the values of one
+process with the same key, with a row count the processes do not divide padded."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import warnings
+from typing import NamedTuple
+
+import jax
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.datasets.synthetic import make_syn
+from bayesval.inference.batching import process_block
+
+# the valuation of tests/test_coalition_batches.py's device test: the single process reuses its compiled program
+CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False)
+MODEL = bv.models.LinearRegression(interweaving_moves=0)  # the smallest program: the quickest to compile
+KEY = 3
+
+# One process of a run: jax.distributed first (before any JAX computation, hence before importing bayesval), then
+# the global mesh's layout of 22 rows, a gather, a valuation and a game that differs in one process.
+_WORKER = """
+import json, sys, warnings
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+port, process, out, cache = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if cache:  # the compiled programs of earlier runs (tests/conftest.py)
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process)
+import numpy as np
+import bayesval as bv
+from bayesval.inference.batching import gather_rows, process_block
+from tests.test_multiprocess import CONFIG, KEY, MODEL, releases
+report = {"process": jax.process_index(), "devices": jax.device_count(), "local": jax.local_device_count()}
+block = process_block(22)
+report["block"] = [block.start, block.stop]
+report["gathered"] = gather_rows({"rows": np.arange(22)[block] * 10})["rows"].tolist()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    result = bv.valuate(MODEL, releases(), key=KEY, config=CONFIG)
+    report |= {name: getattr(result, name).tolist() for name in ("values", "stderr", "coalition_values")}
+    report["sampled"] = result.diagnostics["coalitions"]
+    try:
+        bv.valuate(MODEL, releases(), key=KEY + process, config=CONFIG)
+    except ValueError as error:
+        report["other_key"] = str(error)
+json.dump(report, open(out, "w"))
+"""
+
+
+def releases():
+    """The releases of three Syn parties, the same in every process (fixed noise seeds)."""
+    syn = make_syn(seed=0, sizes=(100, 100, 100))
+    parties = [
+        bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    return [p.release() for p in parties]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_two_processes(tmp_path) -> list[dict]:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    port, outs = _free_port(), [tmp_path / f"process{i}.json" for i in range(2)]
+    cache = jax.config.jax_compilation_cache_dir or ""
+    logs = [open(tmp_path / f"process{i}.log", "w") for i in range(2)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(port), str(i), str(outs[i]), cache],
+            env=env,
+            cwd=root,
+            stdout=logs[i],
+            stderr=subprocess.STDOUT,
+        )
+        for i in range(2)
+    ]
+    try:
+        codes = [worker.wait(timeout=900) for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+        for log in logs:
+            log.close()
+    if any(codes):
+        logs = "\n".join((tmp_path / f"process{i}.log").read_text()[-3000:] for i in range(2))
+        pytest.fail(f"a process failed (exit codes {codes}):\n{logs}")
+    return [json.loads(out.read_text()) for out in outs]
+
+
+def test_two_processes_split_one_valuation_and_both_return_the_values_of_one(tmp_path):
+    """7 coalitions x 3 repeats = 21 rows, padded to 22 for 2 devices in 2 processes: process 0 samples rows 0..10,
+    process 1 rows 11..21 (the padding), and both return what one process returns with the same key (to float64
+    round-off, docs/multihost.md). A process with another key is told so, in both processes, before any sampling."""
+    first, second = _run_two_processes(tmp_path)
+    assert [(r["process"], r["devices"], r["local"]) for r in (first, second)] == [(0, 2, 1), (1, 2, 1)]
+    assert first["block"] == [0, 11] and second["block"] == [11, 22]
+    assert first["gathered"] == second["gathered"] == list(range(0, 220, 10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        single = bv.valuate(MODEL, releases(), key=KEY, config=CONFIG)
+    for name in ("values", "stderr", "coalition_values"):
+        np.testing.assert_array_equal(first[name], second[name])  # the processes agree to the last bit
+        # and with one process to float64 round-off: a block of 11 rows is summed in another order than 21 rows
+        np.testing.assert_allclose(first[name], getattr(single, name), rtol=1e-13, atol=0)
+    assert first["sampled"] == single.diagnostics["coalitions"]
+    assert "processes [1] have another game or key than process 0" in first["other_key"]
+    assert first["other_key"] == second["other_key"]
+
+
+class _Device(NamedTuple):
+    process_index: int
+
+
+def test_a_process_block_is_the_rows_of_its_devices_in_the_global_mesh(monkeypatch):
+    """2 processes x 2 devices: 24 rows, 6 a device, put rows 0..11 on process 0 and 12..23 on process 1; 22 rows
+    are refused (pad them to 24 first), and so are processes whose devices interleave in the global order."""
+    devices = [_Device(0), _Device(0), _Device(1), _Device(1)]
+    monkeypatch.setattr(jax, "devices", lambda: devices)
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    for process, rows in ((0, range(0, 12)), (1, range(12, 24))):
+        monkeypatch.setattr(jax, "process_index", lambda process=process: process)
+        assert list(range(24))[process_block(24)] == list(rows)
+    with pytest.raises(ValueError, match="22 rows do not split evenly over 4 devices: pad them first"):
+        process_block(22)
+    devices[1:3] = [_Device(1), _Device(0)]
+    with pytest.raises(ValueError, match=r"process 1 holds devices \[1, 3\] of 4"):
+        process_block(24)
