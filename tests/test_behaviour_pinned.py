@@ -6,10 +6,10 @@ The expected arrays, releases and result files in `tests/data/pinned/` were writ
 commit before the redesign; do not regenerate them to make this test pass. A later change of behaviour made on
 purpose re-pins only its valuation (`make_pinned.py --only NAME`), listed in make_pinned.py's docstring. The
 valuations are in `tests/pinned_valuations.py`, through the public API only. Each was checked bit-reproducible at
-that commit, twice in one process and across processes, so no tolerance is needed. Bit identity is promised for the same environment:
-another jaxlib (XLA) or numpy version, or another CPU, may round differently, so a failure first compares
-`environment()` with the pinned one (tests/data/pinned/environment.json); run the check before and after the
-redesign in the same environment.
+that commit, twice in one process and across processes, so no tolerance is needed. Bit identity is promised for the
+same environment: another jaxlib (XLA) or numpy version, or another CPU, may round differently, so a failure first
+compares `environment()` with the pinned one (tests/data/pinned/environment.json); run the check before and after
+the redesign in the same environment.
 """
 
 from __future__ import annotations

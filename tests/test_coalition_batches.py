@@ -46,11 +46,11 @@ def test_eight_parties_complete_exactly_in_two_batches():
 
 def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path):
     """12 parties by permutation sampling (batches of 32 permutations, 13 coalitions each, and the 26 coalitions of
-    the exact sizes 0 and 11 twice): the sampler compiles at most twice for each of the three member widths
-(`member_width`: 4, 8 and 12 slots); the result reports the permutations, each
-    party's draws (the permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one
-    batch, saved, loaded and resumed to two batches gives the uninterrupted two-batch run's values to the last bit,
-    and samples only the coalitions the first run had not."""
+        the exact sizes 0 and 11 twice): the sampler compiles at most twice for each of the three member widths
+    (`member_width`: 4, 8 and 12 slots); the result reports the permutations, each
+        party's draws (the permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one
+        batch, saved, loaded and resumed to two batches gives the uninterrupted two-batch run's values to the last bit,
+        and samples only the coalitions the first run had not."""
     releases = _releases(12)
     one_batch, two_batches = MaxEvaluations(32 * 13), MaxEvaluations(2 * 32 * 13)
     before = gibbs._advance._cache_size()
