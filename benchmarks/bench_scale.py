@@ -22,6 +22,7 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import surprise as party_surprise
 from bayesval.parties.surprise import CoalitionSurprise, member_width
 
 CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=200, num_repeats=2, progress_bar=False)
@@ -62,6 +63,7 @@ def cell(model, data, num_parties: int, size: int) -> tuple[float, float]:
 
 
 def main() -> None:
+    party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12])
     args = parser.parse_args()

@@ -46,16 +46,16 @@ def test_eight_parties_complete_exactly_in_two_batches():
 
 def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path):
     """12 parties by permutation sampling (batches of 32 permutations, 13 coalitions each, and the 26 coalitions of
-        the exact sizes 0 and 11 twice): the sampler compiles at most twice for each of the three member widths
-    (`member_width`: 4, 8 and 12 slots); the result reports the permutations, each
-        party's draws (the permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one
-        batch, saved, loaded and resumed to two batches gives the uninterrupted two-batch run's values to the last bit,
-        and samples only the coalitions the first run had not."""
+    the exact sizes 0 and 11 twice): the sampler compiles at most twice (at this budget members are not packed,
+    `worth_packing`); the result reports the permutations, each party's draws (the permutations and 4 exact-size
+    draws a batch) and converged flag; a run stopped after one batch, saved, loaded and resumed to two batches gives
+    the uninterrupted two-batch run's values to the last bit, and samples only the coalitions the first run had
+    not."""
     releases = _releases(12)
     one_batch, two_batches = MaxEvaluations(32 * 13), MaxEvaluations(2 * 32 * 13)
     before = gibbs._advance._cache_size()
     whole = _valuate(releases, key=0, config=TINY, stop=StandardError(0.02) | two_batches)
-    assert gibbs._advance._cache_size() - before <= 2 * 3
+    assert gibbs._advance._cache_size() - before <= 2
     assert whole.method.endswith("(64 permutations)") and "permutation Shapley" in whole.method
     np.testing.assert_array_equal(whole.counts, 64 + 2 * 4)
     assert whole.converged.dtype == bool and len(whole.converged) == 12
@@ -104,19 +104,20 @@ releases = [bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_s
 config = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    result = bv.valuate(bv.models.LinearRegression(interweaving_moves=0), releases, key=3, config=config)
+    result = bv.valuate(bv.models.LinearRegression(collapsed_moves=0), releases, key=3, config=config)
 print(jax.local_device_count(), repr(result.coalition_values.tolist()))
 """
 
 
 def test_four_devices_give_the_values_of_one():
     """21 rows (7 coalitions x 3 repeats) padded to 24 and sharded over 4 forced CPU devices, against 21 rows on
-    one device: neither the batch size nor the device layout changes a value."""
+    one device: neither the batch size nor the device layout changes a value (Algorithm 1 as printed, the quickest
+    program to compile)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     output = subprocess.run([sys.executable, "-c", _FOUR_DEVICES], env=env, capture_output=True, text=True, check=True)
     devices, values = output.stdout.strip().splitlines()[-1].split(" ", 1)
     assert int(devices) == 4
-    single = _valuate(_releases(3, epsilon=1.0), key=3, config=SMALL)
+    single = _valuate(_releases(3, epsilon=1.0), bv.models.LinearRegression(collapsed_moves=0), key=3, config=SMALL)
     assert SMALL == bv.SamplerConfig(
         num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False
     )

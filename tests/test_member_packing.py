@@ -11,7 +11,7 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.divergence import nig_kl
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import surprise
-from bayesval.parties.surprise import PACK_FROM_PARTIES, member_width
+from bayesval.parties.surprise import PACK_FROM_PARTIES, member_width, worth_packing
 
 
 def _data(num_parties: int) -> NoiseAwareData:
@@ -66,6 +66,7 @@ def test_members_only_chains_match_the_closed_form_at_negligible_noise(monkeypat
     ]
     releases = [party.release() for party in parties]
     monkeypatch.setattr(surprise, "PACK_FROM_PARTIES", 4)
+    monkeypatch.setattr(surprise, "PACK_FROM_CHAIN_SWEEPS", 4_400)  # this test's budget: 2 x 1,100 x 2
     model = _Recording()
     config = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=1000, num_repeats=2, progress_bar=False)
     with warnings.catch_warnings():
@@ -92,3 +93,8 @@ def test_members_only_chains_match_the_closed_form_at_negligible_noise(monkeypat
                 assert row_mask[:size].all()  # members first
             coalitions.add(frozenset(slots[row_mask].tolist()))
     assert len(coalitions) == 15 and widths == {2, 4}
+
+
+def test_packing_waits_for_a_budget_whose_sweeps_outweigh_the_extra_programs():
+    fast, smoke = bv.SamplerConfig.preset("fast"), bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20)
+    assert worth_packing(fast) and worth_packing(bv.SamplerConfig.preset("paper")) and not worth_packing(smoke)

@@ -20,7 +20,7 @@ from bayesval.inference.batching import process_block
 
 # the valuation of tests/test_coalition_batches.py's device test: the single process reuses its compiled program
 CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False)
-MODEL = bv.models.LinearRegression(interweaving_moves=0)  # the smallest program: the quickest to compile
+MODEL = bv.models.LinearRegression(collapsed_moves=0)  # Algorithm 1 as printed: the quickest program to compile
 KEY = 3
 
 # One process of a run: jax.distributed first (before any JAX computation, hence before importing bayesval), then

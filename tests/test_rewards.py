@@ -362,6 +362,9 @@ def test_allocate_asks_any_reward_mechanism_the_same_questions():
         def prior(self, num_draws):
             return rng.normal(0.0, 3.0, size=(num_draws, 2))
 
+        def sampled_draws(self, masks):
+            return None  # no valuation behind the stub: the grand and own draws are sampled
+
     class Stub(RewardMechanism):
         name, symbol, grand_parameter, prior_parameter, max_calls = "stub", "s", 7.0, -7.0, 3
         asked = []

@@ -67,6 +67,16 @@ def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "au
 
 
 PACK_FROM_PARTIES = 6
+PACK_FROM_CHAIN_SWEEPS = 10_000
+
+
+def worth_packing(config: SamplerConfig) -> bool:
+    """Whether a coalition's sweeps (chains x (warm-up + samples) x repeats) are enough, at least
+    `PACK_FROM_CHAIN_SWEEPS`, for packing members to save more sampling than its extra compiled programs cost: at
+    the fast preset (28,800) it does; at a smoke-test budget of a few hundred the run is compilation and packing
+    would triple it (docs/benchmarks.md). A function of the settings alone, so a game's values do not depend on
+    how its coalitions are batched."""
+    return config.num_chains * (config.num_warmup + config.num_samples) * config.num_repeats >= PACK_FROM_CHAIN_SWEEPS
 
 
 def member_width(size: int, num_parties: int) -> int:
@@ -331,7 +341,7 @@ class CoalitionSurprise:
         sizes = masks.sum(axis=1)
         widths = (
             np.array([member_width(int(size), num_parties) for size in sizes])
-            if getattr(self.model, "packs_members", False)
+            if getattr(self.model, "packs_members", False) and worth_packing(self.config)
             else np.full(len(keys), num_parties)
         )
         outputs = None
