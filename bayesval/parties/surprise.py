@@ -281,23 +281,29 @@ class CoalitionSurprise:
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
         masks = (np.array([code for code, _ in rows])[:, None] >> np.arange(num_parties)) & 1
         keys = [coalition_key(self.key_posterior, code, repeat) for code, repeat in rows]
-        pooled = [index for index, code in enumerate(codes) if code in self._pooled_codes]
+        with_draws = [code for code in codes if self.draws is not None or code in self._pooled_codes]
         kl, r_hat, ess, dropped, divergences, row_draws, row_kept = self._sample_rows(
-            keys, masks.astype(bool), [repeat for _, repeat in rows], keep_draws=self.draws is not None or bool(pooled)
+            keys,
+            masks.astype(bool),
+            [repeat for _, repeat in rows],
+            keep_draws=np.repeat([code in with_draws for code in codes], repeats),
         )
         by_code = (len(codes), repeats)
-        for index in pooled:
-            draws = row_draws.reshape(by_code + row_draws.shape[1:])[index]
-            self.pooled_draws[codes[index]] = draws[row_kept.reshape(by_code + row_kept.shape[1:])[index]].reshape(
-                -1, draws.shape[-1]
-            )
+        kept_by_code = dict(zip(codes, row_kept.reshape(by_code + row_kept.shape[1:])))
+        draws_by_code = {}
+        if with_draws:
+            by_drawn_code = (len(with_draws), repeats) + row_draws.shape[1:]
+            draws_by_code = dict(zip(with_draws, row_draws.reshape(by_drawn_code)))
+        for code in self._pooled_codes & set(with_draws):
+            draws = draws_by_code[code]
+            self.pooled_draws[code] = draws[kept_by_code[code]].reshape(-1, draws.shape[-1])
         kl = kl.reshape(by_code)
         if np.isnan(kl).all(axis=1).any():
             raise RuntimeError("every chain of some coalition posterior was dropped (BFMI); raise num_warmup")
         kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)  # a repeat without chains
         self.values.update(zip(codes, kl))
         if self.draws is not None:
-            self.draws.update(zip(codes, row_draws.reshape(by_code + row_draws.shape[1:])))
+            self.draws.update(draws_by_code)
         r_hat, ess = r_hat.reshape(by_code).max(axis=1), ess.reshape(by_code).min(axis=1)
         self.diagnostics["coalitions"] += ((np.array(codes)[:, None] >> np.arange(num_parties)) & 1).tolist()
         self.diagnostics["r_hat"] += r_hat.tolist()
@@ -331,10 +337,11 @@ class CoalitionSurprise:
 
     def _sample_rows(self, keys: list, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
         """Rows (key, mask, repeat[, releases]) sampled to KL and diagnostics on the device: per row KL (NaN without
-        kept chains), max R-hat, min ESS, dropped chains, divergences, the draws (rows, chains, kept, d) if
-        `keep_draws`, and which chains were kept (rows, chains). Where the model packs members (`packs_members`),
-        each row passes the sampler only its coalition's members, padded to its `member_width`, and the rows of one
-        width are batched together; the outputs come back in the rows' order."""
+        kept chains), max R-hat, min ESS, dropped chains, divergences, the draws (rows, chains, kept, d) of the rows
+        `keep_draws` asks for (True: every row; or one bool per row; None if none), in row order, and which chains
+        were kept (rows, chains). Only the asked rows' draws are held on the host. Where the model packs members
+        (`packs_members`), each row passes the sampler only its coalition's members, padded to its `member_width`,
+        and the rows of one width are batched together; the outputs come back in the rows' order."""
         masks = np.asarray(masks, bool)
         inputs = [self.data] * len(keys) if inputs is None else list(inputs)
         num_parties = masks.shape[1]
@@ -344,7 +351,9 @@ class CoalitionSurprise:
             if getattr(self.model, "packs_members", False) and worth_packing(self.config)
             else np.full(len(keys), num_parties)
         )
-        outputs = None
+        keep = np.broadcast_to(np.asarray(keep_draws, bool), (len(keys),))
+        position = np.cumsum(keep) - 1  # a kept row's index among the returned draws
+        outputs, draws = None, None
         for width in np.unique(widths):
             rows = np.flatnonzero(widths == width)
             packed = [inputs[row].members(masks[row], int(width)) for row in rows]
@@ -353,20 +362,23 @@ class CoalitionSurprise:
                 np.stack([mask for _, mask in packed]),
                 [repeats[row] for row in rows],
                 [data for data, _ in packed],
-                keep_draws,
+                keep[rows],
             )
+            *per_row, group_draws, group_kept = group
             if outputs is None:
-                outputs = [
-                    None if part is None else np.empty((len(keys),) + part.shape[1:], part.dtype) for part in group
-                ]
-            for output, part in zip(outputs, group):
-                if output is not None:
-                    output[rows] = part
-        return tuple(outputs)
+                outputs = [np.empty((len(keys),) + part.shape[1:], part.dtype) for part in (*per_row, group_kept)]
+            for output, part in zip(outputs, (*per_row, group_kept)):
+                output[rows] = part
+            if group_draws is not None:
+                if draws is None:
+                    draws = np.empty((int(keep.sum()),) + group_draws.shape[1:], group_draws.dtype)
+                draws[position[rows[keep[rows]]]] = group_draws
+        *per_row, kept = outputs
+        return (*per_row, draws, kept)
 
-    def _sample_batches(self, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep_draws: bool):
+    def _sample_batches(self, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep: np.ndarray):
         """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width, in padded batches of
-        `batch_rows` (`_sample_batch`)."""
+        `batch_rows` (`_sample_batch`); the draws of the rows `keep` marks (one bool per row), or None."""
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
@@ -374,10 +386,11 @@ class CoalitionSurprise:
         for batch in batches(num_rows, self.batch_rows):
             here, size = slice(batch.start, batch.stop), batch.count
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
-            rows = self._sample_batch(keys[here], masks[here], repeats[here], inputs[here], keep_draws)
+            wanted = keep[here]
+            rows = self._sample_batch(keys[here], masks[here], repeats[here], inputs[here], bool(wanted.any()))
             rows = {name: values[:size] for name, values in rows.items()}
-            if keep_draws:
-                row_draws.append(rows["draws"])
+            if wanted.any():
+                row_draws.append(rows["draws"][wanted])
             row_kept.append(rows["kept"])
             any_kept = rows["kept"].any(axis=1)
             kl[here] = np.where(any_kept, rows["kl"], np.nan)
@@ -388,7 +401,7 @@ class CoalitionSurprise:
                 divergences[here] = rows["divergences"].sum(axis=1)
             if (any_kept & np.isnan(rows["kl"])).any():
                 raise RuntimeError(self._unestimated())
-        draws = np.concatenate(row_draws) if keep_draws else None
+        draws = np.concatenate(row_draws) if row_draws else None
         return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
 
     def _sample_batch(self, keys: list, masks: np.ndarray, repeats: list[int], row_inputs: list, keep_draws: bool):
