@@ -17,7 +17,7 @@ import bayesval as bv
 from bayesval.inference.clt import gauss_hermite, logistic_statistic_moments
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.gaussian import CovarianceGaussian, gaussian_log_density
-from bayesval.inference.nuts import bfmi, sample_coalition_posteriors_nuts
+from bayesval.inference.nuts import MAX_REPEATED_DRAWS, bfmi, longest_repeat, sample_coalition_posteriors_nuts
 from bayesval.models.logistic_regression import BallTransform, NormTruncatedNormal, non_private_cap
 from bayesval.statistics import Bounds, LogisticRegressionStatistic
 
@@ -161,6 +161,19 @@ def test_bfmi_separates_independent_from_sticky_energies(rng):
     sticky = np.cumsum(rng.normal(size=(4, 4000)), axis=1)
     assert np.allclose(bfmi(independent), 2.0, atol=0.15)
     assert np.all(bfmi(sticky) < 0.3)
+
+
+def test_longest_repeat_finds_the_run_of_a_chain_that_stopped_moving(rng):
+    """A chain stuck on one point for MAX_REPEATED_DRAWS + 1 draws (as NUTS chains on Diab's Table 1 were at 100
+    warm-up steps) is told apart from moving chains, whose accepted and rejected steps leave only short runs."""
+    moving = rng.normal(size=(2, 3, 200, 4))
+    moving[0, 1, 50:53] = moving[0, 1, 49]  # three rejections after draw 49: a run of 4
+    stuck = moving.copy()
+    stuck[1, 2, 120 : 120 + MAX_REPEATED_DRAWS] = stuck[1, 2, 119]  # draws 119..135
+    np.testing.assert_array_equal(longest_repeat(moving), [[1, 4, 1], [1, 1, 1]])
+    np.testing.assert_array_equal(longest_repeat(stuck), [[1, 4, 1], [1, 1, MAX_REPEATED_DRAWS + 1]])
+    stuck[1, 2, 127, 3] += 1e-12  # one coordinate moved: the run breaks into 119..126 and 128..135
+    assert longest_repeat(stuck)[1, 2] == 8 <= MAX_REPEATED_DRAWS
 
 
 def test_negligible_noise_posterior_matches_nuts_on_the_exact_likelihood(rng):

@@ -1,6 +1,6 @@
 """MCMC convergence diagnostics in JAX, for batches of posteriors: rank-normalised split R-hat and bulk ESS
 (Vehtari, Gelman, Simpson, Carpenter & Buerkner 2021, Sec. 4 and App. A), as arviz computes them, with a
-mask of kept chains so that posteriors whose chains were dropped (BFMI) stay in one fixed-shape batch.
+mask of kept chains so that posteriors whose chains were dropped (low BFMI, stuck) stay in one fixed-shape batch.
 
 One deviation from arviz: a single chain gets the R-hat of its two halves (arviz returns NaN below two
 chains), which is what split R-hat measures.

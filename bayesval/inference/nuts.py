@@ -6,7 +6,8 @@ potential-function generator, so one compiled NUTS kernel serves every mask: `vm
 (coalition, chain), `fori_loop` over iterations with traced bounds (warm-up and sampling share the
 kernel), warm-up adaptation per chain (NumPyro's windowed step size and diagonal mass matrix). All
 latent sites must be continuous. Chains whose energy Bayesian fraction of missing information
-(BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et al. (2023, App. H.1) drop them.
+(BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et al. (2023, App. H.1) drop them, and so are
+chains that stopped moving: more than `MAX_REPEATED_DRAWS` equal draws in a row (`longest_repeat`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,25 @@ def bfmi(energy: np.ndarray) -> np.ndarray:
     return np.sum(np.diff(energy, axis=-1) ** 2, axis=-1) / np.sum(
         (energy - energy.mean(axis=-1, keepdims=True)) ** 2, axis=-1
     )
+
+
+# A chain that keeps one point this many draws in a row has stopped moving (its step size outgrew the local
+# curvature): a moving chain stays put at a transition with probability well under 1/2 (the multinomial choice of
+# a trajectory's start), so 16 stays in a row come by chance less than once in 2^16. Its draws would also pile up
+# past the k-NN estimator's reach (bayesval.divergence.EXTRA_NEIGHBOURS). Seen on Diab at short warm-ups.
+MAX_REPEATED_DRAWS = 16
+
+
+def longest_repeat(draws: np.ndarray) -> np.ndarray:
+    """The longest run of equal consecutive draws in each chain, draws (..., kept, d) -> (...,); 1 where none
+    repeats."""
+    same = np.all(draws[..., 1:, :] == draws[..., :-1, :], axis=-1)
+    run = np.zeros(same.shape[:-1], int)
+    longest = np.zeros(same.shape[:-1], int)
+    for step in np.moveaxis(same, -1, 0):
+        run = np.where(step, run + 1, 0)
+        longest = np.maximum(longest, run)
+    return longest + 1
 
 
 # The start program runs once per call, so its compile time is what counts: XLA's cheapest backend settings compile
@@ -150,8 +170,9 @@ def sample_coalition_posteriors_nuts(
     per mask (each row's draws then depend on its key alone); `data` shared by every row, or one set of releases
     per row (`NoiseAwareData.per_row`).
 
-    Returns draws (K, num_chains, num_samples / thinning, d), the chains kept by the BFMI rule and,
-    in info, per-chain 'bfmi', 'divergences' and 'mean_accept_prob', as `CoalitionDraws` (as the Gibbs driver
+    Returns draws (K, num_chains, num_samples / thinning, d), the chains kept (E-BFMI at least `min_bfmi`, at
+    most `MAX_REPEATED_DRAWS` equal draws in a row) and, in info, per-chain 'bfmi', 'longest_repeat',
+    'divergences' and 'mean_accept_prob', as `CoalitionDraws` (as the Gibbs driver
     does). Chains start from prior draws. The kernel's settings are those of `NUTSSettings` (a model passes
     `**model.kernel_settings(config)._asdict()`).
     """
@@ -187,17 +208,18 @@ def sample_coalition_posteriors_nuts(
 
 
 def _coalition_draws(program, trace, states, data, chain_masks, sites, shape, min_bfmi) -> CoalitionDraws:
-    """The traced draws constrained to the `sites` and laid out (K, chains, kept, d), with the BFMI rule's kept
-    chains and the per-chain statistics; `shape` = (K, chains)."""
+    """The traced draws constrained to the `sites` and laid out (K, chains, kept, d), with the chains kept (E-BFMI
+    and moving) and the per-chain statistics; `shape` = (K, chains)."""
     z, energy, diverging = trace
-    draws = np.asarray(program.constrain(z, data, chain_masks, sites))
     energy = np.asarray(energy).reshape(shape + (-1,))
-    chain_bfmi = bfmi(energy)
+    draws = np.asarray(program.constrain(z, data, chain_masks, sites)).reshape(shape + (energy.shape[-1], -1))
+    chain_bfmi, repeat = bfmi(energy), longest_repeat(draws)
     return CoalitionDraws(
-        draws.reshape(shape + (energy.shape[-1], -1)),
-        chain_bfmi >= min_bfmi,
+        draws,
+        (chain_bfmi >= min_bfmi) & (repeat <= MAX_REPEATED_DRAWS),
         {
             "bfmi": chain_bfmi,
+            "longest_repeat": repeat,
             "divergences": np.asarray(diverging).reshape(shape + (-1,)).sum(-1),
             "mean_accept_prob": np.asarray(states.mean_accept_prob).reshape(shape),
         },

@@ -382,7 +382,7 @@ def warn_if_unconverged(diagnostics: dict) -> None:
     worst_r_hat, worst_ess = max(diagnostics["r_hat"]), min(diagnostics["ess"])
     warnings.warn(
         f"some coalition posteriors did not converge (max R-hat {worst_r_hat:.3f}, min bulk ESS {worst_ess:.0f}; "
-        f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI); "
+        f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI or stuck); "
         "see result.diagnostics and raise num_warmup / num_samples",
         stacklevel=user_stacklevel(),
     )
