@@ -300,7 +300,7 @@ class CoalitionSurprise:
         kl = kl.reshape(by_code)
         if np.isnan(kl).all(axis=1).any():
             raise RuntimeError(
-                "every chain of some coalition posterior was dropped (low BFMI, or stuck on one point); raise num_warmup"
+                "every chain of some coalition posterior was dropped (low BFMI or stuck); raise num_warmup"
             )
         kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)  # a repeat without chains
         self.values.update(zip(codes, kl))
@@ -331,9 +331,7 @@ class CoalitionSurprise:
         )
         kl = kl.reshape(len(inputs), repeats)
         if np.isnan(kl).all(axis=1).any():
-            raise RuntimeError(
-                "every chain of some reward posterior was dropped (low BFMI, or stuck on one point); raise num_warmup"
-            )
+            raise RuntimeError("every chain of some reward posterior was dropped (low BFMI or stuck); raise num_warmup")
         kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)
         by_input = (len(inputs), repeats * draws.shape[1])  # (J, repeats x chains)
         draws, kept = draws.reshape(by_input + draws.shape[2:]), kept.reshape(by_input)
