@@ -13,6 +13,9 @@ valuations and the saved result files are still those of the redesign's commit):
 - `rewards.npz`, issue 30: the reward metrics compare with the draws the valuation sampled for the grand coalition
   and each party alone, instead of a second sampler call of the same posteriors (which also shifted the searches'
   sampler keys by one call). `rewards_at_save.npz` keeps the arrays `rewards_result.npz` was saved with.
+- `rewards.npz` again, issue 30: tempering's first round is one shared log grid of kappa, and later rounds put
+  falsi's neighbours at +-2 tolerance instead of even splits of the bracket (other trials, so other rewards). The
+  noise-addition arrays did not change.
 
 What it writes:
 - `party_1.release.json` ... `party_3.release.json`: the releases of the three parties of `bayesval demo` (Sim et

@@ -5,6 +5,7 @@ addition's effective privacy against eps / (1 + tau eps), and both mechanisms en
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 
 import jax
@@ -420,3 +421,42 @@ def test_rewards_compare_with_the_valuations_own_draws_of_the_grand_coalition_an
     for party in range(n):
         own = int(np.flatnonzero((masks == np.eye(n, dtype=bool)[party]).all(axis=1))[0])
         np.testing.assert_array_equal(result.rewards.own_draws[party], result.draws[own].reshape(-1, dim))
+
+
+def test_tempering_search_shares_its_first_round_and_lands_each_target_in_the_second():
+    """r(kappa) is one curve for every party under tempering, so the first round splits (0, 1) into one log grid of
+    distinct kappa (no two parties spending slots on the same trial), and the second puts regula falsi and its
+    +-2 tolerance neighbours inside each bracket. On a curve shaped like Syn's (r about linear in log kappa below
+    0.1, flattening towards v_N) the targets of three searched parties, from 3 nats to near v_N, land within two
+    sampler calls."""
+    from types import SimpleNamespace
+
+    from bayesval.parties.rewards.sampling import Evaluation
+
+    grand_value, knee, stderr = 5.4, 1e-5, 0.01
+
+    def r(kappa):
+        return grand_value * math.log1p(kappa / knee) / math.log1p(1 / knee)
+
+    class CurveSampler:
+        """Evaluates r exactly, with a standard error as three repeats of the valuation's batch would have."""
+
+        slots, calls = 7, 0
+        data = SimpleNamespace(tempered=lambda kappa: kappa)
+        rounds = []
+
+        def evaluate(self, inputs, parameters, stage):
+            self.rounds.append(list(parameters))
+            self.calls += 1
+            return [Evaluation(p, r(p), stderr, np.zeros((10, 2))) for p in parameters]
+
+    targets = [3.0, 4.4, 5.1]
+    sampler = CurveSampler()
+    grand = Evaluation(1.0, grand_value, stderr, np.zeros((10, 2)))
+    searches = bv.rewards.Tempering().solve(sampler, targets, grand)
+    first = sampler.rounds[0]
+    assert len(first) == len(set(first)) == sampler.slots
+    np.testing.assert_allclose(np.diff(np.log(first)), np.log(1e3) / (sampler.slots + 1))  # from 1e-3 to 1
+    assert [search.calls for search in searches] == [2] * len(targets) and sampler.calls == 2
+    for search in searches:
+        assert search.reached and abs(search.accepted.value - search.target) <= 2 * stderr

@@ -6,8 +6,11 @@ parties in lockstep: each round, every unfinished party proposes trials inside i
 one sampler call (`RewardSampler.slots` trials per call). A trial's r is a k-NN KL estimate with a standard error, so
 a party accepts a trial once |r - r*| <= z * se, se pooled over its trials (each trial's own se rests on few
 repeats); it also stops when its bracket is narrower than `parameter_tolerance` (relative) or after `max_calls`
-sampler calls, keeping the closest trial. Inside a bracket the trials are regula falsi in log(parameter) (r grows
-about linearly in log kappa over the decades that matter) plus, with more slots, an even split of the bracket.
+sampler calls, keeping the closest trial. Where a bracket still ends at the prior (tempering's first round,
+kappa in (0, 1)) nothing is known of r in between, so the trials split it evenly in log(parameter), searches that
+share the bracket sharing one finer split. Inside any other bracket the trials are regula falsi in log(parameter)
+(r grows about linearly in log kappa over the decades that matter) and, with more slots, pairs straddling it at
+r-steps of twice the acceptance tolerance, so that a falsi point a little off still has a neighbour within reach.
 """
 
 from __future__ import annotations
@@ -66,14 +69,23 @@ class Search:
         return z * float(np.sqrt(np.mean(np.square(spread))))
 
 
-def _splits(lo: Evaluation, hi: Evaluation, target: float, count: int) -> list[float]:
-    """`count` trials inside (lo, hi): regula falsi in log(parameter), then an even split of the bracket."""
+def _log_grid(lo: Evaluation, hi: Evaluation, count: int) -> list[float]:
+    """`count` trials splitting (lo, hi) evenly in log(parameter), from FLOOR * hi where lo is at parameter 0."""
     a = math.log(lo.parameter if lo.parameter > 0 else FLOOR * hi.parameter)
     b = math.log(hi.parameter)
-    denominator = hi.value - lo.value
-    falsi = (target - lo.value) / denominator if denominator != 0 else 0.5
-    fractions = [min(max(falsi, SAFEGUARD), 1 - SAFEGUARD)] + [j / count for j in range(1, count)]
-    return [math.exp(a + f * (b - a)) for f in fractions]
+    return [math.exp(a + j / (count + 1) * (b - a)) for j in range(1, count + 1)]
+
+
+def _falsi_and_neighbours(lo: Evaluation, hi: Evaluation, target: float, count: int, tolerance: float) -> list[float]:
+    """`count` trials inside (lo, hi): regula falsi in log(parameter), then neighbours at r-steps of +-2 tolerance
+    (on the bracket's secant), each kept SAFEGUARD of the bracket away from its ends."""
+    a, b = math.log(lo.parameter), math.log(hi.parameter)
+    rise = hi.value - lo.value
+    falsi = (target - lo.value) / rise if rise != 0 else 0.5
+    step = 2 * tolerance / abs(rise) if rise != 0 else 1 / (count + 1)
+    offsets = [0.0] + [sign * step * (j // 2 + 1) for j, sign in zip(range(count - 1), itertools.cycle((-1, 1)))]
+    fractions = [min(max(falsi + offset, SAFEGUARD), 1 - SAFEGUARD) for offset in offsets]
+    return [math.exp(a + f * (b - a)) for f in dict.fromkeys(fractions)]
 
 
 def _lockstep(
@@ -100,13 +112,20 @@ def _lockstep(
             return
         slots = max(1, sampler.slots // len(active))
         trials = []
+        from_prior = [(s, b) for s, b in active if b is not None and b[0].parameter == mechanism.prior_parameter]
+        for sharing in _by_bracket(from_prior).values():
+            grid = _log_grid(*sharing[0][1], sampler.slots * len(sharing) // len(active))
+            trials += [(sharing[j % len(sharing)][0], parameter) for j, parameter in enumerate(grid)]
         for search, bracket in active:
             if bracket is None:  # noise addition: scan tau upward to the first trial below the target
                 top = max(t.parameter for t in search.trials)
                 start = top if top > 0 else scan_start / SCAN_FACTOR
                 parameters = [start * SCAN_FACTOR ** (j + 1) for j in range(slots)]
+            elif bracket[0].parameter == mechanism.prior_parameter:
+                continue  # on the shared grid above
             else:
-                parameters = _splits(*bracket, search.target, slots)
+                tolerance = search.tolerance(mechanism.z)
+                parameters = _falsi_and_neighbours(*bracket, search.target, slots, tolerance)
             trials += [(search, parameter) for parameter in parameters]
         calls_before = sampler.calls
         stage = (
@@ -118,6 +137,14 @@ def _lockstep(
             search.trials.append(evaluation)
         for search, _ in active:
             search.calls += sampler.calls - calls_before
+
+
+def _by_bracket(active) -> dict:
+    """Searches grouped by the very trials that bound them (tempering's searches share their trials)."""
+    groups: dict = {}
+    for search, bracket in active:
+        groups.setdefault((id(bracket[0]), id(bracket[1])), []).append((search, bracket))
+    return groups
 
 
 class RewardMechanism(ABC):
