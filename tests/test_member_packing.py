@@ -57,8 +57,8 @@ class _Recording(bv.models.LinearRegression):
 
 def test_members_only_chains_match_the_closed_form_at_negligible_noise(monkeypatch):
     """Syn parties of 100, 100, 200 and 200 points at epsilon = 1e7, packed from 4 parties on: the sampler is
-    given each coalition's members (then fillers, masked out) in widths 2 and 4, and every v_C is within 4 % of the
-    closed-form KL(NIG posterior || NIG prior) of the coalition's exact statistics (Sim et al. 2023, Sec. 3)."""
+    given each coalition's members (then fillers, masked out) in widths 2 and 4, in one call per width that holds
+    that width's rows and no more, and every v_C is within 4 % of the closed-form KL(NIG posterior || NIG prior) of the coalition's exact statistics (Sim et al. 2023, Sec. 3)."""
     syn = make_syn(seed=0, sizes=(100, 100, 200, 200))
     parties = [
         bv.Party(X, y, epsilon=1e7, bounds=syn.bounds, name=f"p{i}", noise_seed=10 + i)
@@ -93,6 +93,9 @@ def test_members_only_chains_match_the_closed_form_at_negligible_noise(monkeypat
                 assert row_mask[:size].all()  # members first
             coalitions.add(frozenset(slots[row_mask].tolist()))
     assert len(coalitions) == 15 and widths == {2, 4}
+    # each width's calls hold its own rows, 10 coalitions x 2 repeats at width 2 and 5 x 2 at width 4, not padding
+    # up to the whole game's 30 rows each
+    assert sorted(len(masks) for _, masks in model.calls) == [10, 20]
 
 
 def test_packing_waits_for_a_budget_whose_sweeps_outweigh_the_extra_programs():

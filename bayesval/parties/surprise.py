@@ -17,6 +17,7 @@ Gibbs model's conjugate conditionals give a Rao-Blackwellised KL instead, with n
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Collection
 from functools import partial
 from typing import NamedTuple
@@ -196,8 +197,9 @@ class CoalitionSurprise:
     sampler to KL and diagnostics on the device (`summarise`); the host only files the results.
 
     The public surface other modules read: `game` (a read-only `SurpriseGame`), `batch_rows` (rows per sampler
-    call), `of_inputs` (the surprise of modified releases, for rewards), `prior_draws`, `estimates()` (the typed
-    resume state) and `restore`. The attributes `model`, `data`, `config` and `k` are kept for older callers.
+    call at most) and `rows_per_batch(width)` (for the coalitions of one `width`), `of_inputs` (the surprise of
+    modified releases, for rewards), `prior_draws`, `estimates()` (the typed resume state) and `restore`. The
+    attributes `model`, `data`, `config` and `k` are kept for older callers.
     """
 
     def __init__(
@@ -248,6 +250,32 @@ class CoalitionSurprise:
     def prior_draws(self, key: jax.Array, num_draws: int) -> np.ndarray:
         """`num_draws` draws (num_draws, d) of the prior p(theta) of this game's model and releases."""
         return np.asarray(self.model.prior_draws(key, self.data, num_draws))
+
+    def width(self, size: int) -> int:
+        """The party slots the sampler is given for a coalition of `size` members: its `member_width` where the
+        model packs members (`packs_members`) and the budget makes it pay (`worth_packing`), else every party."""
+        num_parties = int(self.data.counts.shape[0])
+        if getattr(self.model, "packs_members", False) and worth_packing(self.config):
+            return member_width(size, num_parties)
+        return num_parties
+
+    def rows_per_batch(self, width: int) -> int:
+        """Rows per sampler call for the coalitions given `width` party slots: `batch_rows`, or fewer where every
+        coalition of that width, times the repeats, fits in fewer. A call is padded to this size, so it is fixed
+        per width (one compiled program each) and never larger than the width's rows: padding them all to the
+        whole game's batch would sample up to three times the rows packing leaves."""
+        num_parties = int(self.data.counts.shape[0])
+        coalitions = sum(
+            math.comb(num_parties, size) for size in range(1, num_parties + 1) if self.width(size) == width
+        )
+        rows = padded_size(coalitions * self.config.num_repeats, jax.device_count())
+        return min(self.batch_rows, rows)
+
+    def sampler_calls(self, sizes) -> int:
+        """The sampler calls that sampling coalitions of these `sizes` (every repeat of each) takes."""
+        counts = np.bincount([self.width(int(size)) for size in sizes]) if len(sizes) else np.zeros(0, int)
+        repeats = self.config.num_repeats
+        return sum(math.ceil(count * repeats / self.rows_per_batch(w)) for w, count in enumerate(counts) if count)
 
     def estimates(self) -> CoalitionEstimates:
         """Every sampled coalition's estimates with this game's fingerprint: the state a result carries so that a
@@ -346,13 +374,7 @@ class CoalitionSurprise:
         and the rows of one width are batched together; the outputs come back in the rows' order."""
         masks = np.asarray(masks, bool)
         inputs = [self.data] * len(keys) if inputs is None else list(inputs)
-        num_parties = masks.shape[1]
-        sizes = masks.sum(axis=1)
-        widths = (
-            np.array([member_width(int(size), num_parties) for size in sizes])
-            if getattr(self.model, "packs_members", False) and worth_packing(self.config)
-            else np.full(len(keys), num_parties)
-        )
+        widths = np.array([self.width(int(size)) for size in masks.sum(axis=1)], int)
         keep = np.broadcast_to(np.asarray(keep_draws, bool), (len(keys),))
         position = np.cumsum(keep) - 1  # a kept row's index among the returned draws
         outputs, draws = None, None
@@ -360,6 +382,7 @@ class CoalitionSurprise:
             rows = np.flatnonzero(widths == width)
             packed = [inputs[row].members(masks[row], int(width)) for row in rows]
             group = self._sample_batches(
+                self.rows_per_batch(int(width)),
                 [keys[row] for row in rows],
                 np.stack([mask for _, mask in packed]),
                 [repeats[row] for row in rows],
@@ -378,18 +401,22 @@ class CoalitionSurprise:
         *per_row, kept = outputs
         return (*per_row, draws, kept)
 
-    def _sample_batches(self, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep: np.ndarray):
+    def _sample_batches(
+        self, batch_rows: int, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep: np.ndarray
+    ):
         """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width, in padded batches of
         `batch_rows` (`_sample_batch`); the draws of the rows `keep` marks (one bool per row), or None."""
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
         row_draws, row_kept = [], []
-        for batch in batches(num_rows, self.batch_rows):
+        for batch in batches(num_rows, batch_rows):
             here, size = slice(batch.start, batch.stop), batch.count
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
             wanted = keep[here]
-            rows = self._sample_batch(keys[here], masks[here], repeats[here], inputs[here], bool(wanted.any()))
+            rows = self._sample_batch(
+                batch_rows, keys[here], masks[here], repeats[here], inputs[here], bool(wanted.any())
+            )
             rows = {name: values[:size] for name, values in rows.items()}
             if wanted.any():
                 row_draws.append(rows["draws"][wanted])
@@ -406,16 +433,18 @@ class CoalitionSurprise:
         draws = np.concatenate(row_draws) if row_draws else None
         return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
 
-    def _sample_batch(self, keys: list, masks: np.ndarray, repeats: list[int], row_inputs: list, keep_draws: bool):
+    def _sample_batch(
+        self, batch_rows: int, keys: list, masks: np.ndarray, repeats: list[int], row_inputs: list, keep_draws: bool
+    ):
         """One batch of rows padded to `batch_rows`, sampler to KL and diagnostics on the device, on the host for
         every padded row: 'kl', 'r_hat' (max), 'ess' (min bulk), 'kept' chains (rows, chains), 'divergences' per
         chain where the sampler counts them, and the 'draws' with `keep_draws`. Each process samples its block of
         the global device mesh (`process_block`), sharded over its devices, and every block is gathered into every
         process (`gather_rows`); with one process, the block is the batch."""
-        padding = self.batch_rows - len(keys)
-        block = process_block(self.batch_rows)
+        padding = batch_rows - len(keys)
+        block = process_block(batch_rows)
         chunk_keys, chunk_masks = shard_rows(
-            pad_rows(jax.numpy.stack(keys), self.batch_rows)[block], pad_rows(masks, self.batch_rows)[block]
+            pad_rows(jax.numpy.stack(keys), batch_rows)[block], pad_rows(masks, batch_rows)[block]
         )
         data = NoiseAwareData.per_row((row_inputs + [row_inputs[0]] * padding)[block])
         mixture = {}

@@ -21,7 +21,6 @@ The design, the defaults and the resume contract are described in docs/api/valua
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -340,10 +339,10 @@ def shapley_values(
 
 def _exact_shapley(surprise: CoalitionSurprise, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
-    pending = sum(code not in surprise.values for code in range(1, 2**n))
+    pending = [code.bit_count() for code in range(1, 2**n) if code not in surprise.values]  # their sizes
     repeats = surprise.config.num_repeats
-    label = f"valuation: posteriors p(theta | o_C) of {pending} coalitions x {repeats} repeats"
-    with progress.stage(label, calls=math.ceil(pending * repeats / surprise.batch_rows)):
+    label = f"valuation: posteriors p(theta | o_C) of {len(pending)} coalitions x {repeats} repeats"
+    with progress.stage(label, calls=surprise.sampler_calls(pending)):
         return per_repeat(exact_shapley_per_repeat(surprise(coalition_masks(n, include_empty=True))))
 
 

@@ -31,8 +31,8 @@ class RewardSampler:
 
     Everything it needs of the valuation's `CoalitionSurprise` is read here, once, through its public surface: the
     game (`surprise.game`: the releases, the k of its KL estimator, the repeats and chain length of its
-    `SamplerConfig`), its batch of rows (`batch_rows`), `of_inputs` (the surprise of coalitions under modified
-    releases) and `prior_draws`. A search never touches the surprise again.
+    `SamplerConfig`), its batch of rows for the grand coalition (`rows_per_batch`), `of_inputs` (the surprise of
+    coalitions under modified releases) and `prior_draws`. A search never touches the surprise again.
     """
 
     def __init__(self, surprise: CoalitionSurprise, key: jax.Array) -> None:
@@ -42,7 +42,7 @@ class RewardSampler:
         self.num_parties = int(self.data.counts.shape[0])
         self.k = game.k
         self.num_repeats = game.config.num_repeats
-        self.batch_rows = surprise.batch_rows
+        self.batch_rows = surprise.rows_per_batch(surprise.width(self.num_parties))  # a reward is of all parties
         self.slots = max(1, self.batch_rows // self.num_repeats)
         self.chain_length = game.config.num_samples // game.config.thinning  # draws run chain by chain
         self._of_inputs = surprise.of_inputs
