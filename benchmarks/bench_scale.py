@@ -4,6 +4,7 @@ side by side in one run.
 
     python benchmarks/bench_scale.py                 # n = 3, 6, 12; 2 chains x 300 sweeps, 2 repeats a coalition
     python benchmarks/bench_scale.py --parties 3 6   # fewer sizes
+    python benchmarks/bench_scale.py --end-to-end 6  # bv.valuate at the fast preset, each path in a fresh process
 
 Each cell times the surprise of up to 16 distinct coalitions of k members (2 repeats each), after a warm-up call
 of other coalitions of the same size that compiles the program: milliseconds per coalition (the batch's time over
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import subprocess
+import sys
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -62,20 +66,49 @@ def cell(model, data, num_parties: int, size: int) -> tuple[float, float]:
     return first, 1e3 * seconds * CONFIG.num_repeats / padded
 
 
+def releases_of(num_parties: int) -> list:
+    """Syn parties of 100 points each at epsilon = 0.5, released with fixed noise seeds."""
+    syn = make_syn(seed=0, sizes=(100,) * num_parties)
+    return [
+        bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i).release()
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+
+
+def valuation(path: str, num_parties: int) -> None:
+    """One `bv.valuate` of every coalition at the fast preset in this process, compilation included."""
+    model = AllParties() if path == "all" else bv.models.LinearRegression()
+    releases = releases_of(num_parties)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = bv.valuate(model, releases, key=0, config="fast", progress_bar=False)
+    print(
+        f"{path:8s} {time.perf_counter() - start:7.1f} s   max phi stderr {max(result.stderr):.4f}   max R-hat "
+        f"{max(result.diagnostics['r_hat']):.3f}   phi {np.round(result.values, 3).tolist()}",
+        flush=True,
+    )
+
+
 def main() -> None:
-    party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12])
+    parser.add_argument("--end-to-end", type=int, default=None, metavar="N", help="time bv.valuate of N parties")
+    parser.add_argument("--child", choices=["all", "members"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        return valuation(args.child, args.end_to_end)
+    if args.end_to_end:
+        print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
+        for path in ("all", "members"):
+            command = [sys.executable, __file__, "--end-to-end", str(args.end_to_end), "--child", path]
+            subprocess.run(command, check=True)
+        return
+    party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question
     print(f"{CONFIG.num_chains} chains x {CONFIG.num_warmup + CONFIG.num_samples} sweeps, {CONFIG.num_repeats} repeats")
     print("  n   k   all parties ms   members only ms   ratio   (first call s: all / members)")
     for num_parties in args.parties:
-        syn = make_syn(seed=0, sizes=(100,) * num_parties)
-        releases = [
-            bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i).release()
-            for i, (X, y) in enumerate(syn.parties)
-        ]
-        data = NoiseAwareData.from_releases(releases)
+        data = NoiseAwareData.from_releases(releases_of(num_parties))
         for size in sorted({1, num_parties // 2, num_parties}):
             before_first, before = cell(AllParties(), data, num_parties, size)
             if member_width(size, num_parties) == num_parties:  # not packed: the same program
