@@ -7,10 +7,13 @@ each, epsilon from 0.05 to 2), so the values should rise with epsilon (Sim et al
     python examples/many_parties.py --num-chains 2 --num-warmup 10 --num-samples 20 --num-repeats 2 \
         --tolerance 0.5 --max-permutations 100     # a smoke run (~2 minutes)
 
-Every coalition posterior carries all 12 parties' latent statistics and data models, so one costs ~75 ms here
-even at the tiny budget (2 chains x 30 sweeps x 2 repeats), and stderr <= 0.02 needs nearly all 4,095
-coalitions: at the tiny budget the run sampled 3,862 of them in 577 s and stopped at its cap with stderrs of
-0.05-0.7, the coalitions' own Monte Carlo error (R-hat up to 3.1). Larger budgets are for a GPU or a long run.
+At a tiny budget (2 chains x 30 sweeps x 2 repeats) every coalition posterior carries all 12 parties' latent
+statistics and data models, so one costs ~75 ms here, and stderr <= 0.02 needs nearly all 4,095 coalitions: the
+run sampled 3,862 of them in 577 s and stopped at its cap with stderrs of 0.05-0.7, the coalitions' own Monte Carlo
+error (R-hat up to 3.1). From 10,000 chain-sweeps per coalition (the fast preset) each coalition's chains carry
+its members only, which at 12 parties costs 0.2-0.7 s a coalition after compilation, 1/3 to 3/4 of carrying all
+12 (docs/benchmarks.md); the fast preset's stderr <= 0.02 still takes hours on 2 cores. Larger budgets are for a
+GPU or a long run.
 """
 
 from __future__ import annotations
