@@ -57,13 +57,10 @@ MAX_REPEATED_DRAWS = 16
 def longest_repeat(draws: np.ndarray) -> np.ndarray:
     """The longest run of equal consecutive draws in each chain, draws (..., kept, d) -> (...,); 1 where none
     repeats."""
-    same = np.all(draws[..., 1:, :] == draws[..., :-1, :], axis=-1)
-    run = np.zeros(same.shape[:-1], int)
-    longest = np.zeros(same.shape[:-1], int)
-    for step in np.moveaxis(same, -1, 0):
-        run = np.where(step, run + 1, 0)
-        longest = np.maximum(longest, run)
-    return longest + 1
+    same = np.all(draws[..., 1:, :] == draws[..., :-1, :], axis=-1)  # step t repeats draw t
+    steps = np.arange(same.shape[-1])
+    last_move = np.maximum.accumulate(np.where(same, -1, steps), axis=-1)  # the latest step <= t that moved
+    return np.max(np.where(same, steps - last_move, 0), axis=-1, initial=0) + 1
 
 
 # The start program runs once per call, so its compile time is what counts: XLA's cheapest backend settings compile

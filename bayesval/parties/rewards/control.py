@@ -112,17 +112,17 @@ def _lockstep(
             return
         slots = max(1, sampler.slots // len(active))
         trials = []
-        from_prior = [(s, b) for s, b in active if b is not None and b[0].parameter == mechanism.prior_parameter]
-        for sharing in _by_bracket(from_prior).values():
+        on_grid = [b is not None and b[0].parameter == mechanism.prior_parameter for _, b in active]
+        for sharing in _by_bracket([pair for pair, grid in zip(active, on_grid) if grid]).values():
             grid = _log_grid(*sharing[0][1], sampler.slots * len(sharing) // len(active))
             trials += [(sharing[j % len(sharing)][0], parameter) for j, parameter in enumerate(grid)]
-        for search, bracket in active:
+        for (search, bracket), grid in zip(active, on_grid):
+            if grid:
+                continue  # on the shared grid above
             if bracket is None:  # noise addition: scan tau upward to the first trial below the target
                 top = max(t.parameter for t in search.trials)
                 start = top if top > 0 else scan_start / SCAN_FACTOR
                 parameters = [start * SCAN_FACTOR ** (j + 1) for j in range(slots)]
-            elif bracket[0].parameter == mechanism.prior_parameter:
-                continue  # on the shared grid above
             else:
                 tolerance = search.tolerance(mechanism.z)
                 parameters = _falsi_and_neighbours(*bracket, search.target, slots, tolerance)
