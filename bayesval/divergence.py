@@ -36,6 +36,10 @@ from scipy.spatial import cKDTree
 from bayesval.inference.conjugate import NIG, nig_expected_log_density, nig_log_density, sample_nig
 
 EXTRA_NEIGHBOURS = 16  # how far past k a point looks for a non-zero distance among repeated MCMC draws
+# The brute-force search's largest block of squared distances (posteriors x queries x points), 512 MiB in float64.
+# Unbounded, Syn's paper preset (48 posteriors of 32,000 draws, 2,048 queries a chunk) asked for a 3.1e9-element
+# block: past int32 indexing, it stopped an H200 with an illegal memory access (docs/benchmarks.md).
+MAX_DISTANCE_BLOCK = 2**26
 # Autocorrelated neighbours from the same chain bias the k-NN entropy down (KL up): at thinning 1 the demo's
 # phi_3 rose by 0.07 nats without a window. 10 kept draws cover several autocorrelation times of the
 # default samplers (docs/architecture.md).
@@ -194,19 +198,39 @@ def _neighbours(white, kept, white_prior, k, per_chain, window, backend, chunk_s
     depth = k + EXTRA_NEIGHBOURS
     index = jnp.arange(kept.shape[1])
 
-    def within_row(points, kept_row):
+    def within_row(inputs):
+        points, kept_row = inputs
+
         def excluded(i):
             return ~kept_row | ((index // per_chain == i // per_chain) & (jnp.abs(index - i) <= window))
 
-        return _brute_knn(points, points, depth, chunk_size, excluded)
+        return _brute_knn(points, points, depth, _query_chunk(chunk_size, len(index)), excluded)
 
-    within = jax.vmap(within_row)(white, kept)
+    within = _by_blocks_of_rows(within_row, (white, kept), chunk_size, white.shape[1])
     rank = _first_positive_rank(within, k)
     rho = jnp.take_along_axis(within, rank[..., None], -1)[..., 0]
     if white_prior is None:
         return rho, None, rank
-    across = jax.vmap(partial(_brute_knn, num_neighbours=depth, chunk_size=chunk_size))(white, white_prior)
+
+    def across_row(inputs):
+        return _brute_knn(*inputs, depth, _query_chunk(chunk_size, white_prior.shape[1]))
+
+    across = _by_blocks_of_rows(across_row, (white, white_prior), chunk_size, white_prior.shape[1])
     return rho, jnp.take_along_axis(across, rank[..., None], -1)[..., 0], rank
+
+
+def _query_chunk(chunk_size: int, num_points: int) -> int:
+    """Queries a chunk of the brute-force search: `chunk_size`, fewer where their distances to `num_points` points
+    would pass MAX_DISTANCE_BLOCK."""
+    return max(1, min(chunk_size, MAX_DISTANCE_BLOCK // num_points))
+
+
+def _by_blocks_of_rows(search, rows, chunk_size: int, num_points: int):
+    """`search` of each posterior (a row of the arrays `rows`), as many rows at once as keep one block of distances
+    within MAX_DISTANCE_BLOCK."""
+    return jax.lax.map(
+        search, rows, batch_size=max(1, MAX_DISTANCE_BLOCK // (_query_chunk(chunk_size, num_points) * num_points))
+    )
 
 
 def _first_positive_rank(within, k, xp=jnp):

@@ -75,14 +75,14 @@ def releases_of(num_parties: int) -> list:
     ]
 
 
-def valuation(path: str, num_parties: int) -> None:
+def valuation(path: str, num_parties: int, progress: bool = False) -> None:
     """One `bv.valuate` of every coalition at the fast preset in this process, compilation included."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bv.valuate(model, releases, key=0, config="fast", progress_bar=False)
+        result = bv.valuate(model, releases, key=0, config="fast", progress_bar=progress)
     print(
         f"{path:8s} {time.perf_counter() - start:7.1f} s   max phi stderr {max(result.stderr):.4f}   max R-hat "
         f"{max(result.diagnostics['r_hat']):.3f}   phi {np.round(result.values, 3).tolist()}",
@@ -95,9 +95,10 @@ def main() -> None:
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12])
     parser.add_argument("--end-to-end", type=int, default=None, metavar="N", help="time bv.valuate of N parties")
     parser.add_argument("--child", choices=["all", "members"], help=argparse.SUPPRESS)
+    parser.add_argument("--progress", action="store_true", help="show the end-to-end valuation's progress bar")
     args = parser.parse_args()
     if args.child:
-        return valuation(args.child, args.end_to_end)
+        return valuation(args.child, args.end_to_end, args.progress)
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
         for path in ("all", "members"):

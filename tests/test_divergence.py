@@ -235,6 +235,33 @@ def test_theiler_window_is_the_same_on_both_backends(rng):
     assert not np.isnan(np.asarray(kdtree)).any()
 
 
+def test_brute_force_search_in_small_blocks_gives_the_same_estimates(rng, monkeypatch):
+    """The brute-force search bounds its block of distances (one that passed int32 indexing crashed an H200) by
+    taking fewer queries and posteriors at a time; at a block of 2,000 elements (2 queries of one posterior) both
+    estimators still equal the KD-tree's."""
+    import bayesval.divergence as divergence
+
+    draws = _ar1_chains(rng, 3, 300, 3, 0.7)[None].repeat(3, axis=0) * np.array([1.0, 2.0, 0.5])[:, None, None, None]
+    kept = np.array([[True, True, True], [True, False, True], [True, True, True]])
+    log_prior = -0.5 * np.sum(draws**2, axis=-1)
+    prior = rng.normal(size=(3, 700, 3)) * 2
+    estimates = {}
+    for backend, block in (("kdtree", divergence.MAX_DISTANCE_BLOCK), ("brute", 2_000)):
+        monkeypatch.setattr(divergence, "MAX_DISTANCE_BLOCK", block)
+        for function in (divergence._kl_to_density, divergence._kl_two_sample):
+            function.clear_cache()  # the block is read while tracing
+        estimates[backend] = [
+            np.asarray(batched_kl(draws, kept, 4, log_prior=log_prior, window=3, backend=backend)),
+            np.asarray(batched_kl(draws, kept, 4, prior=prior, window=3, backend=backend)),
+        ]
+    assert divergence._query_chunk(2048, 900) == 2
+    for kdtree, brute in zip(estimates["kdtree"], estimates["brute"]):
+        np.testing.assert_allclose(kdtree, brute, rtol=1e-10)
+        assert np.isfinite(kdtree).all()
+    for function in (divergence._kl_to_density, divergence._kl_two_sample):
+        function.clear_cache()
+
+
 def test_a_posterior_with_every_chain_dropped_does_not_crash_the_batch(rng):
     """A row whose chains were all dropped (BFMI) has nothing to estimate from; the KD-tree path skips it instead of
     failing inside its callback, and the other rows keep their estimates (the caller reports the empty row as NaN)."""

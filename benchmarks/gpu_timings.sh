@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The party-valuation timings of docs/benchmarks.md on a GPU machine, in one call of under ten minutes: the device,
+# Syn at the paper preset, the demo, Diab at the fast preset and the 12-party valuation at the fast preset (with
+# its progress bar, so that a run cut off by its time limit still shows its rate). Each step's whole output is kept
+# in $OUT/<step>.log (or ./<step>.log); the terminal gets its last lines and its wall time.
+#   BAYESVAL_DATA=<folder holding pima_indians_diabetes.csv> bash benchmarks/gpu_timings.sh
+set -uo pipefail
+logs="${OUT:-.}"
+export PYTHONUNBUFFERED=1
+step() {  # step SECONDS NAME COMMAND...: one timed step
+    local limit=$1 name=$2; shift 2
+    local start=$(date +%s%N)
+    timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+    local rc=$?
+    echo "== $name: rc $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms wall"
+    tr '\r' '\n' <"$logs/$name.log" | grep -v "Warning\|warn(\|^\s*$" | tail -n 6
+}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import jax, numpyro; print('jax', jax.__version__, 'numpyro', numpyro.__version__, jax.devices())"
+step "${SYN_LIMIT:-150}" syn python3 benchmarks/bench_valuation.py syn --no-baseline
+step "${DEMO_LIMIT:-80}" demo python3 -m bayesval.cli demo --no-progress
+step "${DIAB_LIMIT:-60}" diab python3 benchmarks/bench_valuation.py diab --no-baseline
+step "${TWELVE_LIMIT:-200}" twelve python3 benchmarks/bench_scale.py --end-to-end 12 --child members --progress
