@@ -11,10 +11,14 @@ from bayesval.datasets.synthetic import make_syn
 
 os.environ.setdefault("BAYESVAL_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
 
-# Compiled programs go to an on-disk cache shared by the test workers: a module that needs a program another module
-# or worker compiled loads it (~1 MB) instead of compiling it again (a small Syn valuation: 30.2 s, then 11.8 s).
-# Entries are keyed by the whole computation, JAX version and compiler options, so a stale one is never used.
-jax.config.update("jax_compilation_cache_dir", os.path.join(tempfile.gettempdir(), "bayesval-tests-jax-cache"))
+# Compiled programs go to an on-disk cache shared by the test workers and, through the environment, by the
+# processes tests start (examples, notebook kernels, the CLI): a module that needs a program another module, worker
+# or process compiled loads it (~1 MB) instead of compiling it again (a small Syn valuation: 30.2 s, then 11.8 s;
+# the Syn examples after the first: 56 s, then 18 s). Entries are keyed by the whole computation, JAX version and
+# compiler options, so a stale one is never used.
+os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "bayesval-tests-jax-cache")
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "1"
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
@@ -64,23 +68,25 @@ def rng():
     return np.random.default_rng(20261122)
 
 
-# The slowest modules (seconds on 2 cores, 2026-11-24), run first: `--dist loadfile` hands whole modules to the two
-# workers in collection order, so starting with the longest leaves short ones to even out the finish, where running
-# them alphabetically left one worker alone with a slow module for the last ~8 minutes.
+# The slowest modules (seconds of test time on 2 cores, 2026-11-26), run first: `--dist loadfile` hands whole
+# modules to the two workers in collection order, so starting with the longest leaves short ones to even out the
+# finish, where running them alphabetically left one worker alone with a slow module for the last ~8 minutes.
 SLOWEST_FIRST = (
-    "test_coalition_batches.py",  # ~330
-    "test_gibbs.py",  # ~330
-    "test_diab_trends.py",  # ~280
-    "test_paper_trends.py",  # ~180
-    "test_examples.py",  # ~130
-    "test_notebooks.py",  # ~110
+    "test_examples.py",  # ~450 before the examples shared the compilation cache
+    "test_coalition_batches.py",  # ~240
+    "test_gibbs.py",  # ~140
+    "test_notebooks.py",  # ~135
+    "test_rewards.py",  # ~90
+    "test_games_calibration.py",  # ~85
+    "test_doc_blocks.py",  # ~80
+    "test_multiprocess.py",  # ~65
+    "test_paper_trends.py",  # ~60
+    "test_games_semivalues.py",  # ~60
+    "test_diab_trends.py",  # ~50
+    "test_divergence.py",
     "test_valuate.py",
-    "test_doc_blocks.py",  # ~60
+    "test_member_packing.py",
     "test_logistic.py",
-    "test_privacy_boundary.py",
-    "test_games_semivalues.py",
-    "test_bad_input.py",
-    "test_user_model.py",
 )
 
 

@@ -13,6 +13,7 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.games.stopping import MaxEvaluations, StandardError
 from bayesval.inference import gibbs
+from bayesval.parties import valuation as party_valuation
 
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
 SMALL = TINY.with_(num_warmup=30, num_samples=100, num_repeats=3)  # 21 rows for 3 parties: one compiled program
@@ -44,32 +45,34 @@ def test_eight_parties_complete_exactly_in_two_batches():
     assert result.values.sum() == pytest.approx(result.coalition_value([f"p{i}" for i in range(num_parties)]))
 
 
-def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path):
-    """12 parties by permutation sampling (batches of 32 permutations, 13 coalitions each, and the 26 coalitions of
-    the exact sizes 0 and 11 twice): the sampler compiles at most twice (at this budget members are not packed,
-    `worth_packing`); the result reports the permutations, each party's draws (the permutations and 4 exact-size
-    draws a batch) and converged flag; a run stopped after one batch, saved, loaded and resumed to two batches gives
-    the uninterrupted two-batch run's values to the last bit, and samples only the coalitions the first run had
-    not."""
+def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path, monkeypatch):
+    """12 parties by permutation sampling (batches of 8 permutations here, 32 by default, of 13 coalitions each,
+    and the 26 coalitions of the exact sizes 0 and 11 twice): the sampler compiles at most twice (at this budget
+    members are not packed, `worth_packing`); the result reports the permutations, each party's draws (the
+    permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one batch, saved, loaded
+    and resumed to two batches gives the uninterrupted two-batch run's values to the last bit, and samples only the
+    coalitions the first run had not."""
+    batch = 8  # permutations a batch: the default's 32 would sample four times the rows and prove nothing more
+    monkeypatch.setattr(party_valuation, "PERMUTATION_BATCH", batch)
     releases = _releases(12)
-    one_batch, two_batches = MaxEvaluations(32 * 13), MaxEvaluations(2 * 32 * 13)
+    one_batch, two_batches = MaxEvaluations(batch * 13), MaxEvaluations(2 * batch * 13)
     before = gibbs._advance._cache_size()
     whole = _valuate(releases, key=0, config=TINY, stop=StandardError(0.02) | two_batches)
     assert gibbs._advance._cache_size() - before <= 2
-    assert whole.method.endswith("(64 permutations)") and "permutation Shapley" in whole.method
-    np.testing.assert_array_equal(whole.counts, 64 + 2 * 4)
+    assert whole.method.endswith(f"({2 * batch} permutations)") and "permutation Shapley" in whole.method
+    np.testing.assert_array_equal(whole.counts, 2 * batch + 2 * 4)
     assert whole.converged.dtype == bool and len(whole.converged) == 12
     np.testing.assert_array_equal(whole.converged, whole.stderr <= 0.02)
     assert np.isfinite(whole.values).all() and np.isfinite(whole.stderr).all()
     assert np.all(whole.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
 
     first = _valuate(releases, key=0, config=TINY, stop=one_batch)
-    np.testing.assert_array_equal(first.counts, 32 + 4)
+    np.testing.assert_array_equal(first.counts, batch + 4)
     loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
     resumed = _valuate(releases, key=0, config=TINY, stop=two_batches, resume_from=loaded)
     np.testing.assert_array_equal(resumed.values, whole.values)
     np.testing.assert_array_equal(resumed.stderr, whole.stderr)
-    np.testing.assert_array_equal(resumed.counts, 64 + 2 * 4)
+    np.testing.assert_array_equal(resumed.counts, 2 * batch + 2 * 4)
     np.testing.assert_array_equal(resumed.coalition_values, whole.coalition_values)
     sampled_first, sampled_resumed = first.diagnostics["coalitions"], resumed.diagnostics["coalitions"]
     assert sampled_resumed[: len(sampled_first)] == sampled_first  # taken over, and not sampled again:
