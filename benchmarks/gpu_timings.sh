@@ -2,10 +2,11 @@
 # The party-valuation timings of docs/benchmarks.md on a GPU machine, in one call of under ten minutes: the device,
 # Syn at the paper preset, the demo, Diab at the fast preset and the 12-party valuation at the fast preset (with
 # its progress bar, so that a run cut off by its time limit still shows its rate). Each step's whole output is kept
-# in $OUT/<step>.log (or ./<step>.log); the terminal gets its last lines and its wall time.
+# in $LOG_DIR/<step>.log (default: the current folder); the terminal gets its last lines and its wall time. Each
+# step's time limit (seconds) can be set: SYN_LIMIT, DEMO_LIMIT, DIAB_LIMIT, TWELVE_LIMIT.
 #   BAYESVAL_DATA=<folder holding pima_indians_diabetes.csv> bash benchmarks/gpu_timings.sh
 set -uo pipefail
-logs="${OUT:-.}"
+logs="${LOG_DIR:-.}"
 export PYTHONUNBUFFERED=1
 step() {  # step SECONDS NAME COMMAND...: one timed step
     local limit=$1 name=$2; shift 2

@@ -58,7 +58,8 @@ class _Recording(bv.models.LinearRegression):
 def test_members_only_chains_match_the_closed_form_at_negligible_noise(monkeypatch):
     """Syn parties of 100, 100, 200 and 200 points at epsilon = 1e7, packed from 4 parties on: the sampler is
     given each coalition's members (then fillers, masked out) in widths 2 and 4, in one call per width that holds
-    that width's rows and no more, and every v_C is within 4 % of the closed-form KL(NIG posterior || NIG prior) of the coalition's exact statistics (Sim et al. 2023, Sec. 3)."""
+    that width's rows and no more, and every v_C is within 4 % of the closed-form KL(NIG posterior || NIG prior)
+    of the coalition's exact statistics (Sim et al. 2023, Sec. 3)."""
     syn = make_syn(seed=0, sizes=(100, 100, 200, 200))
     parties = [
         bv.Party(X, y, epsilon=1e7, bounds=syn.bounds, name=f"p{i}", noise_seed=10 + i)
