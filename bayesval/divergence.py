@@ -198,39 +198,37 @@ def _neighbours(white, kept, white_prior, k, per_chain, window, backend, chunk_s
     depth = k + EXTRA_NEIGHBOURS
     index = jnp.arange(kept.shape[1])
 
-    def within_row(inputs):
+    def within_row(inputs, query_chunk):
         points, kept_row = inputs
 
         def excluded(i):
             return ~kept_row | ((index // per_chain == i // per_chain) & (jnp.abs(index - i) <= window))
 
-        return _brute_knn(points, points, depth, _query_chunk(chunk_size, len(index)), excluded)
+        return _brute_knn(points, points, depth, query_chunk, excluded)
 
-    within = _by_blocks_of_rows(within_row, (white, kept), chunk_size, white.shape[1])
+    within = _in_blocks(within_row, (white, kept), white.shape[1], chunk_size)
     rank = _first_positive_rank(within, k)
     rho = jnp.take_along_axis(within, rank[..., None], -1)[..., 0]
     if white_prior is None:
         return rho, None, rank
-
-    def across_row(inputs):
-        return _brute_knn(*inputs, depth, _query_chunk(chunk_size, white_prior.shape[1]))
-
-    across = _by_blocks_of_rows(across_row, (white, white_prior), chunk_size, white_prior.shape[1])
+    across_row = lambda inputs, query_chunk: _brute_knn(*inputs, depth, query_chunk)  # noqa: E731
+    across = _in_blocks(across_row, (white, white_prior), white_prior.shape[1], chunk_size)
     return rho, jnp.take_along_axis(across, rank[..., None], -1)[..., 0], rank
+
+
+def _in_blocks(search, rows, num_points: int, chunk_size: int):
+    """`search(row, query_chunk)` of each posterior (a row of the arrays `rows`) against its `num_points` points, in
+    blocks of distances within MAX_DISTANCE_BLOCK: `chunk_size` queries a chunk (fewer where one chunk alone would
+    pass the bound), and as many posteriors at once as the bound allows."""
+    query_chunk = _query_chunk(chunk_size, num_points)
+    rows_at_once = max(1, MAX_DISTANCE_BLOCK // (query_chunk * num_points))
+    return jax.lax.map(partial(search, query_chunk=query_chunk), rows, batch_size=rows_at_once)
 
 
 def _query_chunk(chunk_size: int, num_points: int) -> int:
     """Queries a chunk of the brute-force search: `chunk_size`, fewer where their distances to `num_points` points
     would pass MAX_DISTANCE_BLOCK."""
     return max(1, min(chunk_size, MAX_DISTANCE_BLOCK // num_points))
-
-
-def _by_blocks_of_rows(search, rows, chunk_size: int, num_points: int):
-    """`search` of each posterior (a row of the arrays `rows`), as many rows at once as keep one block of distances
-    within MAX_DISTANCE_BLOCK."""
-    return jax.lax.map(
-        search, rows, batch_size=max(1, MAX_DISTANCE_BLOCK // (_query_chunk(chunk_size, num_points) * num_points))
-    )
 
 
 def _first_positive_rank(within, k, xp=jnp):
