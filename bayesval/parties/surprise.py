@@ -132,12 +132,22 @@ def conjugate_prior(model, data, estimator: str):
     return model.conjugate_prior(data)
 
 
-@partial(jax.jit, static_argnames=("k",))
-def summarise(draws, kept_chains, k: int, log_density=None, prior=None, conditionals=None, conjugate=None, keys=None):
+@partial(jax.jit, static_argnames=("k", "group"))
+def summarise(
+    draws, kept_chains, k: int, log_density=None, prior=None, conditionals=None, conjugate=None, keys=None, group=1
+):
     """One compiled program from a batch of posteriors (B, chains, kept, d) to (KL (B,), max R-hat (B,), min bulk
     ESS (B,)), against the prior's log density (a `jax.tree_util.Partial` theta (d,) -> log p(theta)) or prior
     draws (B, m, d) (k-NN), or, given each draw's NIG conditional (`conditionals`, leading axes (B, chains,
-    kept)), the conjugate NIG prior and a key per row, Rao-Blackwellised (`batched_mixture_kl`)."""
+    kept)), the conjugate NIG prior and a key per row, Rao-Blackwellised (`batched_mixture_kl`).
+
+    With `group` > 1 (static), each run of `group` consecutive rows is one posterior sampled `group` times (a
+    coalition's repeats): its R-hat is computed over the chains of all of them together, and every row of the run
+    reports it. R-hat is a diagnostic of all the chains that target one posterior (Vehtari et al. 2021, Sec. 4:
+    at least four chains, and the more the better); the maximum of per-repeat R-hats of four chains each is a noisier
+    statistic: over 28 fresh releases of Syn's demo setting it passed 1.01 in 4, the pooled R-hat in 1
+    (docs/benchmarks.md, "R-hat over a coalition's repeats"). The ESS stays per row: each repeat's estimate
+    rests on its own chains."""
     window = theiler_window(draws.shape[2])
     if conditionals is not None:
         kl = batched_mixture_kl(keys, conditionals, kept_chains, conjugate)
@@ -147,6 +157,14 @@ def summarise(draws, kept_chains, k: int, log_density=None, prior=None, conditio
     else:
         kl = batched_kl(draws, kept_chains, k, prior=prior, window=window)
     r_hat, ess = chain_diagnostics(draws, kept_chains)
+    runs = draws.shape[0] // group
+    if group > 1 and runs:  # rows past the last whole run (padding) keep their own R-hat
+        pooled_shape = (runs, group * draws.shape[1])
+        pooled, _ = chain_diagnostics(
+            draws[: runs * group].reshape(pooled_shape + draws.shape[2:]),
+            kept_chains[: runs * group].reshape(pooled_shape),
+        )
+        r_hat = r_hat.at[: runs * group].set(jax.numpy.repeat(pooled, group, axis=0))
     return kl, r_hat.max(axis=1), ess.min(axis=1)
 
 
@@ -275,7 +293,9 @@ class CoalitionSurprise:
         """The sampler calls that sampling coalitions of these `sizes` (every repeat of each) takes."""
         counts = np.bincount([self.width(int(size)) for size in sizes]) if len(sizes) else np.zeros(0, int)
         repeats = self.config.num_repeats
-        return sum(math.ceil(count * repeats / self.rows_per_batch(w)) for w, count in enumerate(counts) if count)
+        per_call = [self.rows_per_batch(w) for w in range(len(counts))]
+        per_call = [rows - rows % repeats if rows >= repeats else rows for rows in per_call]  # whole runs of repeats
+        return sum(math.ceil(count * repeats / per_call[w]) for w, count in enumerate(counts) if count)
 
     def estimates(self) -> CoalitionEstimates:
         """Every sampled coalition's estimates with this game's fingerprint: the state a result carries so that a
@@ -405,17 +425,20 @@ class CoalitionSurprise:
         self, batch_rows: int, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep: np.ndarray
     ):
         """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width, in padded batches of
-        `batch_rows` (`_sample_batch`); the draws of the rows `keep` marks (one bool per row), or None."""
+        `batch_rows` (`_sample_batch`); the draws of the rows `keep` marks (one bool per row), or None. Where the
+        rows come as runs of every repeat of one posterior (as `_sample` and `of_inputs` build them), no run is split
+        between calls, so that each posterior's R-hat is computed over the chains of all its repeats."""
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
         row_draws, row_kept = [], []
-        for batch in batches(num_rows, batch_rows):
+        group = self._repeat_runs(repeats, batch_rows)
+        for batch in batches(num_rows, batch_rows - batch_rows % group):
             here, size = slice(batch.start, batch.stop), batch.count
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
             wanted = keep[here]
             rows = self._sample_batch(
-                batch_rows, keys[here], masks[here], repeats[here], inputs[here], bool(wanted.any())
+                batch_rows, keys[here], masks[here], repeats[here], inputs[here], bool(wanted.any()), group
             )
             rows = {name: values[:size] for name, values in rows.items()}
             if wanted.any():
@@ -433,16 +456,33 @@ class CoalitionSurprise:
         draws = np.concatenate(row_draws) if row_draws else None
         return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
 
+    def _repeat_runs(self, repeats: list[int], batch_rows: int) -> int:
+        """`num_repeats` where the rows are runs of repeats 0, 1, ..., num_repeats - 1 (one posterior each) and a
+        call holds at least one run, else 1."""
+        runs = self.config.num_repeats
+        if runs == 1 or batch_rows < runs or len(repeats) % runs:
+            return 1
+        return runs if np.array_equal(repeats, np.tile(np.arange(runs), len(repeats) // runs)) else 1
+
     def _sample_batch(
-        self, batch_rows: int, keys: list, masks: np.ndarray, repeats: list[int], row_inputs: list, keep_draws: bool
+        self,
+        batch_rows: int,
+        keys: list,
+        masks: np.ndarray,
+        repeats: list[int],
+        row_inputs: list,
+        keep_draws: bool,
+        group: int = 1,
     ):
         """One batch of rows padded to `batch_rows`, sampler to KL and diagnostics on the device, on the host for
         every padded row: 'kl', 'r_hat' (max), 'ess' (min bulk), 'kept' chains (rows, chains), 'divergences' per
         chain where the sampler counts them, and the 'draws' with `keep_draws`. Each process samples its block of
         the global device mesh (`process_block`), sharded over its devices, and every block is gathered into every
-        process (`gather_rows`); with one process, the block is the batch."""
+        process (`gather_rows`); with one process, the block is the batch. Runs of `group` rows are one posterior's
+        repeats: R-hat pools their chains (`summarise`) where this process's block starts a run."""
         padding = batch_rows - len(keys)
         block = process_block(batch_rows)
+        group = group if block.start % group == 0 else 1
         chunk_keys, chunk_masks = shard_rows(
             pad_rows(jax.numpy.stack(keys), batch_rows)[block], pad_rows(masks, batch_rows)[block]
         )
@@ -459,7 +499,8 @@ class CoalitionSurprise:
         if self._log_density is None and self._conjugate_prior is None:
             repeat_of_row = (repeats + [repeats[0]] * padding)[block]
             prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
-        rows = dict(zip(("kl", "r_hat", "ess"), summarise(draws, kept, self.k, self._log_density, prior, **mixture)))
+        summary = summarise(draws, kept, self.k, self._log_density, prior, **mixture, group=group)
+        rows = dict(zip(("kl", "r_hat", "ess"), summary))
         rows["kept"] = kept
         if sample.info.get("divergences") is not None:
             rows["divergences"] = sample.info["divergences"]

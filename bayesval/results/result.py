@@ -261,9 +261,10 @@ class ValuationResult:
 
     def to_inference_data(self):
         """The coalition posteriors as ArviZ `InferenceData`: one variable `theta` with dimensions (chain, draw,
-        coalition, repeat, parameter); each repeat's chains are a separate posterior, so `arviz.summary` gives
-        R-hat and ESS per (coalition, repeat, parameter), whose max / min per coalition are the diagnostics
-        `valuate` reports (which leave out chains NUTS dropped for low BFMI; Gibbs drops none). Needs the draws:
+        coalition, repeat, parameter); each repeat's chains are a separate run of the coalition's posterior, so
+        `arviz.summary` gives R-hat and ESS per (coalition, repeat, parameter). `valuate` reports, per coalition,
+        the max over parameters of the R-hat of the chains of every repeat together and the min of the ESS per
+        repeat (leaving out chains NUTS dropped for low BFMI; Gibbs drops none). Needs the draws:
         `valuate(..., keep_draws=True)`."""
         if self.draws is None:
             raise ValueError(
