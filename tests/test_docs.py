@@ -119,10 +119,14 @@ def prose_lines(path: Path) -> list[tuple[int, str]]:
     return lines
 
 
+# Package files a reader does not read as text: stored arrays (the default Syn setting)
+DATA_SUFFIXES = {".npz"}
+
+
 def readable_files() -> list:
-    """Every file of the package (bayesval/, models/) and every docs page, one test each."""
+    """Every text file of the package (bayesval/, models/) and every docs page, one test each."""
     package = [p for folder in ("bayesval", "models") for p in (ROOT / folder).rglob("*") if p.is_file()]
-    package = [p for p in package if "__pycache__" not in p.parts]
+    package = [p for p in package if "__pycache__" not in p.parts and p.suffix not in DATA_SUFFIXES]
     files = sorted({*package, ROOT / "README.md", *(ROOT / "docs").rglob("*.md")})
     params = []
     for path in files:
