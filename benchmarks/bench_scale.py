@@ -5,6 +5,8 @@ side by side in one run.
     python benchmarks/bench_scale.py                 # n = 3, 6, 12; 2 chains x 300 sweeps, 2 repeats a coalition
     python benchmarks/bench_scale.py --parties 3 6   # fewer sizes
     python benchmarks/bench_scale.py --end-to-end 6  # bv.valuate at the fast preset, each path in a fresh process
+    python benchmarks/bench_scale.py --end-to-end 12 --child members --exact --progress
+                                                     # today's path alone, every coalition (exact Shapley)
 
 Each cell times the surprise of up to 16 distinct coalitions of k members (2 repeats each), after a warm-up call
 of other coalitions of the same size that compiles the program: milliseconds per coalition (the batch's time over
@@ -75,17 +77,20 @@ def releases_of(num_parties: int) -> list:
     ]
 
 
-def valuation(path: str, num_parties: int, progress: bool = False) -> None:
-    """One `bv.valuate` of every coalition at the fast preset in this process, compilation included."""
+def valuation(path: str, num_parties: int, progress: bool = False, exact: bool = False) -> None:
+    """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
+    `num_parties` (permutation sampling beyond 10 parties), or over every coalition if `exact`."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
+    options = {"exact_up_to": num_parties} if exact else {}
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bv.valuate(model, releases, key=0, config="fast", progress_bar=progress)
+        result = bv.valuate(model, releases, key=0, config="fast", progress_bar=progress, **options)
     print(
-        f"{path:8s} {time.perf_counter() - start:7.1f} s   max phi stderr {max(result.stderr):.4f}   max R-hat "
-        f"{max(result.diagnostics['r_hat']):.3f}   phi {np.round(result.values, 3).tolist()}",
+        f"{path:8s} {time.perf_counter() - start:7.1f} s   {result.method}   {len(result.coalition_values)} "
+        f"coalitions   max phi stderr {max(result.stderr):.4f}   max R-hat {max(result.diagnostics['r_hat']):.3f}"
+        f"   converged {result.diagnostics['converged']}   phi {np.round(result.values, 3).tolist()}",
         flush=True,
     )
 
@@ -96,13 +101,15 @@ def main() -> None:
     parser.add_argument("--end-to-end", type=int, default=None, metavar="N", help="time bv.valuate of N parties")
     parser.add_argument("--child", choices=["all", "members"], help=argparse.SUPPRESS)
     parser.add_argument("--progress", action="store_true", help="show the end-to-end valuation's progress bar")
+    parser.add_argument("--exact", action="store_true", help="end to end: value every coalition (exact Shapley)")
     args = parser.parse_args()
     if args.child:
-        return valuation(args.child, args.end_to_end, args.progress)
+        return valuation(args.child, args.end_to_end, args.progress, args.exact)
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
         for path in ("all", "members"):
             command = [sys.executable, __file__, "--end-to-end", str(args.end_to_end), "--child", path]
+            command += ["--exact"] * args.exact
             subprocess.run(command, check=True)
         return
     party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question

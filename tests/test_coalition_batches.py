@@ -13,6 +13,8 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.games.stopping import MaxEvaluations, StandardError
 from bayesval.inference import gibbs
+from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import surprise as party_surprise
 from bayesval.parties import valuation as party_valuation
 
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
@@ -88,6 +90,19 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
         _valuate(releases[::-1], key=0, config=TINY, resume_from=loaded)
     with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
         _valuate(releases, key=0, config=TINY, resume_from=whole.state)
+
+
+def test_a_call_holds_more_rows_on_an_accelerator_within_the_memory_limit(monkeypatch):
+    """On CPU a call holds at most 256 rows a process; on a GPU or TPU up to 4,096 (12 parties' 2,379 rows of
+    width 4 in one call there, docs/benchmarks.md), and never more than `memory_limit_mb` holds."""
+    model, data = bv.models.LinearRegression(), NoiseAwareData.from_releases(_releases(12))
+    config = bv.SamplerConfig.preset("fast")  # 6,400 draws of 4 coordinates a row, 32 bytes each: 2,621 rows in 2 GiB
+    assert party_surprise.batch_rows(model, data, config, 4095 * 3) == 256
+    monkeypatch.setattr(party_surprise.jax, "default_backend", lambda: "gpu")
+    assert party_surprise.max_rows_per_process("gpu") == party_surprise.max_rows_per_process("tpu") == 4096
+    assert party_surprise.batch_rows(model, data, config, 793 * 3) == 2379  # every coalition of width 4
+    assert party_surprise.batch_rows(model, data, config, 4095 * 3) == 2**31 // (6400 * 4 * 32)  # memory binds
+    assert party_surprise.batch_rows(model, data, config.with_(memory_limit_mb=8192), 4095 * 3) == 4096
 
 
 def test_memory_limit_below_one_posterior_is_refused_before_any_release():

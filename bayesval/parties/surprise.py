@@ -41,16 +41,24 @@ from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
 from bayesval.results.state import CoalitionEstimates
 
-MAX_BATCH_ROWS = 256
+MAX_BATCH_ROWS = 256  # rows a process samples per call on CPU
+MAX_BATCH_ROWS_ACCELERATOR = 4096  # on a GPU or TPU, where a wider call costs little more (docs/benchmarks.md)
 _MIXTURE_STREAM = 1  # folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores
 _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy
 
 
+def max_rows_per_process(platform: str) -> int:
+    """The most rows one process samples per call on devices of `platform` ('cpu', 'gpu', 'tpu', ...):
+    MAX_BATCH_ROWS on CPU, where a call's time grows with its rows, and MAX_BATCH_ROWS_ACCELERATOR elsewhere, where
+    the sweeps of a few hundred small chains leave most of the device idle and a wider call costs little more."""
+    return MAX_BATCH_ROWS if platform == "cpu" else MAX_BATCH_ROWS_ACCELERATOR
+
+
 def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "auto") -> int:
     """Rows per batch: what fits `config.memory_limit_mb` on each device times the device count, and no more than
-    `most_rows` (padded to a multiple of the device count) or MAX_BATCH_ROWS per process. The devices are those of
-    the global mesh, `jax.devices()`: after `jax.distributed.initialize()`, every device of every process. With
-    kl='rao-blackwell' each draw also carries its conditional's parameters."""
+    `most_rows` (padded to a multiple of the device count) or `max_rows_per_process` per process. The devices are
+    those of the global mesh, `jax.devices()`: after `jax.distributed.initialize()`, every device of every process.
+    With kl='rao-blackwell' each draw also carries its conditional's parameters."""
     dimension = np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1]
     conjugate = conjugate_prior(model, data, kl)
     if conjugate is not None:
@@ -64,7 +72,8 @@ def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "au
             "memory_limit_mb or lower num_samples / num_chains"
         )
     devices = jax.device_count()
-    return min(per_device * devices, padded_size(min(most_rows, MAX_BATCH_ROWS * jax.process_count()), devices))
+    per_process = max_rows_per_process(jax.default_backend())
+    return min(per_device * devices, padded_size(min(most_rows, per_process * jax.process_count()), devices))
 
 
 PACK_FROM_PARTIES = 6
