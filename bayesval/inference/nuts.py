@@ -24,6 +24,7 @@ from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 from tqdm.auto import tqdm
 
 from bayesval.batching import even_splits
+from bayesval.compilation import compile_ahead
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
 from bayesval.progress import describe, shown
@@ -181,19 +182,23 @@ def sample_coalition_posteriors_nuts(
         data = jax.tree.map(lambda leaf: jnp.repeat(leaf, num_chains, axis=0), data)
     program = _program(model, (num_warmup, target_accept_prob, max_tree_depth, thinning))
     chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
-    states = program.start(chain_keys.reshape(batch), data, chain_masks)
-
     kept = num_samples // thinning
-    bar = tqdm(
-        total=num_warmup + num_samples,
-        desc=describe(f"NUTS, {num_coalitions} posteriors x {num_chains} chains"),
-        disable=not shown(progress_bar),
-    )
+    start = (chain_keys.reshape(batch), data, chain_masks)
+    states = program.start.lower(*start).out_info  # shapes: the sampling program compiles from them
     trace = jax.tree.map(
         lambda leaf: jnp.zeros((batch, kept) + leaf.shape[1:], leaf.dtype), (states.z, states.energy, states.diverging)
     )
     phases = [(n, 1) for n in even_splits(num_warmup, segments)] + [(n, thinning) for n in even_splits(kept, segments)]
     begin = -num_warmup
+    # the sampling program compiles while the start program compiles and runs (bayesval.compilation)
+    sampling_program = compile_ahead(program.run, states, trace, data, chain_masks, begin, begin + phases[0][0], 1)
+    states = program.start(*start)
+    sampling_program.result()
+    bar = tqdm(
+        total=num_warmup + num_samples,
+        desc=describe(f"NUTS, {num_coalitions} posteriors x {num_chains} chains"),
+        disable=not shown(progress_bar),
+    )
     for length, transitions in phases:
         states, trace = program.run(states, trace, data, chain_masks, begin, begin + length, transitions)
         begin += length

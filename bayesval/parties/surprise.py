@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from bayesval.batching import batches, pad_rows, padded_size
+from bayesval.compilation import compile_ahead
 from bayesval.divergence import (  # noqa: F401
     EXTRA_NEIGHBOURS,
     MIXTURE_GAP,
@@ -54,12 +55,17 @@ def max_rows_per_process(platform: str) -> int:
     return MAX_BATCH_ROWS if platform == "cpu" else MAX_BATCH_ROWS_ACCELERATOR
 
 
+def draw_dimension(model, data) -> int:
+    """The coordinates of one draw of theta (the model's prior draws tell)."""
+    return int(np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1])
+
+
 def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "auto") -> int:
     """Rows per batch: what fits `config.memory_limit_mb` on each device times the device count, and no more than
     `most_rows` (padded to a multiple of the device count) or `max_rows_per_process` per process. The devices are
     those of the global mesh, `jax.devices()`: after `jax.distributed.initialize()`, every device of every process.
     With kl='rao-blackwell' each draw also carries its conditional's parameters."""
-    dimension = np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1]
+    dimension = draw_dimension(model, data)
     conjugate = conjugate_prior(model, data, kl)
     if conjugate is not None:
         dimension += sum(np.size(part) for part in conjugate)
@@ -260,6 +266,7 @@ class CoalitionSurprise:
         else:
             self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
+        self._draw_dimension = draw_dimension(model, data)
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
             key_data = np.asarray(jax.random.key_data(key)).tobytes()
             same_in_every_process("game or key", hashlib.sha256(self.fingerprint.encode() + key_data).digest())
@@ -496,18 +503,27 @@ class CoalitionSurprise:
             pad_rows(jax.numpy.stack(keys), batch_rows)[block], pad_rows(masks, batch_rows)[block]
         )
         data = NoiseAwareData.per_row((row_inputs + [row_inputs[0]] * padding)[block])
-        mixture = {}
+        prior = None
+        if self._log_density is None and self._conjugate_prior is None:
+            repeat_of_row = (repeats + [repeats[0]] * padding)[block]
+            prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
+        mixture, summary_program = {}, None
         if self._conjugate_prior is None:
-            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config)
+            config = self.config
+            shape = (len(chunk_keys), config.num_chains, config.num_samples // config.thinning, self._draw_dimension)
+            draws_shape, kept_shape = jax.ShapeDtypeStruct(shape, np.float64), jax.ShapeDtypeStruct(shape[:2], bool)
+            # the k-NN summary compiles while the sampler compiles and runs (bayesval.compilation)
+            summary_program = compile_ahead(
+                summarise, draws_shape, kept_shape, self.k, self._log_density, prior, group=group
+            )
+            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, config)
         else:  # the conditionals, and a key per row for the points the mixture is scored at
             sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config, conditionals=True)
             keys_of_points = jax.vmap(partial(jax.random.fold_in, data=_MIXTURE_STREAM))(chunk_keys)
             mixture = dict(conditionals=sample.conditionals, conjugate=self._conjugate_prior, keys=keys_of_points)
         draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
-        prior = None
-        if self._log_density is None and self._conjugate_prior is None:
-            repeat_of_row = (repeats + [repeats[0]] * padding)[block]
-            prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
+        if summary_program is not None:
+            summary_program.result()
         summary = summarise(draws, kept, self.k, self._log_density, prior, **mixture, group=group)
         rows = dict(zip(("kl", "r_hat", "ess"), summary))
         rows["kept"] = kept

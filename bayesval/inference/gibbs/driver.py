@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from bayesval.compilation import compile_ahead
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs.adaptation import end_window, fit_for, is_adapting, is_window_end
@@ -131,14 +132,22 @@ def sample_coalition_posteriors(
     warmup, per_segment, sampling = _segments(num_warmup, total_kept, segments)
     key_init, key_run = jnp.moveaxis(jax.vmap(jax.random.split)(row_keys(key, num_coalitions)), 1, 0)
     chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))
-    states = _initial_states(chain_keys(key_init), priors, num_parties, settings.shared_data_model)
-    inputs = GibbsInputs(data, masks, priors)
+    segment_keys = lambda index: chain_keys(jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_run, index))  # noqa: E731
+    initial_keys, inputs = chain_keys(key_init), GibbsInputs(data, masks, priors)
+    start = (initial_keys, priors, num_parties, settings.shared_data_model)
+    sweeps_of_a_segment = jnp.zeros(per_segment, np.full(1, thinning).dtype)
+    sweep_program = compile_ahead(  # while the start program compiles and runs (bayesval.compilation)
+        _advance, jax.eval_shape(segment_keys, 0), _initial_states.lower(*start).out_info, inputs, settings,
+        jnp.asarray(True), sweeps_of_a_segment, conditionals,
+    )  # fmt: skip
+    states = _initial_states(*start)
+    sweep_program.result()
     kept = []
     with tqdm(
         total=len(warmup) + sampling, desc=describe("Gibbs"), disable=not shown(progress_bar), unit="segment"
     ) as bar:
         for index in range(len(warmup) + sampling):
-            keys = chain_keys(jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_run, index))
+            keys = segment_keys(index)
             warming = index < len(warmup)
             sweeps = np.full(per_segment, thinning)
             if warming:

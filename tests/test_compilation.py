@@ -1,0 +1,96 @@
+"""Programs compiled ahead in a background thread (`bayesval.compilation`): the call that follows finds the
+program in jit's cache, and the samplers lower each program once, their sweep and summary programs in the
+background while the start program compiles and runs on the calling thread."""
+
+import logging
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.compilation import compile_ahead
+from bayesval.datasets.synthetic import make_syn
+from bayesval.statistics import Bounds
+
+
+@pytest.fixture
+def lowered(caplog):
+    """(program name, thread name) of every program jit lowers while the test runs, in any thread (the setting,
+    not its thread-local context manager)."""
+    caplog.set_level(logging.WARNING)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        yield lambda: [
+            (record.getMessage().split()[1], record.threadName)
+            for record in caplog.records
+            if record.getMessage().startswith("Compiling jit(")
+        ]
+    finally:
+        jax.config.update("jax_log_compiles", False)
+
+
+def test_a_call_after_compile_ahead_compiles_nothing(lowered):
+    @jax.jit
+    def f(x, scale):
+        return jnp.sin(x) * scale["a"]
+
+    x = jnp.ones((3, 5))
+    future = compile_ahead(f, x, jax.eval_shape(lambda: {"a": jnp.ones((3, 5))}))
+    assert future.result() is not None
+    scale = {"a": 2 * x}
+    before = len(lowered())
+    np.testing.assert_allclose(f(x, scale), 2 * np.sin(1.0))
+    assert len(lowered()) == before  # found in jit's cache
+    threads = [thread for name, thread in lowered() if name == "jit(f)"]
+    assert len(threads) == 1 and threads[0].startswith("bayesval-compile")
+
+
+def test_an_error_in_a_program_compiled_ahead_is_raised_by_the_wait():
+    @jax.jit
+    def f(x):
+        return x @ x  # (2, 3) @ (2, 3): no such product
+
+    with pytest.raises(TypeError, match="dot_general"):
+        compile_ahead(f, jnp.ones((2, 3))).result()
+
+
+def _programs_of_the_valuation(lowered, model, parties, config) -> dict[str, list[str]]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = bv.valuate(model, parties, key=0, config=config)
+    assert np.isfinite(result.values).all()
+    threads: dict[str, list[str]] = {}
+    for name, thread in lowered():
+        threads.setdefault(name, []).append(thread)
+    return threads
+
+
+def test_a_gibbs_valuation_lowers_each_program_once_its_sweeps_and_summary_in_the_background(lowered):
+    syn = make_syn(seed=0)
+    parties = [
+        bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=300 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    config = bv.SamplerConfig(num_chains=2, num_warmup=11, num_samples=23, thinning=1, num_repeats=2, progress_bar=False)
+    threads = _programs_of_the_valuation(lowered, bv.models.LinearRegression(), parties, config)
+    assert len(threads["jit(_initial_states)"]) == 1
+    for program in ("jit(_advance)", "jit(summarise)"):
+        assert len(threads[program]) == 1
+        assert threads[program][0].startswith("bayesval-compile")
+
+
+def test_a_nuts_valuation_lowers_each_program_once_its_sampling_and_summary_in_the_background(lowered, rng):
+    X, y = rng.normal(size=(200, 2)), rng.choice([-1.0, 1.0], 200)
+    parties = [
+        bv.Party(X[i::2], y[i::2], epsilon=0.5, bounds=Bounds(x_norm=6.0), name=f"p{i}", noise_seed=310 + i)
+        for i in range(2)
+    ]
+    config = bv.SamplerConfig(num_chains=2, num_warmup=7, num_samples=19, thinning=1, num_repeats=2, progress_bar=False)
+    threads = _programs_of_the_valuation(lowered, bv.models.LogisticRegression(max_sq_norm=6.0), parties, config)
+    assert len(threads["jit(start)"]) == 1
+    for program in ("jit(run)", "jit(summarise)"):
+        assert len(threads[program]) == 1
+        assert threads[program][0].startswith("bayesval-compile")
