@@ -74,7 +74,9 @@ def test_a_gibbs_valuation_lowers_each_program_once_its_sweeps_and_summary_in_th
         bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=300 + i)
         for i, (X, y) in enumerate(syn.parties)
     ]
-    config = bv.SamplerConfig(num_chains=2, num_warmup=11, num_samples=23, thinning=1, num_repeats=2, progress_bar=False)
+    config = bv.SamplerConfig(
+        num_chains=2, num_warmup=11, num_samples=23, thinning=1, num_repeats=2, progress_bar=False
+    )
     threads = _programs_of_the_valuation(lowered, bv.models.LinearRegression(), parties, config)
     assert len(threads["jit(_initial_states)"]) == 1
     for program in ("jit(_advance)", "jit(summarise)"):
