@@ -60,12 +60,21 @@ def draw_dimension(model, data) -> int:
     return int(np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1])
 
 
-def batch_rows(model, data, config: SamplerConfig, most_rows: int, kl: str = "auto") -> int:
+def whole_runs(rows: int, run: int) -> int:
+    """The rows of a call that holds only whole runs of `run` rows (a coalition's repeats, never split between
+    calls): `rows` less its remainder, or `rows` itself where it holds less than one run."""
+    return rows - rows % run if rows >= run else rows
+
+
+def batch_rows(
+    model, data, config: SamplerConfig, most_rows: int, kl: str = "auto", dimension: int | None = None
+) -> int:
     """Rows per batch: what fits `config.memory_limit_mb` on each device times the device count, and no more than
     `most_rows` (padded to a multiple of the device count) or `max_rows_per_process` per process. The devices are
     those of the global mesh, `jax.devices()`: after `jax.distributed.initialize()`, every device of every process.
-    With kl='rao-blackwell' each draw also carries its conditional's parameters."""
-    dimension = draw_dimension(model, data)
+    With kl='rao-blackwell' each draw also carries its conditional's parameters. `dimension`: the draws'
+    coordinates where the caller knows them (`draw_dimension`)."""
+    dimension = draw_dimension(model, data) if dimension is None else dimension
     conjugate = conjugate_prior(model, data, kl)
     if conjugate is not None:
         dimension += sum(np.size(part) for part in conjugate)
@@ -258,7 +267,10 @@ class CoalitionSurprise:
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True, "coalitions": [], "r_hat": [], "ess": []}
         self.diagnostics |= {"dropped_chains": [], "divergences": []}
-        self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats, kl)
+        self._draw_dimension = draw_dimension(model, data)
+        self.batch_rows = batch_rows(
+            model, data, config, max_coalitions * config.num_repeats, kl, dimension=self._draw_dimension
+        )
         self._log_density = prior_density(model, data, kl)
         self._conjugate_prior = conjugate_prior(model, data, kl)
         if self._conjugate_prior is not None:
@@ -266,7 +278,6 @@ class CoalitionSurprise:
         else:
             self.kl_estimator = "two-sample" if self._log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
-        self._draw_dimension = draw_dimension(model, data)
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
             key_data = np.asarray(jax.random.key_data(key)).tobytes()
             same_in_every_process("game or key", hashlib.sha256(self.fingerprint.encode() + key_data).digest())
@@ -309,8 +320,7 @@ class CoalitionSurprise:
         """The sampler calls that sampling coalitions of these `sizes` (every repeat of each) takes."""
         counts = np.bincount([self.width(int(size)) for size in sizes]) if len(sizes) else np.zeros(0, int)
         repeats = self.config.num_repeats
-        per_call = [self.rows_per_batch(w) for w in range(len(counts))]
-        per_call = [rows - rows % repeats if rows >= repeats else rows for rows in per_call]  # whole runs of repeats
+        per_call = [whole_runs(self.rows_per_batch(w), repeats) for w in range(len(counts))]
         return sum(math.ceil(count * repeats / per_call[w]) for w, count in enumerate(counts) if count)
 
     def estimates(self) -> CoalitionEstimates:
@@ -449,7 +459,7 @@ class CoalitionSurprise:
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
         row_draws, row_kept = [], []
         group = self._repeat_runs(repeats, batch_rows)
-        for batch in batches(num_rows, batch_rows - batch_rows % group):
+        for batch in batches(num_rows, whole_runs(batch_rows, group)):
             here, size = slice(batch.start, batch.stop), batch.count
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
             wanted = keep[here]
