@@ -6,17 +6,34 @@ compiles `jitted` for the shapes of `args` (arrays, or `jax.ShapeDtypeStruct`s f
 not computed yet) in a background thread; once its future is done, calling `jitted` with arrays of those shapes
 finds the program in jit's cache and does not compile it again (docs/architecture.md, "Programs compiled ahead").
 The program is the one a plain call compiles, so values are unchanged to the last bit.
+
+`compile_for_later(programs)` compiles the programs of a step that comes after the current one (the next batch
+shape's sampler and summary programs, say) one after another in a thread of their own, so that they never hold up
+the programs the current step waits for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
 
 # two: a sampler's sweep program and the KL program it feeds compile beside each other and the start program
 _WORKER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bayesval-compile")
 
 
+# one: the programs of the next step, compiled in order behind the current step's
+_LATER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bayesval-compile-later")
+
+
 AHEAD = True  # False: every program compiles when it is first called (the path before; benchmarks/bench_compile.py)
+
+
+def _done() -> Future:
+    """A future that is done and holds None."""
+    done: Future = Future()
+    done.set_result(None)
+    return done
 
 
 def compile_ahead(jitted, *args, **kwargs) -> Future:
@@ -25,7 +42,32 @@ def compile_ahead(jitted, *args, **kwargs) -> Future:
     the compiled program. An error is raised by the call that waits, as the plain call would raise it. With
     `AHEAD` off the future is done at once and holds None."""
     if not AHEAD:
-        done: Future = Future()
-        done.set_result(None)
-        return done
+        return _done()
     return _WORKER.submit(lambda: jitted.lower(*args, **kwargs).compile())
+
+
+class Program(NamedTuple):
+    """A jitted function and the arguments (arrays or `jax.ShapeDtypeStruct`s; static ones as its call takes them)
+    of one call of it: one compiled program."""
+
+    function: Callable
+    args: tuple
+    kwargs: dict = {}
+
+    def compile(self) -> None:
+        self.function.lower(*self.args, **self.kwargs).compile()
+
+
+def compile_for_later(programs: list[Program]) -> Future:
+    """Start lowering and compiling `programs`, in order, in a background thread apart from `compile_ahead`'s; a
+    later call with arrays of those shapes finds them compiled. Nothing needs to wait on the returned future: a
+    program that fails to compile here leaves its error in the future, and fails again, with that error, when it
+    is called. With `AHEAD` off nothing is compiled."""
+    if not AHEAD:
+        return _done()
+
+    def compile_each() -> None:
+        for program in programs:
+            program.compile()
+
+    return _LATER.submit(compile_each)

@@ -7,6 +7,7 @@ side by side in one run.
     python benchmarks/bench_scale.py --end-to-end 6  # bv.valuate at the fast preset, each path in a fresh process
     python benchmarks/bench_scale.py --end-to-end 12 --child members --exact --progress
                                                      # today's path alone, every coalition (exact Shapley)
+    ... --memory-limit-mb 32768                      # wider sampler calls (on a GPU: every row of a width at once)
 
 Each cell times the surprise of up to 16 distinct coalitions of k members (2 repeats each), after a warm-up call
 of other coalitions of the same size that compiles the program: milliseconds per coalition (the batch's time over
@@ -77,16 +78,22 @@ def releases_of(num_parties: int) -> list:
     ]
 
 
-def valuation(path: str, num_parties: int, progress: bool = False, exact: bool = False) -> None:
+def valuation(
+    path: str, num_parties: int, progress: bool = False, exact: bool = False, memory_limit_mb: float | None = None
+) -> None:
     """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
-    `num_parties` (permutation sampling beyond 10 parties), or over every coalition if `exact`."""
+    `num_parties` (permutation sampling beyond 10 parties), or over every coalition if `exact`; with the preset's
+    `memory_limit_mb` unless one is given."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     options = {"exact_up_to": num_parties} if exact else {}
+    config = bv.SamplerConfig.preset("fast", model.sampler)
+    if memory_limit_mb is not None:
+        config = config.with_(memory_limit_mb=memory_limit_mb)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bv.valuate(model, releases, key=0, config="fast", progress_bar=progress, **options)
+        result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
     print(
         f"{path:8s} {time.perf_counter() - start:7.1f} s   {result.method}   {len(result.coalition_values)} "
         f"coalitions   max phi stderr {max(result.stderr):.4f}   max R-hat {max(result.diagnostics['r_hat']):.3f}"
@@ -102,14 +109,17 @@ def main() -> None:
     parser.add_argument("--child", choices=["all", "members"], help=argparse.SUPPRESS)
     parser.add_argument("--progress", action="store_true", help="show the end-to-end valuation's progress bar")
     parser.add_argument("--exact", action="store_true", help="end to end: value every coalition (exact Shapley)")
+    parser.add_argument("--memory-limit-mb", type=float, help="end to end: SamplerConfig.memory_limit_mb")
     args = parser.parse_args()
     if args.child:
-        return valuation(args.child, args.end_to_end, args.progress, args.exact)
+        return valuation(args.child, args.end_to_end, args.progress, args.exact, args.memory_limit_mb)
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
         for path in ("all", "members"):
             command = [sys.executable, __file__, "--end-to-end", str(args.end_to_end), "--child", path]
             command += ["--exact"] * args.exact
+            if args.memory_limit_mb is not None:
+                command += ["--memory-limit-mb", str(args.memory_limit_mb)]
             subprocess.run(command, check=True)
         return
     party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import warnings
 
+import jax
 import numpy as np
 import pytest
 
@@ -13,6 +14,7 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.games.stopping import MaxEvaluations, StandardError
 from bayesval.inference import gibbs
+from bayesval.inference.batching import coalition_keys
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import surprise as party_surprise
 from bayesval.parties import valuation as party_valuation
@@ -93,16 +95,33 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
 
 
 def test_a_call_holds_more_rows_on_an_accelerator_within_the_memory_limit(monkeypatch):
-    """On CPU a call holds at most 256 rows a process; on a GPU or TPU up to 4,096 (12 parties' 2,379 rows of
-    width 4 in one call there, docs/benchmarks.md), and never more than `memory_limit_mb` holds."""
+    """On CPU a call holds at most 256 rows a process; on a GPU or TPU up to 16,384 (every row of a 12-party game,
+    docs/benchmarks.md), and never more than `memory_limit_mb` holds."""
     model, data = bv.models.LinearRegression(), NoiseAwareData.from_releases(_releases(12))
     config = bv.SamplerConfig.preset("fast")  # 6,400 draws of 4 coordinates a row, 32 bytes each: 2,621 rows in 2 GiB
     assert party_surprise.batch_rows(model, data, config, 4095 * 3) == 256
     monkeypatch.setattr(party_surprise.jax, "default_backend", lambda: "gpu")
-    assert party_surprise.max_rows_per_process("gpu") == party_surprise.max_rows_per_process("tpu") == 4096
+    assert party_surprise.max_rows_per_process("gpu") == party_surprise.max_rows_per_process("tpu") == 16384
     assert party_surprise.batch_rows(model, data, config, 793 * 3) == 2379  # every coalition of width 4
     assert party_surprise.batch_rows(model, data, config, 4095 * 3) == 2**31 // (6400 * 4 * 32)  # memory binds
-    assert party_surprise.batch_rows(model, data, config.with_(memory_limit_mb=8192), 4095 * 3) == 4096
+    wide = config.with_(memory_limit_mb=65536)  # 83,886 rows
+    assert party_surprise.batch_rows(model, data, wide, 4095 * 3) == 4095 * 3  # every row of the game
+    assert party_surprise.batch_rows(model, data, wide, 10**5) == 16384
+
+
+def test_row_keys_are_folded_from_code_and_repeat_in_one_program_for_any_number_of_parties():
+    """`coalition_keys` gives each (code, repeat) row key(code low bits, [high bits,] repeat) by fold_in, the keys
+    of codes below 2**32 unchanged from folding one row at a time, and codes past 32 parties keep their high bits:
+    a coalition of party 33 alone is not the empty coalition's key."""
+    key = jax.random.key(7)
+    codes, repeats = [0, 5, 2**32 - 1, 2**32, 2**32 + 5, 2**49 + 5], [1, 0, 2, 1, 0, 0]
+    rows = np.asarray(jax.random.key_data(coalition_keys(key, codes, repeats)))
+    for row, code, repeat in zip(rows[:3], codes[:3], repeats[:3]):
+        expected = jax.random.fold_in(jax.random.fold_in(key, code), repeat)
+        np.testing.assert_array_equal(row, jax.random.key_data(expected))
+    high = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 5), 2**17), 0)
+    np.testing.assert_array_equal(rows[5], jax.random.key_data(high))
+    assert len({tuple(row) for row in rows.tolist()}) == len(codes)
 
 
 def test_memory_limit_below_one_posterior_is_refused_before_any_release():

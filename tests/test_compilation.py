@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import bayesval as bv
+from bayesval import compilation
 from bayesval.compilation import compile_ahead
 from bayesval.datasets.synthetic import make_syn
+from bayesval.parties import surprise as party_surprise
 from bayesval.statistics import Bounds
 
 
@@ -57,10 +59,10 @@ def test_an_error_in_a_program_compiled_ahead_is_raised_by_the_wait():
         compile_ahead(f, jnp.ones((2, 3))).result()
 
 
-def _programs_of_the_valuation(lowered, model, parties, config) -> dict[str, list[str]]:
+def _programs_of_the_valuation(lowered, model, parties, config, **options) -> dict[str, list[str]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bv.valuate(model, parties, key=0, config=config)
+        result = bv.valuate(model, parties, key=0, config=config, **options)
     assert np.isfinite(result.values).all()
     threads: dict[str, list[str]] = {}
     for name, thread in lowered():
@@ -78,6 +80,7 @@ def test_a_gibbs_valuation_lowers_each_program_once_its_sweeps_and_summary_in_th
         num_chains=2, num_warmup=11, num_samples=23, thinning=1, num_repeats=2, progress_bar=False
     )
     threads = _programs_of_the_valuation(lowered, bv.models.LinearRegression(), parties, config)
+    assert "jit(stack)" not in threads  # rows' keys and releases are not stacked on the device, one operand a row
     assert len(threads["jit(_initial_states)"]) == 1
     for program in ("jit(_advance)", "jit(summarise)"):
         assert len(threads[program]) == 1
@@ -96,3 +99,28 @@ def test_a_nuts_valuation_lowers_each_program_once_its_sampling_and_summary_in_t
     for program in ("jit(run)", "jit(summarise)"):
         assert len(threads[program]) == 1
         assert threads[program][0].startswith("bayesval-compile")
+
+
+def test_the_next_widths_programs_compile_while_one_width_samples_with_the_same_values(lowered, monkeypatch):
+    """Six parties with members packed: three widths (2, 4 and 6 party slots), each one sampler call. The first
+    width's programs compile as before; the second's and third's start, sweep and summary programs are lowered
+    once each, in the `bayesval-compile-later` thread while the width before samples, and the values equal those
+    of the path that compiles every program when it is called."""
+    monkeypatch.setattr(party_surprise, "PACK_FROM_CHAIN_SWEEPS", 0)  # pack at this test's budget
+    syn = make_syn(seed=0, sizes=(40,) * 6)
+    parties = [
+        bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=320 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    config = bv.SamplerConfig(num_chains=2, num_warmup=9, num_samples=17, thinning=1, num_repeats=2, progress_bar=False)
+    model = bv.models.LinearRegression()
+    threads = _programs_of_the_valuation(lowered, model, parties, config, exact_up_to=6)
+    for program in ("jit(_initial_states)", "jit(_advance)", "jit(summarise)"):
+        assert len(threads[program]) == 3, program
+        assert sum(thread.startswith("bayesval-compile-later") for thread in threads[program]) == 2, program
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ahead = bv.valuate(model, parties, key=0, config=config, exact_up_to=6)
+        monkeypatch.setattr(compilation, "AHEAD", False)
+        when_called = bv.valuate(model, parties, key=0, config=config, exact_up_to=6)
+    np.testing.assert_array_equal(ahead.values, when_called.values)

@@ -2,7 +2,7 @@
 (`jax.devices()`, every device of every process after `jax.distributed.initialize()`); rows are padded to fixed
 sizes by the package's one padded-batch helper, `bayesval.batching`.
 
-A row is one (coalition, repeat) posterior. Its key is derived from the row alone (`coalition_key`), and
+A row is one (coalition, repeat) posterior. Its key is derived from the row alone (`coalition_keys`), and
 every sampler maps rows independently, so a posterior does not depend on which batch, chunk, device or process
 it lands in: padding, chunking and sharding change the speed, never the values.
 
@@ -15,6 +15,8 @@ every process values the same game, which the gathered rows assume.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,9 +24,26 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 
+def coalition_keys(key: jax.Array, codes, repeats) -> jax.Array:
+    """The keys (R,) of coalitions `codes` (their bitmasks, any number of parties) in repeats `repeats`, one per
+    (code, repeat) pair, derived in one program: `key` folded with the code's low 32 bits, then with its high 32
+    bits where there are any, then with the repeat."""
+    codes = np.asarray(codes, np.uint64).reshape(-1)
+    low, high = (codes & np.uint64(0xFFFFFFFF)).astype(np.uint32), (codes >> np.uint64(32)).astype(np.uint32)
+    return _coalition_keys(key, low, high, np.asarray(repeats, np.uint32).reshape(-1))
+
+
+@jax.jit
+@partial(jax.vmap, in_axes=(None, 0, 0, 0))
+def _coalition_keys(key: jax.Array, low, high, repeat) -> jax.Array:
+    key = jax.random.fold_in(key, low)
+    key = jax.lax.cond(high > 0, lambda: jax.random.fold_in(key, high), lambda: key)
+    return jax.random.fold_in(key, repeat)
+
+
 def coalition_key(key: jax.Array, code: int, repeat: int) -> jax.Array:
-    """The key of coalition `code` (its bitmask) in repeat `repeat`."""
-    return jax.random.fold_in(jax.random.fold_in(key, code), repeat)
+    """The key of coalition `code` (its bitmask) in repeat `repeat` (`coalition_keys` of one row)."""
+    return coalition_keys(key, [code], [repeat])[0]
 
 
 def row_keys(key: jax.Array, num_rows: int) -> jax.Array:

@@ -22,11 +22,12 @@ import numpyro
 import numpyro.distributions as dist
 from jax.tree_util import Partial
 
+from bayesval.compilation import Program
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
-from bayesval.inference.gibbs import BLRPriors, GibbsSettings, sample_coalition_posteriors
+from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.validation import check_bool, check_count
 
@@ -188,9 +189,19 @@ class LinearRegression:
     ) -> CoalitionDraws:
         """Draws of p(theta | o_C) for every coalition mask, by Gibbs: (K, chains, kept, D + 1), every chain kept;
         with `conditionals`, also each draw's NIG conditional p(theta | s_C) (`CoalitionDraws.conditionals`)."""
+        return self._gibbs_run(key, data, masks, config, conditionals).sample()
+
+    def posterior_programs(
+        self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False
+    ) -> list[Program]:
+        """The compiled programs `posterior_draws` of these arguments calls, for compiling them before the call
+        (`bayesval.compilation.compile_for_later`)."""
+        return self._gibbs_run(key, data, masks, config, conditionals).programs()
+
+    def _gibbs_run(self, key, data: NoiseAwareData, masks, config: SamplerConfig, conditionals: bool) -> GibbsRun:
         num_features = _num_features(data)
         settings = self.kernel_settings(num_features)
-        return sample_coalition_posteriors(
+        return plan_coalition_posteriors(
             key, data, masks, self.priors(num_features), settings, **config.chain_settings, conditionals=conditionals
         )
 

@@ -11,7 +11,9 @@ density the KL estimator can use), `parameter_names(num_features)`, `packs_membe
 priors do not depend on the number or order of parties, so a coalition's chains may be given its members' releases
 alone: `NoiseAwareData.members`) and `conjugate_prior(data)` (the NIG prior to which the sampler's conditionals
 p(theta | s) are conjugate; such a model's `posterior_draws` takes `conditionals=True` and returns them, for
-kl='rao-blackwell') are optional (`OPTIONAL_MEMBERS`).
+kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the compiled programs `posterior_draws` of
+those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
+batch samples) are optional (`OPTIONAL_MEMBERS`).
 
 `LinearRegression` keeps the contract with its Gibbs kernel, `NumPyroModel` (and `LogisticRegression`) with
 batched NUTS; a user's class needs no base class, only these members (structural typing, PEP 544).
@@ -28,7 +30,14 @@ from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 
 REQUIRED_MEMBERS = ("statistic", "prior_draws", "posterior_draws", "sampler", "name")
-OPTIONAL_MEMBERS = ("check", "prior_log_density", "parameter_names", "packs_members", "conjugate_prior")
+OPTIONAL_MEMBERS = (
+    "check",
+    "prior_log_density",
+    "parameter_names",
+    "packs_members",
+    "conjugate_prior",
+    "posterior_programs",
+)
 
 
 @runtime_checkable

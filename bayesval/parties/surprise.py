@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Collection
+from concurrent.futures import Future, wait
 from functools import partial
 from typing import NamedTuple
 
@@ -26,7 +27,7 @@ import jax
 import numpy as np
 
 from bayesval.batching import batches, pad_rows, padded_size
-from bayesval.compilation import compile_ahead
+from bayesval.compilation import Program, compile_ahead, compile_for_later
 from bayesval.divergence import (  # noqa: F401
     EXTRA_NEIGHBOURS,
     MIXTURE_GAP,
@@ -36,14 +37,14 @@ from bayesval.divergence import (  # noqa: F401
     theiler_window,
 )
 from bayesval.games.shapley import mask_codes
-from bayesval.inference.batching import coalition_key, gather_rows, process_block, same_in_every_process, shard_rows
+from bayesval.inference.batching import coalition_keys, gather_rows, process_block, same_in_every_process, shard_rows
 from bayesval.inference.config import KERNEL_FIELDS, SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD, chain_diagnostics
 from bayesval.results.state import CoalitionEstimates
 
 MAX_BATCH_ROWS = 256  # rows a process samples per call on CPU
-MAX_BATCH_ROWS_ACCELERATOR = 4096  # on a GPU or TPU, where a wider call costs little more (docs/benchmarks.md)
+MAX_BATCH_ROWS_ACCELERATOR = 16384  # on a GPU or TPU, where a wider call costs little more (docs/benchmarks.md)
 _MIXTURE_STREAM = 1  # folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores
 _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy
 
@@ -230,6 +231,29 @@ def game_fingerprint(game: SurpriseGame) -> str:
     return digest.hexdigest()
 
 
+class _RowsOfWidth(NamedTuple):
+    """The rows of one sampler width: calls of `batch_rows` rows, each row's key, packed mask, repeat and packed
+    releases, and whether its draws are kept."""
+
+    batch_rows: int
+    keys: jax.Array  # (rows,)
+    masks: np.ndarray
+    repeats: list[int]
+    inputs: list
+    keep: np.ndarray
+
+
+class _BatchInputs(NamedTuple):
+    """A padded batch as this process samples it (`CoalitionSurprise._batch_inputs`): keys, masks and releases per
+    row, the prior draws per row for the two-sample KL (else None), and the run of rows R-hat pools."""
+
+    keys: jax.Array
+    masks: jax.Array
+    data: NoiseAwareData
+    prior: np.ndarray | None
+    group: int
+
+
 class CoalitionSurprise:
     """v_C of coalition masks, per repeat, sampled on demand and cached by coalition.
 
@@ -354,7 +378,7 @@ class CoalitionSurprise:
         repeats = self.config.num_repeats
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
         masks = (np.array([code for code, _ in rows])[:, None] >> np.arange(num_parties)) & 1
-        keys = [coalition_key(self.key_posterior, code, repeat) for code, repeat in rows]
+        keys = coalition_keys(self.key_posterior, [code for code, _ in rows], [repeat for _, repeat in rows])
         with_draws = [code for code in codes if self.draws is not None or code in self._pooled_codes]
         kl, r_hat, ess, dropped, divergences, row_draws, row_kept = self._sample_rows(
             keys,
@@ -393,11 +417,12 @@ class CoalitionSurprise:
         mechanisms' tempered or noisier inputs, Sim et al. 2023, App. E.3), against this game's prior: estimates
         (num_repeats, J) and, for each mask, the draws of every chain it kept (m_j, d), pooled over repeats (NUTS
         chains dropped for low BFMI are left out, as in the estimates). Rows of every variant share the
-        valuation's compiled batch shape; row (j, repeat) samples from coalition_key(key, j, repeat). Not cached."""
+        valuation's compiled batch shape; row (j, repeat) samples from `coalition_keys(key, [j], [repeat])`. Not
+        cached."""
         repeats = self.config.num_repeats
         rows = [(j, repeat) for j in range(len(inputs)) for repeat in range(repeats)]
         kl, *_, draws, kept = self._sample_rows(
-            [coalition_key(key, j, repeat) for j, repeat in rows],
+            coalition_keys(key, [j for j, _ in rows], [repeat for _, repeat in rows]),
             np.repeat(np.asarray(masks, bool), repeats, axis=0),
             [repeat for _, repeat in rows],
             inputs=[inputs[j] for j, _ in rows],
@@ -411,31 +436,40 @@ class CoalitionSurprise:
         draws, kept = draws.reshape(by_input + draws.shape[2:]), kept.reshape(by_input)
         return kl.T, [d[k].reshape(-1, d.shape[-1]) for d, k in zip(draws, kept)]
 
-    def _sample_rows(self, keys: list, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
+    def _sample_rows(self, keys: jax.Array, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
         """Rows (key, mask, repeat[, releases]) sampled to KL and diagnostics on the device: per row KL (NaN without
         kept chains), max R-hat, min ESS, dropped chains, divergences, the draws (rows, chains, kept, d) of the rows
         `keep_draws` asks for (True: every row; or one bool per row; None if none), in row order, and which chains
         were kept (rows, chains). Only the asked rows' draws are held on the host. Where the model packs members
         (`packs_members`), each row passes the sampler only its coalition's members, padded to its `member_width`,
-        and the rows of one width are batched together; the outputs come back in the rows' order."""
+        and the rows of one width are batched together, the next width's programs compiling while one width samples
+        (`_compile_for_later`); the outputs come back in the rows' order."""
         masks = np.asarray(masks, bool)
         inputs = [self.data] * len(keys) if inputs is None else list(inputs)
         widths = np.array([self.width(int(size)) for size in masks.sum(axis=1)], int)
         keep = np.broadcast_to(np.asarray(keep_draws, bool), (len(keys),))
         position = np.cumsum(keep) - 1  # a kept row's index among the returned draws
-        outputs, draws = None, None
+        by_width = []
         for width in np.unique(widths):
             rows = np.flatnonzero(widths == width)
             packed = [inputs[row].members(masks[row], int(width)) for row in rows]
-            group = self._sample_batches(
+            rows_of_width = _RowsOfWidth(
                 self.rows_per_batch(int(width)),
-                [keys[row] for row in rows],
+                keys[rows],
                 np.stack([mask for _, mask in packed]),
                 [repeats[row] for row in rows],
                 [data for data, _ in packed],
                 keep[rows],
             )
-            *per_row, group_draws, group_kept = group
+            by_width.append((rows, rows_of_width))
+        outputs, draws, compiling = None, None, None
+        for index, (rows, rows_of_width) in enumerate(by_width):
+            if compiling is not None:  # this width's programs, compiling since the width before began: finish them
+                wait([compiling])
+            compiling = None  # the next width's programs compile while this width samples
+            if index + 1 < len(by_width):
+                compiling = self._compile_for_later(by_width[index + 1][1])
+            *per_row, group_draws, group_kept = self._sample_batches(rows_of_width)
             if outputs is None:
                 outputs = [np.empty((len(keys),) + part.shape[1:], part.dtype) for part in (*per_row, group_kept)]
             for output, part in zip(outputs, (*per_row, group_kept)):
@@ -447,13 +481,13 @@ class CoalitionSurprise:
         *per_row, kept = outputs
         return (*per_row, draws, kept)
 
-    def _sample_batches(
-        self, batch_rows: int, keys: list, masks: np.ndarray, repeats: list[int], inputs: list, keep: np.ndarray
-    ):
+    def _sample_batches(self, rows: _RowsOfWidth):
         """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width, in padded batches of
-        `batch_rows` (`_sample_batch`); the draws of the rows `keep` marks (one bool per row), or None. Where the
-        rows come as runs of every repeat of one posterior (as `_sample` and `of_inputs` build them), no run is split
-        between calls, so that each posterior's R-hat is computed over the chains of all its repeats."""
+        `rows.batch_rows` (`_sample_batch`); the draws of the rows `rows.keep` marks (one bool per row), or None.
+        Where the rows come as runs of every repeat of one posterior (as `_sample` and `of_inputs` build them), no
+        run is split between calls, so that each posterior's R-hat is computed over the chains of all its
+        repeats."""
+        batch_rows, keys, masks, repeats, inputs, keep = rows
         num_rows = len(keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
@@ -463,9 +497,8 @@ class CoalitionSurprise:
             here, size = slice(batch.start, batch.stop), batch.count
             # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
             wanted = keep[here]
-            rows = self._sample_batch(
-                batch_rows, keys[here], masks[here], repeats[here], inputs[here], bool(wanted.any()), group
-            )
+            inputs_here = self._batch_inputs(batch_rows, keys[here], masks[here], repeats[here], inputs[here], group)
+            rows = self._sample_batch(inputs_here, bool(wanted.any()))
             rows = {name: values[:size] for name, values in rows.items()}
             if wanted.any():
                 row_draws.append(rows["draws"][wanted])
@@ -490,51 +523,65 @@ class CoalitionSurprise:
             return 1
         return runs if np.array_equal(repeats, np.tile(np.arange(runs), len(repeats) // runs)) else 1
 
-    def _sample_batch(
-        self,
-        batch_rows: int,
-        keys: list,
-        masks: np.ndarray,
-        repeats: list[int],
-        row_inputs: list,
-        keep_draws: bool,
-        group: int = 1,
-    ):
-        """One batch of rows padded to `batch_rows`, sampler to KL and diagnostics on the device, on the host for
-        every padded row: 'kl', 'r_hat' (max), 'ess' (min bulk), 'kept' chains (rows, chains), 'divergences' per
-        chain where the sampler counts them, and the 'draws' with `keep_draws`. Each process samples its block of
-        the global device mesh (`process_block`), sharded over its devices, and every block is gathered into every
-        process (`gather_rows`); with one process, the block is the batch. Runs of `group` rows are one posterior's
-        repeats: R-hat pools their chains (`summarise`) where this process's block starts a run."""
+    def _batch_inputs(
+        self, batch_rows: int, keys: jax.Array, masks: np.ndarray, repeats: list[int], row_inputs: list, group: int
+    ) -> _BatchInputs:
+        """One batch of rows padded to `batch_rows`, as this process samples it: its block of the global device mesh
+        (`process_block`), sharded over its devices; with one process, the block is the batch. Runs of `group` rows
+        are one posterior's repeats: R-hat pools their chains (`summarise`) where the block starts a run."""
         padding = batch_rows - len(keys)
         block = process_block(batch_rows)
-        group = group if block.start % group == 0 else 1
-        chunk_keys, chunk_masks = shard_rows(
-            pad_rows(jax.numpy.stack(keys), batch_rows)[block], pad_rows(masks, batch_rows)[block]
-        )
+        chunk_keys, chunk_masks = shard_rows(pad_rows(keys, batch_rows)[block], pad_rows(masks, batch_rows)[block])
         data = NoiseAwareData.per_row((row_inputs + [row_inputs[0]] * padding)[block])
         prior = None
         if self._log_density is None and self._conjugate_prior is None:
             repeat_of_row = (repeats + [repeats[0]] * padding)[block]
             prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
+        return _BatchInputs(chunk_keys, chunk_masks, data, prior, group if block.start % group == 0 else 1)
+
+    def _summary_program(self, batch: _BatchInputs) -> Program:
+        """The k-NN summary program (`summarise`) of a batch's draws."""
+        config = self.config
+        shape = (len(batch.keys), config.num_chains, config.num_samples // config.thinning, self._draw_dimension)
+        draws, kept = jax.ShapeDtypeStruct(shape, np.float64), jax.ShapeDtypeStruct(shape[:2], bool)
+        return Program(summarise, (draws, kept, self.k, self._log_density, batch.prior), {"group": batch.group})
+
+    def _compile_for_later(self, rows: _RowsOfWidth) -> Future | None:
+        """Start compiling the programs of the first batch of `rows` in the background (`compile_for_later`): the
+        model's sampler programs where it names them (`posterior_programs`) and the k-NN summary. None where the
+        model does not name them."""
+        if not hasattr(self.model, "posterior_programs"):
+            return None
+        group = self._repeat_runs(rows.repeats, rows.batch_rows)
+        count = min(len(rows.keys), whole_runs(rows.batch_rows, group))
+        first = slice(0, count)
+        batch = self._batch_inputs(
+            rows.batch_rows, rows.keys[first], rows.masks[first], rows.repeats[first], rows.inputs[first], group
+        )
+        arguments = (batch.keys, batch.data, batch.masks, self.config)
+        if self._conjugate_prior is None:
+            return compile_for_later(self.model.posterior_programs(*arguments) + [self._summary_program(batch)])
+        return compile_for_later(self.model.posterior_programs(*arguments, conditionals=True))
+
+    def _sample_batch(self, batch: _BatchInputs, keep_draws: bool):
+        """One batch (`_batch_inputs`), sampler to KL and diagnostics on the device, on the host for every padded
+        row: 'kl', 'r_hat' (max), 'ess' (min bulk), 'kept' chains (rows, chains), 'divergences' per chain where the
+        sampler counts them, and the 'draws' with `keep_draws`. Every process's block is gathered into every
+        process (`gather_rows`)."""
         mixture, summary_program = {}, None
         if self._conjugate_prior is None:
-            config = self.config
-            shape = (len(chunk_keys), config.num_chains, config.num_samples // config.thinning, self._draw_dimension)
-            draws_shape, kept_shape = jax.ShapeDtypeStruct(shape, np.float64), jax.ShapeDtypeStruct(shape[:2], bool)
             # the k-NN summary compiles while the sampler compiles and runs (bayesval.compilation)
-            summary_program = compile_ahead(
-                summarise, draws_shape, kept_shape, self.k, self._log_density, prior, group=group
-            )
-            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, config)
+            summary = self._summary_program(batch)
+            summary_program = compile_ahead(summary.function, *summary.args, **summary.kwargs)
+            sample = self.model.posterior_draws(batch.keys, batch.data, batch.masks, self.config)
         else:  # the conditionals, and a key per row for the points the mixture is scored at
-            sample = self.model.posterior_draws(chunk_keys, data, chunk_masks, self.config, conditionals=True)
-            keys_of_points = jax.vmap(partial(jax.random.fold_in, data=_MIXTURE_STREAM))(chunk_keys)
+            sample = self.model.posterior_draws(batch.keys, batch.data, batch.masks, self.config, conditionals=True)
+            keys_of_points = jax.vmap(partial(jax.random.fold_in, data=_MIXTURE_STREAM))(batch.keys)
             mixture = dict(conditionals=sample.conditionals, conjugate=self._conjugate_prior, keys=keys_of_points)
         draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)
         if summary_program is not None:
             summary_program.result()
-        summary = summarise(draws, kept, self.k, self._log_density, prior, **mixture, group=group)
+        summary = summarise(draws, kept, self.k, self._log_density, batch.prior, **mixture, group=batch.group)
         rows = dict(zip(("kl", "r_hat", "ess"), summary))
         rows["kept"] = kept
         if sample.info.get("divergences") is not None:

@@ -16,8 +16,8 @@ from bayesval.inference.gibbs.adaptation import (
     omega_coordinates,
     theta_coordinates,
 )
+from bayesval.inference.gibbs.driver import GibbsRun, plan_coalition_posteriors, sample_coalition_posteriors
 from bayesval.inference.gibbs.driver import _advance as _advance  # the compiled program, for its cache size
-from bayesval.inference.gibbs.driver import sample_coalition_posteriors
 from bayesval.inference.gibbs.kernel import init, initial_state, step
 from bayesval.inference.gibbs.state import BLRPriors, GibbsInputs, GibbsSettings, GibbsState
 
@@ -26,6 +26,7 @@ __all__ = [
     "BLRPriors",
     "ConditionalFit",
     "GibbsInputs",
+    "GibbsRun",
     "GibbsSettings",
     "GibbsState",
     "MIN_PROPOSAL_DRAWS",
@@ -38,6 +39,7 @@ __all__ = [
     "initial_state",
     "joint_coordinates",
     "omega_coordinates",
+    "plan_coalition_posteriors",
     "sample_coalition_posteriors",
     "step",
     "theta_coordinates",

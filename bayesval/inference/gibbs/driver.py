@@ -9,13 +9,14 @@ traced, so any warm-up or thinning reuses the program, which compiles once per b
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bayesval.compilation import compile_ahead
+from bayesval.compilation import Program, compile_ahead
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs.adaptation import end_window, fit_for, is_adapting, is_window_end
@@ -83,7 +84,73 @@ def _segments(num_warmup: int, total_kept: int, segments: int) -> tuple[list[int
     return warmup, per_segment, -(-total_kept // per_segment)
 
 
-def sample_coalition_posteriors(
+class GibbsRun(NamedTuple):
+    """One sampler call, laid out before it runs (`plan_coalition_posteriors`): its start program's arguments, the
+    inputs of its sweep program and its segments. `programs()` names the compiled programs `sample()` calls, so
+    that a caller can compile them ahead of the call (`bayesval.compilation.compile_for_later`)."""
+
+    start: tuple  # the arguments of `_initial_states`
+    inputs: GibbsInputs
+    settings: GibbsSettings
+    key_run: jax.Array  # (K,) keys, one per row, from which every segment's chain keys are folded
+    num_chains: int
+    warmup: list[int]  # warm-up sweeps per warm-up segment
+    per_segment: int  # kept draws per sampling segment
+    sampling: int  # sampling segments
+    total_kept: int
+    thinning: int
+    progress_bar: bool
+    conditionals: bool
+
+    def segment_keys(self, index: int) -> jax.Array:
+        """The (K, chains) keys of segment `index`."""
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.key_run, index)
+        return jax.vmap(lambda key: jax.random.split(key, self.num_chains))(keys)
+
+    def _sweep_arguments(self) -> tuple:
+        """The arguments of `_advance` for one sampling segment: the chain states' and keys' shapes (traced, not
+        computed), the inputs and the static settings."""
+        sweeps = jnp.zeros(self.per_segment, np.full(1, self.thinning).dtype)
+        keys, states = jax.eval_shape(self.segment_keys, 0), _initial_states.trace(*self.start).out_info
+        return (keys, states, self.inputs, self.settings, jnp.asarray(True), sweeps, self.conditionals)
+
+    def programs(self) -> list[Program]:
+        """The start and sweep programs `sample()` calls."""
+        return [Program(_initial_states, self.start), Program(_advance, self._sweep_arguments())]
+
+    def sample(self) -> CoalitionDraws:
+        """Run the chains: the draws (K, chains, kept, D + 1), with every chain kept (Gibbs has no BFMI rule), and
+        with `conditionals` each draw's NIG conditional."""
+        # while the start program compiles and runs (bayesval.compilation)
+        sweep_program = compile_ahead(_advance, *self._sweep_arguments())
+        states = _initial_states(*self.start)
+        sweep_program.result()
+        settings, kept, segments = self.settings, [], len(self.warmup) + self.sampling
+        with tqdm(total=segments, desc=describe("Gibbs"), disable=not shown(self.progress_bar), unit="segment") as bar:
+            for index in range(segments):
+                warming = index < len(self.warmup)
+                sweeps = np.full(self.per_segment, self.thinning)
+                if warming:
+                    sweeps[:] = 0
+                    sweeps[0] = self.warmup[index]
+                adapt = jnp.asarray(is_adapting(index, len(self.warmup)))
+                if settings.collapsed_moves and is_window_end(index, len(self.warmup)):
+                    states = end_window(states)
+                keys = self.segment_keys(index)
+                states, draws = _advance(
+                    keys, states, self.inputs, settings, adapt, jnp.asarray(sweeps), self.conditionals
+                )
+                if not warming:
+                    kept.append(jax.tree.map(np.asarray, draws))
+                bar.update()
+        total = self.total_kept
+        if not self.conditionals:
+            return CoalitionDraws.all_kept(np.concatenate(kept, axis=2)[:, :, :total])
+        theta, found = jax.tree.map(lambda *parts: np.concatenate(parts, axis=2)[:, :, :total], *kept)
+        return CoalitionDraws.all_kept(theta)._replace(conditionals=found)
+
+
+def plan_coalition_posteriors(
     key: jax.Array,
     data: NoiseAwareData,
     masks: np.ndarray,
@@ -100,9 +167,33 @@ def sample_coalition_posteriors(
     segments: int = 10,
     progress_bar: bool = True,
     conditionals: bool = False,
-) -> CoalitionDraws:
+) -> GibbsRun:
+    """The sampler call `sample_coalition_posteriors` makes, laid out and not run (`GibbsRun`): its `sample()`
+    gives the draws, and its `programs()` the compiled programs that takes."""
+    settings = (
+        statistic
+        if isinstance(statistic, GibbsSettings)
+        else GibbsSettings(statistic, shared_data_model, interweaving_moves, collapsed_moves)
+    )
+    masks = jnp.asarray(masks, dtype=bool)
+    num_coalitions, num_parties = masks.shape
+    if num_samples % thinning:
+        raise ValueError(f"num_samples={num_samples} must be a multiple of thinning={thinning}")
+    total_kept = num_samples // thinning
+    warmup, per_segment, sampling = _segments(num_warmup, total_kept, segments)
+    key_init, key_run = jnp.moveaxis(jax.vmap(jax.random.split)(row_keys(key, num_coalitions)), 1, 0)
+    initial_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(key_init)
+    start = (initial_keys, priors, num_parties, settings.shared_data_model)
+    return GibbsRun(
+        start, GibbsInputs(data, masks, priors), settings, key_run, num_chains, warmup, per_segment, sampling,
+        total_kept, thinning, progress_bar, conditionals,
+    )  # fmt: skip
+
+
+def sample_coalition_posteriors(*args, **kwargs) -> CoalitionDraws:
     """Posterior draws of theta = (w, sigma^2) for every coalition mask, as `CoalitionDraws` with draws
-    (K, chains, kept, D + 1) and every chain kept (Gibbs has no BFMI rule).
+    (K, chains, kept, D + 1) and every chain kept (Gibbs has no BFMI rule); the arguments are
+    `plan_coalition_posteriors`'s.
 
     `key` is one key, or one key per mask (K,): each row's draws then depend on its key alone. `data` is shared by
     every row, or one set of releases per row (`NoiseAwareData.per_row`). The kernel's settings come as a
@@ -119,48 +210,4 @@ def sample_coalition_posteriors(
     conditionals given the chain's stationary statistics s whatever moves follow the conjugate step, while with
     interweaving moves the theta draws are not draws of them.
     """
-    settings = (
-        statistic
-        if isinstance(statistic, GibbsSettings)
-        else GibbsSettings(statistic, shared_data_model, interweaving_moves, collapsed_moves)
-    )
-    masks = jnp.asarray(masks, dtype=bool)
-    num_coalitions, num_parties = masks.shape
-    if num_samples % thinning:
-        raise ValueError(f"num_samples={num_samples} must be a multiple of thinning={thinning}")
-    total_kept = num_samples // thinning
-    warmup, per_segment, sampling = _segments(num_warmup, total_kept, segments)
-    key_init, key_run = jnp.moveaxis(jax.vmap(jax.random.split)(row_keys(key, num_coalitions)), 1, 0)
-    chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))
-    segment_keys = lambda index: chain_keys(jax.vmap(jax.random.fold_in, in_axes=(0, None))(key_run, index))  # noqa: E731
-    initial_keys, inputs = chain_keys(key_init), GibbsInputs(data, masks, priors)
-    start = (initial_keys, priors, num_parties, settings.shared_data_model)
-    sweeps_of_a_segment = jnp.zeros(per_segment, np.full(1, thinning).dtype)
-    sweep_program = compile_ahead(  # while the start program compiles and runs (bayesval.compilation)
-        _advance, jax.eval_shape(segment_keys, 0), _initial_states.lower(*start).out_info, inputs, settings,
-        jnp.asarray(True), sweeps_of_a_segment, conditionals,
-    )  # fmt: skip
-    states = _initial_states(*start)
-    sweep_program.result()
-    kept = []
-    with tqdm(
-        total=len(warmup) + sampling, desc=describe("Gibbs"), disable=not shown(progress_bar), unit="segment"
-    ) as bar:
-        for index in range(len(warmup) + sampling):
-            keys = segment_keys(index)
-            warming = index < len(warmup)
-            sweeps = np.full(per_segment, thinning)
-            if warming:
-                sweeps[:] = 0
-                sweeps[0] = warmup[index]
-            adapt = jnp.asarray(is_adapting(index, len(warmup)))
-            if settings.collapsed_moves and is_window_end(index, len(warmup)):
-                states = end_window(states)
-            states, draws = _advance(keys, states, inputs, settings, adapt, jnp.asarray(sweeps), conditionals)
-            if not warming:
-                kept.append(jax.tree.map(np.asarray, draws))
-            bar.update()
-    if not conditionals:
-        return CoalitionDraws.all_kept(np.concatenate(kept, axis=2)[:, :, :total_kept])
-    theta, found = jax.tree.map(lambda *parts: np.concatenate(parts, axis=2)[:, :, :total_kept], *kept)
-    return CoalitionDraws.all_kept(theta)._replace(conditionals=found)
+    return plan_coalition_posteriors(*args, **kwargs).sample()
