@@ -4,6 +4,8 @@ segments that show progress and close the adaptation windows, returning `Coaliti
 
 `_advance` vmaps `kernel.step` over chains and coalitions and scans the kept draws; the iteration counts are
 traced, so any warm-up or thinning reuses the program, which compiles once per batch shape and `GibbsSettings`.
+A call is laid out first (`plan_coalition_posteriors`, a `GibbsRun`) and run by `GibbsRun.sample`, so that a
+caller can compile its programs (`GibbsRun.programs`) while an earlier call runs (docs/architecture.md).
 """
 
 from __future__ import annotations
