@@ -8,6 +8,9 @@ side by side in one run.
     python benchmarks/bench_scale.py --end-to-end 12 --child members --exact --progress
                                                      # today's path alone, every coalition (exact Shapley)
     ... --memory-limit-mb 32768                      # wider sampler calls (on a GPU: every row of a width at once)
+    python benchmarks/bench_scale.py --sweep-cost 12 24 40
+                                                     # one chain-sweep's cost at n slots, with and without the
+                                                     # collapsed moves
 
 Each cell times the surprise of up to 16 distinct coalitions of k members (2 repeats each), after a warm-up call
 of other coalitions of the same size that compiles the program: milliseconds per coalition (the batch's time over
@@ -102,6 +105,25 @@ def valuation(
     )
 
 
+def sweep_cost(parties: list[int]) -> None:
+    """Milliseconds per chain-sweep of the Gibbs kernel with n party slots (16 grand-coalition rows, 2 chains, 10
+    warm-up and 40 kept sweeps, the second call timed, so compilation excluded), with the default collapsed moves
+    against none, side by side."""
+    print("  n   collapsed moves (default) ms   collapsed_moves=0 ms   ratio")
+    for num_parties in parties:
+        data = NoiseAwareData.from_releases(releases_of(num_parties))
+        rows, config = 16, bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=40, progress_bar=False)
+        keys, masks = jax.random.split(jax.random.key(0), rows), np.ones((rows, num_parties), bool)
+        cost = []
+        for model in (bv.models.LinearRegression(), bv.models.LinearRegression(collapsed_moves=0)):
+            model.posterior_draws(keys, data, masks, config)  # compiles
+            start = time.perf_counter()
+            model.posterior_draws(keys, data, masks, config)
+            chain_sweeps = rows * config.num_chains * (config.num_warmup + config.num_samples)
+            cost.append(1e3 * (time.perf_counter() - start) / chain_sweeps)
+        print(f"{num_parties:3d} {cost[0]:30.3f} {cost[1]:22.3f} {cost[0] / cost[1]:7.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12])
@@ -110,7 +132,10 @@ def main() -> None:
     parser.add_argument("--progress", action="store_true", help="show the end-to-end valuation's progress bar")
     parser.add_argument("--exact", action="store_true", help="end to end: value every coalition (exact Shapley)")
     parser.add_argument("--memory-limit-mb", type=float, help="end to end: SamplerConfig.memory_limit_mb")
+    parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
     args = parser.parse_args()
+    if args.sweep_cost:
+        return sweep_cost(args.sweep_cost)
     if args.child:
         return valuation(args.child, args.end_to_end, args.progress, args.exact, args.memory_limit_mb)
     if args.end_to_end:
