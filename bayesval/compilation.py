@@ -43,7 +43,7 @@ def compile_ahead(jitted, *args, **kwargs) -> Future:
     `AHEAD` off the future is done at once and holds None."""
     if not AHEAD:
         return _done()
-    return _WORKER.submit(lambda: jitted.lower(*args, **kwargs).compile())
+    return _WORKER.submit(Program(jitted, args, kwargs).compile)
 
 
 class Program(NamedTuple):
@@ -54,8 +54,9 @@ class Program(NamedTuple):
     args: tuple
     kwargs: dict = {}
 
-    def compile(self) -> None:
-        self.function.lower(*self.args, **self.kwargs).compile()
+    def compile(self):
+        """Lower and compile the program: the compiled executable (`jax.stages.Compiled`)."""
+        return self.function.lower(*self.args, **self.kwargs).compile()
 
 
 def compile_for_later(programs: list[Program]) -> Future:

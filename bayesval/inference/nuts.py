@@ -184,7 +184,7 @@ def sample_coalition_posteriors_nuts(
     chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
     kept = num_samples // thinning
     start = (chain_keys.reshape(batch), data, chain_masks)
-    states = program.start.lower(*start).out_info  # shapes: the sampling program compiles from them
+    states = program.start.trace(*start).out_info  # shapes (traced): the sampling program compiles from them
     trace = jax.tree.map(
         lambda leaf: jnp.zeros((batch, kept) + leaf.shape[1:], leaf.dtype), (states.z, states.energy, states.diverging)
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future, wait
 from functools import partial
 from typing import NamedTuple
@@ -487,30 +487,25 @@ class CoalitionSurprise:
         Where the rows come as runs of every repeat of one posterior (as `_sample` and `of_inputs` build them), no
         run is split between calls, so that each posterior's R-hat is computed over the chains of all its
         repeats."""
-        batch_rows, keys, masks, repeats, inputs, keep = rows
-        num_rows = len(keys)
+        num_rows = len(rows.keys)
         kl, r_hat, ess = np.full(num_rows, np.nan), np.full(num_rows, np.inf), np.zeros(num_rows)
         dropped, divergences = np.zeros(num_rows, int), np.zeros(num_rows, int)
         row_draws, row_kept = [], []
-        group = self._repeat_runs(repeats, batch_rows)
-        for batch in batches(num_rows, whole_runs(batch_rows, group)):
-            here, size = slice(batch.start, batch.stop), batch.count
-            # releases per row, the valuation's own or a reward's modified ones: one compiled program serves both
-            wanted = keep[here]
-            inputs_here = self._batch_inputs(batch_rows, keys[here], masks[here], repeats[here], inputs[here], group)
-            rows = self._sample_batch(inputs_here, bool(wanted.any()))
-            rows = {name: values[:size] for name, values in rows.items()}
+        for here, batch in self._padded_batches(rows):
+            wanted = rows.keep[here]
+            sampled = self._sample_batch(batch, bool(wanted.any()))
+            rows_here = {name: values[: here.stop - here.start] for name, values in sampled.items()}
             if wanted.any():
-                row_draws.append(rows["draws"][wanted])
-            row_kept.append(rows["kept"])
-            any_kept = rows["kept"].any(axis=1)
-            kl[here] = np.where(any_kept, rows["kl"], np.nan)
-            r_hat[here] = np.where(any_kept, rows["r_hat"], np.inf)
-            ess[here] = np.where(any_kept, rows["ess"], 0.0)
-            dropped[here] = (~rows["kept"]).sum(axis=1)
-            if "divergences" in rows:
-                divergences[here] = rows["divergences"].sum(axis=1)
-            if (any_kept & np.isnan(rows["kl"])).any():
+                row_draws.append(rows_here["draws"][wanted])
+            row_kept.append(rows_here["kept"])
+            any_kept = rows_here["kept"].any(axis=1)
+            kl[here] = np.where(any_kept, rows_here["kl"], np.nan)
+            r_hat[here] = np.where(any_kept, rows_here["r_hat"], np.inf)
+            ess[here] = np.where(any_kept, rows_here["ess"], 0.0)
+            dropped[here] = (~rows_here["kept"]).sum(axis=1)
+            if "divergences" in rows_here:
+                divergences[here] = rows_here["divergences"].sum(axis=1)
+            if (any_kept & np.isnan(rows_here["kl"])).any():
                 raise RuntimeError(self._unestimated())
         draws = np.concatenate(row_draws) if row_draws else None
         return kl, r_hat, ess, dropped, divergences, draws, np.concatenate(row_kept)
@@ -522,6 +517,16 @@ class CoalitionSurprise:
         if runs == 1 or batch_rows < runs or len(repeats) % runs:
             return 1
         return runs if np.array_equal(repeats, np.tile(np.arange(runs), len(repeats) // runs)) else 1
+
+    def _padded_batches(self, rows: _RowsOfWidth) -> Iterator[tuple[slice, _BatchInputs]]:
+        """Each sampler call of `rows`: the rows it holds and its padded inputs (`_batch_inputs`), in order, made as
+        they are asked for. Runs of a posterior's repeats are never split between calls (`_repeat_runs`). Releases
+        per row, the valuation's own or a reward's modified ones: one compiled program serves both."""
+        group = self._repeat_runs(rows.repeats, rows.batch_rows)
+        for batch in batches(len(rows.keys), whole_runs(rows.batch_rows, group)):
+            here = slice(batch.start, batch.stop)
+            inputs = (rows.keys[here], rows.masks[here], rows.repeats[here], rows.inputs[here])
+            yield here, self._batch_inputs(rows.batch_rows, *inputs, group)
 
     def _batch_inputs(
         self, batch_rows: int, keys: jax.Array, masks: np.ndarray, repeats: list[int], row_inputs: list, group: int
@@ -552,12 +557,7 @@ class CoalitionSurprise:
         model does not name them."""
         if not hasattr(self.model, "posterior_programs"):
             return None
-        group = self._repeat_runs(rows.repeats, rows.batch_rows)
-        count = min(len(rows.keys), whole_runs(rows.batch_rows, group))
-        first = slice(0, count)
-        batch = self._batch_inputs(
-            rows.batch_rows, rows.keys[first], rows.masks[first], rows.repeats[first], rows.inputs[first], group
-        )
+        _, batch = next(self._padded_batches(rows))
         arguments = (batch.keys, batch.data, batch.masks, self.config)
         if self._conjugate_prior is None:
             return compile_for_later(self.model.posterior_programs(*arguments) + [self._summary_program(batch)])
