@@ -41,11 +41,12 @@ def _initial_states(keys: jax.Array, priors: BLRPriors, num_parties: int, shared
     return draw(keys)
 
 
-def _sweeps(key, state: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, num_sweeps, conditional=False):
-    """`num_sweeps` Gibbs sweeps (a traced count, so any length reuses one compiled program). The proposal
-    moments change only between calls (at the ends of warm-up windows), so the proposals are fitted once here.
-    With `conditional` (static), returns (state, the last sweep's NIG conditional of theta; the prior after none)."""
-    fit = fit_for(state, inputs.mask, settings.shared_data_model) if settings.collapsed_moves else None
+def _sweeps(
+    key, state: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, num_sweeps, fit, conditional=False
+):
+    """`num_sweeps` Gibbs sweeps (a traced count, so any length reuses one compiled program), the collapsed moves
+    proposing from `fit` (None without them). With `conditional` (static), returns (state, the last sweep's NIG
+    conditional of theta; the prior after none)."""
     sweep = partial(step, inputs=inputs, settings=settings, adapt=adapt, fit=fit, with_conditional=conditional)
     if not conditional:
         return jax.lax.fori_loop(0, num_sweeps, lambda i, state: sweep(jax.random.fold_in(key, i), state), state)
@@ -63,12 +64,15 @@ def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSetti
     (one count, the rest 0) and sampling (every count the thinning) share one compiled program."""
 
     def run_chain(key, state, inputs):
+        # the proposal moments change only between calls (at the ends of warm-up windows): one fit a call
+        fit = fit_for(state, inputs.mask, settings.shared_data_model) if settings.collapsed_moves else None
+
         def kept(state, step_inputs):
             key, num_sweeps = step_inputs
             if conditionals:
-                state, conditional = _sweeps(key, state, inputs, settings, adapt, num_sweeps, conditional=True)
+                state, conditional = _sweeps(key, state, inputs, settings, adapt, num_sweeps, fit, conditional=True)
                 return state, (state.theta, conditional)
-            state = _sweeps(key, state, inputs, settings, adapt, num_sweeps)
+            state = _sweeps(key, state, inputs, settings, adapt, num_sweeps, fit)
             return state, state.theta
 
         return jax.lax.scan(kept, state, (jax.random.split(key, sweeps.shape[0]), sweeps))
