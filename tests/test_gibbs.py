@@ -192,3 +192,34 @@ def test_conditional_proposals_are_the_fitted_gaussians_conditionals(rng):
         np.testing.assert_allclose(
             proposals.lower[b] @ proposals.lower[b].T, PROPOSAL_INFLATION**2 * expected_cov, rtol=1e-8
         )
+
+
+@pytest.mark.parametrize("dof, stalls", [(5, False), (1000, True)])  # the t proposal; all but a Gaussian one
+def test_independence_moves_cross_a_heavy_tail_that_stalls_a_gaussian_proposal(dof, stalls, monkeypatch):
+    """A target with a Student-t(3) tail, proposed from the Gaussian its bulk suggests (mean 0, scale 1.5): once the
+    chain is out at 8 (as a wide coalition's sigma^2 chain went), the Gaussian proposal leaves it there for most
+    of 400 moves, since the weight target / proposal is far larger there than anywhere it proposes; the t proposal
+    (`PROPOSAL_DOF`) brings it back to the bulk at once and samples the target: the share of draws beyond 3 is
+    the target's tail mass, 2.9 %."""
+    from scipy import stats
+
+    from bayesval.inference.gibbs import moves
+    from bayesval.inference.gibbs.adaptation import Proposal
+
+    monkeypatch.setattr(moves, "PROPOSAL_DOF", dof)
+    target = lambda x: jax.scipy.stats.t.logpdf(x[0], 3.0)  # noqa: E731
+    proposal = Proposal(jnp.zeros(1), jnp.full((1, 1), 1.5))
+
+    def step(position, key):
+        position = moves.independence_moves(key, 1, position, target, proposal, jnp.asarray(True))
+        return position, position[0]
+
+    keys = jax.random.split(jax.random.key(0), (200, 400))
+    _, draws = jax.jit(jax.vmap(lambda k: jax.lax.scan(step, jnp.array([8.0]), k)))(keys)
+    stuck = float(np.mean(np.asarray(draws) == 8.0))
+    tail = float(np.mean(np.abs(np.asarray(draws)[:, 100:]) > 3.0))
+    if stalls:
+        assert stuck > 0.5, stuck
+    else:
+        assert stuck < 0.05, stuck
+        assert abs(tail - 2 * stats.t.sf(3.0, 3.0)) < 0.01, tail

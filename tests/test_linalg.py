@@ -97,3 +97,15 @@ def test_gibbs_program_calls_no_lapack_kernel():
     inputs = GibbsInputs(data, jnp.ones((2, num_parties), bool), priors)
     lowered = _advance.lower(keys, states, inputs, settings, jnp.asarray(True), jnp.ones(2, int))
     assert not re.findall(r"lapack_\w+", lowered.as_text())
+
+
+@pytest.mark.parametrize("dim, dof", [(1, 3.0), (4, 5.0), (9, 30.0)])
+def test_multivariate_t_log_density_matches_scipy(dim, dof):
+    rng = np.random.default_rng(20 + dim)
+    scale, mean = _spd(rng, dim, condition=30.0), rng.normal(size=dim)
+    lower = jnp.asarray(np.linalg.cholesky(scale))
+    for value in rng.normal(size=(3, dim)) * 3.0:
+        expected = stats.multivariate_t(mean, scale, df=dof).logpdf(value)
+        np.testing.assert_allclose(
+            linalg.mvt_log_prob_cholesky(jnp.asarray(value), mean, lower, dof), expected, rtol=1e-10
+        )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import multigammaln
+from jax.scipy.special import gammaln, multigammaln
 
 
 def _basis(index: jnp.ndarray, dim: int, ndim: int = 1) -> jnp.ndarray:
@@ -163,6 +163,14 @@ def mvn_log_prob_cholesky(value: jnp.ndarray, mean: jnp.ndarray, lower: jnp.ndar
     standard = solve_lower(lower, value - mean)
     dim = value.shape[-1]
     return -0.5 * (standard @ standard + log_det_from_cholesky(lower) + dim * jnp.log(2 * jnp.pi))
+
+
+def mvt_log_prob_cholesky(value: jnp.ndarray, mean: jnp.ndarray, lower: jnp.ndarray, dof: float) -> jnp.ndarray:
+    """log t_dof(value; mean, L L^T): the multivariate Student t with scale matrix L L^T."""
+    standard = solve_lower(lower, value - mean)
+    dim = value.shape[-1]
+    normaliser = gammaln((dof + dim) / 2) - gammaln(dof / 2) - dim / 2 * jnp.log(dof * jnp.pi)
+    return normaliser - 0.5 * log_det_from_cholesky(lower) - (dof + dim) / 2 * jnp.log1p(standard @ standard / dof)
 
 
 def mvn_log_prob(value: jnp.ndarray, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:

@@ -24,6 +24,7 @@ MIN_PROPOSAL_DRAWS = 50
 ADAPT_FROM_SEGMENT = 1  # warm-up segments (of 10) before the collapsed moves start gathering proposal moments
 WINDOW_ENDS = (3, 6)  # warm-up segments at which the proposal is refitted to the window's draws (and at the end)
 PROPOSAL_INFLATION = 1.5
+PROPOSAL_DOF = 5  # the independence moves propose from a Student t of this many degrees of freedom (`moves`)
 
 
 class RunningMoments(NamedTuple):

@@ -17,12 +17,18 @@ import jax.numpy as jnp
 
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.conjugate import nig_log_density, niw_log_density
-from bayesval.inference.gibbs.adaptation import ConditionalFit, Proposal, omega_coordinates, theta_coordinates
+from bayesval.inference.gibbs.adaptation import (
+    PROPOSAL_DOF,
+    ConditionalFit,
+    Proposal,
+    omega_coordinates,
+    theta_coordinates,
+)
 from bayesval.inference.gibbs.state import GibbsInputs, GibbsSettings, GibbsState
 from bayesval.inference.linalg import (
     cholesky,
     mvn_log_prob,
-    mvn_log_prob_cholesky,
+    mvt_log_prob_cholesky,
     pd_from_unconstrained,
     pd_log_abs_det_jacobian,
     solve_lower,
@@ -91,18 +97,25 @@ def interweaving_moves(key, num_moves: int, state: GibbsState, stats, inputs: Gi
 
 
 def independence_moves(key, num_moves, position, log_target, proposal: Proposal, ready):
-    """`num_moves` independence Metropolis moves from the Gaussian `proposal`; every move is rejected until
-    `ready` (enough warm-up draws gathered). The proposals do not depend on the chain's state, so all of them
-    and the current position are scored in one batched call, and only the accept / reject pass runs in
-    sequence: the batch is what the small-matrix kernels need to run at speed on CPU."""
+    """`num_moves` independence Metropolis moves from a Student t with `PROPOSAL_DOF` degrees of freedom, centred
+    and scaled as the Gaussian `proposal`; every move is rejected until `ready` (enough warm-up draws gathered).
+    An independence sampler stalls wherever the target's tail is heavier than the proposal's: a chain that
+    reaches such a point has a large weight target / proposal there, and rejects for as long as that weight is
+    unmatched (Mengersen & Tweedie 1996, Thm. 2.1: it is uniformly ergodic iff the weight is bounded). A 12-party
+    coalition's sigma^2 has such a tail, where a Gaussian proposal left one chain in four at an ESS of 83 of 1,600
+    draws (docs/benchmarks.md, "Proposals with heavy tails"); the t's polynomial tails bound the weight there. The
+    proposals do not depend on the chain's state, so all of them and the current position are scored in one
+    batched call, and only the accept / reject pass runs in sequence: the batch is what the small-matrix kernels
+    need to run at speed on CPU."""
     dim = position.shape[0]
-    key_propose, key_accept = jax.random.split(key)
-    proposed = proposal.mean + jax.random.normal(key_propose, (num_moves, dim)) @ proposal.lower.T
+    key_propose, key_scale, key_accept = jax.random.split(key, 3)
+    chi_square = jnp.sum(jax.random.normal(key_scale, (num_moves, PROPOSAL_DOF)) ** 2, axis=1, keepdims=True)
+    standard = jax.random.normal(key_propose, (num_moves, dim)) * jnp.sqrt(PROPOSAL_DOF / chi_square)
+    proposed = proposal.mean + standard @ proposal.lower.T
     points = jnp.concatenate([position[None], proposed])
     log_targets = jax.vmap(log_target)(points)
-    log_weights = log_targets - jax.vmap(partial(mvn_log_prob_cholesky, mean=proposal.mean, lower=proposal.lower))(
-        points
-    )
+    log_proposal = partial(mvt_log_prob_cholesky, mean=proposal.mean, lower=proposal.lower, dof=PROPOSAL_DOF)
+    log_weights = log_targets - jax.vmap(log_proposal)(points)
     log_uniforms = jnp.log(jax.random.uniform(key_accept, (num_moves,)))
 
     def move(current, inputs):
