@@ -11,6 +11,9 @@ side by side in one run.
     python benchmarks/bench_scale.py --sweep-cost 12 24 40
                                                      # one chain-sweep's cost at n slots, with and without the
                                                      # collapsed moves
+    python benchmarks/bench_scale.py --mixing 11 --keys 1 2 3 4 5
+                                                     # ESS and R-hat of 12 coalitions of 11 of 12 parties, a key
+                                                     # at a time (fast preset)
 
 Each cell times the surprise of up to 16 distinct coalitions of k members (2 repeats each), after a warm-up call
 of other coalitions of the same size that compiles the program: milliseconds per coalition (the batch's time over
@@ -106,13 +109,13 @@ def valuation(
 
 
 def sweep_cost(parties: list[int]) -> None:
-    """Milliseconds per chain-sweep of the Gibbs kernel with n party slots (16 grand-coalition rows, 2 chains, 10
-    warm-up and 40 kept sweeps, the second call timed, so compilation excluded), with the default collapsed moves
-    against none, side by side."""
+    """Milliseconds per chain-sweep of the Gibbs kernel with n party slots (8 grand-coalition rows, 2 chains, 100
+    warm-up and 400 kept sweeps: segments of 10 warm-up or 20 kept sweeps a call, as in a valuation; the second
+    call timed, so compilation excluded), with the default collapsed moves against none, side by side."""
     print("  n   collapsed moves (default) ms   collapsed_moves=0 ms   ratio")
     for num_parties in parties:
         data = NoiseAwareData.from_releases(releases_of(num_parties))
-        rows, config = 16, bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=40, progress_bar=False)
+        rows, config = 8, bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, progress_bar=False)
         keys, masks = jax.random.split(jax.random.key(0), rows), np.ones((rows, num_parties), bool)
         cost = []
         for model in (bv.models.LinearRegression(), bv.models.LinearRegression(collapsed_moves=0)):
@@ -124,6 +127,32 @@ def sweep_cost(parties: list[int]) -> None:
         print(f"{num_parties:3d} {cost[0]:30.3f} {cost[1]:22.3f} {cost[0] / cost[1]:7.2f}", flush=True)
 
 
+def mixing(size: int, keys: list[int], num_parties: int = 12) -> None:
+    """Convergence of wide coalitions at the fast preset: the first 12 coalitions of `size` members of
+    `num_parties` Syn parties, one `CoalitionSurprise` call per key. For each coalition, the min over its repeats
+    of the min bulk ESS over theta's coordinates, and its R-hat pooled over the repeats' chains (what `valuate`
+    checks)."""
+    data = NoiseAwareData.from_releases(releases_of(num_parties))
+    config = bv.SamplerConfig.preset("fast", "gibbs").with_(progress_bar=False)
+    masks = coalitions(num_parties, size, 12)
+    ess, r_hat = [], []
+    for key in keys:
+        surprise = CoalitionSurprise(bv.models.LinearRegression(), data, config, 4, jax.random.key(key), len(masks))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            surprise(masks)
+        ess += surprise.diagnostics["ess"]
+        r_hat += surprise.diagnostics["r_hat"]
+        key_ess, key_r_hat = surprise.diagnostics["ess"], surprise.diagnostics["r_hat"]
+        print(f"key {key}: min ESS {min(key_ess):.0f}, max R-hat {max(key_r_hat):.4f}", flush=True)
+    ess, r_hat = np.array(ess), np.array(r_hat)
+    print(
+        f"{len(ess)} coalitions of {size} of {num_parties} parties: min ESS {ess.min():.0f}, 10th percentile "
+        f"{np.percentile(ess, 10):.0f}, median {np.median(ess):.0f}, ESS < 400: {(ess < 400).sum()}, "
+        f"R-hat > 1.01: {(r_hat > 1.01).sum()}, max R-hat {r_hat.max():.4f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12])
@@ -133,7 +162,11 @@ def main() -> None:
     parser.add_argument("--exact", action="store_true", help="end to end: value every coalition (exact Shapley)")
     parser.add_argument("--memory-limit-mb", type=float, help="end to end: SamplerConfig.memory_limit_mb")
     parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
+    parser.add_argument("--mixing", type=int, metavar="SIZE", help="ESS and R-hat of coalitions of SIZE of 12")
+    parser.add_argument("--keys", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="with --mixing: the keys")
     args = parser.parse_args()
+    if args.mixing:
+        return mixing(args.mixing, args.keys)
     if args.sweep_cost:
         return sweep_cost(args.sweep_cost)
     if args.child:

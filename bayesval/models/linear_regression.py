@@ -97,7 +97,7 @@ class LinearRegression:
     input distribution (one shared draw if shared_data_model). None gives Sim et al.'s Syn
     hyperparameters for the number of features in the data. Each Gibbs sweep opens with
     collapsed_moves independence moves of theta and of each data model with the statistics integrated
-    out, proposing from conditionals of a Gaussian fitted to the chains' warm-up draws; the theta kept
+    out, proposing from Student t conditionals of a Gaussian fitted to the chains' warm-up draws; the theta kept
     is then Algorithm 1's conjugate draw given statistics imputed from the releases (exact at negligible
     noise), while the moves set the mixing where noise dominates. interweaving_moves random-walk moves
     in the ancillary parameterisation may follow (the earlier default, 4, with collapsed_moves=0);

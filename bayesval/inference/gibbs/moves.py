@@ -101,9 +101,10 @@ def independence_moves(key, num_moves, position, log_target, proposal: Proposal,
     and scaled as the Gaussian `proposal`; every move is rejected until `ready` (enough warm-up draws gathered).
     An independence sampler stalls wherever the target's tail is heavier than the proposal's: a chain that
     reaches such a point has a large weight target / proposal there, and rejects for as long as that weight is
-    unmatched (Mengersen & Tweedie 1996, Thm. 2.1: it is uniformly ergodic iff the weight is bounded). A 12-party
-    coalition's sigma^2 has such a tail, where a Gaussian proposal left one chain in four at an ESS of 83 of 1,600
-    draws (docs/benchmarks.md, "Proposals with heavy tails"); the t's polynomial tails bound the weight there. The
+    unmatched (Mengersen & Tweedie 1996, Thm. 2.1: it is uniformly ergodic iff the weight is bounded). The sigma^2
+    of a coalition of 11 of 12 parties has such a tail: Gaussian proposals left one of its four chains there, and
+    sigma^2 an ESS of 83 in 6,400 draws (docs/benchmarks.md, "Proposals with heavy tails"); the t's polynomial
+    tails bound the weight there. The
     proposals do not depend on the chain's state, so all of them and the current position are scored in one
     batched call, and only the accept / reject pass runs in sequence: the batch is what the small-matrix kernels
     need to run at speed on CPU."""
