@@ -141,9 +141,8 @@ def mixing(size: int, keys: list[int], num_parties: int = 12) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             surprise(masks)
-        ess += surprise.diagnostics["ess"]
-        r_hat += surprise.diagnostics["r_hat"]
         key_ess, key_r_hat = surprise.diagnostics["ess"], surprise.diagnostics["r_hat"]
+        ess, r_hat = ess + key_ess, r_hat + key_r_hat
         print(f"key {key}: min ESS {min(key_ess):.0f}, max R-hat {max(key_r_hat):.4f}", flush=True)
     ess, r_hat = np.array(ess), np.array(r_hat)
     print(
