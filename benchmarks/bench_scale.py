@@ -85,24 +85,33 @@ def releases_of(num_parties: int) -> list:
 
 
 def valuation(
-    path: str, num_parties: int, progress: bool = False, exact: bool = False, memory_limit_mb: float | None = None
+    path: str,
+    num_parties: int,
+    progress: bool = False,
+    exact: bool = False,
+    memory_limit_mb: float | None = None,
+    num_samples: int | None = None,
 ) -> None:
     """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
     `num_parties` (permutation sampling beyond 10 parties), or over every coalition if `exact`; with the preset's
-    `memory_limit_mb` unless one is given."""
+    `memory_limit_mb` and `num_samples` (kept sweeps a chain) unless they are given."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     options = {"exact_up_to": num_parties} if exact else {}
     config = bv.SamplerConfig.preset("fast", model.sampler)
     if memory_limit_mb is not None:
         config = config.with_(memory_limit_mb=memory_limit_mb)
+    if num_samples is not None:
+        config = config.with_(num_samples=num_samples)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
+    r_hat, ess = np.array(result.diagnostics["r_hat"]), np.array(result.diagnostics["ess"])
     print(
         f"{path:8s} {time.perf_counter() - start:7.1f} s   {result.method}   {len(result.coalition_values)} "
-        f"coalitions   max phi stderr {max(result.stderr):.4f}   max R-hat {max(result.diagnostics['r_hat']):.3f}"
+        f"coalitions   max phi stderr {max(result.stderr):.4f}   max R-hat {r_hat.max():.4f} "
+        f"(> 1.01: {(r_hat > 1.01).sum()} of {r_hat.size})   min ESS {ess.min():.0f} (< 400: {(ess < 400).sum()})"
         f"   converged {result.diagnostics['converged']}   phi {np.round(result.values, 3).tolist()}",
         flush=True,
     )
@@ -160,6 +169,7 @@ def main() -> None:
     parser.add_argument("--progress", action="store_true", help="show the end-to-end valuation's progress bar")
     parser.add_argument("--exact", action="store_true", help="end to end: value every coalition (exact Shapley)")
     parser.add_argument("--memory-limit-mb", type=float, help="end to end: SamplerConfig.memory_limit_mb")
+    parser.add_argument("--num-samples", type=int, help="end to end: kept sweeps a chain (fast preset: 1,600)")
     parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
     parser.add_argument("--mixing", type=int, metavar="SIZE", help="ESS and R-hat of coalitions of SIZE of 12")
     parser.add_argument("--keys", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="with --mixing: the keys")
@@ -169,7 +179,7 @@ def main() -> None:
     if args.sweep_cost:
         return sweep_cost(args.sweep_cost)
     if args.child:
-        return valuation(args.child, args.end_to_end, args.progress, args.exact, args.memory_limit_mb)
+        return valuation(args.child, args.end_to_end, args.progress, args.exact, args.memory_limit_mb, args.num_samples)
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
         for path in ("all", "members"):
@@ -177,6 +187,8 @@ def main() -> None:
             command += ["--exact"] * args.exact
             if args.memory_limit_mb is not None:
                 command += ["--memory-limit-mb", str(args.memory_limit_mb)]
+            if args.num_samples is not None:
+                command += ["--num-samples", str(args.num_samples)]
             subprocess.run(command, check=True)
         return
     party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question

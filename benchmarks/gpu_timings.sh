@@ -3,7 +3,8 @@
 # Diab at the fast preset and the 12-party valuation of every coalition at the fast preset, a width a call (with
 # its progress bar, so that a run cut off by its time limit still shows its rate). Each step's whole output is kept
 # in $LOG_DIR/<step>.log (default: the current folder); the terminal gets its last lines and its wall time. Each
-# step's time limit (seconds) can be set: SYN_LIMIT, DEMO_LIMIT, DIAB_LIMIT, TWELVE_LIMIT.
+# step's time limit (seconds) can be set: SYN_LIMIT, DEMO_LIMIT, DIAB_LIMIT, TWELVE_LIMIT. STEPS picks the steps and
+# their order (default "syn demo diab twelve").
 #   BAYESVAL_DATA=<folder holding pima_indians_diabetes.csv> bash benchmarks/gpu_timings.sh
 set -uo pipefail
 logs="${LOG_DIR:-.}"
@@ -18,8 +19,13 @@ step() {  # step SECONDS NAME COMMAND...: one timed step
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import jax, numpyro; print('jax', jax.__version__, 'numpyro', numpyro.__version__, jax.devices())"
-step "${SYN_LIMIT:-150}" syn python3 benchmarks/bench_valuation.py syn --no-baseline
-step "${DEMO_LIMIT:-80}" demo python3 -m bayesval.cli demo --no-progress
-step "${DIAB_LIMIT:-60}" diab python3 benchmarks/bench_valuation.py diab --no-baseline
-step "${TWELVE_LIMIT:-360}" twelve python3 benchmarks/bench_scale.py --end-to-end 12 --child members --exact --progress \
-    --memory-limit-mb 32768
+for name in ${STEPS:-syn demo diab twelve}; do
+    case $name in
+        syn) step "${SYN_LIMIT:-150}" syn python3 benchmarks/bench_valuation.py syn --no-baseline ;;
+        demo) step "${DEMO_LIMIT:-80}" demo python3 -m bayesval.cli demo --no-progress ;;
+        diab) step "${DIAB_LIMIT:-60}" diab python3 benchmarks/bench_valuation.py diab --no-baseline ;;
+        twelve) step "${TWELVE_LIMIT:-360}" twelve python3 benchmarks/bench_scale.py --end-to-end 12 --child members \
+            --exact --progress --memory-limit-mb 32768 ;;
+        *) echo "unknown step $name (syn, demo, diab, twelve)" >&2; exit 2 ;;
+    esac
+done
