@@ -425,6 +425,37 @@ def test_rewards_compare_with_the_valuations_own_draws_of_the_grand_coalition_an
         np.testing.assert_array_equal(result.rewards.own_draws[party], result.draws[own].reshape(-1, dim))
 
 
+def test_noise_addition_search_starts_from_the_grand_posterior_when_its_first_scan_trial_is_already_below():
+    """Noise addition's bracket starts at tau = 0 (the grand posterior) whenever the scan's first trial already
+    falls below the target, as party 2's did on Syn at epsilon_2 = 0.004 (examples/syn_rewards.py). Regula falsi
+    then works in log tau from FLOOR times the bracket's upper end, as tempering's shared grid does from kappa = 0;
+    it took log(0) before. On r(tau) = v_N / (1 + tau / tau_0), a target just below v_N is met within
+    `max_calls`, at the smallest tau that meets it, each trial finite and positive."""
+    from bayesval.parties.rewards.control import Search, _lockstep
+    from bayesval.parties.rewards.sampling import Evaluation
+
+    grand_value, tau_0, stderr, scan_start = 5.4, 1.0, 0.01, 100.0
+
+    class CurveSampler:
+        slots, calls = 4, 0
+        parameters = []
+
+        def evaluate(self, inputs, parameters, stage):
+            self.parameters += parameters
+            self.calls += 1
+            return [Evaluation(p, grand_value / (1 + p / tau_0), stderr, np.zeros((10, 2))) for p in parameters]
+
+    mechanism = bv.rewards.NoiseAddition()
+    target = 5.0  # r = 5.0 at tau = 0.08: far below the first scan trial, tau = 100
+    search = Search(target, [Evaluation(0.0, grand_value, stderr, np.zeros((10, 2)))], increasing=False)
+    sampler = CurveSampler()
+    _lockstep(mechanism, sampler, [search], lambda search, tau: None, scan_start=scan_start)
+    assert sampler.parameters[0] == scan_start and grand_value / (1 + scan_start / tau_0) < target
+    assert all(0 < p < math.inf for p in sampler.parameters)
+    assert search.reached and abs(search.accepted.value - target) <= mechanism.z * stderr
+    assert search.calls <= mechanism.max_calls
+
+
 def test_tempering_search_shares_its_first_round_and_lands_each_target_in_the_second():
     """r(kappa) is one curve for every party under tempering, so the first round splits (0, 1) into one log grid of
     distinct kappa (no two parties spending slots on the same trial), and the second puts regula falsi and its

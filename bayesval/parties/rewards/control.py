@@ -69,17 +69,22 @@ class Search:
         return z * float(np.sqrt(np.mean(np.square(spread))))
 
 
+def _log_ends(lo: Evaluation, hi: Evaluation) -> tuple[float, float]:
+    """The bracket (lo, hi) in log(parameter), from log(FLOOR * hi) where lo is at parameter 0 (tempering's prior,
+    noise addition's grand posterior): there r(parameter) is flat in log(parameter) below FLOOR * hi."""
+    return math.log(lo.parameter if lo.parameter > 0 else FLOOR * hi.parameter), math.log(hi.parameter)
+
+
 def _log_grid(lo: Evaluation, hi: Evaluation, count: int) -> list[float]:
-    """`count` trials splitting (lo, hi) evenly in log(parameter), from FLOOR * hi where lo is at parameter 0."""
-    a = math.log(lo.parameter if lo.parameter > 0 else FLOOR * hi.parameter)
-    b = math.log(hi.parameter)
+    """`count` trials splitting (lo, hi) evenly in log(parameter) (`_log_ends`)."""
+    a, b = _log_ends(lo, hi)
     return [math.exp(a + j / (count + 1) * (b - a)) for j in range(1, count + 1)]
 
 
 def _falsi_and_neighbours(lo: Evaluation, hi: Evaluation, target: float, count: int, tolerance: float) -> list[float]:
-    """`count` trials inside (lo, hi): regula falsi in log(parameter), then neighbours at r-steps of +-2 tolerance
-    (on the bracket's secant), each kept SAFEGUARD of the bracket away from its ends."""
-    a, b = math.log(lo.parameter), math.log(hi.parameter)
+    """`count` trials inside (lo, hi): regula falsi in log(parameter) (`_log_ends`), then neighbours at r-steps of
+    +-2 tolerance (on the bracket's secant), each kept SAFEGUARD of the bracket away from its ends."""
+    a, b = _log_ends(lo, hi)
     rise = hi.value - lo.value
     falsi = (target - lo.value) / rise if rise != 0 else 0.5
     step = 2 * tolerance / abs(rise) if rise != 0 else 1 / (count + 1)
