@@ -110,3 +110,15 @@ def test_public_names_need_no_old_path():
         warnings.simplefilter("error")
         for name in bv.__all__:
             getattr(bv, name)
+
+
+def test_importing_the_package_leaves_scikit_learn_for_the_functions_that_use_it():
+    """scikit-learn is 0.7 s of start-up that no valuation needs: the AUROC, the Watson datasets and Layered's
+    retraining utilities import it when called, so `import bayesval` (every CLI command) does not."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, bayesval; print('sklearn' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "False"
