@@ -8,6 +8,7 @@ side by side in one run.
     python benchmarks/bench_scale.py --end-to-end 12 --child members --exact --progress
                                                      # today's path alone, every coalition (exact Shapley)
     ... --memory-limit-mb 32768                      # wider sampler calls (on a GPU: every row of a width at once)
+    ... --num-samples 3200                           # longer chains than the fast preset's 1,600 kept sweeps
     python benchmarks/bench_scale.py --sweep-cost 12 24 40
                                                      # one chain-sweep's cost at n slots, with and without the
                                                      # collapsed moves
