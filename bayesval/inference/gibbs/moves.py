@@ -104,10 +104,9 @@ def independence_moves(key, num_moves, position, log_target, proposal: Proposal,
     unmatched (Mengersen & Tweedie 1996, Thm. 2.1: it is uniformly ergodic iff the weight is bounded). The sigma^2
     of a coalition of 11 of 12 parties has such a tail: Gaussian proposals left one of its four chains there, and
     sigma^2 an ESS of 83 in 6,400 draws (docs/benchmarks.md, "Proposals with heavy tails"); the t's polynomial
-    tails bound the weight there. The
-    proposals do not depend on the chain's state, so all of them and the current position are scored in one
-    batched call, and only the accept / reject pass runs in sequence: the batch is what the small-matrix kernels
-    need to run at speed on CPU."""
+    tails bound the weight there. The proposals do not depend on the chain's state, so all of them and the
+    current position are scored in one batched call, and only the accept / reject pass runs in sequence: the batch
+    is what the small-matrix kernels need to run at speed on CPU."""
     dim = position.shape[0]
     key_propose, key_scale, key_accept = jax.random.split(key, 3)
     chi_square = jnp.sum(jax.random.normal(key_scale, (num_moves, PROPOSAL_DOF)) ** 2, axis=1, keepdims=True)
