@@ -1,25 +1,35 @@
-"""Fresh valuations with their programs compiled ahead in a background thread (today's path) against compiled
-when first called (`bayesval.compilation.AHEAD = False`, the path before), each in a fresh process (no JAX
-compilation cache), alternating, side by side in one run.
+"""Fresh valuations, each in a fresh process (no JAX compilation cache), alternating between two paths, side by
+side in one run: by default with their programs compiled ahead in a background thread (today's path) against
+compiled when first called (`bayesval.compilation.AHEAD = False`, the path before); with `--against REV`, this
+working tree against the package as it was at commit REV (checked out in a temporary git worktree, removed after).
 
-    python benchmarks/bench_compile.py [--rounds 3] [--cases syn diab]
+    python benchmarks/bench_compile.py [--rounds 3] [--cases syn diab demo]
+    python benchmarks/bench_compile.py --against 4cab1fd --cases demo diab
 
 syn: Syn's default setting (3 parties, epsilon = 0.2 / 0.1 / 0.2, fixed noise seeds), `LinearRegression` (Gibbs) at
-the fast preset. diab: Pima in 3 parties at epsilon = 0.5, `LogisticRegression` (NUTS) at the fast preset (reads
-pima_indians_diabetes.csv from $BAYESVAL_DATA). Prints each run's wall time of `bv.valuate` (compilation
-included) and phi, then per case the median wall time of each path and their ratio. The values must agree to the
-last bit: the programs are the same.
+the fast preset. demo: the same valuation with the demo's rewards (tempering, rho = 0.2), `bayesval demo`'s work
+with fixed noise seeds. diab: Pima in 3 parties at epsilon = 0.5, `LogisticRegression` (NUTS) at the fast preset
+(reads pima_indians_diabetes.csv from $BAYESVAL_DATA). Prints each run's wall time of `bv.valuate` (compilation
+included) and phi, then per case the median wall time of each path and their ratio. Compiled ahead or when called,
+the values must agree to the last bit: the programs are the same. Against a commit they agree as far as the
+changes between the two allow (the script says whether they are identical).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def child(case: str, ahead: bool) -> None:
@@ -30,43 +40,78 @@ def child(case: str, ahead: bool) -> None:
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     import bench_valuation
 
-    if case == "syn":
-        model, parties = bv.models.LinearRegression(), bench_valuation.syn_parties()
-    else:
+    if case == "diab":
         model, parties = bench_valuation.diab_parties()
+    else:
+        model, parties = bv.models.LinearRegression(), bench_valuation.syn_parties()
+    options = {"rewards": "tempering"} if case == "demo" else {}
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bv.valuate(model, parties, key=0, config="fast", progress_bar=False)
+        result = bv.valuate(model, parties, key=0, config="fast", progress_bar=False, **options)
     print(json.dumps({"seconds": time.perf_counter() - start, "phi": result.values.tolist()}))
+
+
+@contextmanager
+def checkout(revision: str):
+    """The repository at `revision` in a temporary git worktree, removed afterwards."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = Path(scratch) / "tree"
+        subprocess.run(
+            ["git", "-C", str(REPOSITORY), "worktree", "add", "-q", "--detach", str(tree), revision], check=True
+        )
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "-C", str(REPOSITORY), "worktree", "remove", "--force", str(tree)], check=True)
+
+
+def run_child(case: str, ahead: bool, package_root: Path | None) -> dict:
+    """One fresh process valuing `case`; with `package_root`, `bayesval` is imported from there."""
+    environment = dict(os.environ)
+    if package_root is not None:
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), environment.get("PYTHONPATH")]))
+    command = [sys.executable, __file__, "--child", case, "ahead" if ahead else "called"]
+    result = subprocess.run(command, check=True, capture_output=True, text=True, env=environment)
+    return json.loads(result.stdout)
+
+
+def compare(cases: list[str], rounds: int, paths: dict[str, tuple[bool, Path | None]]) -> None:
+    """Alternate the two `paths` (label: (compiled ahead, package root or None for this tree)) over `rounds`."""
+    for case in cases:
+        seconds: dict[str, list[float]] = {label: [] for label in paths}
+        values: dict[str, set] = {label: set() for label in paths}
+        for round_ in range(rounds):
+            for label, (ahead, root) in paths.items():
+                output = run_child(case, ahead, root)
+                seconds[label].append(output["seconds"])
+                values[label].add(tuple(output["phi"]))
+                print(
+                    f"{case} round {round_ + 1} {label:11s} {output['seconds']:6.1f} s   phi {output['phi']}",
+                    flush=True,
+                )
+        (first, new), (second, old) = ((label, statistics.median(times)) for label, times in seconds.items())
+        identical = len(set().union(*values.values())) == 1
+        print(
+            f"{case}: median {new:.1f} s {first}, {old:.1f} s {second}, ratio {old / new:.2f}x; values identical in "
+            f"every run: {identical}",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cases", nargs="+", choices=["syn", "diab"], default=["syn", "diab"])
+    parser.add_argument("--cases", nargs="+", choices=["syn", "diab", "demo"], default=["syn", "diab"])
+    parser.add_argument("--against", metavar="REV", help="compare this working tree with the package at commit REV")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child[0], args.child[1] == "ahead")
-    for case in args.cases:
-        seconds: dict[str, list[float]] = {"ahead": [], "when called": []}
-        values = set()
-        for round_ in range(args.rounds):
-            for path in seconds:
-                command = [sys.executable, __file__, "--child", case, "ahead" if path == "ahead" else "called"]
-                output = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
-                seconds[path].append(output["seconds"])
-                values.add(tuple(output["phi"]))
-                print(
-                    f"{case} round {round_ + 1} {path:11s} {output['seconds']:6.1f} s   phi {output['phi']}", flush=True
-                )
-        ahead, called = (statistics.median(times) for times in seconds.values())
-        print(
-            f"{case}: median {ahead:.1f} s compiled ahead, {called:.1f} s compiled when called, ratio "
-            f"{called / ahead:.2f}x; values identical in every run: {len(values) == 1}",
-            flush=True,
-        )
+    if args.against is None:
+        return compare(args.cases, args.rounds, {"ahead": (True, None), "when called": (False, None)})
+    with checkout(args.against) as tree:
+        compare(args.cases, args.rounds, {"today": (True, None), args.against: (True, tree)})
 
 
 if __name__ == "__main__":

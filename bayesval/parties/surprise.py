@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 from bayesval.batching import batches, pad_rows, padded_size
-from bayesval.compilation import Program, compile_ahead, compile_for_later
+from bayesval.compilation import CPU_COMPILE_OPTIONS, Program, compile_ahead, compile_for_later
 from bayesval.divergence import (  # noqa: F401
     EXTRA_NEIGHBOURS,
     MIXTURE_GAP,
@@ -157,7 +157,7 @@ def conjugate_prior(model, data, estimator: str):
     return model.conjugate_prior(data)
 
 
-@partial(jax.jit, static_argnames=("k", "group"))
+@partial(jax.jit, static_argnames=("k", "group"), compiler_options=CPU_COMPILE_OPTIONS)
 def summarise(
     draws, kept_chains, k: int, log_density=None, prior=None, conditionals=None, conjugate=None, keys=None, group=1
 ):
