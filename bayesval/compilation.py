@@ -14,9 +14,12 @@ the programs the current step waits for.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
+
+import jaxlib
 
 # two: a sampler's sweep program and the KL program it feeds compile beside each other and the start program
 _WORKER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bayesval-compile")
@@ -29,8 +32,19 @@ _LATER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bayesval-compile-
 # XLA's CPU fusion emitters (the MLIR path that lowers each fused loop) are off for the samplers' programs: the
 # Gibbs sweep program of Syn's demo compiles in 7.3 s against 14.8 s with them and runs as fast, and Diab's whole
 # valuation takes 30 s against 34 s (docs/benchmarks.md, "Compiling without the fusion emitters"). The option is
-# read by the CPU compiler only.
-CPU_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+# read by the CPU compiler only. jaxlib 0.5.0 and earlier do not have it (its name is not in their XLA; 0.6.0 has
+# it), and XLA refuses to compile with an option it does not know, so there the programs keep XLA's defaults.
+FUSION_EMITTERS_OPTION_FROM = (0, 6, 0)
+
+
+def cpu_compile_options(jaxlib_version: str) -> dict[str, bool]:
+    """The compiler options of the samplers' programs under jaxlib `jaxlib_version` (its first three numbers
+    compared with FUSION_EMITTERS_OPTION_FROM): the fusion emitters off where its XLA has the option, else none."""
+    release = tuple(int(part) for part in re.findall(r"\d+", jaxlib_version)[:3])
+    return {"xla_cpu_use_fusion_emitters": False} if release >= FUSION_EMITTERS_OPTION_FROM else {}
+
+
+CPU_COMPILE_OPTIONS = cpu_compile_options(jaxlib.__version__)
 
 
 AHEAD = True  # False: every program compiles when it is first called (the path before; benchmarks/bench_compile.py)

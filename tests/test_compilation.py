@@ -124,3 +124,23 @@ def test_the_next_widths_programs_compile_while_one_width_samples_with_the_same_
         monkeypatch.setattr(compilation, "AHEAD", False)
         when_called = bv.valuate(model, parties, key=0, config=config, exact_up_to=6)
     np.testing.assert_array_equal(ahead.values, when_called.values)
+
+
+@pytest.mark.parametrize(
+    "version, known",
+    [("0.4.30", False), ("0.5.0", False), ("0.6.0", True), ("0.6.0.dev20250301", True), ("0.10.2", True)],
+)
+def test_the_fusion_emitters_option_is_asked_of_the_jaxlib_releases_that_have_it(version, known):
+    """jaxlib 0.5.0's XLA has no `xla_cpu_use_fusion_emitters` and refuses to compile with an option it does not
+    know; from 0.6.0 the samplers' programs compile with the fusion emitters off."""
+    expected = {"xla_cpu_use_fusion_emitters": False} if known else {}
+    assert compilation.cpu_compile_options(version) == expected
+
+
+def test_this_xla_compiles_with_the_samplers_compiler_options():
+    """The options are the ones the installed XLA knows: with an unknown one, every sampler program would fail to
+    compile ('No such compile option')."""
+    program = jax.jit(lambda x: jnp.sin(x) * 2, compiler_options=compilation.CPU_COMPILE_OPTIONS)
+    np.testing.assert_allclose(program(jnp.ones(3)), 2 * np.sin(1.0))
+    with pytest.raises(Exception, match="No such compile option"):
+        jax.jit(lambda x: x, compiler_options={"xla_not_an_option": False}).lower(1.0).compile()
