@@ -240,9 +240,12 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
         print(frame.to_string(**table))
         print("\n".join(_reward_legend(symbol)))
     r_hat, ess = max(result.diagnostics["r_hat"]), min(result.diagnostics["ess"])
+    rerun = sum(1 for count in result.diagnostics.get("reruns", []) if count)
     print(
         f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= {R_HAT_THRESHOLD}), min bulk ESS {ess:.0f} (wanted >= "
-        f"{ESS_THRESHOLD}) over the coalition posteriors; {elapsed:.1f} s"
+        f"{ESS_THRESHOLD}) over the coalition posteriors"
+        + (f", {rerun} of them sampled again with longer chains" if rerun else "")
+        + f"; {elapsed:.1f} s"
     )
     if save:
         print(f"saved to {result.save(save)}")

@@ -53,7 +53,14 @@ class SamplerConfig:
     the others >= 1, num_repeats >= 2 since one repeat has no spread; none above 2^31 - 1), num_samples a
     multiple of thinning, progress_bar a bool, target_accept_prob in (0, 1), min_bfmi a finite number >= 0 and
     memory_limit_mb > 0: the memory one device may use for the draws of one batch of coalition posteriors
-    (batches are chunked to it).
+    (batches are chunked to it), reruns an int >= 0.
+
+    reruns: how many times a coalition posterior whose chains fail the convergence flags (R-hat over its repeats'
+    chains > 1.01, or a repeat's bulk ESS < 400) is sampled again, from fresh chains, each time with twice the
+    sweeps of the time before thinned twice as much (`rerun`), so that its draws per chain, and with them the
+    compiled sampler and summary programs, stay the same. Only where those coalitions are few among the ones
+    sampled together (`bayesval.parties.surprise.RERUN_SHARE`): when most fail, the budget is short for the game,
+    and the valuation warns instead. A rerun's estimates replace the failed ones.
 
     target_accept_prob and min_bfmi are kernel settings, kept here for one release: left alone they are the
     model's (`kernel_overrides` is empty); given, they override the NUTS model's with a DeprecationWarning.
@@ -68,9 +75,10 @@ class SamplerConfig:
     target_accept_prob: float = ModelDefault(0.8)
     min_bfmi: float = ModelDefault(0.3)
     memory_limit_mb: float = 2048.0
+    reruns: int = 1
 
     def __post_init__(self) -> None:
-        minimums = {"num_chains": 1, "num_warmup": 0, "num_samples": 1, "thinning": 1, "num_repeats": 2}
+        minimums = {"num_chains": 1, "num_warmup": 0, "num_samples": 1, "thinning": 1, "num_repeats": 2, "reruns": 0}
         for name, minimum in minimums.items():
             self._set(name, check_count(f"SamplerConfig.{name}", getattr(self, name), minimum=minimum))
         self._set("progress_bar", check_bool("SamplerConfig.progress_bar", self.progress_bar))
@@ -94,6 +102,13 @@ class SamplerConfig:
     @property
     def draws_per_repeat(self) -> int:
         return self.num_chains * self.num_samples // self.thinning
+
+    def rerun(self, attempt: int) -> SamplerConfig:
+        """The budget of the `attempt`-th rerun of an unconverged coalition (`reruns`): 2^attempt times the sweeps
+        after warm-up, every 2^attempt-th kept, so each chain keeps num_samples / thinning draws, as before."""
+        factor = 2**attempt
+        with _quietly():
+            return replace(self, num_samples=self.num_samples * factor, thinning=self.thinning * factor)
 
     @property
     def kernel_overrides(self) -> dict:
@@ -127,12 +142,12 @@ class SamplerConfig:
             _kernel_field_warning(given, stacklevel=3)
         return copy
 
-    BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats")
+    BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats", "reruns")
 
     @classmethod
     def add_arguments(cls, parser) -> None:
         """NumPyro-style budget flags on an argparse parser: --preset (fast / paper), and --num-chains,
-        --num-warmup, --num-samples, --thinning, --num-repeats overriding the preset's fields."""
+        --num-warmup, --num-samples, --thinning, --num-repeats, --reruns overriding the preset's fields."""
         group = parser.add_argument_group("sampler budget")
         group.add_argument("--preset", default="fast", choices=["fast", "paper"], help="the preset to start from")
         for name in cls.BUDGET_FIELDS:
@@ -157,9 +172,8 @@ class SamplerConfig:
         kept: the KL estimate keeps a chain's near draws out of each other's neighbours (Theiler window),
         so thinning would only discard information (docs/architecture.md).
         NUTS, fast: 4 chains of 250 warm-up and 700 draws, 3 repeats: with `LogisticRegression`'s shallow trees
-        and target acceptance 0.65, Diab's valuation converges (max R-hat 1.006, min bulk ESS 1,295)
-        in 50-119 s (55-58 s of CPU time) on 2 shared cores, against 110-160 s (80-87 s of CPU time) for 300 +
-        800 draws at 0.8 before (docs/benchmarks.md, "Diab toward 30 s").
+        and target acceptance 0.65, Diab's valuation converges (max R-hat 1.003-1.004 over 3 keys, min bulk ESS
+        >= 824) in 26-27 s on 2 idle cores (docs/benchmarks.md, "Diab toward 30 s" and "Diab under 30 s").
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
         BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (Sim et al.
         2023, App. H.1): here 5 repeats of 5 chains.

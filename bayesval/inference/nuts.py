@@ -79,7 +79,7 @@ class _NUTSProgram:
     """
 
     def __init__(self, model, settings: tuple) -> None:
-        num_warmup, target_accept_prob, max_tree_depth, thinning = settings
+        num_warmup, target_accept_prob, max_tree_depth = settings
         init_kernel, sample_kernel = hmc(
             potential_fn_gen=lambda data, mask: partial(potential_energy, model, (data, mask), {}), algo="NUTS"
         )
@@ -181,7 +181,8 @@ def sample_coalition_posteriors_nuts(
     chain_masks = jnp.repeat(masks, num_chains, axis=0)
     if data.row_axis is not None:  # one set of releases per row: every chain of the row reads it
         data = jax.tree.map(lambda leaf: jnp.repeat(leaf, num_chains, axis=0), data)
-    program = _program(model, (num_warmup, target_accept_prob, max_tree_depth, thinning))
+    # the thinning is a traced count of the sampling program: a rerun's longer, thinner chains reuse the program
+    program = _program(model, (num_warmup, target_accept_prob, max_tree_depth))
     chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
     kept = num_samples // thinning
     start = (chain_keys.reshape(batch), data, chain_masks)

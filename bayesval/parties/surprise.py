@@ -46,6 +46,14 @@ from bayesval.results.state import CoalitionEstimates
 MAX_BATCH_ROWS = 256  # rows a process samples per call on CPU
 MAX_BATCH_ROWS_ACCELERATOR = 16384  # on a GPU or TPU, where a wider call costs little more (docs/benchmarks.md)
 _MIXTURE_STREAM = 1  # folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores
+# Reruns (`SamplerConfig.reruns`) go to the coalitions that failed the convergence flags only where they are one, or
+# at most this share of the coalitions sampled together: the slow posteriors of a game (2 of 4,095 in a 12-party
+# valuation on a GPU, 12 of 63 for six parties at half the fast preset's sweeps; docs/benchmarks.md), not a budget too
+# short for the game. A rerun of 2x the sweeps after warm-up costs ~5/3 of a first call per row, so at this share it
+# costs at most ~0.4 of the first call's sweeps where the batch is large, against at least a whole valuation for a
+# budget raised for every coalition; a small game pays one padded call.
+RERUN_SHARE = 0.25
+_RERUN_STREAM = 0x7E5A  # folded into the posterior key, with the attempt: the keys of a rerun's rows
 _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy
 
 
@@ -212,9 +220,10 @@ class SurpriseGame(NamedTuple):
 
 def game_fingerprint(game: SurpriseGame) -> str:
     """What makes two valuations the same game, hashed (hex SHA-256): the model's name and simple settings, every
-    sampler setting but the progress bar, k, the KL estimator and the released statistics. Not the key: estimates
-    from any key are estimates of the same values, so a result of the same game may be resumed with another key."""
-    settings = {name: value for name, value in vars(game.config).items() if name != "progress_bar"}
+    sampler setting but the progress bar and the reruns, k, the KL estimator and the released statistics. Not the
+    key, nor the reruns: estimates from any key, and a rerun's, are estimates of the same values, so a result of the
+    same game may be resumed with another key or another number of reruns."""
+    settings = {name: value for name, value in vars(game.config).items() if name not in ("progress_bar", "reruns")}
     if hasattr(game.model, "kernel"):  # a NUTS model: its kernel settings stand where the config held them
         effective = game.model.kernel_settings(game.config)
         settings |= {name: float(getattr(effective, name)) for name in KERNEL_FIELDS}
@@ -233,8 +242,9 @@ def game_fingerprint(game: SurpriseGame) -> str:
 
 class _RowsOfWidth(NamedTuple):
     """The rows of one sampler width: calls of `batch_rows` rows, each row's key, packed mask, repeat and packed
-    releases, and whether its draws are kept."""
+    releases, whether its draws are kept, and the budget they are sampled with (the game's, or a rerun's)."""
 
+    config: SamplerConfig
     batch_rows: int
     keys: jax.Array  # (rows,)
     masks: np.ndarray
@@ -244,14 +254,36 @@ class _RowsOfWidth(NamedTuple):
 
 
 class _BatchInputs(NamedTuple):
-    """A padded batch as this process samples it (`CoalitionSurprise._batch_inputs`): keys, masks and releases per
-    row, the prior draws per row for the two-sample KL (else None), and the run of rows R-hat pools."""
+    """A padded batch as this process samples it (`CoalitionSurprise._batch_inputs`): its budget, keys, masks and
+    releases per row, the prior draws per row for the two-sample KL (else None), and the run of rows R-hat pools."""
 
+    config: SamplerConfig
     keys: jax.Array
     masks: jax.Array
     data: NoiseAwareData
     prior: np.ndarray | None
     group: int
+
+
+class _CoalitionRun(NamedTuple):
+    """One coalition's repeats as a sampler call left them: the KL per repeat (a repeat that kept no chain takes the
+    others' mean), the worst R-hat and bulk ESS over its repeats, its dropped chains and divergences, its draws
+    (repeats, chains, kept, d) where the game keeps them (else None), its kept chains (repeats, chains), and the
+    rerun that sampled it (0: the first call)."""
+
+    kl: np.ndarray
+    r_hat: float
+    ess: float
+    dropped: int
+    divergences: int
+    draws: np.ndarray | None
+    kept: np.ndarray
+    reruns: int
+
+    @property
+    def converged(self) -> bool:
+        """Within the flags: R-hat <= 1.01 over its repeats' chains and bulk ESS >= 400 in every repeat."""
+        return self.r_hat <= R_HAT_THRESHOLD and self.ess >= ESS_THRESHOLD
 
 
 class CoalitionSurprise:
@@ -290,7 +322,7 @@ class CoalitionSurprise:
         self.key_posterior, self.key_prior = jax.random.split(key)
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True, "coalitions": [], "r_hat": [], "ess": []}
-        self.diagnostics |= {"dropped_chains": [], "divergences": []}
+        self.diagnostics |= {"dropped_chains": [], "divergences": [], "reruns": []}
         self._draw_dimension = draw_dimension(model, data)
         self.batch_rows = batch_rows(
             model, data, config, max_coalitions * config.num_repeats, kl, dimension=self._draw_dimension
@@ -360,6 +392,8 @@ class CoalitionSurprise:
         self.values.update({int(code): np.asarray(value, np.float64) for code, value in state.estimates.items()})
         for name in ("coalitions", "r_hat", "ess", "dropped_chains", "divergences"):
             self.diagnostics[name] = list(diagnostics[name])
+        # a result saved before reruns existed: none of its coalitions was rerun
+        self.diagnostics["reruns"] = list(diagnostics.get("reruns", [0] * len(diagnostics["coalitions"])))
         self.diagnostics["converged"] = bool(diagnostics["converged"])
 
     @property
@@ -375,42 +409,74 @@ class CoalitionSurprise:
         return np.stack([self.values[int(c)] for c in codes], axis=1)
 
     def _sample(self, codes: list[int], num_parties: int) -> None:
-        repeats = self.config.num_repeats
+        """Sample every repeat of the coalitions `codes`, rerun the few that fail the convergence flags
+        (`SamplerConfig.reruns`, `RERUN_SHARE`), and file each one's estimates, draws and diagnostics."""
+        runs = self._sample_coalitions(codes, num_parties, self.config, self.key_posterior)
+        for attempt in range(1, self.config.reruns + 1):
+            failed = [code for code in codes if not runs[code].converged]
+            if not failed or len(failed) > max(1, RERUN_SHARE * len(codes)):
+                break
+            key = jax.random.fold_in(self.key_posterior, _RERUN_STREAM + attempt)
+            runs |= self._sample_coalitions(failed, num_parties, self.config.rerun(attempt), key, attempt)
+        for code in codes:
+            self._file(code, runs[code], num_parties)
+
+    def _sample_coalitions(
+        self, codes: list[int], num_parties: int, config: SamplerConfig, key: jax.Array, reruns: int = 0
+    ) -> dict[int, _CoalitionRun]:
+        """Every repeat of the coalitions `codes` sampled with the budget `config`, row (code, repeat) from
+        `coalition_keys(key, ...)`: each coalition's `_CoalitionRun`, the draws kept where this game keeps them."""
+        repeats = config.num_repeats
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
         masks = (np.array([code for code, _ in rows])[:, None] >> np.arange(num_parties)) & 1
-        keys = coalition_keys(self.key_posterior, [code for code, _ in rows], [repeat for _, repeat in rows])
-        with_draws = [code for code in codes if self.draws is not None or code in self._pooled_codes]
+        keys = coalition_keys(key, [code for code, _ in rows], [repeat for _, repeat in rows])
+        with_draws = np.array([self.draws is not None or code in self._pooled_codes for code in codes])
         kl, r_hat, ess, dropped, divergences, row_draws, row_kept = self._sample_rows(
             keys,
             masks.astype(bool),
             [repeat for _, repeat in rows],
-            keep_draws=np.repeat([code in with_draws for code in codes], repeats),
+            keep_draws=np.repeat(with_draws, repeats),
+            config=config,
         )
         by_code = (len(codes), repeats)
-        kept_by_code = dict(zip(codes, row_kept.reshape(by_code + row_kept.shape[1:])))
-        draws_by_code = {}
-        if with_draws:
-            by_drawn_code = (len(with_draws), repeats) + row_draws.shape[1:]
-            draws_by_code = dict(zip(with_draws, row_draws.reshape(by_drawn_code)))
-        for code in self._pooled_codes & set(with_draws):
-            draws = draws_by_code[code]
-            self.pooled_draws[code] = draws[kept_by_code[code]].reshape(-1, draws.shape[-1])
         kl = kl.reshape(by_code)
         if np.isnan(kl).all(axis=1).any():
             raise RuntimeError(
                 "every chain of some coalition posterior was dropped (low BFMI or stuck); raise num_warmup"
             )
         kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)  # a repeat without chains
-        self.values.update(zip(codes, kl))
-        if self.draws is not None:
-            self.draws.update(draws_by_code)
+        drawn = iter(row_draws.reshape((-1, repeats) + row_draws.shape[1:]) if with_draws.any() else ())
+        kept = row_kept.reshape(by_code + row_kept.shape[1:])
         r_hat, ess = r_hat.reshape(by_code).max(axis=1), ess.reshape(by_code).min(axis=1)
-        self.diagnostics["coalitions"] += ((np.array(codes)[:, None] >> np.arange(num_parties)) & 1).tolist()
-        self.diagnostics["r_hat"] += r_hat.tolist()
-        self.diagnostics["ess"] += ess.tolist()
-        self.diagnostics["dropped_chains"] += dropped.reshape(by_code).sum(axis=1).tolist()
-        self.diagnostics["divergences"] += divergences.reshape(by_code).sum(axis=1).tolist()
-        self.diagnostics["converged"] &= bool((r_hat <= R_HAT_THRESHOLD).all() and (ess >= ESS_THRESHOLD).all())
+        dropped, divergences = dropped.reshape(by_code).sum(axis=1), divergences.reshape(by_code).sum(axis=1)
+        return {
+            code: _CoalitionRun(
+                kl[index],
+                float(r_hat[index]),
+                float(ess[index]),
+                int(dropped[index]),
+                int(divergences[index]),
+                next(drawn) if with_draws[index] else None,
+                kept[index],
+                reruns,
+            )
+            for index, code in enumerate(codes)
+        }
+
+    def _file(self, code: int, run: _CoalitionRun, num_parties: int) -> None:
+        """Keep a sampled coalition's estimates, its draws where this game keeps them, and its diagnostics."""
+        self.values[code] = run.kl
+        if self.draws is not None:
+            self.draws[code] = run.draws
+        if code in self._pooled_codes:
+            self.pooled_draws[code] = run.draws[run.kept].reshape(-1, run.draws.shape[-1])
+        self.diagnostics["coalitions"].append(((code >> np.arange(num_parties)) & 1).tolist())
+        self.diagnostics["r_hat"].append(run.r_hat)
+        self.diagnostics["ess"].append(run.ess)
+        self.diagnostics["dropped_chains"].append(run.dropped)
+        self.diagnostics["divergences"].append(run.divergences)
+        self.diagnostics["reruns"].append(run.reruns)
+        self.diagnostics["converged"] &= run.converged
 
     def of_inputs(self, key: jax.Array, inputs: list, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The surprise of coalition masks (J, n) under modified releases, one `NoiseAwareData` per mask (the reward
@@ -436,14 +502,23 @@ class CoalitionSurprise:
         draws, kept = draws.reshape(by_input + draws.shape[2:]), kept.reshape(by_input)
         return kl.T, [d[k].reshape(-1, d.shape[-1]) for d, k in zip(draws, kept)]
 
-    def _sample_rows(self, keys: jax.Array, masks: np.ndarray, repeats: list[int], inputs=None, keep_draws=False):
+    def _sample_rows(
+        self,
+        keys: jax.Array,
+        masks: np.ndarray,
+        repeats: list[int],
+        inputs=None,
+        keep_draws=False,
+        config: SamplerConfig | None = None,
+    ):
         """Rows (key, mask, repeat[, releases]) sampled to KL and diagnostics on the device: per row KL (NaN without
         kept chains), max R-hat, min ESS, dropped chains, divergences, the draws (rows, chains, kept, d) of the rows
         `keep_draws` asks for (True: every row; or one bool per row; None if none), in row order, and which chains
         were kept (rows, chains). Only the asked rows' draws are held on the host. Where the model packs members
         (`packs_members`), each row passes the sampler only its coalition's members, padded to its `member_width`,
         and the rows of one width are batched together, the next width's programs compiling while one width samples
-        (`_compile_for_later`); the outputs come back in the rows' order."""
+        (`_compile_for_later`); the outputs come back in the rows' order. `config`: the budget, the game's unless a
+        rerun's (`SamplerConfig.rerun`)."""
         masks = np.asarray(masks, bool)
         inputs = [self.data] * len(keys) if inputs is None else list(inputs)
         widths = np.array([self.width(int(size)) for size in masks.sum(axis=1)], int)
@@ -454,6 +529,7 @@ class CoalitionSurprise:
             rows = np.flatnonzero(widths == width)
             packed = [inputs[row].members(masks[row], int(width)) for row in rows]
             rows_of_width = _RowsOfWidth(
+                self.config if config is None else config,
                 self.rows_per_batch(int(width)),
                 keys[rows],
                 np.stack([mask for _, mask in packed]),
@@ -526,10 +602,17 @@ class CoalitionSurprise:
         for batch in batches(len(rows.keys), whole_runs(rows.batch_rows, group)):
             here = slice(batch.start, batch.stop)
             inputs = (rows.keys[here], rows.masks[here], rows.repeats[here], rows.inputs[here])
-            yield here, self._batch_inputs(rows.batch_rows, *inputs, group)
+            yield here, self._batch_inputs(rows.config, rows.batch_rows, *inputs, group)
 
     def _batch_inputs(
-        self, batch_rows: int, keys: jax.Array, masks: np.ndarray, repeats: list[int], row_inputs: list, group: int
+        self,
+        config: SamplerConfig,
+        batch_rows: int,
+        keys: jax.Array,
+        masks: np.ndarray,
+        repeats: list[int],
+        row_inputs: list,
+        group: int,
     ) -> _BatchInputs:
         """One batch of rows padded to `batch_rows`, as this process samples it: its block of the global device mesh
         (`process_block`), sharded over its devices; with one process, the block is the batch. Runs of `group` rows
@@ -542,11 +625,11 @@ class CoalitionSurprise:
         if self._log_density is None and self._conjugate_prior is None:
             repeat_of_row = (repeats + [repeats[0]] * padding)[block]
             prior = np.stack([self._prior_sample(repeat) for repeat in repeat_of_row])
-        return _BatchInputs(chunk_keys, chunk_masks, data, prior, group if block.start % group == 0 else 1)
+        return _BatchInputs(config, chunk_keys, chunk_masks, data, prior, group if block.start % group == 0 else 1)
 
     def _summary_program(self, batch: _BatchInputs) -> Program:
         """The k-NN summary program (`summarise`) of a batch's draws."""
-        config = self.config
+        config = batch.config
         shape = (len(batch.keys), config.num_chains, config.num_samples // config.thinning, self._draw_dimension)
         draws, kept = jax.ShapeDtypeStruct(shape, np.float64), jax.ShapeDtypeStruct(shape[:2], bool)
         return Program(summarise, (draws, kept, self.k, self._log_density, batch.prior), {"group": batch.group})
@@ -558,7 +641,7 @@ class CoalitionSurprise:
         if not hasattr(self.model, "posterior_programs"):
             return None
         _, batch = next(self._padded_batches(rows))
-        arguments = (batch.keys, batch.data, batch.masks, self.config)
+        arguments = (batch.keys, batch.data, batch.masks, batch.config)
         if self._conjugate_prior is None:
             return compile_for_later(self.model.posterior_programs(*arguments) + [self._summary_program(batch)])
         return compile_for_later(self.model.posterior_programs(*arguments, conditionals=True))
@@ -573,9 +656,9 @@ class CoalitionSurprise:
             # the k-NN summary compiles while the sampler compiles and runs (bayesval.compilation)
             summary = self._summary_program(batch)
             summary_program = compile_ahead(summary.function, *summary.args, **summary.kwargs)
-            sample = self.model.posterior_draws(batch.keys, batch.data, batch.masks, self.config)
+            sample = self.model.posterior_draws(batch.keys, batch.data, batch.masks, batch.config)
         else:  # the conditionals, and a key per row for the points the mixture is scored at
-            sample = self.model.posterior_draws(batch.keys, batch.data, batch.masks, self.config, conditionals=True)
+            sample = self.model.posterior_draws(batch.keys, batch.data, batch.masks, batch.config, conditionals=True)
             keys_of_points = jax.vmap(partial(jax.random.fold_in, data=_MIXTURE_STREAM))(batch.keys)
             mixture = dict(conditionals=sample.conditionals, conjugate=self._conjugate_prior, keys=keys_of_points)
         draws, kept = jax.numpy.asarray(sample.draws), jax.numpy.asarray(sample.kept_chains)

@@ -379,10 +379,12 @@ def warn_if_unconverged(diagnostics: dict) -> None:
     if diagnostics["converged"]:
         return
     worst_r_hat, worst_ess = max(diagnostics["r_hat"]), min(diagnostics["ess"])
+    rerun = sum(1 for count in diagnostics.get("reruns", []) if count)
     warnings.warn(
         f"some coalition posteriors did not converge (max R-hat {worst_r_hat:.3f}, min bulk ESS {worst_ess:.0f}; "
-        f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI or stuck); "
-        "see result.diagnostics and raise num_warmup / num_samples",
+        f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI or stuck"
+        + (f"; {rerun} sampled again with longer chains" if rerun else "")
+        + "); see result.diagnostics and raise num_warmup / num_samples",
         stacklevel=user_stacklevel(),
     )
 

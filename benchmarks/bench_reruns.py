@@ -1,0 +1,113 @@
+"""Reruns of unconverged coalition posteriors (`SamplerConfig.reruns`, issue 30): one valuation with reruns off and
+one with today's default, each in a fresh process (its own compilation, no JAX compilation cache), side by side.
+
+    python benchmarks/bench_reruns.py [--cases short six six-short] [--key 0]
+
+Cases:
+  short  Syn's three parties at epsilon = (0.2, 0.1, 0.2), fixed noise seeds, 4 chains x (200 + 800) sweeps x 3
+         repeats: a budget one coalition posterior of seven fails at key 0 (tests/test_reruns.py).
+  six    six Syn parties of 100 points at epsilon = 0.5 (fixed noise seeds) at the Gibbs `fast` preset, every
+         coalition (63) valued.
+  six-short  the same game with half the fast preset's kept sweeps (4 chains x (800 + 800) x 3 repeats).
+
+Prints per run the wall time of `bv.valuate` (compilation included), the coalitions that fail the flags (R-hat >
+1.01 or a repeat's bulk ESS < 400), the coalitions rerun, whether the valuation converged, and phi; then the time
+ratio and the largest change in phi in units of its standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+
+CASES = ("short", "six", "six-short")
+
+
+def one_run(case: str, key: int, reruns: int) -> dict:
+    import bayesval as bv
+    from bayesval.datasets.synthetic import make_syn
+
+    if case == "short":
+        syn = make_syn(seed=0)
+        parties = [
+            bv.Party(X, y, epsilon=eps, rdp_order=2.0, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=100 + i)
+            for i, ((X, y), eps) in enumerate(zip(syn.parties, (0.2, 0.1, 0.2)))
+        ]
+        config = bv.SamplerConfig(num_chains=4, num_warmup=200, num_samples=800, num_repeats=3)
+        options = {}
+    else:
+        syn = make_syn(seed=0, sizes=(100,) * 6)
+        parties = [
+            bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i)
+            for i, (X, y) in enumerate(syn.parties)
+        ]
+        config, options = bv.SamplerConfig.preset("fast"), {"exact_up_to": 6}
+        if case == "six-short":
+            config = config.with_(num_samples=800)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # convergence is reported below
+        result = bv.valuate(
+            bv.models.LinearRegression(),
+            parties,
+            key=key,
+            config=config.with_(reruns=reruns, progress_bar=False),
+            progress_bar=False,
+            **options,
+        )
+    wall = time.perf_counter() - start
+    diagnostics = result.diagnostics
+    r_hat, ess = np.array(diagnostics["r_hat"]), np.array(diagnostics["ess"])
+    return {
+        "wall": wall,
+        "failing": int(((r_hat > 1.01) | (ess < 400)).sum()),
+        "coalitions": len(r_hat),
+        "rerun": int(np.count_nonzero(diagnostics["reruns"])),
+        "converged": bool(diagnostics["converged"]),
+        "max_r_hat": float(r_hat.max()),
+        "min_ess": float(ess.min()),
+        "values": np.asarray(result.values).tolist(),
+        "stderr": np.asarray(result.stderr).tolist(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    parser.add_argument("--key", type=int, default=0)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # case, reruns
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(one_run(args.child[0], args.key, int(args.child[1]))))
+        return
+    for case in args.cases:
+        runs = {}
+        for reruns in (0, 1):
+            child = [sys.executable, __file__, "--child", case, str(reruns), "--key", str(args.key)]
+            output = subprocess.run(child, capture_output=True, text=True, check=True).stdout
+            run = runs[reruns] = json.loads(output.strip().splitlines()[-1])
+            print(
+                f"{case:5s} reruns={reruns}  {run['wall']:6.1f} s   failing {run['failing']} of {run['coalitions']}   "
+                f"rerun {run['rerun']}   converged {run['converged']}   max R-hat {run['max_r_hat']:.4f}   "
+                f"min ESS {run['min_ess']:.0f}   phi {np.round(run['values'], 3).tolist()} ± "
+                f"{np.round(run['stderr'], 3).tolist()}",
+                flush=True,
+            )
+        change = np.abs(np.subtract(runs[1]["values"], runs[0]["values"])) / np.hypot(
+            runs[1]["stderr"], runs[0]["stderr"]
+        )
+        print(
+            f"{case:5s} time ratio (reruns / none) {runs[1]['wall'] / runs[0]['wall']:.2f}x; largest change in phi "
+            f"{change.max():.2f} combined standard errors",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Reruns of coalition posteriors that fail the convergence flags (`SamplerConfig.reruns`): a lone slow posterior is
+sampled again with twice the sweeps thinned by 2, through the programs already compiled, and its estimates replace
+the failed ones; a budget that most coalitions fail is reported, not rerun."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
+from bayesval.inference.gibbs import driver
+from bayesval.parties.surprise import game_fingerprint
+
+# Syn's parties with fixed noise seeds, 4 chains x (200 + 800) sweeps x 3 repeats: with key 0 exactly one of the
+# seven coalition posteriors fails the flags, with key 1 three of them do (measured; see the assertions).
+SHORT = dict(num_chains=4, num_warmup=200, num_samples=800, num_repeats=3, progress_bar=False)
+
+
+def _syn_parties(syn):
+    return [
+        bv.Party(X, y, epsilon=eps, rdp_order=2.0, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=100 + i)
+        for i, ((X, y), eps) in enumerate(zip(syn.parties, (0.2, 0.1, 0.2)))
+    ]
+
+
+def _valuate(syn, key, reruns):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = bv.valuate(
+            bv.models.LinearRegression(),
+            _syn_parties(syn),
+            key=key,
+            config=bv.SamplerConfig(**SHORT, reruns=reruns),
+            progress_bar=False,
+        )
+    unconverged = [str(w.message) for w in caught if "did not converge" in str(w.message)]
+    return result, unconverged
+
+
+def _failing(result) -> np.ndarray:
+    diagnostics = result.diagnostics
+    r_hat, ess = np.array(diagnostics["r_hat"]), np.array(diagnostics["ess"])
+    return (r_hat > R_HAT_THRESHOLD) | (ess < ESS_THRESHOLD)
+
+
+def test_a_lone_unconverged_coalition_is_sampled_again_with_longer_chains(syn):
+    first, warned = _valuate(syn, key=0, reruns=0)
+    assert _failing(first).sum() == 1 and warned and not first.diagnostics["converged"]
+    compiled = driver._advance._cache_size()
+
+    rerun, warned = _valuate(syn, key=0, reruns=1)
+    assert driver._advance._cache_size() == compiled  # the longer, thinner chains ran through the same programs
+    failed = _failing(first)
+    assert rerun.diagnostics["reruns"] == failed.astype(int).tolist()
+    assert not _failing(rerun).any() and rerun.diagnostics["converged"] and not warned
+    # the coalitions that passed keep their estimates to the bit; the rerun's differ (fresh chains)
+    np.testing.assert_array_equal(rerun.coalition_values[~failed], first.coalition_values[~failed])
+    assert not np.array_equal(rerun.coalition_values[failed], first.coalition_values[failed])
+    assert np.abs(rerun.coalition_values[failed] - first.coalition_values[failed]) < 4 * np.hypot(
+        rerun.coalition_stderr[failed], first.coalition_stderr[failed]
+    )
+
+
+def test_a_budget_most_coalitions_fail_is_reported_not_rerun(syn):
+    first, _ = _valuate(syn, key=1, reruns=0)
+    assert _failing(first).sum() == 3
+    again, warned = _valuate(syn, key=1, reruns=2)
+    assert again.diagnostics["reruns"] == [0] * 7 and warned
+    np.testing.assert_array_equal(again.coalition_values, first.coalition_values)
+
+
+def test_rerun_budget_keeps_the_draws_per_chain_and_the_game():
+    config = bv.SamplerConfig(num_samples=1600, thinning=2, reruns=2)
+    second = config.rerun(2)
+    assert (second.num_samples, second.thinning) == (6400, 8)
+    assert second.draws_per_repeat == config.draws_per_repeat
+    game = bv.parties.surprise.SurpriseGame
+    data = bv.NoiseAwareData(np.ones((2, 3)), np.ones(2), np.ones(2))
+    fingerprints = {
+        game_fingerprint(game(bv.models.LinearRegression(), data, bv.SamplerConfig(reruns=r), 4, "prior-density"))
+        for r in (0, 1, 3)
+    }
+    assert len(fingerprints) == 1  # a rerun's estimates stand for the same values, as another key's do
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises((TypeError, ValueError), match="reruns"):
+            bv.SamplerConfig(reruns=bad)
