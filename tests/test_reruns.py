@@ -85,3 +85,52 @@ def test_rerun_budget_keeps_the_draws_per_chain_and_the_game():
     for bad in (-1, 1.5, True, "1"):
         with pytest.raises((TypeError, ValueError), match="reruns"):
             bv.SamplerConfig(reruns=bad)
+
+
+def test_nuts_runs_a_rerun_budget_through_the_programs_it_compiled():
+    """A rerun's budget (twice the draws, thinned by 2) on the NUTS path: no new program, the same draws per chain,
+    and the thinned draws are every second state of the longer chain (lag-1 autocorrelation lower)."""
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bayesval.inference import nuts
+    from bayesval.inference.data import NoiseAwareData
+
+    def model(data, mask):
+        theta = numpyro.sample("theta", dist.Normal(0.0, 1.0))
+        with numpyro.plate("parties", data.counts.shape[0]), numpyro.handlers.mask(mask=mask):
+            numpyro.sample("perturbed", dist.Normal(data.counts * theta, 1.0), obs=data.perturbed[:, 0])
+
+    data = NoiseAwareData(jnp.ones((2, 1)), jnp.ones(2), jnp.ones(2))
+    config = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, progress_bar=False)
+    draws = {}
+    for attempt in (0, 1):
+        budget = config.rerun(attempt)
+        sample = nuts.sample_coalition_posteriors_nuts(
+            jax.random.key(attempt),
+            model,
+            data,
+            np.ones((1, 2), bool),
+            ("theta",),
+            num_chains=budget.num_chains,
+            num_warmup=budget.num_warmup,
+            num_samples=budget.num_samples,
+            thinning=budget.thinning,
+            max_tree_depth=1,  # one leapfrog step a draw: a strongly autocorrelated chain
+            progress_bar=False,
+        )
+        draws[attempt] = sample.draws[0, :, :, 0]
+        if attempt == 0:
+            programs = dict(nuts._PROGRAMS)
+            compiled = {key: program.run._cache_size() for key, program in programs.items()}
+    assert nuts._PROGRAMS.keys() == programs.keys()
+    assert {key: program.run._cache_size() for key, program in nuts._PROGRAMS.items()} == compiled
+    assert draws[1].shape == draws[0].shape == (2, 400)
+
+    def lag_one(chains):
+        centred = chains - chains.mean(axis=1, keepdims=True)
+        return float(np.sum(centred[:, 1:] * centred[:, :-1]) / np.sum(centred**2))
+
+    assert lag_one(draws[1]) < lag_one(draws[0])
