@@ -87,6 +87,11 @@ class SamplerConfig:
             if not isinstance(getattr(self, name), ModelDefault):
                 self._set(name, check(f"SamplerConfig.{name}", getattr(self, name)))
         self._set("memory_limit_mb", check_positive("SamplerConfig.memory_limit_mb", self.memory_limit_mb))
+        if self.reruns >= 31 or self.num_samples >= 2 ** (31 - self.reruns):  # num_samples 2^reruns > 2^31 - 1
+            raise ValueError(
+                f"SamplerConfig: num_samples={self.num_samples} with reruns={self.reruns} would ask the last rerun for "
+                f"num_samples x 2^{self.reruns} sweeps, past 2^31 - 1; lower reruns or num_samples"
+            )
         if self.num_samples % self.thinning:
             raise ValueError(
                 f"SamplerConfig.num_samples={self.num_samples} must be a multiple of thinning={self.thinning}"
@@ -105,10 +110,11 @@ class SamplerConfig:
 
     def rerun(self, attempt: int) -> SamplerConfig:
         """The budget of the `attempt`-th rerun of an unconverged coalition (`reruns`): 2^attempt times the sweeps
-        after warm-up, every 2^attempt-th kept, so each chain keeps num_samples / thinning draws, as before."""
+        after warm-up, every (thinning 2^attempt)-th kept, so each chain keeps num_samples / thinning draws, as
+        before; a budget that is not rerun itself (reruns 0)."""
         factor = 2**attempt
         with _quietly():
-            return replace(self, num_samples=self.num_samples * factor, thinning=self.thinning * factor)
+            return replace(self, num_samples=self.num_samples * factor, thinning=self.thinning * factor, reruns=0)
 
     @property
     def kernel_overrides(self) -> dict:

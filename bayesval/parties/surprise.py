@@ -53,7 +53,6 @@ _MIXTURE_STREAM = 1  # folded into a row's sampler key: the key of the points th
 # costs at most ~0.4 of the first call's sweeps where the batch is large, against at least a whole valuation for a
 # budget raised for every coalition; a small game pays one padded call.
 RERUN_SHARE = 0.25
-_RERUN_STREAM = 0x7E5A  # folded into the posterior key, with the attempt: the keys of a rerun's rows
 _BYTES_PER_DRAW_COORDINATE = 8 * 4  # float64 draws, plus the sampler's trace, state and the host copy
 
 
@@ -336,7 +335,9 @@ class CoalitionSurprise:
         self._prior_samples: dict[int, np.ndarray] = {}
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
             key_data = np.asarray(jax.random.key_data(key)).tobytes()
-            same_in_every_process("game or key", hashlib.sha256(self.fingerprint.encode() + key_data).digest())
+            # the reruns too: a process that reruns a coalition meets the others in its sampler calls
+            game = f"{self.fingerprint}; reruns {config.reruns}".encode()
+            same_in_every_process("game, reruns or key", hashlib.sha256(game + key_data).digest())
 
     @property
     def game(self) -> SurpriseGame:
@@ -410,16 +411,28 @@ class CoalitionSurprise:
 
     def _sample(self, codes: list[int], num_parties: int) -> None:
         """Sample every repeat of the coalitions `codes`, rerun the few that fail the convergence flags
-        (`SamplerConfig.reruns`, `RERUN_SHARE`), and file each one's estimates, draws and diagnostics."""
+        (`SamplerConfig.reruns`, `RERUN_SHARE`, counted among these `codes`: the coalitions of one call), and file
+        each one's estimates, draws and diagnostics. A rerun that loses every chain of some coalition (NUTS's BFMI
+        rule, stuck chains) leaves the estimates before it standing, flagged unconverged."""
         runs = self._sample_coalitions(codes, num_parties, self.config, self.key_posterior)
         for attempt in range(1, self.config.reruns + 1):
             failed = [code for code in codes if not runs[code].converged]
             if not failed or len(failed) > max(1, RERUN_SHARE * len(codes)):
                 break
-            key = jax.random.fold_in(self.key_posterior, _RERUN_STREAM + attempt)
-            runs |= self._sample_coalitions(failed, num_parties, self.config.rerun(attempt), key, attempt)
+            try:
+                runs |= self._sample_coalitions(
+                    failed, num_parties, self.config.rerun(attempt), self._rerun_key(attempt), attempt
+                )
+            except RuntimeError:  # the rerun lost every chain of some coalition: the first estimates stand, flagged
+                break
         for code in codes:
             self._file(code, runs[code], num_parties)
+
+    def _rerun_key(self, attempt: int) -> jax.Array:
+        """The key the rows of the `attempt`-th rerun are folded from (`coalition_keys`): the posterior key folded
+        with 0, the code of the empty coalition, which is never sampled, so no coalition's row key, nor any key
+        folded from one, is on this stream; then with the attempt."""
+        return jax.random.fold_in(jax.random.fold_in(self.key_posterior, 0), attempt)
 
     def _sample_coalitions(
         self, codes: list[int], num_parties: int, config: SamplerConfig, key: jax.Array, reruns: int = 0
