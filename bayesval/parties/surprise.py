@@ -26,6 +26,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from bayesval import progress
 from bayesval.batching import batches, pad_rows, padded_size
 from bayesval.compilation import CPU_COMPILE_OPTIONS, Program, compile_ahead, compile_for_later
 from bayesval.divergence import (  # noqa: F401
@@ -419,10 +420,12 @@ class CoalitionSurprise:
             failed = [code for code in codes if not runs[code].converged]
             if not failed or len(failed) > max(1, RERUN_SHARE * len(codes)):
                 break
+            label = f"rerun of {len(failed)} unconverged coalition posteriors with {2**attempt}x the sweeps"
             try:
-                runs |= self._sample_coalitions(
-                    failed, num_parties, self.config.rerun(attempt), self._rerun_key(attempt), attempt
-                )
+                with progress.stage(label, calls=self.sampler_calls([code.bit_count() for code in failed])):
+                    runs |= self._sample_coalitions(
+                        failed, num_parties, self.config.rerun(attempt), self._rerun_key(attempt), attempt
+                    )
             except RuntimeError:  # the rerun lost every chain of some coalition: the first estimates stand, flagged
                 break
         for code in codes:
