@@ -24,6 +24,7 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.datasets.tables import TABLE_SUFFIXES, read_table, read_tables
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.parties.boundary import PerturbedStatistic
+from bayesval.parties.valuation import coalitions_rerun
 
 # measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
 SPREAD_RELEASES = 6
@@ -240,7 +241,7 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
         print(frame.to_string(**table))
         print("\n".join(_reward_legend(symbol)))
     r_hat, ess = max(result.diagnostics["r_hat"]), min(result.diagnostics["ess"])
-    rerun = sum(1 for count in result.diagnostics.get("reruns", []) if count)
+    rerun = coalitions_rerun(result.diagnostics)
     print(
         f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= {R_HAT_THRESHOLD}), min bulk ESS {ess:.0f} (wanted >= "
         f"{ESS_THRESHOLD}) over the coalition posteriors"

@@ -374,12 +374,18 @@ def reward_parties(
     )
 
 
+def coalitions_rerun(diagnostics: dict) -> int:
+    """How many coalitions of a valuation's diagnostics were sampled again (`SamplerConfig.reruns`); 0 for a result
+    saved before reruns existed."""
+    return sum(1 for count in diagnostics.get("reruns", []) if count)
+
+
 def warn_if_unconverged(diagnostics: dict) -> None:
     """Warn when some coalition posterior missed the R-hat / ESS thresholds (`bayesval.inference.diagnostics`)."""
     if diagnostics["converged"]:
         return
     worst_r_hat, worst_ess = max(diagnostics["r_hat"]), min(diagnostics["ess"])
-    rerun = sum(1 for count in diagnostics.get("reruns", []) if count)
+    rerun = coalitions_rerun(diagnostics)
     warnings.warn(
         f"some coalition posteriors did not converge (max R-hat {worst_r_hat:.3f}, min bulk ESS {worst_ess:.0f}; "
         f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI or stuck"
