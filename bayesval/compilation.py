@@ -14,12 +14,14 @@ the programs the current step waits for.
 
 from __future__ import annotations
 
-import re
+import functools
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
-import jaxlib
+import jax
+import numpy as np
 
 # two: a sampler's sweep program and the KL program it feeds compile beside each other and the start program
 _WORKER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bayesval-compile")
@@ -31,20 +33,64 @@ _LATER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bayesval-compile-
 
 # XLA's CPU fusion emitters (the MLIR path that lowers each fused loop) are off for the samplers' programs: the
 # Gibbs sweep program of Syn's demo compiles in 7.3 s against 14.8 s with them and runs as fast, and Diab's whole
-# valuation takes 30 s against 34 s (docs/benchmarks.md, "Compiling without the fusion emitters"). The option is
-# read by the CPU compiler only. jaxlib 0.5.0 and earlier do not have it (its name is not in their XLA; 0.6.0 has
-# it), and XLA refuses to compile with an option it does not know, so there the programs keep XLA's defaults.
-FUSION_EMITTERS_OPTION_FROM = (0, 6, 0)
+# valuation takes 30 s against 34 s (docs/benchmarks.md, "Compiling without the fusion emitters"). XLA refuses to
+# compile with an option it does not know ("No such compile option"), and not every compiler knows this one: the CPU
+# compiler of jaxlib 0.5.0 and earlier lacks it, and so does the CUDA compiler of jaxlib 0.11.2. So the option is
+# asked only of a backend that compiles with it (`sampler_compile_options`).
+FUSION_EMITTERS_OFF = {"xla_cpu_use_fusion_emitters": False}
 
 
-def cpu_compile_options(jaxlib_version: str) -> dict[str, bool]:
-    """The compiler options of the samplers' programs under jaxlib `jaxlib_version` (its first three numbers
-    compared with FUSION_EMITTERS_OPTION_FROM): the fusion emitters off where its XLA has the option, else none."""
-    release = tuple(int(part) for part in re.findall(r"\d+", jaxlib_version)[:3])
-    return {"xla_cpu_use_fusion_emitters": False} if release >= FUSION_EMITTERS_OPTION_FROM else {}
+def compiles_with(options: dict) -> bool:
+    """Whether the default backend's compiler compiles a one-operation program with these compiler `options`."""
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=options).lower(np.float32(0)).compile()
+    except Exception:  # XLA's refusal of an unknown option: its error type differs between jaxlib releases
+        return False
+    return True
 
 
-CPU_COMPILE_OPTIONS = cpu_compile_options(jaxlib.__version__)
+@functools.cache
+def sampler_compile_options() -> dict[str, bool]:
+    """The compiler options the samplers' and the k-NN summary's programs add to their own: `FUSION_EMITTERS_OFF`
+    where the default backend compiles with it (XLA's CPU compiler from jaxlib 0.6.0 on), else none. Decided once,
+    at the first program's first use (`sampler_jit`), not on import: asking for the backend initialises it, and a
+    process that splits a valuation must call `jax.distributed.initialize` first (docs/multihost.md)."""
+    return FUSION_EMITTERS_OFF if compiles_with(FUSION_EMITTERS_OFF) else {}
+
+
+class _FirstUseJit:
+    """`jax.jit(function, compiler_options=options | sampler_compile_options(), **settings)`, made at its first use
+    (a call, `lower`, or any other attribute of the jitted function) and the same jitted function from then on."""
+
+    def __init__(self, function: Callable, options: dict, settings: dict) -> None:
+        functools.update_wrapper(self, function)
+        self._function, self._options, self._settings = function, options, settings
+        self._lock = threading.Lock()
+        self._jitted = None
+
+    @property
+    def jitted(self):
+        """The jitted function, made on the first use."""
+        with self._lock:
+            if self._jitted is None:
+                options = self._options | sampler_compile_options()
+                self._jitted = jax.jit(self._function, compiler_options=options, **self._settings)
+            return self._jitted
+
+    def __call__(self, *args, **kwargs):
+        return self.jitted(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.jitted, name)
+
+
+def sampler_jit(function: Callable | None = None, /, *, compiler_options: dict | None = None, **settings):
+    """`jax.jit` for the samplers' and the summary's programs: their own `compiler_options` (none by default) with
+    `sampler_compile_options()`, decided at the first use; `settings` go to `jax.jit` (`static_argnames`, ...).
+    As a decorator, bare or with arguments: `@sampler_jit(static_argnames=("k",))`."""
+    if function is None:
+        return functools.partial(sampler_jit, compiler_options=compiler_options, **settings)
+    return _FirstUseJit(function, dict(compiler_options or {}), settings)
 
 
 AHEAD = True  # False: every program compiles when it is first called (the path before; benchmarks/bench_compile.py)

@@ -3,6 +3,8 @@ program in jit's cache, and the samplers lower each program once, their sweep an
 background while the start program compiles and runs on the calling thread."""
 
 import logging
+import subprocess
+import sys
 import warnings
 
 import jax
@@ -126,21 +128,55 @@ def test_the_next_widths_programs_compile_while_one_width_samples_with_the_same_
     np.testing.assert_array_equal(ahead.values, when_called.values)
 
 
-@pytest.mark.parametrize(
-    "version, known",
-    [("0.4.30", False), ("0.5.0", False), ("0.6.0", True), ("0.6.0.dev20250301", True), ("0.10.2", True)],
-)
-def test_the_fusion_emitters_option_is_asked_of_the_jaxlib_releases_that_have_it(version, known):
-    """jaxlib 0.5.0's XLA has no `xla_cpu_use_fusion_emitters` and refuses to compile with an option it does not
-    know; from 0.6.0 the samplers' programs compile with the fusion emitters off."""
-    expected = {"xla_cpu_use_fusion_emitters": False} if known else {}
-    assert compilation.cpu_compile_options(version) == expected
-
-
-def test_this_xla_compiles_with_the_samplers_compiler_options():
-    """The options are the ones the installed XLA knows: with an unknown one, every sampler program would fail to
-    compile ('No such compile option')."""
-    program = jax.jit(lambda x: jnp.sin(x) * 2, compiler_options=compilation.CPU_COMPILE_OPTIONS)
-    np.testing.assert_allclose(program(jnp.ones(3)), 2 * np.sin(1.0))
+def test_the_fusion_emitters_option_is_asked_only_of_a_compiler_that_takes_it():
+    """XLA refuses to compile with an option it does not know ('No such compile option': jaxlib 0.5.0's CPU compiler
+    and jaxlib 0.11.2's CUDA compiler lack `xla_cpu_use_fusion_emitters`), so every sampler program would fail
+    there. The option is asked only where the default backend compiles with it: this CPU's XLA does."""
+    assert compilation.compiles_with(compilation.FUSION_EMITTERS_OFF)
+    assert compilation.sampler_compile_options() == compilation.FUSION_EMITTERS_OFF
+    assert not compilation.compiles_with({"xla_not_an_option": False})
     with pytest.raises(Exception, match="No such compile option"):
         jax.jit(lambda x: x, compiler_options={"xla_not_an_option": False}).lower(1.0).compile()
+
+
+def test_a_compiler_that_lacks_the_option_compiles_the_sampler_programs_without_it(monkeypatch):
+    """As on a GPU whose compiler does not know the option: none is asked, and a sampler program compiles."""
+    monkeypatch.setattr(compilation, "FUSION_EMITTERS_OFF", {"xla_not_an_option": False})
+    compilation.sampler_compile_options.cache_clear()
+    try:
+        assert compilation.sampler_compile_options() == {}
+        program = compilation.sampler_jit(
+            lambda x: jnp.cos(x) + 1, compiler_options={"xla_backend_optimization_level": 1}
+        )
+        np.testing.assert_allclose(program(jnp.zeros(2)), 2.0)
+    finally:
+        compilation.sampler_compile_options.cache_clear()
+
+
+def test_a_sampler_program_is_jitted_at_its_first_use_with_the_backends_options():
+    """`sampler_jit` makes its jitted function when first used, with the program's own options and the backend's
+    sampler options; a call, `lower` and the jit cache all reach that one function."""
+
+    def twice_sine(x, scale):
+        return jnp.sin(x) * scale
+
+    program = compilation.sampler_jit(twice_sine, compiler_options={"xla_backend_optimization_level": 1})
+    assert program._jitted is None and program.__name__ == "twice_sine"
+    np.testing.assert_allclose(program(jnp.ones(3), 2.0), 2 * np.sin(1.0))
+    assert program._cache_size() == 1
+    program.lower(jnp.ones(3), 2.0).compile()
+    program(jnp.zeros(3), 3.0)
+    assert program._cache_size() == 1  # one shape, one program: the same jitted function throughout
+    bare = compilation.sampler_jit(static_argnames=("scale",))(twice_sine)
+    np.testing.assert_allclose(bare(jnp.ones(2), scale=3.0), 3 * np.sin(1.0))
+
+
+def test_importing_bayesval_initialises_no_backend():
+    """Deciding the compiler options waits for the first program: a process that splits a valuation calls
+    `jax.distributed.initialize` after importing bayesval and before any backend starts (docs/multihost.md)."""
+    code = (
+        "import bayesval, bayesval.parties.surprise, bayesval.inference.nuts\n"
+        "from jax._src import xla_bridge\n"
+        "assert not xla_bridge.backends_are_initialized(), 'a backend was initialised on import'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

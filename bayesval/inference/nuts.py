@@ -24,7 +24,7 @@ from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 from tqdm.auto import tqdm
 
 from bayesval.batching import even_splits
-from bayesval.compilation import CPU_COMPILE_OPTIONS, compile_ahead
+from bayesval.compilation import compile_ahead, sampler_jit
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
 from bayesval.progress import describe, shown
@@ -68,7 +68,6 @@ def longest_repeat(draws: np.ndarray) -> np.ndarray:
 # Diab's ~30 % faster (CPU time), and its one run's speed does not matter. The sampling program keeps the default
 # optimisation (at these settings it ran ~2x slower); both compile without the CPU fusion emitters.
 _RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-_RUN_ONCE_OPTIONS |= CPU_COMPILE_OPTIONS
 
 
 class _NUTSProgram:
@@ -134,8 +133,8 @@ class _NUTSProgram:
 
             return jax.vmap(one, in_axes=(0, data.row_axis, 0))(z, data, masks)
 
-        self.start = jax.jit(start, compiler_options=_RUN_ONCE_OPTIONS)
-        self.run = jax.jit(run, compiler_options=CPU_COMPILE_OPTIONS)
+        self.start = sampler_jit(start, compiler_options=_RUN_ONCE_OPTIONS)
+        self.run = sampler_jit(run)
         self.constrain = jax.jit(constrain, static_argnums=3)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from bayesval import progress
 from bayesval.batching import batches, pad_rows, padded_size
-from bayesval.compilation import CPU_COMPILE_OPTIONS, Program, compile_ahead, compile_for_later
+from bayesval.compilation import Program, compile_ahead, compile_for_later, sampler_jit
 from bayesval.divergence import (  # noqa: F401
     EXTRA_NEIGHBOURS,
     MIXTURE_GAP,
@@ -165,7 +165,7 @@ def conjugate_prior(model, data, estimator: str):
     return model.conjugate_prior(data)
 
 
-@partial(jax.jit, static_argnames=("k", "group"), compiler_options=CPU_COMPILE_OPTIONS)
+@sampler_jit(static_argnames=("k", "group"))
 def summarise(
     draws, kept_chains, k: int, log_density=None, prior=None, conditionals=None, conjugate=None, keys=None, group=1
 ):

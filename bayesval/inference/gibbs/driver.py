@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bayesval.compilation import CPU_COMPILE_OPTIONS, Program, compile_ahead
+from bayesval.compilation import Program, compile_ahead, sampler_jit
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs.adaptation import end_window, fit_for, is_adapting, is_window_end
@@ -29,10 +29,10 @@ from bayesval.statistics import LinearRegressionStatistic
 
 # XLA's backend optimisation level 1 compiles the sweep program ~30 % faster (Syn, 84 chains: 9.1 s against 13.0 s)
 # and runs it as fast (23.1 against 23.6 ms per sweep): its small matrices leave level 2's passes nothing to gain.
-_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1} | CPU_COMPILE_OPTIONS
+_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
-@partial(jax.jit, static_argnames=("num_parties", "shared_data_model"), compiler_options=_COMPILER_OPTIONS)
+@sampler_jit(static_argnames=("num_parties", "shared_data_model"), compiler_options=_COMPILER_OPTIONS)
 def _initial_states(keys: jax.Array, priors: BLRPriors, num_parties: int, shared_data_model: bool) -> GibbsState:
     """`kernel.init` for keys of any batch shape."""
     draw = partial(init, priors=priors, num_parties=num_parties, shared_data_model=shared_data_model)
@@ -55,7 +55,7 @@ def _sweeps(
     return jax.lax.fori_loop(0, num_sweeps, body, (state, prior))
 
 
-@partial(jax.jit, static_argnames=("settings", "conditionals"), compiler_options=_COMPILER_OPTIONS)
+@sampler_jit(static_argnames=("settings", "conditionals"), compiler_options=_COMPILER_OPTIONS)
 def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps, conditionals=False):
     """Run every (coalition, chain) for sweeps[0], then sweeps[1], ... sweeps, returning theta after each
     (K, chains, len(sweeps), D + 1) and, with `conditionals` (static: the default program is unchanged), the NIG
