@@ -2,6 +2,9 @@
 one with today's default, each in a fresh process (its own compilation, no JAX compilation cache), side by side.
 
     python benchmarks/bench_reruns.py [--cases short six six-short] [--key 0]
+    python benchmarks/bench_reruns.py --cases six-short --against 334839d
+                            # reruns on, this working tree against the package at commit 334839d (in a temporary
+                            # git worktree): one valuation each, in a fresh process
 
 Cases:
   short  Syn's three parties at epsilon = (0.2, 0.1, 0.2), fixed noise seeds, 4 chains x (200 + 800) sweeps x 3
@@ -19,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -82,28 +87,43 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--key", type=int, default=0)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # case, reruns
+    parser.add_argument("--against", metavar="REV", help="reruns on: this working tree against the package at REV")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(one_run(args.child[0], args.key, int(args.child[1]))))
         return
-    for case in args.cases:
+    if args.against is None:
+        return compare(args.cases, args.key, {"reruns=0": (0, None), "reruns=1": (1, None)})
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from bench_compile import checkout
+
+    with checkout(args.against) as tree:
+        compare(args.cases, args.key, {args.against: (1, tree), "today": (1, None)})
+
+
+def compare(cases: list[str], key: int, paths: dict[str, tuple[int, Path | None]]) -> None:
+    """Each case valued once per path (label: (reruns, package root or None for this tree)), in order, each in a
+    fresh process; then the second's time over the first's and the largest change in phi."""
+    for case in cases:
         runs = {}
-        for reruns in (0, 1):
-            child = [sys.executable, __file__, "--child", case, str(reruns), "--key", str(args.key)]
-            output = subprocess.run(child, capture_output=True, text=True, check=True).stdout
-            run = runs[reruns] = json.loads(output.strip().splitlines()[-1])
+        for label, (reruns, root) in paths.items():
+            environment = dict(os.environ)
+            if root is not None:
+                environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), environment.get("PYTHONPATH")]))
+            child = [sys.executable, __file__, "--child", case, str(reruns), "--key", str(key)]
+            output = subprocess.run(child, capture_output=True, text=True, check=True, env=environment).stdout
+            run = runs[label] = json.loads(output.strip().splitlines()[-1])
             print(
-                f"{case:5s} reruns={reruns}  {run['wall']:6.1f} s   failing {run['failing']} of {run['coalitions']}   "
+                f"{case:5s} {label:9s} {run['wall']:6.1f} s   failing {run['failing']} of {run['coalitions']}   "
                 f"rerun {run['rerun']}   converged {run['converged']}   max R-hat {run['max_r_hat']:.4f}   "
                 f"min ESS {run['min_ess']:.0f}   phi {np.round(run['values'], 3).tolist()} ± "
                 f"{np.round(run['stderr'], 3).tolist()}",
                 flush=True,
             )
-        change = np.abs(np.subtract(runs[1]["values"], runs[0]["values"])) / np.hypot(
-            runs[1]["stderr"], runs[0]["stderr"]
-        )
+        (first, before), (second, after) = runs.items()
+        change = np.abs(np.subtract(after["values"], before["values"])) / np.hypot(after["stderr"], before["stderr"])
         print(
-            f"{case:5s} time ratio (reruns / none) {runs[1]['wall'] / runs[0]['wall']:.2f}x; largest change in phi "
+            f"{case:5s} time ratio ({second} / {first}) {after['wall'] / before['wall']:.2f}x; largest change in phi "
             f"{change.max():.2f} combined standard errors",
             flush=True,
         )

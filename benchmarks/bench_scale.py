@@ -38,6 +38,7 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import surprise as party_surprise
 from bayesval.parties.surprise import CoalitionSurprise, member_width
+from bayesval.parties.valuation import coalitions_rerun
 
 CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=200, num_repeats=2, progress_bar=False)
 ROWS = 16
@@ -109,11 +110,15 @@ def valuation(
         warnings.simplefilter("ignore", UserWarning)
         result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
     r_hat, ess = np.array(result.diagnostics["r_hat"]), np.array(result.diagnostics["ess"])
+    diagnostics = result.diagnostics
+    rerun_sizes = [sum(mask) for mask, rerun in zip(diagnostics["coalitions"], diagnostics["reruns"]) if rerun]
     print(
         f"{path:8s} {time.perf_counter() - start:7.1f} s   {result.method}   {len(result.coalition_values)} "
         f"coalitions   max phi stderr {max(result.stderr):.4f}   max R-hat {r_hat.max():.4f} "
         f"(> 1.01: {(r_hat > 1.01).sum()} of {r_hat.size})   min ESS {ess.min():.0f} (< 400: {(ess < 400).sum()})"
-        f"   converged {result.diagnostics['converged']}   phi {np.round(result.values, 3).tolist()}",
+        f"   rerun {coalitions_rerun(result.diagnostics)} (members {rerun_sizes})"
+        f"   converged {result.diagnostics['converged']}"
+        f"   phi {np.round(result.values, 3).tolist()}",
         flush=True,
     )
 

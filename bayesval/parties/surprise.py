@@ -377,9 +377,23 @@ class CoalitionSurprise:
     def sampler_calls(self, sizes) -> int:
         """The sampler calls that sampling coalitions of these `sizes` (every repeat of each) takes."""
         counts = np.bincount([self.width(int(size)) for size in sizes]) if len(sizes) else np.zeros(0, int)
+        return sum(self._calls_at(width, int(count)) for width, count in enumerate(counts) if count)
+
+    def _calls_at(self, width: int, coalitions: int) -> int:
+        """The padded sampler calls of `width` (`rows_per_batch`) that every repeat of `coalitions` posteriors takes."""
         repeats = self.config.num_repeats
-        per_call = [whole_runs(self.rows_per_batch(w), repeats) for w in range(len(counts))]
-        return sum(math.ceil(count * repeats / per_call[w]) for w, count in enumerate(counts) if count)
+        return math.ceil(coalitions * repeats / whole_runs(self.rows_per_batch(width), repeats))
+
+    def _rerun_width(self, failed: list[int], codes: list[int]) -> int:
+        """The party slots a rerun samples the `failed` coalitions with, all of them at one width: among the widths
+        of this call's `codes` (their programs compiled), those that hold every failed coalition's members, the one
+        whose padded calls carry the fewest party slots (calls x `rows_per_batch` x width; the smallest on a tie). A
+        call is padded to its width's rows, so a few slow coalitions of a populous width cost less in a sparse
+        wider one: of 12 parties on an accelerator with 32 GiB a call, a call of width 8 is 9,009 rows and one of width
+        12 is 897."""
+        needed = max(self.width(code.bit_count()) for code in failed)
+        widths = sorted({self.width(code.bit_count()) for code in codes} - set(range(needed)))
+        return min(widths, key=lambda width: self._calls_at(width, len(failed)) * self.rows_per_batch(width) * width)
 
     def estimates(self) -> CoalitionEstimates:
         """Every sampled coalition's estimates with this game's fingerprint: the state a result carries so that a
@@ -421,10 +435,11 @@ class CoalitionSurprise:
             if not failed or len(failed) > max(1, RERUN_SHARE * len(codes)):
                 break
             label = f"rerun of {len(failed)} unconverged coalition posteriors with {2**attempt}x the sweeps"
+            width = self._rerun_width(failed, codes)
             try:
-                with progress.stage(label, calls=self.sampler_calls([code.bit_count() for code in failed])):
+                with progress.stage(label, calls=self._calls_at(width, len(failed))):
                     runs |= self._sample_coalitions(
-                        failed, num_parties, self.config.rerun(attempt), self._rerun_key(attempt), attempt
+                        failed, num_parties, self.config.rerun(attempt), self._rerun_key(attempt), attempt, width
                     )
             except RuntimeError:  # the rerun lost every chain of some coalition: the first estimates stand, flagged
                 break
@@ -438,10 +453,17 @@ class CoalitionSurprise:
         return jax.random.fold_in(jax.random.fold_in(self.key_posterior, 0), attempt)
 
     def _sample_coalitions(
-        self, codes: list[int], num_parties: int, config: SamplerConfig, key: jax.Array, reruns: int = 0
+        self,
+        codes: list[int],
+        num_parties: int,
+        config: SamplerConfig,
+        key: jax.Array,
+        reruns: int = 0,
+        width: int | None = None,
     ) -> dict[int, _CoalitionRun]:
         """Every repeat of the coalitions `codes` sampled with the budget `config`, row (code, repeat) from
-        `coalition_keys(key, ...)`: each coalition's `_CoalitionRun`, the draws kept where this game keeps them."""
+        `coalition_keys(key, ...)`, each at its own `width` or all at the one given: each coalition's
+        `_CoalitionRun`, the draws kept where this game keeps them."""
         repeats = config.num_repeats
         rows = [(code, repeat) for code in codes for repeat in range(repeats)]
         masks = (np.array([code for code, _ in rows])[:, None] >> np.arange(num_parties)) & 1
@@ -453,6 +475,7 @@ class CoalitionSurprise:
             [repeat for _, repeat in rows],
             keep_draws=np.repeat(with_draws, repeats),
             config=config,
+            width=width,
         )
         by_code = (len(codes), repeats)
         kl = kl.reshape(by_code)
@@ -526,6 +549,7 @@ class CoalitionSurprise:
         inputs=None,
         keep_draws=False,
         config: SamplerConfig | None = None,
+        width: int | None = None,
     ):
         """Rows (key, mask, repeat[, releases]) sampled to KL and diagnostics on the device: per row KL (NaN without
         kept chains), max R-hat, min ESS, dropped chains, divergences, the draws (rows, chains, kept, d) of the rows
@@ -534,10 +558,12 @@ class CoalitionSurprise:
         (`packs_members`), each row passes the sampler only its coalition's members, padded to its `member_width`,
         and the rows of one width are batched together, the next width's programs compiling while one width samples
         (`_compile_for_later`); the outputs come back in the rows' order. `config`: the budget, the game's unless a
-        rerun's (`SamplerConfig.rerun`)."""
+        rerun's (`SamplerConfig.rerun`). `width`: every row's party slots, at least its members (`_rerun_width`),
+        instead of each row's own."""
         masks = np.asarray(masks, bool)
         inputs = [self.data] * len(keys) if inputs is None else list(inputs)
-        widths = np.array([self.width(int(size)) for size in masks.sum(axis=1)], int)
+        sizes = masks.sum(axis=1)
+        widths = np.array([self.width(int(size)) if width is None else width for size in sizes], int)
         keep = np.broadcast_to(np.asarray(keep_draws, bool), (len(keys),))
         position = np.cumsum(keep) - 1  # a kept row's index among the returned draws
         by_width = []
