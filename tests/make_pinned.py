@@ -17,7 +17,7 @@ valuations and the saved result files are still those of the redesign's commit):
   falsi's neighbours at +-2 tolerance instead of even splits of the bracket (other trials, so other rewards). The
   noise-addition arrays did not change.
 - `party.npz` and `rewards.npz`, issue 30: the Gibbs sampler's and the k-NN summary's programs compile without XLA's
-  CPU fusion emitters (`bayesval.compilation.CPU_COMPILE_OPTIONS`), which rounds differently: every array moved by
+  CPU fusion emitters (`bayesval.compilation.FUSION_EMITTERS_OFF`), which rounds differently: every array moved by
   at most 1.8e-9 relative (the values and standard errors by at most 6e-12), and no search took another trial.
 
 What it writes:
