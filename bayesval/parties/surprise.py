@@ -48,7 +48,7 @@ MAX_BATCH_ROWS = 256  # rows a process samples per call on CPU
 MAX_BATCH_ROWS_ACCELERATOR = 16384  # on a GPU or TPU, where a wider call costs little more (docs/benchmarks.md)
 _MIXTURE_STREAM = 1  # folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores
 # Reruns (`SamplerConfig.reruns`) go to the coalitions that failed the convergence flags only where they are one, or
-# at most this share of the coalitions sampled together: the slow posteriors of a game (2 of 4,095 in a 12-party
+# at most this share of the coalitions sampled together: the slow posteriors of a game (9 of 4,095 in a 12-party
 # valuation on a GPU, 12 of 63 for six parties at half the fast preset's sweeps; docs/benchmarks.md), not a budget too
 # short for the game. A rerun of 2x the sweeps after warm-up costs ~5/3 of a first call per row, so at this share it
 # costs at most ~0.4 of the first call's sweeps where the batch is large, against at least a whole valuation for a
