@@ -41,11 +41,15 @@ FUSION_EMITTERS_OFF = {"xla_cpu_use_fusion_emitters": False}
 
 
 def compiles_with(options: dict) -> bool:
-    """Whether the default backend's compiler compiles a one-operation program with these compiler `options`."""
+    """Whether the default backend's compiler takes these compiler `options`: False where it refuses one it does not
+    know ("No such compile option", XLA's words in every jaxlib release); any other failure to compile a
+    one-operation program with them (the backend failing to start, say) is raised, not read as a refusal."""
     try:
         jax.jit(lambda x: x + 1, compiler_options=options).lower(np.float32(0)).compile()
-    except Exception:  # XLA's refusal of an unknown option: its error type differs between jaxlib releases
-        return False
+    except Exception as error:  # the error's type differs between jaxlib releases; XLA's message does not
+        if "No such compile option" in str(error):
+            return False
+        raise
     return True
 
 
@@ -54,13 +58,17 @@ def sampler_compile_options() -> dict[str, bool]:
     """The compiler options the samplers' and the k-NN summary's programs add to their own: `FUSION_EMITTERS_OFF`
     where the default backend compiles with it (XLA's CPU compiler from jaxlib 0.6.0 on), else none. Decided once,
     at the first program's first use (`sampler_jit`), not on import: asking for the backend initialises it, and a
-    process that splits a valuation must call `jax.distributed.initialize` first (docs/multihost.md)."""
+    process that splits a valuation must call `jax.distributed.initialize` first (docs/multihost.md). The probe runs
+    on the default backend, which is where the samplers' programs run unless a caller pins another device."""
     return FUSION_EMITTERS_OFF if compiles_with(FUSION_EMITTERS_OFF) else {}
 
 
 class _FirstUseJit:
     """`jax.jit(function, compiler_options=options | sampler_compile_options(), **settings)`, made at its first use
-    (a call, `lower`, or any other attribute of the jitted function) and the same jitted function from then on."""
+    (a call, `lower`, or another attribute of the jitted function, such as `_cache_size`) and the same jitted
+    function from then on. Copies are the object itself, as a module-level jitted function is shared."""
+
+    _FIELDS = frozenset({"_function", "_options", "_settings", "_lock", "_jitted"})
 
     def __init__(self, function: Callable, options: dict, settings: dict) -> None:
         functools.update_wrapper(self, function)
@@ -71,17 +79,29 @@ class _FirstUseJit:
     @property
     def jitted(self):
         """The jitted function, made on the first use."""
-        with self._lock:
-            if self._jitted is None:
-                options = self._options | sampler_compile_options()
-                self._jitted = jax.jit(self._function, compiler_options=options, **self._settings)
-            return self._jitted
+        if self._jitted is None:
+            with self._lock:
+                if self._jitted is None:
+                    options = self._options | sampler_compile_options()
+                    self._jitted = jax.jit(self._function, compiler_options=options, **self._settings)
+        return self._jitted
 
     def __call__(self, *args, **kwargs):
         return self.jitted(*args, **kwargs)
 
     def __getattr__(self, name: str):
+        # only what the instance lacks comes here: its own fields before __init__ sets them, and Python's protocol
+        # names (__signature__, __deepcopy__, ...) are not the jitted function's to answer, nor worth starting a
+        # backend for
+        if name in self._FIELDS or (name.startswith("__") and name.endswith("__")):
+            raise AttributeError(name)
         return getattr(self.jitted, name)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 def sampler_jit(function: Callable | None = None, /, *, compiler_options: dict | None = None, **settings):

@@ -2,6 +2,8 @@
 program in jit's cache, and the samplers lower each program once, their sweep and summary programs in the
 background while the start program compiles and runs on the calling thread."""
 
+import copy
+import inspect
 import logging
 import subprocess
 import sys
@@ -132,6 +134,8 @@ def test_the_fusion_emitters_option_is_asked_only_of_a_compiler_that_takes_it():
     """XLA refuses to compile with an option it does not know ('No such compile option': jaxlib 0.5.0's CPU compiler
     and jaxlib 0.11.2's CUDA compiler lack `xla_cpu_use_fusion_emitters`), so every sampler program would fail
     there. The option is asked only where the default backend compiles with it: this CPU's XLA does."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("the fusion emitters are an option of XLA's CPU compiler")
     assert compilation.compiles_with(compilation.FUSION_EMITTERS_OFF)
     assert compilation.sampler_compile_options() == compilation.FUSION_EMITTERS_OFF
     assert not compilation.compiles_with({"xla_not_an_option": False})
@@ -162,6 +166,9 @@ def test_a_sampler_program_is_jitted_at_its_first_use_with_the_backends_options(
 
     program = compilation.sampler_jit(twice_sine, compiler_options={"xla_backend_optimization_level": 1})
     assert program._jitted is None and program.__name__ == "twice_sine"
+    # introspection and copies neither jit it nor recurse: a copy is the program itself, as a jitted function's is
+    assert list(inspect.signature(program).parameters) == ["x", "scale"]
+    assert copy.copy(program) is program and copy.deepcopy(program) is program and program._jitted is None
     np.testing.assert_allclose(program(jnp.ones(3), 2.0), 2 * np.sin(1.0))
     assert program._cache_size() == 1
     program.lower(jnp.ones(3), 2.0).compile()

@@ -138,7 +138,7 @@ def test_a_lone_slow_coalition_is_rerun_in_the_width_whose_calls_carry_the_fewes
     values = rerun(masks)
     assert rerun.diagnostics["reruns"] == [1, 0]
     # the first pass: one call at width 4 (its two rows padded to 30) and one at width 5; the rerun: `slow`'s two
-    # rows in one call of width 5, its three members first
+    # rows in one call of width 5, all five parties' slots (at the full width the mask is not packed)
     assert [masks.shape for _, masks in model.calls] == [(30, 4), (2, 5), (2, 5)]
     np.testing.assert_array_equal(model.calls[-1][1], [[True] * 3 + [False] * 2] * 2)
     np.testing.assert_array_equal(values[:, 1], first.values[whole])
@@ -147,3 +147,31 @@ def test_a_lone_slow_coalition_is_rerun_in_the_width_whose_calls_carry_the_fewes
     sizes = np.array([len(party.X) for party in parties], np.float64)
     exact = nig_kl(model.exact_posterior(masks[0] @ statistics, masks[0] @ sizes, 2), model.priors(2).model)
     np.testing.assert_allclose(values[:, 0], exact, rtol=0.04)
+
+
+@pytest.mark.parametrize("memory_limit_mb", [2, 64, 2048])
+def test_the_rerun_width_depends_on_the_game_not_on_the_batch_size(monkeypatch, memory_limit_mb):
+    """The width a rerun samples its coalitions at is ranked by the game's coalitions per width (6 parties: 21, 35
+    and 7 at widths 2, 4 and 6), not by the rows a call holds, so the rerun's chains, and its estimates, are the
+    same at any batch size: here calls of very different sizes (memory_limit_mb) choose the same widths."""
+    syn = make_syn(seed=0, sizes=(100,) * 6)
+    releases = [
+        bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=30 + i).release()
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    monkeypatch.setattr(surprise, "PACK_FROM_CHAIN_SWEEPS", 0)
+    config = bv.SamplerConfig(num_chains=4, num_samples=1600, num_repeats=3, memory_limit_mb=memory_limit_mb)
+    game = surprise.CoalitionSurprise(
+        bv.models.LinearRegression(), NoiseAwareData.from_releases(releases), config, 4, jax.random.key(0), 63
+    )
+    every = list(range(1, 64))
+    of_size = {size: [code for code in every if code.bit_count() == size] for size in range(1, 7)}
+    assert {width: game._coalitions_of_width(width) for width in (2, 4, 6)} == {2: 21, 4: 35, 6: 7}
+    # one slow coalition of 3 members: 7 x 6 party slots at width 6 against 35 x 4 at width 4
+    assert game._rerun_width(of_size[3][:1], every) == 6
+    # eight of them: two width-6 calls' worth (2 x 7 x 6 = 84) still against 140
+    assert game._rerun_width(of_size[3][:8], every) == 6
+    # one of a single member: 21 x 2 at width 2 ties 7 x 6 at width 6; the narrower width wins the tie
+    assert game._rerun_width(of_size[1][:1], every) == 2
+    # only the widths of the call's own coalitions (their programs compiled) are candidates
+    assert game._rerun_width(of_size[3][:1], of_size[3] + of_size[4]) == 4

@@ -66,7 +66,8 @@ def longest_repeat(draws: np.ndarray) -> np.ndarray:
 
 # The start program runs once per call, so its compile time is what counts: XLA's cheapest backend settings compile
 # Diab's ~30 % faster (CPU time), and its one run's speed does not matter. The sampling program keeps the default
-# optimisation (at these settings it ran ~2x slower); both compile without the CPU fusion emitters.
+# optimisation (at these settings it ran ~2x slower). Both compile without the CPU fusion emitters where the
+# backend takes that option (`compilation.sampler_jit`).
 _RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 

@@ -367,12 +367,13 @@ class CoalitionSurprise:
         coalition of that width, times the repeats, fits in fewer. A call is padded to this size, so it is fixed
         per width (one compiled program each) and never larger than the width's rows: padding them all to the
         whole game's batch would sample up to three times the rows packing leaves."""
-        num_parties = int(self.data.counts.shape[0])
-        coalitions = sum(
-            math.comb(num_parties, size) for size in range(1, num_parties + 1) if self.width(size) == width
-        )
-        rows = padded_size(coalitions * self.config.num_repeats, jax.device_count())
+        rows = padded_size(self._coalitions_of_width(width) * self.config.num_repeats, jax.device_count())
         return min(self.batch_rows, rows)
+
+    def _coalitions_of_width(self, width: int) -> int:
+        """The number of the game's coalitions that the sampler is given `width` party slots for."""
+        num_parties = int(self.data.counts.shape[0])
+        return sum(math.comb(num_parties, size) for size in range(1, num_parties + 1) if self.width(size) == width)
 
     def sampler_calls(self, sizes) -> int:
         """The sampler calls that sampling coalitions of these `sizes` (every repeat of each) takes."""
@@ -387,13 +388,16 @@ class CoalitionSurprise:
     def _rerun_width(self, failed: list[int], codes: list[int]) -> int:
         """The party slots a rerun samples the `failed` coalitions with, all of them at one width: among the widths
         of this call's `codes` (their programs compiled), those that hold every failed coalition's members, the one
-        whose padded calls carry the fewest party slots (calls x `rows_per_batch` x width; the smallest on a tie). A
-        call is padded to its width's rows, so a few slow coalitions of a populous width cost less in a sparse
-        wider one: of 12 parties on an accelerator with 32 GiB a call, a call of width 8 is 9,009 rows and one of width
-        12 is 897."""
+        whose calls would carry the fewest party slots if each held every coalition of its width (calls x coalitions
+        of the width x width; the smallest on a tie). A call is padded to its width's rows, so a few slow coalitions
+        of a populous width cost less in a sparse wider one: of 12 parties on an accelerator with 32 GiB a call, a
+        call of width 8 is 9,009 rows and one of width 12 is 897. The ranking counts the game's coalitions, not the
+        rows a call holds, so the width, and with it the rerun's estimates (a coalition at all n slots is not packed,
+        so its chains draw other keys), does not depend on the batch size, the devices or the processes."""
         needed = max(self.width(code.bit_count()) for code in failed)
         widths = sorted({self.width(code.bit_count()) for code in codes} - set(range(needed)))
-        return min(widths, key=lambda width: self._calls_at(width, len(failed)) * self.rows_per_batch(width) * width)
+        held = {width: self._coalitions_of_width(width) for width in widths}
+        return min(widths, key=lambda width: math.ceil(len(failed) / held[width]) * held[width] * width)
 
     def estimates(self) -> CoalitionEstimates:
         """Every sampled coalition's estimates with this game's fingerprint: the state a result carries so that a
@@ -567,12 +571,12 @@ class CoalitionSurprise:
         keep = np.broadcast_to(np.asarray(keep_draws, bool), (len(keys),))
         position = np.cumsum(keep) - 1  # a kept row's index among the returned draws
         by_width = []
-        for width in np.unique(widths):
-            rows = np.flatnonzero(widths == width)
-            packed = [inputs[row].members(masks[row], int(width)) for row in rows]
+        for slots in np.unique(widths):
+            rows = np.flatnonzero(widths == slots)
+            packed = [inputs[row].members(masks[row], int(slots)) for row in rows]
             rows_of_width = _RowsOfWidth(
                 self.config if config is None else config,
-                self.rows_per_batch(int(width)),
+                self.rows_per_batch(int(slots)),
                 keys[rows],
                 np.stack([mask for _, mask in packed]),
                 [repeats[row] for row in rows],
