@@ -566,8 +566,10 @@ class CoalitionSurprise:
         instead of each row's own."""
         masks = np.asarray(masks, bool)
         inputs = [self.data] * len(keys) if inputs is None else list(inputs)
-        sizes = masks.sum(axis=1)
-        widths = np.array([self.width(int(size)) if width is None else width for size in sizes], int)
+        if width is None:
+            widths = np.array([self.width(int(size)) for size in masks.sum(axis=1)], int)
+        else:
+            widths = np.full(len(keys), width)
         keep = np.broadcast_to(np.asarray(keep_draws, bool), (len(keys),))
         position = np.cumsum(keep) - 1  # a kept row's index among the returned draws
         by_width = []
