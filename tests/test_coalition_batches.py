@@ -109,6 +109,59 @@ def test_a_call_holds_more_rows_on_an_accelerator_within_the_memory_limit(monkey
     assert party_surprise.batch_rows(model, data, wide, 10**5) == 16384
 
 
+def test_a_widths_last_call_is_cut_to_its_rows_rounded_up_to_a_step():
+    """A width's last call is padded to its rows rounded up to a multiple of CALL_ROWS_STEP (itself a multiple of
+    the devices), and never beyond a full call."""
+    assert party_surprise.CALL_ROWS_STEP == 64
+
+    def rows(held, full=256, multiple=1):
+        return party_surprise.call_rows(held, full, multiple)
+
+    held = (1, 14, 64, 65, 128, 129, 192, 193, 256)
+    assert [rows(count) for count in held] == [64, 64, 64, 128, 128, 192, 192, 256, 256]
+    assert rows(14, multiple=3) == 66 and rows(67, multiple=3) == 132  # a step of 64 rows rounded up to 3 devices
+    assert rows(130, full=189) == 189 and rows(3, full=21) == 21  # no call beyond a full one
+
+
+def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
+    """Three parties, 7 coalitions x 2 repeats in calls of at most 12 rows (MAX_BATCH_ROWS patched): the last call
+    holds 2 rows. Cut to 2 (the step patched to 1) it gives every estimate and diagnostic of the run that pads it
+    to 12, because a row's chains depend on its key, mask and width alone (to rounding: XLA may vectorise a
+    program of another shape differently; 1.7e-14 apart on 12 parties, docs/benchmarks.md). Calls are cut on CPU
+    at a budget where packing pays (patched to this one), and never on an accelerator."""
+    releases = _releases(3)
+    monkeypatch.setattr(party_surprise, "MAX_BATCH_ROWS", 12)
+    monkeypatch.setattr(party_surprise, "PACK_FROM_CHAIN_SWEEPS", 0)
+    padded = party_surprise.CoalitionSurprise._batch_inputs
+    calls = []
+
+    def recording(self, config, batch_rows, keys, *rest):
+        calls.append((len(keys), batch_rows))
+        return padded(self, config, batch_rows, keys, *rest)
+
+    monkeypatch.setattr(party_surprise.CoalitionSurprise, "_batch_inputs", recording)
+    results = {}
+    for floor in (1, 10**6):
+        monkeypatch.setattr(party_surprise, "CALL_ROWS_STEP", floor)
+        calls.clear()
+        results[floor] = _valuate(releases, key=0, config=TINY)
+        results[floor, "calls"] = list(calls)
+    assert results[1, "calls"] == [(12, 12), (2, 2)]
+    assert results[10**6, "calls"] == [(12, 12), (2, 12)]
+    cut, whole = results[1], results[10**6]
+    monkeypatch.setattr(party_surprise, "CALL_ROWS_STEP", 1)
+    monkeypatch.setattr(party_surprise.jax, "default_backend", lambda: "gpu")  # the rows still run on this CPU
+    monkeypatch.setattr(party_surprise, "MAX_BATCH_ROWS_ACCELERATOR", 12)
+    calls.clear()
+    on_accelerator = _valuate(releases, key=0, config=TINY)
+    assert calls == [(12, 12), (2, 12)]
+    np.testing.assert_array_equal(on_accelerator.coalition_values, whole.coalition_values)
+    np.testing.assert_allclose(cut.coalition_values, whole.coalition_values, rtol=1e-12)
+    np.testing.assert_allclose(cut.values, whole.values, rtol=1e-12)
+    for name in ("r_hat", "ess"):
+        np.testing.assert_allclose(cut.diagnostics[name], whole.diagnostics[name], rtol=1e-12)
+
+
 def test_row_keys_are_folded_from_code_and_repeat_in_one_program_for_any_number_of_parties():
     """`coalition_keys` gives each (code, repeat) row key(code low bits, [high bits,] repeat) by fold_in, the keys
     of codes below 2**32 unchanged from folding one row at a time, and codes past 32 parties keep their high bits:

@@ -46,6 +46,7 @@ from bayesval.results.state import CoalitionEstimates
 
 MAX_BATCH_ROWS = 256  # rows a process samples per call on CPU
 MAX_BATCH_ROWS_ACCELERATOR = 16384  # on a GPU or TPU, where a wider call costs little more (docs/benchmarks.md)
+CALL_ROWS_STEP = 64  # a width's last call is cut to its rows rounded up to a multiple of this (`call_rows`)
 _MIXTURE_STREAM = 1  # folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores
 # Reruns (`SamplerConfig.reruns`) go to the coalitions that failed the convergence flags only where they are one, or
 # at most this share of the coalitions sampled together: the slow posteriors of a game (9 of 4,095 in a 12-party
@@ -62,6 +63,13 @@ def max_rows_per_process(platform: str) -> int:
     MAX_BATCH_ROWS on CPU, where a call's time grows with its rows, and MAX_BATCH_ROWS_ACCELERATOR elsewhere, where
     the sweeps of a few hundred small chains leave most of the device idle and a wider call costs little more."""
     return MAX_BATCH_ROWS if platform == "cpu" else MAX_BATCH_ROWS_ACCELERATOR
+
+
+def call_rows(rows: int, full: int, multiple: int) -> int:
+    """The rows a sampler call holding `rows` rows is cut to, where a full call of its width holds `full`: its rows
+    rounded up to a multiple of CALL_ROWS_STEP (itself rounded up to a `multiple` of the devices), at most `full`.
+    So a width's calls take at most full / CALL_ROWS_STEP sizes, each compiled once, and pad fewer than a step."""
+    return min(full, padded_size(rows, padded_size(CALL_ROWS_STEP, multiple)))
 
 
 def draw_dimension(model, data) -> int:
@@ -364,9 +372,9 @@ class CoalitionSurprise:
 
     def rows_per_batch(self, width: int) -> int:
         """Rows per sampler call for the coalitions given `width` party slots: `batch_rows`, or fewer where every
-        coalition of that width, times the repeats, fits in fewer. A call is padded to this size, so it is fixed
-        per width (one compiled program each) and never larger than the width's rows: padding them all to the
-        whole game's batch would sample up to three times the rows packing leaves."""
+        coalition of that width, times the repeats, fits in fewer. A call is padded to this size (its width's last
+        call, on CPU, to `call_rows`), so a width has few compiled programs, and it is never larger than the width's
+        rows: padding them all to the whole game's batch would sample up to three times the rows packing leaves."""
         rows = padded_size(self._coalitions_of_width(width) * self.config.num_repeats, jax.device_count())
         return min(self.batch_rows, rows)
 
@@ -389,9 +397,11 @@ class CoalitionSurprise:
         """The party slots a rerun samples the `failed` coalitions with, all of them at one width: among the widths
         of this call's `codes` (their programs compiled), those that hold every failed coalition's members, the one
         whose calls would carry the fewest party slots if each held every coalition of its width (calls x coalitions
-        of the width x width; the smallest on a tie). A call is padded to its width's rows, so a few slow coalitions
-        of a populous width cost less in a sparse wider one: of 12 parties on an accelerator with 32 GiB a call, a
-        call of width 8 is 9,009 rows and one of width 12 is 897. The ranking counts the game's coalitions, not the
+        of the width x width; the smallest on a tie). On an accelerator a call is padded to its width's rows, so a
+        few slow coalitions of a populous width cost less in a sparse wider one: of 12 parties with 32 GiB a call, a
+        call of width 8 is 9,009 rows and one of width 12 is 897. (On CPU the rerun's call is cut to its rows,
+        `call_rows`, and the narrowest width that holds them would often do; the ranking is kept everywhere so that
+        the width does not depend on the platform either.) The ranking counts the game's coalitions, not the
         rows a call holds, so the width, and with it the rerun's estimates (a coalition at all n slots is not packed,
         so its chains draw other keys), does not depend on the batch size, the devices or the processes."""
         needed = max(self.width(code.bit_count()) for code in failed)
@@ -644,13 +654,21 @@ class CoalitionSurprise:
 
     def _padded_batches(self, rows: _RowsOfWidth) -> Iterator[tuple[slice, _BatchInputs]]:
         """Each sampler call of `rows`: the rows it holds and its padded inputs (`_batch_inputs`), in order, made as
-        they are asked for. Runs of a posterior's repeats are never split between calls (`_repeat_runs`). Releases
-        per row, the valuation's own or a reward's modified ones: one compiled program serves both."""
+        they are asked for. Calls hold `rows.batch_rows` rows. On CPU, where a call's time grows with its rows, and
+        at a budget where a compiled program costs less than the sweeps it saves (`worth_packing`), the last is cut
+        to `call_rows`: each 64 rows cut from a 256-row call at the fast preset save minutes of sweeps against
+        seconds of compiling the smaller program once (docs/benchmarks.md, "A width's last call cut to its rows"). On an
+        accelerator a call's time grows less than its rows and a first compilation takes tens of seconds, so where
+        a cut pays is yet to be measured (docs/architecture.md, "Coalitions are masks"). Runs of a posterior's
+        repeats are never split between calls (`_repeat_runs`). Releases per row, the valuation's own or a
+        reward's modified ones: one compiled program serves both."""
         group = self._repeat_runs(rows.repeats, rows.batch_rows)
+        cut, devices = jax.default_backend() == "cpu" and worth_packing(rows.config), jax.device_count()
         for batch in batches(len(rows.keys), whole_runs(rows.batch_rows, group)):
             here = slice(batch.start, batch.stop)
             inputs = (rows.keys[here], rows.masks[here], rows.repeats[here], rows.inputs[here])
-            yield here, self._batch_inputs(rows.config, rows.batch_rows, *inputs, group)
+            size = call_rows(batch.stop - batch.start, rows.batch_rows, devices) if cut else rows.batch_rows
+            yield here, self._batch_inputs(rows.config, size, *inputs, group)
 
     def _batch_inputs(
         self,
