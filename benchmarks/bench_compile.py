@@ -66,14 +66,19 @@ def checkout(revision: str):
             subprocess.run(["git", "-C", str(REPOSITORY), "worktree", "remove", "--force", str(tree)], check=True)
 
 
-def run_child(case: str, ahead: bool, package_root: Path | None) -> dict:
-    """One fresh process valuing `case`; with `package_root`, `bayesval` is imported from there."""
+def run_json(command: list[str], package_root: Path | None) -> dict:
+    """`command` in a fresh process, its last line of output read as JSON; with `package_root`, `bayesval` is
+    imported from there (a `checkout`) instead of this tree."""
     environment = dict(os.environ)
     if package_root is not None:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), environment.get("PYTHONPATH")]))
-    command = [sys.executable, __file__, "--child", case, "ahead" if ahead else "called"]
     result = subprocess.run(command, check=True, capture_output=True, text=True, env=environment)
-    return json.loads(result.stdout)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_child(case: str, ahead: bool, package_root: Path | None) -> dict:
+    """One fresh process valuing `case`; with `package_root`, `bayesval` is imported from there."""
+    return run_json([sys.executable, __file__, "--child", case, "ahead" if ahead else "called"], package_root)
 
 
 def compare(cases: list[str], rounds: int, paths: dict[str, tuple[bool, Path | None]]) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 import warnings
@@ -35,14 +33,18 @@ def child(num_parties: int, permutations: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_scale import releases_of
 
-    calls = []  # (rows held, rows padded to) of every sampler call
-    padded = CoalitionSurprise._batch_inputs
+    widths, calls = [], []  # the rows of each width sampled, and the rows each sampler call was padded to
+    sample_batches, sample_batch = CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch
 
-    def recording(self, config, batch_rows, keys, *rest):
-        calls.append((len(keys), batch_rows))
-        return padded(self, config, batch_rows, keys, *rest)
+    def recording_width(self, rows):
+        widths.append(len(rows.keys))
+        return sample_batches(self, rows)
 
-    CoalitionSurprise._batch_inputs = recording
+    def recording_call(self, batch, keep_draws):
+        calls.append(len(batch.keys))
+        return sample_batch(self, batch, keep_draws)
+
+    CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch = recording_width, recording_call
     party_valuation.PERMUTATION_BATCH = permutations
     releases = releases_of(num_parties)
     start = time.perf_counter()
@@ -60,8 +62,8 @@ def child(num_parties: int, permutations: int) -> None:
     record = {
         "seconds": seconds,
         "coalitions": len(result.coalition_values),
-        "rows": sum(held for held, _ in calls),
-        "padded": sum(size for _, size in calls),
+        "rows": sum(widths),
+        "padded": sum(calls),
         "calls": calls,
         "values": result.values.tolist(),
         "stderr": result.stderr.tolist(),
@@ -71,12 +73,10 @@ def child(num_parties: int, permutations: int) -> None:
 
 
 def run(num_parties: int, permutations: int, package_root: Path | None) -> dict:
-    environment = dict(os.environ)
-    if package_root is not None:
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), environment.get("PYTHONPATH")]))
+    from bench_compile import run_json
+
     command = [sys.executable, __file__, "--child", "--parties", str(num_parties), "--permutations", str(permutations)]
-    output = subprocess.run(command, check=True, capture_output=True, text=True, env=environment).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    return run_json(command, package_root)
 
 
 def main() -> None:
@@ -88,20 +88,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args.parties, args.permutations)
-    paths = {"today": None}
+    results = {}
     if args.against:
         from bench_compile import checkout
 
         with checkout(args.against) as tree:
-            results = {args.against: run(args.parties, args.permutations, tree)}
-    else:
-        results = {}
-    results["today"] = run(args.parties, args.permutations, paths["today"])
+            results[args.against] = run(args.parties, args.permutations, tree)
+    results["today"] = run(args.parties, args.permutations, None)
     print(f"{args.parties} parties, one batch of {args.permutations} permutations, fast preset, key 0:")
     for label, result in results.items():
         print(
             f"  {label:>10}: bv.valuate {result['seconds']:7.1f} s   {result['coalitions']} coalitions   "
-            f"rows {result['rows']} in calls padded to {result['padded']} ({len(result['calls'])} calls)   "
+            f"rows {result['rows']} in calls padded to {result['padded']} {result['calls']}   "
             f"max stderr {max(result['stderr']):.4f}   max R-hat {result['max_r_hat']:.4f}"
         )
     if len(results) == 2:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 import warnings
@@ -104,15 +102,13 @@ def main() -> None:
 def compare(cases: list[str], key: int, paths: dict[str, tuple[int, Path | None]]) -> None:
     """Each case valued once per path (label: (reruns, package root or None for this tree)), in order, each in a
     fresh process; then the second's time over the first's and the largest change in phi."""
+    from bench_compile import run_json
+
     for case in cases:
         runs = {}
         for label, (reruns, root) in paths.items():
-            environment = dict(os.environ)
-            if root is not None:
-                environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), environment.get("PYTHONPATH")]))
             child = [sys.executable, __file__, "--child", case, str(reruns), "--key", str(key)]
-            output = subprocess.run(child, capture_output=True, text=True, check=True, env=environment).stdout
-            run = runs[label] = json.loads(output.strip().splitlines()[-1])
+            run = runs[label] = run_json(child, root)
             print(
                 f"{case:5s} {label:9s} {run['wall']:6.1f} s   failing {run['failing']} of {run['coalitions']}   "
                 f"rerun {run['rerun']}   converged {run['converged']}   max R-hat {run['max_r_hat']:.4f}   "

@@ -109,9 +109,10 @@ def test_a_call_holds_more_rows_on_an_accelerator_within_the_memory_limit(monkey
     assert party_surprise.batch_rows(model, data, wide, 10**5) == 16384
 
 
-def test_a_widths_last_call_is_cut_to_its_rows_rounded_up_to_a_step():
-    """A width's last call is padded to its rows rounded up to a multiple of CALL_ROWS_STEP (itself a multiple of
-    the devices), and never beyond a full call."""
+def test_a_widths_last_call_is_cut_to_its_rows_rounded_up_to_a_step_on_cpu_at_a_budget_that_pays():
+    """A call is padded to its rows rounded up to a multiple of CALL_ROWS_STEP (itself rounded up to the devices
+    times a posterior's repeats, so every process's block starts a posterior), never beyond a full call; calls are
+    cut on CPU at a budget where packing pays, and never on an accelerator."""
     assert party_surprise.CALL_ROWS_STEP == 64
 
     def rows(held, full=256, multiple=1):
@@ -119,16 +120,23 @@ def test_a_widths_last_call_is_cut_to_its_rows_rounded_up_to_a_step():
 
     held = (1, 14, 64, 65, 128, 129, 192, 193, 256)
     assert [rows(count) for count in held] == [64, 64, 64, 128, 128, 192, 192, 256, 256]
-    assert rows(14, multiple=3) == 66 and rows(67, multiple=3) == 132  # a step of 64 rows rounded up to 3 devices
+    assert [rows(count, multiple=3) for count in (14, 67, 133, 199)] == [66, 132, 198, 256]  # 3 repeats a posterior
+    assert rows(14, multiple=2 * 3) == 66 and rows(73, multiple=4 * 3) == 144  # and 2 or 4 devices
     assert rows(130, full=189) == 189 and rows(3, full=21) == 21  # no call beyond a full one
+
+    fast = bv.SamplerConfig.preset("fast")
+    assert party_surprise.cuts_calls(fast) and not party_surprise.cuts_calls(TINY)  # 28,800 chain-sweeps against 120
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(party_surprise.jax, "default_backend", lambda: "gpu")
+        assert not party_surprise.cuts_calls(fast)
 
 
 def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
     """Three parties, 7 coalitions x 2 repeats in calls of at most 12 rows (MAX_BATCH_ROWS patched): the last call
-    holds 2 rows. Cut to 2 (the step patched to 1) it gives every estimate and diagnostic of the run that pads it
-    to 12, because a row's chains depend on its key, mask and width alone (to rounding: XLA may vectorise a
-    program of another shape differently; 1.7e-14 apart on 12 parties, docs/benchmarks.md). Calls are cut on CPU
-    at a budget where packing pays (patched to this one), and never on an accelerator."""
+    holds 2 rows. Cut to 2 (the step patched to 1, and PACK_FROM_CHAIN_SWEEPS so that `cuts_calls` holds) it gives every
+    estimate and diagnostic of the run that pads it to 12, because a row's chains depend on its key, mask and width
+    alone (up to rounding: XLA may vectorise a program of another shape differently; 1.7e-14 apart on 12 parties,
+    docs/benchmarks.md)."""
     releases = _releases(3)
     monkeypatch.setattr(party_surprise, "MAX_BATCH_ROWS", 12)
     monkeypatch.setattr(party_surprise, "PACK_FROM_CHAIN_SWEEPS", 0)
@@ -140,22 +148,14 @@ def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
         return padded(self, config, batch_rows, keys, *rest)
 
     monkeypatch.setattr(party_surprise.CoalitionSurprise, "_batch_inputs", recording)
-    results = {}
-    for floor in (1, 10**6):
-        monkeypatch.setattr(party_surprise, "CALL_ROWS_STEP", floor)
+    results, sizes = {}, {}
+    for step in (1, 10**6):
+        monkeypatch.setattr(party_surprise, "CALL_ROWS_STEP", step)
         calls.clear()
-        results[floor] = _valuate(releases, key=0, config=TINY)
-        results[floor, "calls"] = list(calls)
-    assert results[1, "calls"] == [(12, 12), (2, 2)]
-    assert results[10**6, "calls"] == [(12, 12), (2, 12)]
+        results[step] = _valuate(releases, key=0, config=TINY)
+        sizes[step] = list(calls)
+    assert sizes == {1: [(12, 12), (2, 2)], 10**6: [(12, 12), (2, 12)]}
     cut, whole = results[1], results[10**6]
-    monkeypatch.setattr(party_surprise, "CALL_ROWS_STEP", 1)
-    monkeypatch.setattr(party_surprise.jax, "default_backend", lambda: "gpu")  # the rows still run on this CPU
-    monkeypatch.setattr(party_surprise, "MAX_BATCH_ROWS_ACCELERATOR", 12)
-    calls.clear()
-    on_accelerator = _valuate(releases, key=0, config=TINY)
-    assert calls == [(12, 12), (2, 12)]
-    np.testing.assert_array_equal(on_accelerator.coalition_values, whole.coalition_values)
     np.testing.assert_allclose(cut.coalition_values, whole.coalition_values, rtol=1e-12)
     np.testing.assert_allclose(cut.values, whole.values, rtol=1e-12)
     for name in ("r_hat", "ess"):

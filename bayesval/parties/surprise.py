@@ -66,10 +66,21 @@ def max_rows_per_process(platform: str) -> int:
 
 
 def call_rows(rows: int, full: int, multiple: int) -> int:
-    """The rows a sampler call holding `rows` rows is cut to, where a full call of its width holds `full`: its rows
-    rounded up to a multiple of CALL_ROWS_STEP (itself rounded up to a `multiple` of the devices), at most `full`.
-    So a width's calls take at most full / CALL_ROWS_STEP sizes, each compiled once, and pad fewer than a step."""
+    """The rows a sampler call holding `rows` rows is padded to, where a full call of its width holds `full`: its
+    rows rounded up to a multiple of CALL_ROWS_STEP (itself rounded up to a `multiple`: the devices times the rows
+    of one posterior's repeats, so that every process's block starts with a whole posterior), at most `full`. So a
+    width's calls take at most ceil(full / step) sizes, each compiled once, and pad fewer rows than a step."""
     return min(full, padded_size(rows, padded_size(CALL_ROWS_STEP, multiple)))
+
+
+def cuts_calls(config: SamplerConfig) -> bool:
+    """Whether sampler calls are cut to `call_rows` rather than padded to a full call: on CPU, where a call's time
+    grows with its rows, at a budget where packing pays (`worth_packing`: a compiled program costs less than the
+    sweeps it saves; each 64 rows cut from a 256-row call at the fast preset save minutes of sweeps against seconds
+    of compiling, docs/benchmarks.md, "A width's last call cut to its rows"). Not on an accelerator, where a call's
+    time grows less than its rows and a first compilation takes tens of seconds: where a cut pays there is yet to be
+    measured (docs/architecture.md, "Coalitions are masks")."""
+    return jax.default_backend() == "cpu" and worth_packing(config)
 
 
 def draw_dimension(model, data) -> int:
@@ -249,8 +260,9 @@ def game_fingerprint(game: SurpriseGame) -> str:
 
 
 class _RowsOfWidth(NamedTuple):
-    """The rows of one sampler width: calls of `batch_rows` rows, each row's key, packed mask, repeat and packed
-    releases, whether its draws are kept, and the budget they are sampled with (the game's, or a rerun's)."""
+    """The rows of one sampler width: calls of up to `batch_rows` rows (`_padded_batches`), each row's key, packed
+    mask, repeat and packed releases, whether its draws are kept, and the budget they are sampled with (the game's,
+    or a rerun's)."""
 
     config: SamplerConfig
     batch_rows: int
@@ -536,8 +548,8 @@ class CoalitionSurprise:
         mechanisms' tempered or noisier inputs, Sim et al. 2023, App. E.3), against this game's prior: estimates
         (num_repeats, J) and, for each mask, the draws of every chain it kept (m_j, d), pooled over repeats (NUTS
         chains dropped for low BFMI are left out, as in the estimates). Rows of every variant share the
-        valuation's compiled batch shape; row (j, repeat) samples from `coalition_keys(key, [j], [repeat])`. Not
-        cached."""
+        valuation's compiled batch shapes (`_padded_batches`); row (j, repeat) samples from
+        `coalition_keys(key, [j], [repeat])`. Not cached."""
         repeats = self.config.num_repeats
         rows = [(j, repeat) for j in range(len(inputs)) for repeat in range(repeats)]
         kl, *_, draws, kept = self._sample_rows(
@@ -616,8 +628,8 @@ class CoalitionSurprise:
         return (*per_row, draws, kept)
 
     def _sample_batches(self, rows: _RowsOfWidth):
-        """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width, in padded batches of
-        `rows.batch_rows` (`_sample_batch`); the draws of the rows `rows.keep` marks (one bool per row), or None.
+        """`_sample_rows` for rows whose releases (one `NoiseAwareData` each) have one width, in the padded batches
+        of `_padded_batches` (`_sample_batch`); the draws of the rows `rows.keep` marks (one bool per row), or None.
         Where the rows come as runs of every repeat of one posterior (as `_sample` and `of_inputs` build them), no
         run is split between calls, so that each posterior's R-hat is computed over the chains of all its
         repeats."""
@@ -654,20 +666,16 @@ class CoalitionSurprise:
 
     def _padded_batches(self, rows: _RowsOfWidth) -> Iterator[tuple[slice, _BatchInputs]]:
         """Each sampler call of `rows`: the rows it holds and its padded inputs (`_batch_inputs`), in order, made as
-        they are asked for. Calls hold `rows.batch_rows` rows. On CPU, where a call's time grows with its rows, and
-        at a budget where a compiled program costs less than the sweeps it saves (`worth_packing`), the last is cut
-        to `call_rows`: each 64 rows cut from a 256-row call at the fast preset save minutes of sweeps against
-        seconds of compiling the smaller program once (docs/benchmarks.md, "A width's last call cut to its rows"). On an
-        accelerator a call's time grows less than its rows and a first compilation takes tens of seconds, so where
-        a cut pays is yet to be measured (docs/architecture.md, "Coalitions are masks"). Runs of a posterior's
-        repeats are never split between calls (`_repeat_runs`). Releases per row, the valuation's own or a
-        reward's modified ones: one compiled program serves both."""
+        they are asked for. Calls hold up to `rows.batch_rows` rows, padded to that size, or where the game's budget
+        makes it pay (`cuts_calls`) to `call_rows`: in practice a width's last call, which holds what is left. Runs
+        of a posterior's repeats are never split between calls (`_repeat_runs`). Releases per row, the valuation's
+        own or a reward's modified ones: one compiled program serves both."""
         group = self._repeat_runs(rows.repeats, rows.batch_rows)
-        cut, devices = jax.default_backend() == "cpu" and worth_packing(rows.config), jax.device_count()
+        cut, devices = cuts_calls(self.config), jax.device_count()
         for batch in batches(len(rows.keys), whole_runs(rows.batch_rows, group)):
             here = slice(batch.start, batch.stop)
             inputs = (rows.keys[here], rows.masks[here], rows.repeats[here], rows.inputs[here])
-            size = call_rows(batch.stop - batch.start, rows.batch_rows, devices) if cut else rows.batch_rows
+            size = call_rows(batch.stop - batch.start, rows.batch_rows, devices * group) if cut else rows.batch_rows
             yield here, self._batch_inputs(rows.config, size, *inputs, group)
 
     def _batch_inputs(

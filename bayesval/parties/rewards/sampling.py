@@ -1,7 +1,7 @@
 """Posteriors of modified releases and their surprise: what both reward mechanisms evaluate (Sim et al. 2023,
 Sec. 5 and App. E.3). A reward q_i = p(theta | modified o_N) only post-processes the releases, so it costs no
 privacy (P1); its value r_i = KL(q_i || p(theta)) is estimated exactly as a coalition's v_C is, by the valuation's
-own `CoalitionSurprise` (same prior, KL estimator and compiled batch shape), several trials per sampler call."""
+own `CoalitionSurprise` (same prior, KL estimator and compiled batch shapes), several trials per sampler call."""
 
 from __future__ import annotations
 
