@@ -9,6 +9,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from sampler_calls import record_sampler_calls
 
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
@@ -140,14 +141,7 @@ def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
     releases = _releases(3)
     monkeypatch.setattr(party_surprise, "MAX_BATCH_ROWS", 12)
     monkeypatch.setattr(party_surprise, "PACK_FROM_CHAIN_SWEEPS", 0)
-    padded = party_surprise.CoalitionSurprise._batch_inputs
-    calls = []
-
-    def recording(self, config, batch_rows, keys, *rest):
-        calls.append((len(keys), batch_rows))
-        return padded(self, config, batch_rows, keys, *rest)
-
-    monkeypatch.setattr(party_surprise.CoalitionSurprise, "_batch_inputs", recording)
+    calls = record_sampler_calls(monkeypatch.setattr)
     results, sizes = {}, {}
     for step in (1, 10**6):
         monkeypatch.setattr(party_surprise, "CALL_ROWS_STEP", step)

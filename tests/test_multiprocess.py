@@ -1,6 +1,7 @@
 """One valuation split over two processes (`jax.distributed`, CPU collectives by gloo, docs/multihost.md): each
 process samples its block of the global device mesh and gets every row back, so both return the values of one
-process with the same key, with a row count the processes do not divide padded."""
+process with the same key, with a row count the processes do not divide padded, and with a last call cut to its
+rows (`surprise.call_rows`)."""
 
 import json
 import os
@@ -13,10 +14,12 @@ from typing import NamedTuple
 import jax
 import numpy as np
 import pytest
+from sampler_calls import record_sampler_calls
 
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.batching import process_block
+from bayesval.parties import surprise
 
 # the valuation of tests/test_coalition_batches.py's device test: the single process reuses its compiled program
 CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False)
@@ -37,7 +40,7 @@ jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processe
 import numpy as np
 import bayesval as bv
 from bayesval.inference.batching import gather_rows, process_block
-from tests.test_multiprocess import CONFIG, KEY, MODEL, releases
+from tests.test_multiprocess import CONFIG, CUT_REPORT, KEY, MODEL, releases, valuation_in_cut_calls
 report = {"process": jax.process_index(), "devices": jax.device_count(), "local": jax.local_device_count()}
 block = process_block(22)
 report["block"] = [block.start, block.stop]
@@ -51,8 +54,12 @@ with warnings.catch_warnings():
         bv.valuate(MODEL, releases(), key=KEY + process, config=CONFIG)
     except ValueError as error:
         report["other_key"] = str(error)
+    result, report["cut_calls"] = valuation_in_cut_calls(setattr)
+    report["cut"] = {name: np.asarray(getattr(result, name)).tolist() for name in CUT_REPORT[:3]}
+    report["cut"] |= {name: np.asarray(result.diagnostics[name]).tolist() for name in CUT_REPORT[3:]}
 json.dump(report, open(out, "w"))
 """
+CUT_REPORT = ("values", "stderr", "coalition_values", "r_hat", "ess")
 
 
 def releases():
@@ -65,15 +72,32 @@ def releases():
     return [p.release() for p in parties]
 
 
+def valuation_in_cut_calls(set_attribute) -> tuple[bv.ValuationResult, list[tuple[int, int]]]:
+    """The valuation with at most 9 rows a process a call, `cuts_calls` on and a step of 1 row (each patched by
+    `set_attribute`), and its calls' (rows, padded size). One process samples 21 rows in calls of 9, 9 and 3; two
+    processes in calls of 18 and 3, the second cut to 6 (the step rounded up to 2 devices x 3 repeats), so that each
+    process's block of 3 rows starts a posterior's run of repeats and R-hat pools their chains."""
+    for name, value in (("MAX_BATCH_ROWS", 9), ("PACK_FROM_CHAIN_SWEEPS", 0), ("CALL_ROWS_STEP", 1)):
+        set_attribute(surprise, name, value)
+    calls = record_sampler_calls(set_attribute)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return bv.valuate(MODEL, releases(), key=KEY, config=CONFIG), calls
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _run_two_processes(tmp_path) -> list[dict]:
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory) -> list[dict]:
+    """What each of two processes reports (`_WORKER`), run once for the tests of this module."""
+    tmp_path = tmp_path_factory.mktemp("processes")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    paths = [root, os.path.join(root, "tests"), os.environ.get("PYTHONPATH", "")]  # the package and test helpers
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(paths))
     env.pop("XLA_FLAGS", None)  # one CPU device per process
     port, outs = _free_port(), [tmp_path / f"process{i}.json" for i in range(2)]
     cache = jax.config.jax_compilation_cache_dir or ""
@@ -101,11 +125,11 @@ def _run_two_processes(tmp_path) -> list[dict]:
     return [json.loads(out.read_text()) for out in outs]
 
 
-def test_two_processes_split_one_valuation_and_both_return_the_values_of_one(tmp_path):
+def test_two_processes_split_one_valuation_and_both_return_the_values_of_one(two_processes):
     """7 coalitions x 3 repeats = 21 rows, padded to 22 for 2 devices in 2 processes: process 0 samples rows 0..10,
     process 1 rows 11..21 (the padding), and both return what one process returns with the same key (to float64
     round-off, docs/multihost.md). A process with another key is told so, in both processes, before any sampling."""
-    first, second = _run_two_processes(tmp_path)
+    first, second = two_processes
     assert [(r["process"], r["devices"], r["local"]) for r in (first, second)] == [(0, 2, 1), (1, 2, 1)]
     assert first["block"] == [0, 11] and second["block"] == [11, 22]
     assert first["gathered"] == second["gathered"] == list(range(0, 220, 10))
@@ -119,6 +143,20 @@ def test_two_processes_split_one_valuation_and_both_return_the_values_of_one(tmp
     assert first["sampled"] == single.diagnostics["coalitions"]
     assert "processes [1] have another game, reruns or key than process 0" in first["other_key"]
     assert first["other_key"] == second["other_key"]
+
+
+def test_two_processes_cut_a_last_call_and_return_the_values_and_flags_of_one(two_processes, monkeypatch):
+    """The last call of 3 rows is cut to 6, not padded to 18 (`valuation_in_cut_calls`): each process samples one
+    posterior's 3 repeats or 3 rows of padding, and both return every value, standard error, R-hat and ESS that one
+    process returns in calls cut the same way (to float64 round-off)."""
+    first, second = two_processes
+    single, calls = valuation_in_cut_calls(monkeypatch.setattr)
+    assert calls == [(9, 9), (9, 9), (3, 3)]
+    assert first["cut_calls"] == second["cut_calls"] == [[18, 18], [3, 6]]
+    for name in CUT_REPORT:
+        np.testing.assert_array_equal(first["cut"][name], second["cut"][name])
+        expected = getattr(single, name) if name in CUT_REPORT[:3] else single.diagnostics[name]
+        np.testing.assert_allclose(first["cut"][name], expected, rtol=1e-12, atol=0)
 
 
 class _Device(NamedTuple):
