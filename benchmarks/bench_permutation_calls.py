@@ -3,6 +3,11 @@ against the package at an earlier commit, each in a fresh process (compilation i
 
     python benchmarks/bench_permutation_calls.py --against 55dc989            # 12 parties, 8 permutations
     python benchmarks/bench_permutation_calls.py --against 55dc989 --parties 12 --permutations 32
+    python benchmarks/bench_permutation_calls.py --cuts off on --memory-limit-mb 32768   # on a GPU: cut forced
+
+`--cuts off on` values the batch twice in this tree, with every call padded to a full call and with each width's
+last call cut to its rows (`surprise.cuts_calls` forced either way), to measure where a cut pays on an accelerator,
+where the package does not cut calls.
 
 A batch of permutations holds only some coalitions of each width, so the last sampler call of a width is mostly
 padding when calls are as large as the width's whole set of coalitions allows. Prints each path's `bv.valuate` time,
@@ -23,10 +28,13 @@ from pathlib import Path
 import numpy as np
 
 
-def child(num_parties: int, permutations: int) -> None:
-    """One valuation in this process; prints a JSON line."""
+def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float | None) -> None:
+    """One valuation in this process; prints a JSON line. `cut`: 'package' (the package decides), 'on' or 'off'."""
+    import jax
+
     import bayesval as bv
     from bayesval.games.stopping import MaxEvaluations
+    from bayesval.parties import surprise
     from bayesval.parties import valuation as party_valuation
     from bayesval.parties.surprise import CoalitionSurprise
 
@@ -45,8 +53,13 @@ def child(num_parties: int, permutations: int) -> None:
         return sample_batch(self, batch, keep_draws)
 
     CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch = recording_width, recording_call
+    if cut != "package":
+        surprise.cuts_calls = lambda config: cut == "on"
     party_valuation.PERMUTATION_BATCH = permutations
     releases = releases_of(num_parties)
+    config = bv.SamplerConfig.preset("fast")
+    if memory_limit_mb is not None:
+        config = config.with_(memory_limit_mb=memory_limit_mb)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -54,7 +67,7 @@ def child(num_parties: int, permutations: int) -> None:
             bv.models.LinearRegression(),
             releases,
             key=0,
-            config="fast",
+            config=config,
             stop=MaxEvaluations(permutations * (num_parties + 1)),
             progress_bar=False,
         )
@@ -68,14 +81,18 @@ def child(num_parties: int, permutations: int) -> None:
         "values": result.values.tolist(),
         "stderr": result.stderr.tolist(),
         "max_r_hat": float(np.max(result.diagnostics["r_hat"])),
+        "platform": jax.default_backend(),
     }
     print(json.dumps(record))
 
 
-def run(num_parties: int, permutations: int, package_root: Path | None) -> dict:
+def run(args: argparse.Namespace, package_root: Path | None, cut: str = "package") -> dict:
     from bench_compile import run_json
 
-    command = [sys.executable, __file__, "--child", "--parties", str(num_parties), "--permutations", str(permutations)]
+    command = [sys.executable, __file__, "--child", "--parties", str(args.parties)]
+    command += ["--permutations", str(args.permutations), "--cuts", cut]
+    if args.memory_limit_mb is not None:
+        command += ["--memory-limit-mb", str(args.memory_limit_mb)]
     return run_json(command, package_root)
 
 
@@ -84,18 +101,24 @@ def main() -> None:
     parser.add_argument("--parties", type=int, default=12)
     parser.add_argument("--permutations", type=int, default=8, help="permutations in the one batch valued")
     parser.add_argument("--against", metavar="REV", help="the commit whose package to compare with")
+    parser.add_argument(
+        "--cuts", nargs="+", choices=["package", "off", "on"], default=["package"], help="this tree's runs"
+    )
+    parser.add_argument("--memory-limit-mb", type=float, help="SamplerConfig.memory_limit_mb (default: the preset's)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.parties, args.permutations)
+        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb)
     results = {}
     if args.against:
         from bench_compile import checkout
 
         with checkout(args.against) as tree:
-            results[args.against] = run(args.parties, args.permutations, tree)
-    results["today"] = run(args.parties, args.permutations, None)
-    print(f"{args.parties} parties, one batch of {args.permutations} permutations, fast preset, key 0:")
+            results[args.against] = run(args, tree)
+    for cut in args.cuts:
+        results["today" if cut == "package" else f"cut {cut}"] = run(args, None, cut)
+    platforms = sorted({result["platform"] for result in results.values()})
+    print(f"{args.parties} parties, one batch of {args.permutations} permutations, fast preset, key 0, on {platforms}:")
     for label, result in results.items():
         print(
             f"  {label:>10}: bv.valuate {result['seconds']:7.1f} s   {result['coalitions']} coalitions   "
@@ -103,8 +126,8 @@ def main() -> None:
             f"max stderr {max(result['stderr']):.4f}   max R-hat {result['max_r_hat']:.4f}"
         )
     if len(results) == 2:
-        before, after = results.values()
-        print(f"  ratio today / {args.against}: {after['seconds'] / before['seconds']:.2f}")
+        (first, before), (second, after) = results.items()
+        print(f"  ratio {second} / {first}: {after['seconds'] / before['seconds']:.2f}")
         print(
             f"  values equal: {before['values'] == after['values']}; largest difference "
             f"{np.max(np.abs(np.subtract(before['values'], after['values']))):.3g}"

@@ -3,8 +3,9 @@
 # Diab at the fast preset and the 12-party valuation of every coalition at the fast preset, a width a call (with
 # its progress bar, so that a run cut off by its time limit still shows its rate). Each step's whole output is kept
 # in $LOG_DIR/<step>.log (default: the current folder); the terminal gets its last lines and its wall time. Each
-# step's time limit (seconds) can be set: SYN_LIMIT, DEMO_LIMIT, DIAB_LIMIT, TWELVE_LIMIT. STEPS picks the steps and
-# their order (default "syn demo diab twelve").
+# step's time limit (seconds) can be set: SYN_LIMIT, DEMO_LIMIT, DIAB_LIMIT, TWELVE_LIMIT, CUT_LIMIT. STEPS picks the
+# steps and their order (default "syn demo diab twelve"); "cut" values one batch of 8 permutations of the 12 parties
+# twice, every call full and each width's last call cut to its rows (not cut on a GPU by default: where it pays).
 #   BAYESVAL_DATA=<folder holding pima_indians_diabetes.csv> bash benchmarks/gpu_timings.sh
 set -uo pipefail
 logs="${LOG_DIR:-.}"
@@ -26,6 +27,8 @@ for name in ${STEPS:-syn demo diab twelve}; do
         diab) step "${DIAB_LIMIT:-60}" diab python3 benchmarks/bench_valuation.py diab --no-baseline ;;
         twelve) step "${TWELVE_LIMIT:-360}" twelve python3 benchmarks/bench_scale.py --end-to-end 12 --child members \
             --exact --progress --memory-limit-mb 32768 ;;
-        *) echo "unknown step $name (syn, demo, diab, twelve)" >&2; exit 2 ;;
+        cut) step "${CUT_LIMIT:-540}" cut python3 benchmarks/bench_permutation_calls.py --cuts off on \
+            --memory-limit-mb 32768 ;;
+        *) echo "unknown step $name (syn, demo, diab, twelve, cut)" >&2; exit 2 ;;
     esac
 done
