@@ -979,6 +979,13 @@ SAMPLERS = [
         "PermutationSampler-antithetic-string", lambda w: PermutationSampler(antithetic="no"), TypeError, r"antith"
     ),
     refused("StratifiedSampler-allocation-string", lambda w: StratifiedSampler("x"), TypeError, r"allocation must be"),
+    refused("PermutationSampler-latin-string", lambda w: PermutationSampler(latin="yes"), TypeError, r"latin"),
+    refused(
+        "PermutationSampler-latin-and-antithetic",
+        lambda w: PermutationSampler(antithetic=True, latin=True),
+        ValueError,
+        r"choose antithetic or latin permutations, not both",
+    ),
 ]
 
 LAYERED = [

@@ -245,6 +245,11 @@ def bv_exact(utility):
         ({"batch_size": -4}, ValueError, r"batch_size must be an integer >= 1"),
         ({"batch_size": 2.0}, TypeError, r"batch_size must be an integer"),
         ({"sampler": PermutationSampler(antithetic=True), "batch_size": 5}, ValueError, r"batch_size must be even"),
+        (
+            {"sampler": PermutationSampler(latin=True), "batch_size": 12},
+            ValueError,
+            r"batch_size must be a multiple of the 5 players for Latin permutations",
+        ),
         ({"sampler": StratifiedSampler(), "batch_size": 9}, ValueError, r"batch_size must be at least twice .* \(5\)"),
         ({"sampler": "permutation"}, TypeError, r"sampler must be a PermutationSampler"),
         ({"names": ["a", "b"]}, ValueError, r"names must be 5 distinct names"),

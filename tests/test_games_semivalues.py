@@ -5,6 +5,7 @@ import itertools
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from game_examples import random_table, surprise_table, table_utility, voting_table
@@ -29,6 +30,7 @@ SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), LEAVE_ONE_OUT]
 SAMPLERS = [
     (PermutationSampler(), 1024),
     (PermutationSampler(antithetic=True), 1024),
+    (PermutationSampler(latin=True), 1020),  # 170 blocks of 6
     (UniformSampler(), 8192),
     (StratifiedSampler(), 1024),
     (SemivalueSampler(), 1024),
@@ -181,9 +183,12 @@ def calibrated(label: str, worst: float, rms: float, ratio: float) -> bool:
     """|z| < 5 (< 6 for semivalue sampling), RMS z in [0.7, 1.3] and stderr / spread within 15 %; antithetic pairs
     may be conservative up to 1.8-fold: their pair means vary far less than single marginals, and the middle group's
     variance guard is the index's range of draws (bayesval.results.variance), which guards rare marginals on large
-    games."""
+    games; Latin permutations up to 1.3-fold: their layer variances take a block's draws as independent, and those
+    covary slightly negatively."""
     if "antithetic" in label:
         return worst < 5 and 0.5 <= rms <= 1.3 and 0.85 <= ratio <= 1.8
+    if "Latin" in label:  # a block's draws at different positions covary slightly negatively: beta(4, 1) on voting 1.21
+        return worst < 5 and 0.7 <= rms <= 1.3 and 0.85 <= ratio <= 1.3
     if "semivalue" in label:  # one pivot layer of 0/1 marginals a bin, one batch: max |z| 5.13 seen on voting
         return worst < 6 and 0.7 <= rms <= 1.3 and abs(ratio - 1) <= 0.15
     return worst < 5 and 0.7 <= rms <= 1.3 and abs(ratio - 1) <= 0.15
@@ -197,6 +202,42 @@ def test_permutation_estimates_are_efficient_within_their_error():
     result = semivalue(table_utility(table), 6, 0, stop=MaxEvaluations(1000), batch_size=32)
     assert abs(result.values.sum() - table[-1]) <= 4 * result.stderr.sum()
     assert result.counts.tolist() == [4 * (32 + 4)] * 6  # 4 batches: 32 permutations and the exact sizes twice
+
+
+def test_latin_permutations_put_each_player_at_every_position_once_a_block_and_file_it_in_that_layer():
+    """Blocks of n permutations (batch 3 n): within each block every player takes every position once; a player's
+    draws land in the layer of their position (one a block in each), the exact sizes also get their 2 end draws a
+    batch, and on a game whose marginals shrink with the coalition the Shapley standard errors are about half plain
+    permutations' at equal evaluations (post-stratification by position)."""
+    n, key = 6, jax.random.key(0)
+    plan = PermutationSampler(latin=True).plan(n, 3 * n, SHAPLEY)
+    masks, ranks = plan.draw(key, None)
+    ranks = np.asarray(ranks)
+    assert all(sorted(column) == list(range(n)) for block in ranks.reshape(3, n, n) for column in block.T)
+    chains = np.asarray(masks)[: 3 * n * (n + 1)].reshape(3 * n, n + 1, n)
+    np.testing.assert_array_equal(chains[:, 1:].sum(axis=2), np.tile(np.arange(1, n + 1), (3 * n, 1)))
+    table = surprise_like_table(n)
+    batch = plan.reduce(jnp.asarray(table[mask_codes(np.asarray(masks))])[None], ranks)
+    expected_counts = np.full((n, n), 3)
+    expected_counts[[0, -1]] += 2  # the exact sizes valued twice a batch
+    np.testing.assert_array_equal(np.asarray(batch.counts), expected_counts)
+    n = 8  # the gain grows with the positions: 1.7-fold at 6 players, 1.9 at 8 and 2.0 at 10 (keys 1)
+    table = surprise_like_table(n)
+    exact = shapley_matrix(n) @ table
+    stderr = {}
+    for sampler in (PermutationSampler(), PermutationSampler(latin=True)):
+        result = semivalue(table_utility(table), n, 1, sampler=sampler, stop=MaxEvaluations(6000), batch_size=6 * n)
+        assert np.all(np.abs(result.values - exact) <= 5 * result.stderr)
+        stderr[sampler.name] = result.stderr.max()
+    assert stderr["permutation (Latin)"] < stderr["permutation"] / 1.5, stderr
+
+
+def surprise_like_table(n):
+    """A game with diminishing returns: v(C) = log(1 + sum of its members' weights 1..n), v(empty) = 0."""
+    masks = np.asarray(coalition_masks(n))
+    table = np.zeros(2**n)
+    table[mask_codes(masks)] = np.log1p(masks @ np.arange(1.0, n + 1))
+    return table
 
 
 def test_masks_of_every_sampler_are_what_they_claim():

@@ -14,6 +14,11 @@ so a rare event there (the airport game's cheapest player adds value only when i
 * `PermutationSampler`: a permutation's marginal contributions (Castro et al. 2009), filed as first, middle or last;
   a middle draw at position s is importance weighted by (n - 2) binom(n-1, s) w(s) / c_middle (1 for Shapley; as
   pyDVL's semivalue sampling). Antithetic: each permutation with its reverse, a middle pair's mean one draw.
+  Latin: blocks of n permutations, the rows of a random Latin square, so that each index takes every position once
+  a block, and a draw at position s filed unweighted in a layer of size s, as stratified sampling files them (c_s
+  the semivalue's size weight): stratified by position, with the coalitions shared along each permutation. Where
+  marginals shrink with the coalition (diminishing returns) the spread between positions, most of a plain
+  permutation's variance, drops out (docs/games.md, "Latin permutations").
 * `UniformSampler`: uniform random coalitions, each used for every index (maximum sample reuse, Wang & Jia 2023,
   Eq. 4): phi_i = 2^(n-1) (E[w(|S|-1) v(S) | i in S] - E[w(|S|) v(S) | i not in S]); for Banzhaf the difference of
   the mean value of the coalitions with and without i.
@@ -140,47 +145,82 @@ def end_draws(values):
 @dataclass(frozen=True)
 class PermutationSampler:
     """Random permutations, each giving every index one draw (n + 1 coalitions), plus the exact sizes valued twice
-    (2 (2n + 2) coalitions); `antithetic` pairs each permutation with its reverse (the batch size must be even)."""
+    (2 (2n + 2) coalitions); `antithetic` pairs each permutation with its reverse (the batch size must be even);
+    `latin` draws blocks of n permutations in which each index takes every position once (`_latin_orders`; the batch
+    size must be a multiple of n) and files each draw in the layer of its position's coalition size."""
 
     antithetic: bool = False
+    latin: bool = False
 
     def __post_init__(self) -> None:
         check_bool("antithetic", self.antithetic)
+        check_bool("latin", self.latin)
+        if self.antithetic and self.latin:
+            raise ValueError("PermutationSampler: choose antithetic or latin permutations, not both")
 
     @property
     def name(self) -> str:
-        return "permutation (antithetic)" if self.antithetic else "permutation"
+        return "permutation (antithetic)" if self.antithetic else "permutation (Latin)" if self.latin else "permutation"
 
     def plan(self, num_players: int, batch_size: int, semivalue: Semivalue) -> BatchPlan:
         if self.antithetic and batch_size % 2:
             raise ValueError(f"batch_size must be even for antithetic permutations (pairs), got {batch_size}")
+        if self.latin and batch_size % num_players:
+            raise ValueError(
+                f"batch_size must be a multiple of the {num_players} players for Latin permutations (blocks in which "
+                f"each player takes every position once), got {batch_size}"
+            )
         coefficients = end_coefficients(num_players, semivalue)
         middle = semivalue.size_weights(num_players)[1:-1]
         importance = np.zeros(num_players)
         if coefficients[1] > 0:
             importance[1:-1] = len(middle) * middle / coefficients[1]
         ends = jnp.asarray(np.tile(end_masks(num_players), (2, 1)))
-        draw = partial(_permutation_masks, ends=ends, batch_size=batch_size, antithetic=self.antithetic)
+        options = {"antithetic": self.antithetic, "latin": self.latin}
+        draw = partial(_permutation_masks, ends=ends, batch_size=batch_size, **options)
         reduce = partial(
             _permutation_reduce,
             importance=jnp.asarray(importance),
             groups_by_rank=jnp.asarray(size_groups(num_players)),
-            antithetic=self.antithetic,
+            **options,
         )
-        inflation = float(np.mean(importance[1:-1] ** 2)) if coefficients[1] > 0 else 1.0
         num_masks = batch_size * (num_players + 1) + len(ends)
+        if self.latin:  # a layer per coalition size, as stratified sampling files them
+            sizes = semivalue.size_weights(num_players)
+            exact = np.arange(num_players) % max(num_players - 1, 1) == 0
+            return BatchPlan(sizes, exact, np.ones(num_players, bool), num_masks, draw, reduce, 1.0)
+        inflation = float(np.mean(importance[1:-1] ** 2)) if coefficients[1] > 0 else 1.0
         ends = np.array([True, False, True])
         return BatchPlan(coefficients, ends, ends, num_masks, draw, reduce, inflation, heavy_tails(inflation))
 
 
-def _permutation_masks(key, state, ends, batch_size: int, antithetic: bool):
-    return _permutation_chains(key, ends, batch_size, antithetic)
+def _permutation_masks(key, state, ends, batch_size: int, antithetic: bool, latin: bool):
+    return _permutation_chains(key, ends, batch_size, antithetic, latin)
 
 
-@partial(jax.jit, static_argnames=("batch_size", "antithetic"))
-def _permutation_chains(key, ends, batch_size: int, antithetic: bool):
+def _latin_orders(key, blocks: int, num_players: int):
+    """Blocks (blocks x n, n) of n permutations, a random Latin square each: row t puts at position k the player
+    sigma((pi(k) + t) mod n), sigma and pi uniform permutations of the block, so each player takes every position
+    once. Each row is a uniform permutation, so a player's draw at a position is a uniform coalition of that size;
+    permuting the columns (pi) keeps a player's coalitions at different positions from all nesting along one cycle,
+    which in the cyclic square (pi the identity) makes its marginals across positions covary. The layers' variances
+    take a block's draws as independent; measured, they covary slightly negatively, so its standard errors err
+    on the conservative side (docs/games.md, "Latin permutations")."""
+    symbols, columns = jax.random.split(key)
+    sigma = jnp.argsort(jax.random.uniform(symbols, (blocks, num_players)), axis=1)
+    pi = jnp.argsort(jax.random.uniform(columns, (blocks, num_players)), axis=1)
+    shifted = (pi[:, None, :] + jnp.arange(num_players)[None, :, None]) % num_players  # (blocks, t, k)
+    return jnp.take_along_axis(sigma[:, None, :], shifted, axis=2).reshape(blocks * num_players, num_players)
+
+
+@partial(jax.jit, static_argnames=("batch_size", "antithetic", "latin"))
+def _permutation_chains(key, ends, batch_size: int, antithetic: bool, latin: bool):
     num_players = ends.shape[1]
-    orders = jnp.argsort(jax.random.uniform(key, (batch_size // 2 if antithetic else batch_size, num_players)), axis=1)
+    if latin:
+        orders = _latin_orders(key, batch_size // num_players, num_players)
+    else:
+        shape = (batch_size // 2 if antithetic else batch_size, num_players)
+        orders = jnp.argsort(jax.random.uniform(key, shape), axis=1)
     if antithetic:
         orders = jnp.concatenate([orders, orders[:, ::-1]])
     ranks = jnp.argsort(orders, axis=1)  # position of each player
@@ -188,8 +228,8 @@ def _permutation_chains(key, ends, batch_size: int, antithetic: bool):
     return jnp.concatenate([prefixes.reshape(-1, num_players), ends]), ranks
 
 
-@partial(jax.jit, static_argnames=("antithetic",))
-def _permutation_reduce(values, ranks, importance, groups_by_rank, antithetic: bool) -> BatchStatistics:
+@partial(jax.jit, static_argnames=("antithetic", "latin"))
+def _permutation_reduce(values, ranks, importance, groups_by_rank, antithetic: bool, latin: bool) -> BatchStatistics:
     batch, num_players = ranks.shape
     chains = values[:, : batch * (num_players + 1)].reshape(len(values), batch, num_players + 1)
     steps = jnp.diff(chains, axis=2)  # (R, B, n): the k-th player's gain
@@ -197,6 +237,13 @@ def _permutation_reduce(values, ranks, importance, groups_by_rank, antithetic: b
     groups = groups_by_rank[ranks]  # (B, n)
     draws = jnp.where(groups == 1, marginals * importance[ranks], marginals)
     exact = end_draws(values[:, batch * (num_players + 1) :].reshape(2 * len(values), -1))  # (2R, 2, n): 2 copies
+    if latin:  # a layer per coalition size: a draw at position s is filed, unweighted, in group s
+        exact_sizes = jnp.broadcast_to(jnp.array([0, num_players - 1] * 2)[:, None], (4, num_players))
+        return file_draws(
+            jnp.concatenate([marginals, exact.reshape(len(values), 4, num_players)], axis=1),
+            jnp.concatenate([ranks, exact_sizes]),
+            num_groups=num_players,
+        )
     exact_draws = exact.reshape(len(values), 4, num_players)
     exact_groups = jnp.broadcast_to(jnp.array([0, 2, 0, 2])[:, None], (4, num_players))
     if antithetic:  # a middle pair is one draw (its halves are correlated); an end pair is one draw in each end
