@@ -111,7 +111,7 @@ GAMES = {
     "weighted": GameSpec(lambda: weighted_voting(51), lambda: weighted_voting(13), 40_000, default=False),
 }
 SEMIVALUES = ("shapley", "banzhaf", "beta(4,1)", "beta(16,1)", "loo")
-SAMPLERS = ("permutation", "antithetic", "uniform", "stratified", "semivalue", "default")
+SAMPLERS = ("permutation", "antithetic", "latin", "uniform", "stratified", "semivalue", "default")
 
 
 def parse_semivalue(text: str) -> games.Semivalue:
@@ -135,6 +135,7 @@ def make_sampler(name: str):
     return {
         "permutation": PermutationSampler(),
         "antithetic": PermutationSampler(antithetic=True),
+        "latin": PermutationSampler(latin=True) if "latin" in PermutationSampler.__dataclass_fields__ else False,
         "uniform": UniformSampler(),
         "stratified": StratifiedSampler(),
     }[name]
@@ -158,6 +159,8 @@ def batch_size_for(sampler, num_players: int, weights, evaluations: int) -> int:
     target = max(2, 2 * int(evaluations / (TARGET_BATCHES * masks_per_draw) // 2))
     if accepts(sampler, num_players, target, weights):
         return target
+    if getattr(sampler, "latin", False):  # whole blocks of n permutations
+        return max(num_players, target - target % num_players)
     low, high = target // 2, largest // 2  # bisect over batch size / 2: low refused, high accepted
     while high - low > 1:
         middle = (low + high) // 2

@@ -1,18 +1,21 @@
 """How many permutations the valuation's permutation sampling needs for a target standard error, on the noise-free
-party game, and how many distinct coalitions they value.
+party game, and how many distinct coalitions they value: plain permutations against Latin blocks.
 
     python benchmarks/bench_permutations_needed.py                      # 12 parties to 0.02, 50 parties to 0.05
     python benchmarks/bench_permutations_needed.py --parties 50 --target 0.05 --permutations 800
 
 Syn parties of 100 points each, valued at their exact statistics (`Party.exact_statistic`, clipped to the declared
 bounds): v_C = KL(NIG posterior of C's summed statistics || NIG prior) in closed form (Sim et al. 2023, Sec. 3, the
-non-private limit), so every coalition is known without sampling. The valuation's sampler
-(`bayesval.games.samplers.PermutationSampler()`, Castro et al. 2009) files a party's first and last positions as
-exact groups and averages its middle marginal contributions, which a party gets in (n - 2) / n of the
-permutations; so its standard error after P permutations is sqrt((n - 2) / n) x spread / sqrt(P), where spread is
-the standard deviation of one middle marginal contribution. This prints the spread per party over
-`--permutations` random permutations, the permutations a target needs, and the distinct coalitions those
-permutations value (the surprise is cached by coalition): sum over sizes k of C(n, k) (1 - (1 - 1 / C(n, k))^P).
+non-private limit), so every coalition is known without sampling. Over `--permutations` random permutations this
+measures, per party, the spread of a marginal contribution at a middle position: pooled over the positions, and
+within each position.
+* Plain permutations (`PermutationSampler()`, Castro et al. 2009, the valuation's sampler until 2026-11-27) file the
+  first and last positions as exact groups and average the middle marginals, which a party gets in (n - 2) / n of
+  the permutations: stderr = sqrt((n - 2) / n) x pooled spread / sqrt(P).
+* Latin blocks (`PermutationSampler(latin=True)`, the valuation's sampler now) average a party's marginals by
+  position, each position getting P / n of them: stderr^2 = sum over middle positions k of spread_k^2 / (n P).
+The permutations a target needs follow, and the distinct coalitions they value (the surprise is cached by
+coalition; a Latin row is a uniform permutation, so for both): sum over sizes k of C(n, k) (1 - (1 - 1 / C(n, k))^P).
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.conjugate import nig_expected_log_density
 
 
-def middle_spread(num_parties: int, permutations: int, seed: int = 0) -> np.ndarray:
-    """Per party, the standard deviation of its marginal contribution at a middle position of a random permutation."""
+def middle_spreads(num_parties: int, permutations: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per party, the standard deviation of its marginal contribution at a middle position of a random permutation
+    (n,), and within each middle position (n, n - 2)."""
     syn = make_syn(seed=0, sizes=(100,) * num_parties)
     parties = [bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}") for i, (X, y) in enumerate(syn.parties)]
     statistics = np.stack([party.exact_statistic() for party in parties])
@@ -44,14 +48,16 @@ def middle_spread(num_parties: int, permutations: int, seed: int = 0) -> np.ndar
     surprises = jax.jit(jax.vmap(surprise))
     prefixes = np.tril(np.ones((num_parties, num_parties)))  # row j: the first j + 1 positions
     rng = np.random.default_rng(seed)
-    draws = [[] for _ in range(num_parties)]
+    draws = [[[] for _ in range(num_parties - 2)] for _ in range(num_parties)]  # party, middle position
     for _ in range(permutations):
         order = rng.permutation(num_parties)
         masks = prefixes[:, np.argsort(order)]  # row j: the parties at positions 0..j of `order`
         values = np.concatenate([[0.0], np.asarray(surprises(masks @ statistics, masks @ counts))])
-        for party, contribution in zip(order[1:-1], np.diff(values)[1:-1]):
-            draws[party].append(contribution)
-    return np.array([np.std(party_draws, ddof=1) for party_draws in draws])
+        for position, (party, contribution) in enumerate(zip(order[1:-1], np.diff(values)[1:-1])):
+            draws[party][position].append(contribution)
+    pooled = np.array([np.std(np.concatenate(by_position), ddof=1) for by_position in draws])
+    within = np.array([[np.std(d, ddof=1) if len(d) > 1 else np.nan for d in by_position] for by_position in draws])
+    return pooled, within
 
 
 def distinct_coalitions(num_parties: int, permutations: int) -> float:
@@ -69,14 +75,25 @@ def main() -> None:
     parser.add_argument("--permutations", type=int, default=400, help="permutations drawn to estimate the spread")
     args = parser.parse_args()
     for num_parties, target in zip(args.parties, args.target):
-        spread = middle_spread(num_parties, args.permutations)
-        needed = math.ceil((num_parties - 2) / num_parties * (spread.max() / target) ** 2)
+        pooled, within = middle_spreads(num_parties, args.permutations)
+        plain = math.ceil((num_parties - 2) / num_parties * (pooled.max() / target) ** 2)
+        by_variance = math.ceil(np.nanmax(np.nansum(within**2, axis=1)) / (num_parties * target**2))
+        latin = num_parties * max(2, math.ceil(by_variance / num_parties))  # whole blocks, two at least (a variance)
         print(
-            f"{num_parties} parties: spread of a middle marginal contribution, largest {spread.max():.3f}, median "
-            f"{np.median(spread):.3f}; stderr <= {target} needs {needed} permutations, "
-            f"{distinct_coalitions(num_parties, needed):,.0f} distinct coalitions of {2**num_parties - 1:,}",
+            f"{num_parties} parties, stderr <= {target}: spread of a middle marginal contribution, largest "
+            f"{pooled.max():.3f} pooled over positions, {np.sqrt(np.nanmean(within**2, axis=1)).max():.3f} within one "
+            f"(root mean square)",
             flush=True,
         )
+        for name, needed, note in (
+            ("plain permutations", plain, ""),
+            ("Latin blocks", latin, f" ({by_variance} by the variance, rounded up to whole blocks, two at least)"),
+        ):
+            print(
+                f"  {name:>18}: {needed} permutations, {distinct_coalitions(num_parties, needed):,.0f} distinct "
+                f"coalitions of {2**num_parties - 1:,}{note}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

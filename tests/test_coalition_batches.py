@@ -51,14 +51,16 @@ def test_eight_parties_complete_exactly_in_two_batches():
 
 
 def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path, monkeypatch):
-    """12 parties by permutation sampling (batches of 8 permutations here, 32 by default, of 13 coalitions each,
-    and the 26 coalitions of the exact sizes 0 and 11 twice): the sampler compiles at most twice (at this budget
-    members are not packed, `worth_packing`); the result reports the permutations, each party's draws (the
+    """12 parties by permutation sampling (batches of one Latin block of 12 permutations here, 3 by default, of 13
+    coalitions each, and the 26 coalitions of the exact sizes 0 and 11 twice): the sampler compiles at most twice (at
+    this budget members are not packed, `worth_packing`); the result reports the permutations, each party's draws (the
     permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one batch, saved, loaded
     and resumed to two batches gives the uninterrupted two-batch run's values to the last bit, and samples only the
     coalitions the first run had not."""
-    batch = 8  # permutations a batch: the default's 32 would sample four times the rows and prove nothing more
+    batch = 12  # permutations a batch, one Latin block: the default's 36 would sample three times the rows
     monkeypatch.setattr(party_valuation, "PERMUTATION_BATCH", batch)
+    sampler, batch_size = party_valuation.permutation_sampler(12)
+    assert sampler.latin and batch_size == batch
     releases = _releases(12)
     one_batch, two_batches = MaxEvaluations(batch * 13), MaxEvaluations(2 * batch * 13)
     before = gibbs._advance._cache_size()
@@ -93,6 +95,17 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
         _valuate(releases[::-1], key=0, config=TINY, resume_from=loaded)
     with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
         _valuate(releases, key=0, config=TINY, resume_from=whole.state)
+
+
+def test_permutations_come_in_latin_blocks_up_to_32_parties_and_plain_beyond():
+    """Latin blocks where two of them fit in the default rule's 64 permutations, in batches of about 32 permutations
+    rounded to whole blocks; plain permutations in batches of 32 beyond."""
+    cases = {4: (True, 32), 11: (True, 33), 12: (True, 36), 20: (True, 40), 32: (True, 32), 33: (False, 32)}
+    cases[50] = (False, 32)
+    for parties, expected in cases.items():
+        sampler, batch_size = party_valuation.permutation_sampler(parties)
+        assert (sampler.latin, batch_size) == expected, parties
+        sampler.plan(parties, batch_size, bv.games.SHAPLEY)  # a batch the sampler accepts
 
 
 def test_a_call_holds_more_rows_on_an_accelerator_within_the_memory_limit(monkeypatch):
