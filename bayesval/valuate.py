@@ -62,8 +62,9 @@ def valuate(
     kl: the KL estimator: 'prior-density', 'two-sample' (Sim et al. 2023, App. C.3) or 'auto' (the default), all
         k-NN, or 'rao-blackwell' (from the Gibbs sampler's conjugate conditionals; `LinearRegression` only).
     exact_up_to: the most parties valued by enumerating all 2^n coalitions (default 10); beyond it, permutation
-        sampling until `stop` holds (a rule of `bayesval.games.stopping`; default: every stderr <= `tolerance`,
-        0.05, after 64 permutations, at most 10,000) or every coalition is known.
+        sampling (in Latin blocks up to 32 parties, docs/games.md, "Latin permutations") until `stop` holds (a rule
+        of `bayesval.games.stopping`; default: every stderr <= `tolerance`, 0.05, after 64 permutations, at most
+        10,000) or every coalition is known.
     resume_from: a result of the same game to continue: its coalition estimates are not sampled again.
     keep_draws: keep every coalition's posterior draws (`result.to_inference_data()`); off by default.
     progress_bar: show progress bars (default: as the sampler config says).

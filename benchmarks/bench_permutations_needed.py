@@ -31,9 +31,8 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.conjugate import nig_expected_log_density
 
 
-def middle_spreads(num_parties: int, permutations: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Per party, the standard deviation of its marginal contribution at a middle position of a random permutation
-    (n,), and within each middle position (n, n - 2)."""
+def noise_free_game(num_parties: int):
+    """v(masks (M, n)) -> (M,): the closed-form surprise of the Syn parties' exact statistics, v(empty) = 0."""
     syn = make_syn(seed=0, sizes=(100,) * num_parties)
     parties = [bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}") for i, (X, y) in enumerate(syn.parties)]
     statistics = np.stack([party.exact_statistic() for party in parties])
@@ -46,13 +45,25 @@ def middle_spreads(num_parties: int, permutations: int, seed: int = 0) -> tuple[
         return nig_expected_log_density(posterior, posterior) - nig_expected_log_density(posterior, prior)
 
     surprises = jax.jit(jax.vmap(surprise))
+
+    def value(masks):
+        masks = np.asarray(masks, np.float64)
+        return np.where(masks.any(axis=1), np.asarray(surprises(masks @ statistics, masks @ counts)), 0.0)
+
+    return value
+
+
+def middle_spreads(num_parties: int, permutations: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per party, the standard deviation of its marginal contribution at a middle position of a random permutation
+    (n,), and within each middle position (n, n - 2)."""
+    value = noise_free_game(num_parties)
     prefixes = np.tril(np.ones((num_parties, num_parties)))  # row j: the first j + 1 positions
     rng = np.random.default_rng(seed)
     draws = [[[] for _ in range(num_parties - 2)] for _ in range(num_parties)]  # party, middle position
     for _ in range(permutations):
         order = rng.permutation(num_parties)
         masks = prefixes[:, np.argsort(order)]  # row j: the parties at positions 0..j of `order`
-        values = np.concatenate([[0.0], np.asarray(surprises(masks @ statistics, masks @ counts))])
+        values = np.concatenate([[0.0], value(masks)])
         for position, (party, contribution) in enumerate(zip(order[1:-1], np.diff(values)[1:-1])):
             draws[party][position].append(contribution)
     pooled = np.array([np.std(np.concatenate(by_position), ddof=1) for by_position in draws])
