@@ -32,8 +32,9 @@ Games (all deterministic, jitted): `unanimity`, UnanimitySum.random(60 players, 
 SymmetricVoting(51); `shoes`, Shoes(25, 25); `miner`, Miner(51); `weighted`, WeightedVoting of 51 players with
 weights uniform in 1..10 (seed 0) and half the total weight as quota (not run by default). Budgets: 40,000
 evaluations per key, 60,000 for the 100-player airport game. Each sampler's batch size is the largest even one that
-leaves about 8 batches in the budget, or the smallest the sampler accepts (stratified sampling needs two draws per
-coalition size the semivalue weighs, so at 100 players it may take one or two batches of 40,000 coalitions).
+leaves about 8 batches in the budget (for Latin permutations whole blocks of n within it), or the smallest the
+sampler accepts (stratified sampling needs two draws per coalition size the semivalue weighs, so at 100 players it
+may take one or two batches of 40,000 coalitions).
 `--quick` runs 3 keys of 2,000 evaluations on small versions of the games (12 to 20 players), as a smoke test.
 
     python benchmarks/bench_calibration.py                       # the full sweep (all games, semivalues, samplers)
@@ -150,8 +151,9 @@ def accepts(sampler, num_players: int, batch_size: int, weights) -> bool:
 
 
 def batch_size_for(sampler, num_players: int, weights, evaluations: int) -> int:
-    """The largest even batch size with about TARGET_BATCHES batches in `evaluations`, or the smallest even one the
-    sampler accepts where that is larger (a ValueError where it accepts none up to 2 n)."""
+    """The largest even batch size with about TARGET_BATCHES batches in `evaluations` (for Latin permutations, whole
+    blocks of n permutations within it, at least one), or the smallest even one the sampler accepts where that is
+    larger (a ValueError where it accepts none up to 2 n)."""
     largest = 2 * num_players  # stratified sampling accepts this for every semivalue
     if not accepts(sampler, num_players, largest, weights):
         raise ValueError(f"{sampler.name} accepts no batch size up to {largest}")

@@ -1,5 +1,7 @@
-"""Permutation sampling of many parties: one batch of permutations valued at the fast preset, this working tree
-against the package at an earlier commit, each in a fresh process (compilation included), one after the other.
+"""Permutation sampling of many parties: one batch of plain permutations valued at the fast preset, this working
+tree against the package at an earlier commit, each in a fresh process (compilation included), one after the other.
+(Plain permutations, the workload the cut was first measured on: the valuation now samples Latin blocks up to 32
+parties, `parties.valuation.permutation_sampler`.)
 
     python benchmarks/bench_permutation_calls.py --against 55dc989            # 12 parties, 8 permutations
     python benchmarks/bench_permutation_calls.py --against 55dc989 --parties 12 --permutations 32
@@ -33,6 +35,7 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
     import jax
 
     import bayesval as bv
+    from bayesval.games.samplers import PermutationSampler
     from bayesval.games.stopping import MaxEvaluations
     from bayesval.parties import surprise
     from bayesval.parties import valuation as party_valuation
@@ -55,7 +58,8 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
     CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch = recording_width, recording_call
     if cut != "package":
         surprise.cuts_calls = lambda config: cut == "on"
-    party_valuation.PERMUTATION_BATCH = permutations
+    plain = PermutationSampler()  # one batch of plain permutations: the workload the cut was first measured on
+    party_valuation.permutation_sampler = lambda num_parties, resumed=None: (plain, permutations)
     releases = releases_of(num_parties)
     config = bv.SamplerConfig.preset("fast")
     if memory_limit_mb is not None:

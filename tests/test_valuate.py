@@ -116,6 +116,36 @@ def test_many_parties_use_permutation_sampling(syn):
     assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]))
 
 
+def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs_use_latin_blocks(syn, monkeypatch):
+    """5 parties beyond exact_up_to=4: a new run samples Latin blocks (5 permutations a batch here); a result saved by
+    plain permutations (as every result before Latin blocks came in) resumes with plain permutations, in the batch
+    size it was sampled with, instead of being refused as another game."""
+    from bayesval.parties import valuation as party_valuation
+
+    monkeypatch.setattr(party_valuation, "PERMUTATION_BATCH", 2)
+    X = np.concatenate([p[0] for p in syn.parties])
+    y = np.concatenate([p[1] for p in syn.parties])
+    parties = [
+        bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
+        for i, c in enumerate(np.array_split(np.arange(len(X)), 5))
+    ]
+    options = dict(config=BUDGET.with_(num_samples=200, num_warmup=50), exact_up_to=4, key=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        latin = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(30), **options)
+        plain = party_valuation.permutation_sampler  # at 40 parties: plain permutations, as before Latin blocks
+        monkeypatch.setattr(party_valuation, "permutation_sampler", lambda n, resumed=None: plain(40, resumed))
+        before = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(12), **options)
+        monkeypatch.setattr(party_valuation, "permutation_sampler", plain)
+        resumed = bv.valuate(
+            bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(72), resume_from=before, **options
+        )
+    assert latin.state.sampler == "permutation (Latin)" and latin.state.streams[next(iter(latin.state.streams))][0] == 5
+    assert before.state.sampler == resumed.state.sampler == "permutation"
+    # a batch: 2 permutations of 6 coalitions and the 12 exact-size coalitions twice, 36 evaluations; one more batch
+    assert [batches for _, batches in resumed.state.streams.values()] == [2]
+
+
 def test_valuate_dispatches_data_point_estimators(rng):
     """The front door also values training points; same values as the estimator object."""
     from bayesval.estimators import TKNNShapley

@@ -59,16 +59,19 @@ MAX_PERMUTATIONS = 10_000  # the default rule's cap, as MaxEvaluations(MAX_PERMU
 PERMUTATION_BATCH = 32  # permutations per batch of coalition posteriors, rounded to whole Latin blocks
 
 
-def permutation_sampler(num_parties: int) -> tuple[PermutationSampler, int]:
+def permutation_sampler(num_parties: int, resumed: str | None = None) -> tuple[PermutationSampler, int]:
     """The permutation sampler and its permutations per batch. Latin blocks (`PermutationSampler(latin=True)`: each
     party at every position once a block, its marginals averaged by position) in batches of PERMUTATION_BATCH rounded
     to whole blocks, where two blocks, the fewest that give each position's marginals a variance, are no more than
     the default rule's MIN_PERMUTATIONS (up to 32 parties); plain permutations in batches of PERMUTATION_BATCH beyond,
     where that floor would cost more permutations than the spread between positions saves (50 noise-free parties:
-    100 against 66 for a standard error of 0.05, docs/games.md, "Latin permutations")."""
-    if 2 * num_parties <= MIN_PERMUTATIONS:
-        return PermutationSampler(latin=True), num_parties * max(1, round(PERMUTATION_BATCH / num_parties))
-    return PermutationSampler(), PERMUTATION_BATCH
+    100 against 66 for a standard error of 0.05, docs/games.md, "Latin permutations"). A run resumed from a result
+    sampled with plain permutations (`resumed`: its sampler's name; saved before Latin blocks came in) goes on with
+    them, in batches of PERMUTATION_BATCH as then."""
+    plain = PermutationSampler()
+    if 2 * num_parties > MIN_PERMUTATIONS or resumed == plain.name:
+        return plain, PERMUTATION_BATCH
+    return PermutationSampler(latin=True), num_parties * max(1, round(PERMUTATION_BATCH / num_parties))
 
 
 @dataclass(frozen=True)
@@ -333,7 +336,8 @@ def shapley_values(
     n = len(names)
     if n <= settings.exact_up_to:
         return ShapleyValues(*_exact_shapley(surprise, n), "exact Shapley", None)
-    sampler, batch_size = permutation_sampler(n)
+    resumed = resume_from.state if resume_from is not None and resume_from.state is not None else None
+    sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
     sampled = semivalue(
         lambda _, masks: _sampled_coalitions(surprise, masks),
         n,
@@ -343,7 +347,7 @@ def shapley_values(
         stop=settings.stopping_rule(n) | When(lambda: surprise.num_sampled == 2**n - 1),
         batch_size=batch_size,
         names=names,
-        resume_from=resume_from if resume_from is not None and resume_from.state is not None else None,
+        resume_from=None if resumed is None else resume_from,
         progress_bar=settings.config.progress_bar,
     )
     count = sampled.state.batch_draws

@@ -2,9 +2,10 @@
 
 A sampler files each draw of index i into one of G groups g (first / middle / last coalition sizes for permutations
 and semivalue sampling; coalitions with and without i for maximum sample reuse; coalition sizes for stratified
-sampling) with phi_i = sum_g c_g E[x_gi]. Per group and index the state keeps the count m, the sum, the sum of
-squared deviations from the mean m2 (combined batch by batch with Chan, Golub & LeVeque 1983, so it does not cancel
-as E[x^2] - E[x]^2 does: a group whose draws are all equal has m2 = 0 exactly) and the smallest and largest draw.
+sampling and Latin permutations) with phi_i = sum_g c_g E[x_gi]. Per group and index the state keeps the count m,
+the sum, the sum of squared deviations from the mean m2 (combined batch by batch with Chan, Golub & LeVeque 1983, so
+it does not cancel as E[x^2] - E[x]^2 does: a group whose draws are all equal has m2 = 0 exactly) and the smallest
+and largest draw.
 The estimate is sum_g c_g mean_gi and its variance sum_g c_g^2 sigma~_gi^2 / m_gi, with the honest group variances
 of `bayesval.results.variance`. Sums are float64 on the host, added batch after batch in a fixed order, so a resumed
 run repeats an uninterrupted one to the last bit.
