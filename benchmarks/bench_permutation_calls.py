@@ -6,10 +6,16 @@ parties, `parties.valuation.permutation_sampler`.)
     python benchmarks/bench_permutation_calls.py --against 55dc989            # 12 parties, 8 permutations
     python benchmarks/bench_permutation_calls.py --against 55dc989 --parties 12 --permutations 32
     python benchmarks/bench_permutation_calls.py --cuts off on --memory-limit-mb 32768   # on a GPU: cut forced
+    python benchmarks/bench_permutation_calls.py --designs plain latin --permutations 36  # the two designs
 
 `--cuts off on` values the batch twice in this tree, with every call padded to a full call and with each width's
 last call cut to its rows (`surprise.cuts_calls` forced either way), to measure where a cut pays on an accelerator,
 where the package does not cut calls.
+
+`--designs plain latin` values a batch of plain permutations and one of Latin blocks (the permutations a multiple of
+the parties), each as the package cuts its calls: the time and standard errors of each design on the noisy game, and
+from them the permutations and the time that every standard error <= `--target` would take at the batch's rate
+(a standard error falls as one over the root of the permutations).
 
 A batch of permutations holds only some coalitions of each width, so the last sampler call of a width is mostly
 padding when calls are as large as the width's whole set of coalitions allows. Prints each path's `bv.valuate` time,
@@ -30,8 +36,9 @@ from pathlib import Path
 import numpy as np
 
 
-def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float | None) -> None:
-    """One valuation in this process; prints a JSON line. `cut`: 'package' (the package decides), 'on' or 'off'."""
+def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float | None, design: str) -> None:
+    """One valuation in this process; prints a JSON line. `cut`: 'package' (the package decides), 'on' or 'off';
+    `design`: 'plain' permutations or 'latin' blocks."""
     import jax
 
     import bayesval as bv
@@ -58,8 +65,8 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
     CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch = recording_width, recording_call
     if cut != "package":
         surprise.cuts_calls = lambda config: cut == "on"
-    plain = PermutationSampler()  # one batch of plain permutations: the workload the cut was first measured on
-    party_valuation.permutation_sampler = lambda num_parties, resumed=None: (plain, permutations)
+    sampler = PermutationSampler(latin=design == "latin")  # plain: the workload the cut was first measured on
+    party_valuation.permutation_sampler = lambda num_parties, resumed=None: (sampler, permutations)
     releases = releases_of(num_parties)
     config = bv.SamplerConfig.preset("fast")
     if memory_limit_mb is not None:
@@ -90,11 +97,11 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
     print(json.dumps(record))
 
 
-def run(args: argparse.Namespace, package_root: Path | None, cut: str = "package") -> dict:
+def run(args: argparse.Namespace, package_root: Path | None, cut: str = "package", design: str = "plain") -> dict:
     from bench_compile import run_json
 
     command = [sys.executable, __file__, "--child", "--parties", str(args.parties)]
-    command += ["--permutations", str(args.permutations), "--cuts", cut]
+    command += ["--permutations", str(args.permutations), "--cuts", cut, "--designs", design]
     if args.memory_limit_mb is not None:
         command += ["--memory-limit-mb", str(args.memory_limit_mb)]
     return run_json(command, package_root)
@@ -108,11 +115,18 @@ def main() -> None:
     parser.add_argument(
         "--cuts", nargs="+", choices=["package", "off", "on"], default=["package"], help="this tree's runs"
     )
+    parser.add_argument(
+        "--designs", nargs="+", choices=["plain", "latin"], help="value a batch of each design (the package's cut)"
+    )
+    parser.add_argument("--target", type=float, default=0.02, help="with --designs: the standard error to reach")
     parser.add_argument("--memory-limit-mb", type=float, help="SamplerConfig.memory_limit_mb (default: the preset's)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb)
+        design = (args.designs or ["plain"])[0]
+        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb, design)
+    if args.designs:
+        return compare_designs(args)
     results = {}
     if args.against:
         from bench_compile import checkout
@@ -136,6 +150,27 @@ def main() -> None:
             f"  values equal: {before['values'] == after['values']}; largest difference "
             f"{np.max(np.abs(np.subtract(before['values'], after['values']))):.3g}"
         )
+
+
+def compare_designs(args: argparse.Namespace) -> None:
+    """One batch of each design, each in a fresh process; what each spent and what the target would cost."""
+    print(f"{args.parties} parties, one batch of {args.permutations} permutations, fast preset, key 0:")
+    results = {design: run(args, None, design=design) for design in args.designs}
+    for design, result in results.items():
+        worst = max(result["stderr"])
+        needed = args.permutations * (worst / args.target) ** 2
+        print(
+            f"  {design:>6} on {result['platform']}: bv.valuate {result['seconds']:7.1f} s   "
+            f"{result['coalitions']} coalitions   rows {result['rows']}   max R-hat {result['max_r_hat']:.4f}\n"
+            f"         phi {np.round(result['values'], 3).tolist()}\n"
+            f"         stderr {np.round(result['stderr'], 4).tolist()}\n"
+            f"         every stderr <= {args.target:g}: about {needed:.0f} permutations, "
+            f"{needed / args.permutations * result['seconds'] / 60:.0f} min at this batch's rate"
+        )
+    if len(results) == 2:
+        (first, before), (second, after) = results.items()
+        precision = [max(result["stderr"]) ** 2 * result["seconds"] for result in (before, after)]
+        print(f"  precision per second (worst stderr), {second} / {first}: {precision[0] / precision[1]:.2f}")
 
 
 if __name__ == "__main__":

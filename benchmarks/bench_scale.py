@@ -7,6 +7,9 @@ side by side in one run.
     python benchmarks/bench_scale.py --end-to-end 6  # bv.valuate at the fast preset, each path in a fresh process
     python benchmarks/bench_scale.py --end-to-end 12 --child members --exact --progress
                                                      # today's path alone, every coalition (exact Shapley)
+    python benchmarks/bench_scale.py --end-to-end 12 --child members --tolerance 0.02 --progress
+                                                     # the default route (Latin permutation blocks) until every
+                                                     # stderr <= 0.02
     ... --memory-limit-mb 32768                      # wider sampler calls (on a GPU: every row of a width at once)
     ... --num-samples 3200                           # longer chains than the fast preset's 1,600 kept sweeps
     python benchmarks/bench_scale.py --sweep-cost 12 24 40
@@ -93,13 +96,17 @@ def valuation(
     exact: bool = False,
     memory_limit_mb: float | None = None,
     num_samples: int | None = None,
+    tolerance: float | None = None,
 ) -> None:
     """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
-    `num_parties` (permutation sampling beyond 10 parties), or over every coalition if `exact`; with the preset's
-    `memory_limit_mb` and `num_samples` (kept sweeps a chain) unless they are given."""
+    `num_parties` (permutation sampling beyond 10 parties, until every stderr <= `tolerance`, the default 0.05 if
+    None), or over every coalition if `exact`; with the preset's `memory_limit_mb` and `num_samples` (kept sweeps a
+    chain) unless they are given."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     options = {"exact_up_to": num_parties} if exact else {}
+    if tolerance is not None:
+        options["tolerance"] = tolerance
     config = bv.SamplerConfig.preset("fast", model.sampler)
     if memory_limit_mb is not None:
         config = config.with_(memory_limit_mb=memory_limit_mb)
@@ -111,10 +118,11 @@ def valuation(
         result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
     r_hat, ess = np.array(result.diagnostics["r_hat"]), np.array(result.diagnostics["ess"])
     diagnostics = result.diagnostics
+    draws = "" if result.counts is None else f"{result.counts.max()} draws a party   "
     rerun_sizes = [sum(mask) for mask, rerun in zip(diagnostics["coalitions"], diagnostics["reruns"]) if rerun]
     print(
         f"{path:8s} {time.perf_counter() - start:7.1f} s   {result.method}   {len(result.coalition_values)} "
-        f"coalitions   max phi stderr {max(result.stderr):.4f}   max R-hat {r_hat.max():.4f} "
+        f"coalitions   {draws}max phi stderr {max(result.stderr):.4f}   max R-hat {r_hat.max():.4f} "
         f"(> 1.01: {(r_hat > 1.01).sum()} of {r_hat.size})   min ESS {ess.min():.0f} (< 400: {(ess < 400).sum()})"
         f"   rerun {coalitions_rerun(result.diagnostics)} (members {rerun_sizes})"
         f"   converged {result.diagnostics['converged']}"
@@ -176,6 +184,7 @@ def main() -> None:
     parser.add_argument("--exact", action="store_true", help="end to end: value every coalition (exact Shapley)")
     parser.add_argument("--memory-limit-mb", type=float, help="end to end: SamplerConfig.memory_limit_mb")
     parser.add_argument("--num-samples", type=int, help="end to end: kept sweeps a chain (fast preset: 1,600)")
+    parser.add_argument("--tolerance", type=float, help="end to end, sampled: every stderr <= this (default 0.05)")
     parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
     parser.add_argument("--mixing", type=int, metavar="SIZE", help="ESS and R-hat of coalitions of SIZE of 12")
     parser.add_argument("--keys", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="with --mixing: the keys")
@@ -185,7 +194,15 @@ def main() -> None:
     if args.sweep_cost:
         return sweep_cost(args.sweep_cost)
     if args.child:
-        return valuation(args.child, args.end_to_end, args.progress, args.exact, args.memory_limit_mb, args.num_samples)
+        return valuation(
+            args.child,
+            args.end_to_end,
+            args.progress,
+            args.exact,
+            args.memory_limit_mb,
+            args.num_samples,
+            args.tolerance,
+        )
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
         for path in ("all", "members"):
@@ -195,6 +212,8 @@ def main() -> None:
                 command += ["--memory-limit-mb", str(args.memory_limit_mb)]
             if args.num_samples is not None:
                 command += ["--num-samples", str(args.num_samples)]
+            if args.tolerance is not None:
+                command += ["--tolerance", str(args.tolerance)]
             subprocess.run(command, check=True)
         return
     party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question
