@@ -1,17 +1,18 @@
 """A noise-aware surrogate game as a control variate for permutation sampling, measured (issue 30).
 
 A control variate replaces the sampled game v by v - beta u, where u is a surrogate whose Shapley values are cheap
-to compute exactly, and adds beta phi(u) back; it pays as far as the marginals of u track those of v. The earlier
-surrogates (the noise-naive plug-in posterior and the exact statistics' posterior) did not track them, because the
-marginals of the noisy game follow the noise draws. This surrogate sees them: u_C is the KL from the prior of a
-Laplace approximation to the coalition's posterior under the CLT-marginal model of the releases
-(`LinearRegression.model`, the statistics integrated out, every party's data model kept), its theta = (w, log
-sigma^2) block, the KL by fixed Monte Carlo draws.
+to compute exactly, and adds beta phi(u) back; it pays as far as the marginals of u track those of v. The marginals
+of the noisy game follow the noise draws, which a surrogate of the data alone (the exact statistics' posterior)
+cannot see. This one sees them: u_C is the KL from the prior of a Laplace approximation to the coalition's posterior
+under the CLT-marginal model of the releases (`LinearRegression.model`, the statistics integrated out, every party's
+data model kept). The approximation is taken in (w, log sigma^2), and its cross-entropy against the prior comes from
+fixed Monte Carlo draws.
 
 Six Syn parties of 100 points at epsilon = 0.5 (`bench_scale.py`'s releases), every coalition valued by `bv.valuate`
 at the fast preset (exact enumeration), key 0. Latin permutation blocks stratify by coalition size, so what is left
-of a marginal's variance is its spread within a size: printed per party for v, v - u and v - beta u (beta the
-least-squares slope of v on u), with the variance ratio they would save.
+of a marginal's variance is its spread within a size: printed per party for v, v - u and v - beta* u (beta* the
+slope of a party's marginal of v on that of u within a size, pooled over parties and sizes: the variance-minimising
+coefficient), with the share of v's variance each leaves (on the largest party's and on the mean).
 
     python benchmarks/bench_control_variate.py [--parties 6]
 """
@@ -83,22 +84,30 @@ def laplace_surprises(model, data: NoiseAwareData, masks: np.ndarray) -> np.ndar
             options={"maxiter": 3000, "gtol": 1e-9},
         )
         mode = jnp.asarray(fit.x)
-        surprises.append(float(kl(mode, hessian(mode, mask))))
+        surprise = float(kl(mode, hessian(mode, mask)))
+        if not fit.success or not np.isfinite(surprise):
+            raise RuntimeError(f"the Laplace fit of coalition {np.flatnonzero(mask).tolist()} failed: {fit.message}")
+        surprises.append(surprise)
     return np.array(surprises)
 
 
-def spread_within_sizes(game: dict[frozenset, float], num_parties: int) -> np.ndarray:
-    """Each party's root mean square, over the sizes 1..n-2, of the standard deviation of its marginals v(S u i) -
-    v(S) over the coalitions S of that size (sizes 0 and n - 1 hold one coalition each)."""
-    spreads = []
+def centred_marginals(game: dict[frozenset, float], num_parties: int) -> np.ndarray:
+    """Each party's marginals v(S u i) - v(S) over the coalitions S of each size 1..n-2 (sizes 0 and n - 1 hold one
+    coalition each), less their mean within the size: (n, sizes, coalitions of a size)."""
+    centred = []
     for party in range(num_parties):
         others = [j for j in range(num_parties) if j != party]
         per_size = [
-            np.var([game[frozenset(s) | {party}] - game[frozenset(s)] for s in combinations(others, size)])
+            [game[frozenset(s) | {party}] - game[frozenset(s)] for s in combinations(others, size)]
             for size in range(1, num_parties - 1)
         ]
-        spreads.append(np.sqrt(np.mean(per_size)))
-    return np.array(spreads)
+        centred.append([np.asarray(row) - np.mean(row) for row in per_size])
+    return centred
+
+
+def within_size_variances(centred) -> np.ndarray:
+    """Each party's mean over the sizes of its marginals' variance within a size (n,)."""
+    return np.array([np.mean([np.mean(row**2) for row in party]) for party in centred])
 
 
 def main() -> None:
@@ -121,14 +130,19 @@ def main() -> None:
         f"correlation {np.corrcoef(values, surrogate)[0, 1]:.4f}; slope beta {slope:.3f}"
     )
     keys = [frozenset(np.flatnonzero(mask).tolist()) for mask in masks]
-    spreads = {}
-    for label, game in (("v", values), ("v - u", values - surrogate), ("v - beta u", values - slope * surrogate)):
-        table = dict(zip(keys, game)) | {frozenset(): 0.0}
-        spreads[label] = spread_within_sizes(table, args.parties)
-        print(f"  {label:>10}: spread within a size, by party {np.round(spreads[label], 3).tolist()}")
-    for label in ("v - u", "v - beta u"):
-        ratio = (spreads[label] ** 2).mean() / (spreads["v"] ** 2).mean()
-        print(f"  variance of {label} / variance of v, mean over parties: {ratio:.2f}")
+    marginals_v, marginals_u = (centred_marginals(dict(zip(keys, game)), args.parties) for game in (values, surrogate))
+    pairs = [(dv, du) for party_v, party_u in zip(marginals_v, marginals_u) for dv, du in zip(party_v, party_u)]
+    best = sum((dv * du).sum() for dv, du in pairs) / sum((du**2).sum() for dv, du in pairs)
+    print(f"beta* (pooled within-size slope of v's marginals on u's): {best:.3f}")
+    base = within_size_variances(marginals_v)
+    for label, beta in (("v", 0.0), ("v - u", 1.0), (f"v - {slope:.2f} u", slope), (f"v - {best:.2f} u", best)):
+        game = values - beta * surrogate
+        variances = within_size_variances(centred_marginals(dict(zip(keys, game)), args.parties))
+        largest, mean = variances.max() / base.max(), variances.mean() / base.mean()
+        print(
+            f"  {label:>12}: spread within a size, by party {np.round(np.sqrt(variances), 3).tolist()}; of v's "
+            f"variance it leaves {largest:.2f} on the largest, {mean:.2f} on the mean"
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Permutation sampling of many parties: one batch of plain permutations valued at the fast preset, this working
-tree against the package at an earlier commit, each in a fresh process (compilation included), one after the other.
-(Plain permutations, the workload the cut was first measured on: the valuation now samples Latin blocks up to 32
-parties, `parties.valuation.permutation_sampler`.)
+"""Permutation sampling of many parties: one batch of permutations valued at the fast preset, each run in a fresh
+process (compilation included), one after the other: this working tree against the package at an earlier commit, or
+with the last calls' cut forced off and on, in plain permutations (the workload the cut was first measured on; the
+valuation now samples Latin blocks up to 32 parties, `parties.valuation.permutation_sampler`); or plain permutations
+against Latin blocks.
 
     python benchmarks/bench_permutation_calls.py --against 55dc989            # 12 parties, 8 permutations
     python benchmarks/bench_permutation_calls.py --against 55dc989 --parties 12 --permutations 32
@@ -65,8 +66,10 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
     CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch = recording_width, recording_call
     if cut != "package":
         surprise.cuts_calls = lambda config: cut == "on"
-    sampler = PermutationSampler(latin=design == "latin")  # plain: the workload the cut was first measured on
+    # plain: the workload the cut was first measured on; a package before Latin blocks knows no `latin` option
+    sampler = PermutationSampler(latin=True) if design == "latin" else PermutationSampler()
     party_valuation.permutation_sampler = lambda num_parties, resumed=None: (sampler, permutations)
+    party_valuation.PERMUTATION_BATCH = permutations  # the batch of a package before `permutation_sampler`
     releases = releases_of(num_parties)
     config = bv.SamplerConfig.preset("fast")
     if memory_limit_mb is not None:
@@ -126,6 +129,10 @@ def main() -> None:
         design = (args.designs or ["plain"])[0]
         return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb, design)
     if args.designs:
+        if args.against or args.cuts != ["package"]:
+            parser.error("--designs compares the designs in this tree as the package cuts: not with --against, --cuts")
+        if "latin" in args.designs and args.permutations % args.parties:
+            parser.error(f"Latin blocks need --permutations a multiple of the {args.parties} parties")
         return compare_designs(args)
     results = {}
     if args.against:
@@ -169,8 +176,13 @@ def compare_designs(args: argparse.Namespace) -> None:
         )
     if len(results) == 2:
         (first, before), (second, after) = results.items()
-        precision = [max(result["stderr"]) ** 2 * result["seconds"] for result in (before, after)]
-        print(f"  precision per second (worst stderr), {second} / {first}: {precision[0] / precision[1]:.2f}")
+        for label, summary in (("largest", np.max), ("mean over the parties of the", np.mean)):
+            variances = [summary(np.square(result["stderr"])) for result in (before, after)]
+            variance_seconds = [variance * result["seconds"] for variance, result in zip(variances, (before, after))]
+            print(
+                f"  {label} variance, {first} / {second}: {variances[0] / variances[1]:.2f}; precision per second, "
+                f"{second} / {first}: {variance_seconds[0] / variance_seconds[1]:.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -193,6 +193,8 @@ def main() -> None:
         return mixing(args.mixing, args.keys)
     if args.sweep_cost:
         return sweep_cost(args.sweep_cost)
+    if args.tolerance is not None and args.exact:
+        parser.error("--tolerance applies to the sampled route, not with --exact")
     if args.child:
         return valuation(
             args.child,

@@ -6,7 +6,8 @@
 # step's time limit (seconds) can be set: SYN_LIMIT, DEMO_LIMIT, DIAB_LIMIT, TWELVE_LIMIT, CUT_LIMIT, SAMPLED_LIMIT.
 # STEPS picks the steps and their order (default "syn demo diab twelve"); "cut" values one batch of 8 permutations of
 # the 12 parties twice, every call full and each width's last call cut to its rows (not cut on a GPU by default: where
-# it pays); "sampled" values the 12 parties by the default route (Latin permutation blocks) until every stderr <= 0.02.
+# it pays); "sampled" values the 12 parties by the default route (Latin permutation blocks) until every stderr <= 0.02
+# (a run cut off by its limit shows how far its progress bar got).
 #   BAYESVAL_DATA=<folder holding pima_indians_diabetes.csv> bash benchmarks/gpu_timings.sh
 set -uo pipefail
 logs="${LOG_DIR:-.}"
@@ -30,7 +31,7 @@ for name in ${STEPS:-syn demo diab twelve}; do
             --exact --progress --memory-limit-mb 32768 ;;
         cut) step "${CUT_LIMIT:-540}" cut python3 benchmarks/bench_permutation_calls.py --cuts off on \
             --memory-limit-mb 32768 ;;
-        sampled) step "${SAMPLED_LIMIT:-540}" sampled python3 benchmarks/bench_scale.py --end-to-end 12 \
+        sampled) step "${SAMPLED_LIMIT:-590}" sampled python3 benchmarks/bench_scale.py --end-to-end 12 \
             --child members --tolerance 0.02 --progress --memory-limit-mb 32768 ;;
         *) echo "unknown step $name (syn, demo, diab, twelve, cut, sampled)" >&2; exit 2 ;;
     esac
