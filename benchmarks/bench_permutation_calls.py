@@ -8,6 +8,7 @@ against Latin blocks.
     python benchmarks/bench_permutation_calls.py --against 55dc989 --parties 12 --permutations 32
     python benchmarks/bench_permutation_calls.py --cuts off on --memory-limit-mb 32768   # on a GPU: cut forced
     python benchmarks/bench_permutation_calls.py --designs plain latin --permutations 36  # the two designs
+    python benchmarks/bench_permutation_calls.py --repeats 3 2 --parties 8 --permutations 16  # repeats a coalition
 
 `--cuts off on` values the batch twice in this tree, with every call padded to a full call and with each width's
 last call cut to its rows (`surprise.cuts_calls` forced either way), to measure where a cut pays on an accelerator,
@@ -17,6 +18,12 @@ where the package does not cut calls.
 the parties), each as the package cuts its calls: the time and standard errors of each design on the noisy game, and
 from them the permutations and the time that every standard error <= `--target` would take at the batch's rate
 (a standard error falls as one over the root of the permutations).
+
+`--repeats 3 2` values a batch of Latin blocks with each coalition valued 3 times and 2 times
+(`SamplerConfig.sampled_repeats`; the presets' 3 repeats before, 2 now), as the package cuts its calls: the same
+permutations and, with them, the same coalitions. Prints the same, plus the smallest degrees of freedom of a standard
+error (`TRUSTED_DOF` decides convergence) and the spread of one repeat's estimate of a coalition (root mean square),
+the Monte Carlo error that more repeats would shrink.
 
 A batch of permutations holds only some coalitions of each width, so the last sampler call of a width is mostly
 padding when calls are as large as the width's whole set of coalitions allows. Prints each path's `bv.valuate` time,
@@ -37,9 +44,11 @@ from pathlib import Path
 import numpy as np
 
 
-def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float | None, design: str) -> None:
+def child(
+    num_parties: int, permutations: int, cut: str, memory_limit_mb: float | None, design: str, repeats: int | None
+) -> None:
     """One valuation in this process; prints a JSON line. `cut`: 'package' (the package decides), 'on' or 'off';
-    `design`: 'plain' permutations or 'latin' blocks."""
+    `design`: 'plain' permutations or 'latin' blocks; `repeats`: the sampled repeats (None: the preset's)."""
     import jax
 
     import bayesval as bv
@@ -74,6 +83,8 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
     config = bv.SamplerConfig.preset("fast")
     if memory_limit_mb is not None:
         config = config.with_(memory_limit_mb=memory_limit_mb)
+    if repeats is not None:
+        config = config.with_(sampled_repeats=repeats)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -83,6 +94,7 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
             key=0,
             config=config,
             stop=MaxEvaluations(permutations * (num_parties + 1)),
+            exact_up_to=num_parties - 1,  # sampled at any number of parties (by default up to 10 are enumerated)
             progress_bar=False,
         )
     seconds = time.perf_counter() - start
@@ -96,17 +108,28 @@ def child(num_parties: int, permutations: int, cut: str, memory_limit_mb: float 
         "stderr": result.stderr.tolist(),
         "max_r_hat": float(np.max(result.diagnostics["r_hat"])),
         "platform": jax.default_backend(),
+        "repeats": result.state.num_repeats,
+        "min_dof": float(np.min(result.state.estimate().dof)),
+        "repeat_spread": float(np.sqrt(np.mean(result.coalition_stderr**2) * result.state.num_repeats)),
     }
     print(json.dumps(record))
 
 
-def run(args: argparse.Namespace, package_root: Path | None, cut: str = "package", design: str = "plain") -> dict:
+def run(
+    args: argparse.Namespace,
+    package_root: Path | None,
+    cut: str = "package",
+    design: str = "plain",
+    repeats: int | None = None,
+) -> dict:
     from bench_compile import run_json
 
     command = [sys.executable, __file__, "--child", "--parties", str(args.parties)]
     command += ["--permutations", str(args.permutations), "--cuts", cut, "--designs", design]
     if args.memory_limit_mb is not None:
         command += ["--memory-limit-mb", str(args.memory_limit_mb)]
+    if repeats is not None:
+        command += ["--repeats", str(repeats)]
     return run_json(command, package_root)
 
 
@@ -121,19 +144,28 @@ def main() -> None:
     parser.add_argument(
         "--designs", nargs="+", choices=["plain", "latin"], help="value a batch of each design (the package's cut)"
     )
-    parser.add_argument("--target", type=float, default=0.02, help="with --designs: the standard error to reach")
+    parser.add_argument(
+        "--repeats", nargs="+", type=int, help="value a batch of Latin blocks with each of these sampled repeats"
+    )
+    parser.add_argument("--target", type=float, default=0.02, help="with --designs, --repeats: the stderr to reach")
     parser.add_argument("--memory-limit-mb", type=float, help="SamplerConfig.memory_limit_mb (default: the preset's)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         design = (args.designs or ["plain"])[0]
-        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb, design)
-    if args.designs:
-        if args.against or args.cuts != ["package"]:
-            parser.error("--designs compares the designs in this tree as the package cuts: not with --against, --cuts")
-        if "latin" in args.designs and args.permutations % args.parties:
+        repeats = None if args.repeats is None else args.repeats[0]
+        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb, design, repeats)
+    if args.designs or args.repeats:
+        if args.against or args.cuts != ["package"] or (args.designs and args.repeats):
+            parser.error("--designs and --repeats each compare runs in this tree as the package cuts: one at a time")
+        if (args.repeats or "latin" in args.designs) and args.permutations % args.parties:
             parser.error(f"Latin blocks need --permutations a multiple of the {args.parties} parties")
-        return compare_designs(args)
+        if args.repeats and min(args.repeats) < 2:
+            parser.error("--repeats: a coalition needs 2 repeats or more (one has no spread)")
+        if args.designs:
+            return compare(args, {design: run(args, None, design=design) for design in args.designs})
+        runs = {f"{repeats} repeats": run(args, None, design="latin", repeats=repeats) for repeats in args.repeats}
+        return compare(args, runs)
     results = {}
     if args.against:
         from bench_compile import checkout
@@ -159,18 +191,20 @@ def main() -> None:
         )
 
 
-def compare_designs(args: argparse.Namespace) -> None:
-    """One batch of each design, each in a fresh process; what each spent and what the target would cost."""
+def compare(args: argparse.Namespace, results: dict[str, dict]) -> None:
+    """Runs of one batch each (fresh processes, one after the other): what each spent and what the target would
+    cost at its rate, and the ratios of the first two."""
     print(f"{args.parties} parties, one batch of {args.permutations} permutations, fast preset, key 0:")
-    results = {design: run(args, None, design=design) for design in args.designs}
-    for design, result in results.items():
+    for label, result in results.items():
         worst = max(result["stderr"])
         needed = args.permutations * (worst / args.target) ** 2
         print(
-            f"  {design:>6} on {result['platform']}: bv.valuate {result['seconds']:7.1f} s   "
+            f"  {label:>9} on {result['platform']}: bv.valuate {result['seconds']:7.1f} s   "
             f"{result['coalitions']} coalitions   rows {result['rows']}   max R-hat {result['max_r_hat']:.4f}\n"
             f"         phi {np.round(result['values'], 3).tolist()}\n"
             f"         stderr {np.round(result['stderr'], 4).tolist()}\n"
+            f"         {result['repeats']} repeats a coalition, one repeat's spread {result['repeat_spread']:.4f}; "
+            f"smallest degrees of freedom {result['min_dof']:.1f}\n"
             f"         every stderr <= {args.target:g}: about {needed:.0f} permutations, "
             f"{needed / args.permutations * result['seconds'] / 60:.0f} min at this batch's rate"
         )

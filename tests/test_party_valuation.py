@@ -49,6 +49,38 @@ def test_settings_default_every_argument_once():
         valuation.party_settings(MODEL, config=TINY, k=40)
 
 
+def test_a_sampled_game_takes_the_configs_sampled_repeats_and_an_enumerated_one_its_repeats():
+    """Beyond exact_up_to the Shapley values are sampled, and each coalition gets `sampled_repeats` (the presets': 2);
+    up to it, `num_repeats`; a config without `sampled_repeats` (the user's own) keeps its repeats everywhere."""
+    for preset, repeats in (("fast", 3), ("paper", 6)):
+        settings = valuation.party_settings(MODEL, config=preset, exact_up_to=4)
+        assert settings.for_parties(4).config.num_repeats == repeats
+        assert settings.for_parties(5).config.num_repeats == 2
+        assert settings.for_parties(5).config == settings.config.with_(num_repeats=2)
+    assert bv.SamplerConfig.preset("fast", "nuts").sampled().num_repeats == 2
+    own = valuation.party_settings(MODEL, config=TINY.with_(num_repeats=4), exact_up_to=2)
+    assert own.for_parties(3).config.num_repeats == 4
+    assert own.for_parties(3) == own.for_parties(2) == own
+    assert TINY.with_(num_repeats=4, sampled_repeats=3).sampled().num_repeats == 3
+    with pytest.raises(ValueError, match=r"SamplerConfig.sampled_repeats must be an integer >= 2, got 1"):
+        TINY.with_(sampled_repeats=1)
+
+
+def test_sampled_repeats_leave_an_enumerated_game_as_it_was_so_its_results_resume(valued, releases, monkeypatch):
+    """The game's fingerprint counts the repeats it ran, not `sampled_repeats`: a result of three parties valued
+    exactly resumes under a config that names sampled repeats, with nothing sampled again."""
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a resumed game sampled a coalition again")
+
+    monkeypatch.setattr(CoalitionSurprise, "_sample", no_sampling)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        resumed = bv.valuate(MODEL, releases, key=3, config=TINY.with_(sampled_repeats=3), resume_from=valued)
+    np.testing.assert_array_equal(resumed.values, valued.values)
+    assert resumed.diagnostics["sampler"]["num_repeats"] == 2
+
+
 def test_the_result_carries_its_coalition_estimates_as_a_typed_state_not_in_its_diagnostics(valued, tmp_path):
     state = valued.coalition_estimates
     assert isinstance(state, CoalitionEstimates) and sorted(state.estimates) == list(range(1, 8))

@@ -116,6 +116,44 @@ def test_many_parties_use_permutation_sampling(syn):
     assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]))
 
 
+def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_names_them_when_resumed(syn):
+    """4 parties beyond exact_up_to=3: every coalition estimate rests on `sampled_repeats` repeats (2), not the
+    config's num_repeats (3). A result sampled with 3 repeats (a config without sampled repeats, as every preset was
+    before them) is refused under the 2 with the setting that differs and the config that resumes it, and that
+    config resumes it (with nothing left to sample: its one batch held every coalition)."""
+    X = np.concatenate([p[0] for p in syn.parties])
+    y = np.concatenate([p[1] for p in syn.parties])
+    parties = [
+        bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
+        for i, c in enumerate(np.array_split(np.arange(len(X)), 4))
+    ]
+    three = BUDGET.with_(num_samples=100, num_warmup=50, num_repeats=3)
+    options = dict(exact_up_to=3, key=0, stop=bv.games.MaxEvaluations(10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        sampled = bv.valuate(bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=2), **options)
+        before = bv.valuate(bv.models.LinearRegression(), parties, config=three, **options)
+    assert sampled.diagnostics["sampler"]["num_repeats"] == 2 and sampled.state.num_repeats == 2
+    assert {len(estimates) for estimates in sampled.coalition_estimates.estimates.values()} == {2}
+    assert {len(estimates) for estimates in before.coalition_estimates.estimates.values()} == {3}
+    refused = (
+        r"different game: .*num_repeats 3 there, 2 here.*to resume a result of 3 repeats, pass "
+        r"config=SamplerConfig.preset\(...\).with_\(sampled_repeats=3\)"
+    )
+    with pytest.raises(ValueError, match=refused), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        bv.valuate(
+            bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=2), resume_from=before, **options
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        resumed = bv.valuate(
+            bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=3), resume_from=before, **options
+        )
+    assert resumed.state.num_repeats == 3
+    np.testing.assert_array_equal(resumed.values, before.values)  # its one batch had sampled every coalition
+
+
 def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs_use_latin_blocks(syn, monkeypatch):
     """5 parties beyond exact_up_to=4: a new run samples Latin blocks (5 permutations a batch here); a result saved by
     plain permutations (as every result before Latin blocks came in) resumes with plain permutations, in the batch

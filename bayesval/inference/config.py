@@ -17,6 +17,7 @@ from difflib import get_close_matches
 from bayesval.validation import check_bool, check_count, check_non_negative, check_positive, check_probability
 
 KERNEL_FIELDS = ("target_accept_prob", "min_bfmi")
+SAMPLED_REPEATS = 2  # the presets' repeats of a coalition where the Shapley values are sampled (`SamplerConfig`)
 
 
 class ModelDefault(float):
@@ -62,6 +63,12 @@ class SamplerConfig:
     sampled together (`bayesval.parties.surprise.RERUN_SHARE`): when most fail, the budget is short for the game,
     and the valuation warns instead. A rerun's estimates replace the failed ones.
 
+    sampled_repeats: the repeats of a coalition where the Shapley values are sampled rather than enumerated
+    (`sampled()`; None: num_repeats, >= 2 like it). There a Shapley value's standard error comes from the spread of
+    the parties' marginal contributions over the coalitions drawn, and a coalition's Monte Carlo error is a few per
+    cent of that spread, so a repeat more buys less precision than the same sweeps spent on more coalitions: the
+    presets take 2, the fewest that have a spread (docs/benchmarks.md, "Fewer repeats where coalitions are sampled").
+
     target_accept_prob and min_bfmi are kernel settings, kept here for one release: left alone they are the
     model's (`kernel_overrides` is empty); given, they override the NUTS model's with a DeprecationWarning.
     """
@@ -76,9 +83,12 @@ class SamplerConfig:
     min_bfmi: float = ModelDefault(0.3)
     memory_limit_mb: float = 2048.0
     reruns: int = 1
+    sampled_repeats: int | None = None
 
     def __post_init__(self) -> None:
         minimums = {"num_chains": 1, "num_warmup": 0, "num_samples": 1, "thinning": 1, "num_repeats": 2, "reruns": 0}
+        if self.sampled_repeats is not None:
+            minimums["sampled_repeats"] = 2
         for name, minimum in minimums.items():
             self._set(name, check_count(f"SamplerConfig.{name}", getattr(self, name), minimum=minimum))
         self._set("progress_bar", check_bool("SamplerConfig.progress_bar", self.progress_bar))
@@ -107,6 +117,13 @@ class SamplerConfig:
     @property
     def draws_per_repeat(self) -> int:
         return self.num_chains * self.num_samples // self.thinning
+
+    def sampled(self) -> SamplerConfig:
+        """The budget of a game whose coalitions are sampled: num_repeats = sampled_repeats where that is set."""
+        if self.sampled_repeats is None:
+            return self
+        with _quietly():
+            return replace(self, num_repeats=self.sampled_repeats)
 
     def rerun(self, attempt: int) -> SamplerConfig:
         """The budget of the `attempt`-th rerun of an unconverged coalition (`reruns`): 2^attempt times the sweeps
@@ -148,12 +165,13 @@ class SamplerConfig:
             _kernel_field_warning(given, stacklevel=3)
         return copy
 
-    BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats", "reruns")
+    BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats", "reruns", "sampled_repeats")
 
     @classmethod
     def add_arguments(cls, parser) -> None:
         """NumPyro-style budget flags on an argparse parser: --preset (fast / paper), and --num-chains,
-        --num-warmup, --num-samples, --thinning, --num-repeats, --reruns overriding the preset's fields."""
+        --num-warmup, --num-samples, --thinning, --num-repeats, --reruns, --sampled-repeats overriding the preset's
+        fields."""
         group = parser.add_argument_group("sampler budget")
         group.add_argument("--preset", default="fast", choices=["fast", "paper"], help="the preset to start from")
         for name in cls.BUDGET_FIELDS:
@@ -170,6 +188,8 @@ class SamplerConfig:
     def preset(cls, name: str, sampler: str = "gibbs") -> SamplerConfig:
         """'fast' (the default) or 'paper', for the 'gibbs' or the 'nuts' sampler.
 
+        Every preset values a coalition twice where the Shapley values are sampled (sampled_repeats 2), and as
+        below where they are enumerated.
         Gibbs, fast: 4 chains of 800 + 1,600 sweeps, 3 repeats: Syn's demo converges (R-hat <= 1.01, bulk
         ESS >= 400 per coalition) with Shapley standard errors ~0.01 in under a minute on 2 cores.
         Gibbs, paper: tuned to the precision of Sim et al.'s runs (every Shapley value's standard error
@@ -199,15 +219,22 @@ class SamplerConfig:
 
     @classmethod
     def _presets(cls) -> dict:
+        sampled = {"sampled_repeats": SAMPLED_REPEATS}
         return {
             "gibbs": {
-                "fast": cls(),
-                "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6),
+                "fast": cls(**sampled),
+                "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6, **sampled),
             },
             "nuts": {
-                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3),
+                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3, **sampled),
                 "paper": cls(
-                    num_chains=5, num_warmup=400, num_samples=2000, thinning=1, num_repeats=5, target_accept_prob=0.86
+                    num_chains=5,
+                    num_warmup=400,
+                    num_samples=2000,
+                    thinning=1,
+                    num_repeats=5,
+                    target_accept_prob=0.86,
+                    **sampled,
                 ),
             },
         }

@@ -237,12 +237,16 @@ class SurpriseGame(NamedTuple):
         return int(self.data.counts.shape[0])
 
 
+UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats")  # sampler settings two runs of one game may differ in
+
+
 def game_fingerprint(game: SurpriseGame) -> str:
     """What makes two valuations the same game, hashed (hex SHA-256): the model's name and simple settings, every
     sampler setting but the progress bar and the reruns, k, the KL estimator and the released statistics. Not the
     key, nor the reruns: estimates from any key, and a rerun's, are estimates of the same values, so a result of the
-    same game may be resumed with another key or another number of reruns."""
-    settings = {name: value for name, value in vars(game.config).items() if name not in ("progress_bar", "reruns")}
+    same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
+    game ran are its num_repeats (`SamplerConfig.sampled`)."""
+    settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
     if hasattr(game.model, "kernel"):  # a NUTS model: its kernel settings stand where the config held them
         effective = game.model.kernel_settings(game.config)
         settings |= {name: float(getattr(effective, name)) for name in KERNEL_FIELDS}

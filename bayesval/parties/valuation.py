@@ -12,7 +12,8 @@ One function per job, called in this order by `value_parties`:
 4. `CoalitionSurprise`: the coalition game v_C = KL(p(theta | o_C) || p(theta)), resumed from a result of the same
    game (`bayesval.results.state.CoalitionEstimates`) where one is given.
 5. `shapley_values`: exact over all 2^n coalitions up to `exact_up_to` parties, else permutation sampling
-   (`bayesval.games.semivalue`) until the stopping rule holds or every coalition is known.
+   (`bayesval.games.semivalue`) until the stopping rule holds or every coalition is known, each coalition valued
+   with the budget of a sampled game (`PartyValuationSettings.for_parties`, `SamplerConfig.sampled`).
 6. `reward_parties`: rho-Shapley rewards by tempering or noise addition (Sim et al. 2023, Sec. 5).
 7. `assemble_result`: the `ValuationResult`, with the coalition estimates as its typed resume state.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import jax
@@ -45,7 +46,14 @@ from bayesval.parties.rewards.allocation import Rewards, allocate
 from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
 from bayesval.parties.rewards.sampling import RewardSampler
 from bayesval.parties.rewards.targets import check_rho
-from bayesval.parties.surprise import CoalitionSurprise, batch_rows, conjugate_prior, per_repeat, prior_density
+from bayesval.parties.surprise import (
+    UNFINGERPRINTED,
+    CoalitionSurprise,
+    batch_rows,
+    conjugate_prior,
+    per_repeat,
+    prior_density,
+)
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
@@ -98,6 +106,14 @@ class PartyValuationSettings:
     keep_draws: bool
     mechanism: Tempering | NoiseAddition | None
     rho: float
+
+    def for_parties(self, num_parties: int) -> PartyValuationSettings:
+        """These settings for a game of `num_parties` parties: beyond `exact_up_to`, where the Shapley values are
+        sampled, with the budget the config gives a sampled game (`SamplerConfig.sampled`: the presets' 2 repeats a
+        coalition)."""
+        if num_parties <= self.exact_up_to:
+            return self
+        return replace(self, config=self.config.sampled())
 
     def stopping_rule(self, num_parties: int) -> StoppingRule:
         """`stop`, or the default: every stderr <= tolerance after MIN_PERMUTATIONS permutations, at most
@@ -178,7 +194,7 @@ def check_valuation(model, parties, settings: PartyValuationSettings, resume_fro
     if settings.kl != "auto":  # the estimator asked for is available
         prior_density(model, placeholder, settings.kl)
         conjugate_prior(model, placeholder, settings.kl)
-    batch_rows(model, placeholder, settings.config, 1, settings.kl)  # memory_limit_mb fits one posterior
+    batch_rows(model, placeholder, settings.for_parties(len(names)).config, 1, settings.kl)  # fits one posterior
     _check_resume_source(resume_from, names, settings.keep_draws)
     return names
 
@@ -310,10 +326,30 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
         if resume_from.coalition_estimates.game != surprise.fingerprint:
             raise ValueError(
                 "resume_from is a result of a different game: its model, releases, parties, sampler settings, k or "
-                "KL estimator differ from this valuation's"
+                "KL estimator differ from this valuation's" + _sampler_differences(resume_from.diagnostics, surprise)
             )
         surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
     return surprise
+
+
+def _sampler_differences(diagnostics: dict, surprise: CoalitionSurprise) -> str:
+    """The sampler settings in which a saved result's game differs from `surprise`'s, for an error ('' if none)."""
+    saved, today = diagnostics.get("sampler", {}), vars(surprise.config)
+    differing = [
+        f"{name} {saved[name]!r} there, {value!r} here"
+        for name, value in today.items()
+        if name in saved and name not in UNFINGERPRINTED and saved[name] != value
+    ]
+    if not differing:
+        return ""
+    hint = ""
+    if saved.get("num_repeats", today["num_repeats"]) != today["num_repeats"]:
+        hint = (
+            f" (the presets value a coalition twice where the Shapley values are sampled; to resume a result of "
+            f"{saved['num_repeats']} repeats, pass config=SamplerConfig.preset(...).with_(sampled_repeats="
+            f"{saved['num_repeats']}))"
+        )
+    return f": {'; '.join(differing)}{hint}"
 
 
 class ShapleyValues(NamedTuple):
@@ -459,6 +495,7 @@ def value_parties(
         )
     settings = party_settings(model, **options)
     names = check_valuation(model, parties, settings, resume_from)
+    settings = settings.for_parties(len(names))
     releases = release_parties(model, parties, ledger)
     key_values, key_permutations = jax.random.split(settings.key)
     surprise = coalition_game(model, releases, settings, key_values, resume_from)
