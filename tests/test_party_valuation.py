@@ -4,6 +4,7 @@ the front door."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import warnings
 
@@ -50,20 +51,35 @@ def test_settings_default_every_argument_once():
 
 
 def test_a_sampled_game_takes_the_configs_sampled_repeats_and_an_enumerated_one_its_repeats():
-    """Beyond exact_up_to the Shapley values are sampled, and each coalition gets `sampled_repeats` (the presets': 2);
-    up to it, `num_repeats`; a config without `sampled_repeats` (the user's own) keeps its repeats everywhere."""
+    """Beyond exact_up_to the Shapley values are sampled, and each coalition gets `sampled_repeats` (the Gibbs
+    presets': 2); up to it, `num_repeats`. A config without `sampled_repeats` (built by hand, a NUTS preset, or one
+    whose num_repeats was set) keeps its repeats everywhere, and so does a valuation that also rewards."""
     for preset, repeats in (("fast", 3), ("paper", 6)):
         settings = valuation.party_settings(MODEL, config=preset, exact_up_to=4)
+        assert settings.enumerates(4) and not settings.enumerates(5)
         assert settings.for_parties(4).config.num_repeats == repeats
-        assert settings.for_parties(5).config.num_repeats == 2
-        assert settings.for_parties(5).config == settings.config.with_(num_repeats=2)
-    assert bv.SamplerConfig.preset("fast", "nuts").sampled().num_repeats == 2
+        assert settings.for_parties(5).config == settings.config.with_(num_repeats=2, sampled_repeats=2)
+        rewarded = valuation.party_settings(MODEL, config=preset, exact_up_to=4, rewards="tempering")
+        assert rewarded.for_parties(5).config.num_repeats == repeats
+    assert bv.SamplerConfig.preset("fast", "nuts").for_sampled_game().num_repeats == 3
+    assert bv.SamplerConfig.preset("fast").with_(num_repeats=5).for_sampled_game().num_repeats == 5
     own = valuation.party_settings(MODEL, config=TINY.with_(num_repeats=4), exact_up_to=2)
     assert own.for_parties(3).config.num_repeats == 4
     assert own.for_parties(3) == own.for_parties(2) == own
-    assert TINY.with_(num_repeats=4, sampled_repeats=3).sampled().num_repeats == 3
+    assert TINY.with_(num_repeats=4, sampled_repeats=3).for_sampled_game().num_repeats == 3
     with pytest.raises(ValueError, match=r"SamplerConfig.sampled_repeats must be an integer >= 2, got 1"):
         TINY.with_(sampled_repeats=1)
+
+
+def test_the_budget_flags_set_sampled_repeats_and_num_repeats_alone_sets_every_games():
+    parser = argparse.ArgumentParser()
+    bv.SamplerConfig.add_arguments(parser)
+    assert bv.SamplerConfig.from_arguments(parser.parse_args([])).sampled_repeats == 2
+    assert bv.SamplerConfig.from_arguments(parser.parse_args(["--sampled-repeats", "4"])).sampled_repeats == 4
+    repeats = bv.SamplerConfig.from_arguments(parser.parse_args(["--num-repeats", "5"]))
+    assert (repeats.num_repeats, repeats.sampled_repeats) == (5, None)
+    both = bv.SamplerConfig.from_arguments(parser.parse_args(["--num-repeats", "5", "--sampled-repeats", "3"]))
+    assert (both.num_repeats, both.sampled_repeats) == (5, 3)
 
 
 def test_sampled_repeats_leave_an_enumerated_game_as_it_was_so_its_results_resume(valued, releases, monkeypatch):
@@ -86,7 +102,10 @@ def test_the_result_carries_its_coalition_estimates_as_a_typed_state_not_in_its_
     assert isinstance(state, CoalitionEstimates) and sorted(state.estimates) == list(range(1, 8))
     assert "game" not in valued.diagnostics and "coalition_estimates" not in valued.diagnostics
     np.testing.assert_array_equal(np.mean([state.estimates[c] for c in range(1, 8)], axis=1), valued.coalition_values)
-    loaded = bv.ValuationResult.load(valued.save(tmp_path / "result.npz")).coalition_estimates
+    again = bv.ValuationResult.load(valued.save(tmp_path / "result.npz"))
+    loaded = again.coalition_estimates
+    assert again.diagnostics["sampler"] == valued.diagnostics["sampler"]
+    assert again.diagnostics["sampler"]["sampled_repeats"] is None
     assert loaded.game == state.game and list(loaded.estimates) == list(state.estimates)
     for code, estimates in state.estimates.items():
         np.testing.assert_array_equal(loaded.estimates[code], estimates)
@@ -132,10 +151,16 @@ def test_resume_from_needs_coalition_estimates_of_the_same_game(valued, releases
     without = bv.ValuationResult(valued.method, valued.values, valued.stderr, valued.names)
     with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
         bv.valuate(MODEL, releases, config=TINY, resume_from=without)
-    with pytest.raises(ValueError, match="resume_from is a result of a different game: its model, releases"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            bv.valuate(MODEL, releases, config=TINY.with_(num_samples=24), resume_from=valued)
+    differs = r"different game: its model, .* differ from this valuation's: num_samples 20 in resume_from, 24 in this"
+    with pytest.raises(ValueError, match=differs) as refused, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        bv.valuate(MODEL, releases, config=TINY.with_(num_samples=24), resume_from=valued)
+    assert "resumes a result" not in str(refused.value)
+    # an enumerated game of other repeats: named, without the sampled game's config, which would not resume it
+    repeats = r"num_repeats 2 in resume_from, 3 in this valuation$"
+    with pytest.raises(ValueError, match=repeats), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        bv.valuate(MODEL, releases, config=TINY.with_(num_repeats=3, sampled_repeats=2), resume_from=valued)
 
 
 def test_coalition_estimates_round_trip_as_a_record():

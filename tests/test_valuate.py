@@ -8,6 +8,7 @@ import pytest
 
 import bayesval as bv
 from bayesval.games.shapley import coalition_masks
+from bayesval.parties.surprise import CoalitionSurprise
 
 BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2, progress_bar=False)
 
@@ -116,11 +117,14 @@ def test_many_parties_use_permutation_sampling(syn):
     assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]))
 
 
-def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_names_them_when_resumed(syn):
+def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_names_them_when_resumed(
+    syn, monkeypatch, tmp_path
+):
     """4 parties beyond exact_up_to=3: every coalition estimate rests on `sampled_repeats` repeats (2), not the
-    config's num_repeats (3). A result sampled with 3 repeats (a config without sampled repeats, as every preset was
-    before them) is refused under the 2 with the setting that differs and the config that resumes it, and that
-    config resumes it (with nothing left to sample: its one batch held every coalition)."""
+    config's num_repeats (3), and the setting is saved with the result. A result sampled with 3 repeats (as the
+    Gibbs presets did before sampled repeats) is refused under the 2 with the setting that differs and the config
+    that resumes it, and that config takes its estimates over (its one batch held every coalition: nothing is
+    sampled again)."""
     X = np.concatenate([p[0] for p in syn.parties])
     y = np.concatenate([p[1] for p in syn.parties])
     parties = [
@@ -136,22 +140,30 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
     assert sampled.diagnostics["sampler"]["num_repeats"] == 2 and sampled.state.num_repeats == 2
     assert {len(estimates) for estimates in sampled.coalition_estimates.estimates.values()} == {2}
     assert {len(estimates) for estimates in before.coalition_estimates.estimates.values()} == {3}
+    loaded = bv.ValuationResult.load(sampled.save(tmp_path / "sampled.npz"))
+    assert loaded.diagnostics["sampler"] == sampled.diagnostics["sampler"]
+    assert loaded.diagnostics["sampler"]["sampled_repeats"] == 2
     refused = (
-        r"different game: .*num_repeats 3 there, 2 here.*to resume a result of 3 repeats, pass "
-        r"config=SamplerConfig.preset\(...\).with_\(sampled_repeats=3\)"
+        r"different game: .*num_repeats 3 in resume_from, 2 in this valuation \(this config values a coalition of a "
+        r"sampled game 2 times; config=...with_\(sampled_repeats=3\) resumes a result of 3 repeats\)"
     )
     with pytest.raises(ValueError, match=refused), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         bv.valuate(
             bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=2), resume_from=before, **options
         )
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a resumed game sampled a coalition again")
+
+    monkeypatch.setattr(CoalitionSurprise, "_sample", no_sampling)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         resumed = bv.valuate(
             bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=3), resume_from=before, **options
         )
     assert resumed.state.num_repeats == 3
-    np.testing.assert_array_equal(resumed.values, before.values)  # its one batch had sampled every coalition
+    np.testing.assert_array_equal(resumed.values, before.values)
 
 
 def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs_use_latin_blocks(syn, monkeypatch):

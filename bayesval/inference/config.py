@@ -17,7 +17,7 @@ from difflib import get_close_matches
 from bayesval.validation import check_bool, check_count, check_non_negative, check_positive, check_probability
 
 KERNEL_FIELDS = ("target_accept_prob", "min_bfmi")
-SAMPLED_REPEATS = 2  # the presets' repeats of a coalition where the Shapley values are sampled (`SamplerConfig`)
+SAMPLED_REPEATS = 2  # the Gibbs presets' repeats of a coalition where the Shapley values are sampled (`SamplerConfig`)
 
 
 class ModelDefault(float):
@@ -64,10 +64,13 @@ class SamplerConfig:
     and the valuation warns instead. A rerun's estimates replace the failed ones.
 
     sampled_repeats: the repeats of a coalition where the Shapley values are sampled rather than enumerated
-    (`sampled()`; None: num_repeats, >= 2 like it). There a Shapley value's standard error comes from the spread of
-    the parties' marginal contributions over the coalitions drawn, and a coalition's Monte Carlo error is a few per
-    cent of that spread, so a repeat more buys less precision than the same sweeps spent on more coalitions: the
-    presets take 2, the fewest that have a spread (docs/benchmarks.md, "Fewer repeats where coalitions are sampled").
+    (`for_sampled_game()`; None: num_repeats, >= 2 like it). There a Shapley value's standard error comes from the
+    spread of the parties' marginal contributions over the coalitions drawn, and a coalition's Monte Carlo error
+    adds a few per cent to their variance, so a repeat more buys less precision than the same sweeps spent on more
+    coalitions: the Gibbs presets take 2, the fewest that have a spread (measured on Syn: docs/benchmarks.md, "Fewer
+    repeats where coalitions are sampled"); the NUTS presets, not measured, leave it None. A config built by hand
+    leaves it None unless it sets it, and `with_(num_repeats=...)` (the CLI's --num-repeats) without it sets it to
+    None: the repeats asked for hold in every game.
 
     target_accept_prob and min_bfmi are kernel settings, kept here for one release: left alone they are the
     model's (`kernel_overrides` is empty); given, they override the NUTS model's with a DeprecationWarning.
@@ -118,7 +121,7 @@ class SamplerConfig:
     def draws_per_repeat(self) -> int:
         return self.num_chains * self.num_samples // self.thinning
 
-    def sampled(self) -> SamplerConfig:
+    def for_sampled_game(self) -> SamplerConfig:
         """The budget of a game whose coalitions are sampled: num_repeats = sampled_repeats where that is set."""
         if self.sampled_repeats is None:
             return self
@@ -158,6 +161,8 @@ class SamplerConfig:
             raise TypeError(
                 f"SamplerConfig.with_() got unknown field(s) {', '.join(hints)}; valid fields: {', '.join(valid)}"
             )
+        if "num_repeats" in changes and "sampled_repeats" not in changes:  # the repeats asked for, in every game
+            changes = changes | {"sampled_repeats": None}
         with _quietly():
             copy = replace(self, **changes)
         given = [name for name in KERNEL_FIELDS if name in changes]
@@ -174,8 +179,13 @@ class SamplerConfig:
         fields."""
         group = parser.add_argument_group("sampler budget")
         group.add_argument("--preset", default="fast", choices=["fast", "paper"], help="the preset to start from")
+        helps = {
+            "num_repeats": "overrides the preset, in every game (without --sampled-repeats)",
+            "sampled_repeats": "repeats of a coalition where the Shapley values are sampled; overrides the preset",
+        }
         for name in cls.BUDGET_FIELDS:
-            group.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, help="overrides the preset")
+            flag, help_text = f"--{name.replace('_', '-')}", helps.get(name, "overrides the preset")
+            group.add_argument(flag, type=int, default=None, help=help_text)
 
     @classmethod
     def from_arguments(cls, arguments, sampler: str = "gibbs", **changes) -> SamplerConfig:
@@ -188,8 +198,8 @@ class SamplerConfig:
     def preset(cls, name: str, sampler: str = "gibbs") -> SamplerConfig:
         """'fast' (the default) or 'paper', for the 'gibbs' or the 'nuts' sampler.
 
-        Every preset values a coalition twice where the Shapley values are sampled (sampled_repeats 2), and as
-        below where they are enumerated.
+        The Gibbs presets value a coalition twice where the Shapley values are sampled (sampled_repeats 2), and as
+        below where they are enumerated; the NUTS presets as below in every game.
         Gibbs, fast: 4 chains of 800 + 1,600 sweeps, 3 repeats: Syn's demo converges (R-hat <= 1.01, bulk
         ESS >= 400 per coalition) with Shapley standard errors ~0.01 in under a minute on 2 cores.
         Gibbs, paper: tuned to the precision of Sim et al.'s runs (every Shapley value's standard error
@@ -226,15 +236,9 @@ class SamplerConfig:
                 "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6, **sampled),
             },
             "nuts": {
-                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3, **sampled),
+                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3),
                 "paper": cls(
-                    num_chains=5,
-                    num_warmup=400,
-                    num_samples=2000,
-                    thinning=1,
-                    num_repeats=5,
-                    target_accept_prob=0.86,
-                    **sampled,
+                    num_chains=5, num_warmup=400, num_samples=2000, thinning=1, num_repeats=5, target_accept_prob=0.86
                 ),
             },
         }

@@ -126,9 +126,9 @@ PACK_FROM_CHAIN_SWEEPS = 10_000
 def worth_packing(config: SamplerConfig) -> bool:
     """Whether a coalition's sweeps (chains x (warm-up + samples) x repeats) are enough, at least
     `PACK_FROM_CHAIN_SWEEPS`, for packing members to save more sampling than its extra compiled programs cost: at
-    the fast preset (28,800) it does; at a smoke-test budget of a few hundred the run is compilation and packing
-    would triple it (docs/benchmarks.md). A function of the settings alone, so a game's values do not depend on
-    how its coalitions are batched."""
+    the fast preset (28,800; 19,200 with the 2 repeats of a sampled game, `SamplerConfig.sampled_repeats`) it does;
+    at a smoke-test budget of a few hundred the run is compilation and packing would triple it (docs/benchmarks.md).
+    A function of the settings alone, so a game's values do not depend on how its coalitions are batched."""
     return config.num_chains * (config.num_warmup + config.num_samples) * config.num_repeats >= PACK_FROM_CHAIN_SWEEPS
 
 
@@ -245,7 +245,7 @@ def game_fingerprint(game: SurpriseGame) -> str:
     sampler setting but the progress bar and the reruns, k, the KL estimator and the released statistics. Not the
     key, nor the reruns: estimates from any key, and a rerun's, are estimates of the same values, so a result of the
     same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
-    game ran are its num_repeats (`SamplerConfig.sampled`)."""
+    game ran are its num_repeats (`SamplerConfig.for_sampled_game`)."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
     if hasattr(game.model, "kernel"):  # a NUTS model: its kernel settings stand where the config held them
         effective = game.model.kernel_settings(game.config)

@@ -13,7 +13,8 @@ One function per job, called in this order by `value_parties`:
    game (`bayesval.results.state.CoalitionEstimates`) where one is given.
 5. `shapley_values`: exact over all 2^n coalitions up to `exact_up_to` parties, else permutation sampling
    (`bayesval.games.semivalue`) until the stopping rule holds or every coalition is known, each coalition valued
-   with the budget of a sampled game (`PartyValuationSettings.for_parties`, `SamplerConfig.sampled`).
+   with the budget of a sampled game (`PartyValuationSettings.for_parties`, `SamplerConfig.for_sampled_game`;
+   not where the parties are also rewarded).
 6. `reward_parties`: rho-Shapley rewards by tempering or noise addition (Sim et al. 2023, Sec. 5).
 7. `assemble_result`: the `ValuationResult`, with the coalition estimates as its typed resume state.
 
@@ -107,13 +108,17 @@ class PartyValuationSettings:
     mechanism: Tempering | NoiseAddition | None
     rho: float
 
+    def enumerates(self, num_parties: int) -> bool:
+        """Whether a game of `num_parties` parties is valued over every coalition (else by permutation sampling)."""
+        return num_parties <= self.exact_up_to
+
     def for_parties(self, num_parties: int) -> PartyValuationSettings:
-        """These settings for a game of `num_parties` parties: beyond `exact_up_to`, where the Shapley values are
-        sampled, with the budget the config gives a sampled game (`SamplerConfig.sampled`: the presets' 2 repeats a
-        coalition)."""
-        if num_parties <= self.exact_up_to:
+        """These settings for a game of `num_parties` parties: where its Shapley values are sampled, with the budget
+        the config gives a sampled game (`SamplerConfig.for_sampled_game`: the Gibbs presets' 2 repeats a coalition),
+        unless the parties are also rewarded, whose rewards' standard errors come from the repeats alone."""
+        if self.enumerates(num_parties) or self.mechanism is not None:
             return self
-        return replace(self, config=self.config.sampled())
+        return replace(self, config=self.config.for_sampled_game())
 
     def stopping_rule(self, num_parties: int) -> StoppingRule:
         """`stop`, or the default: every stderr <= tolerance after MIN_PERMUTATIONS permutations, at most
@@ -194,7 +199,7 @@ def check_valuation(model, parties, settings: PartyValuationSettings, resume_fro
     if settings.kl != "auto":  # the estimator asked for is available
         prior_density(model, placeholder, settings.kl)
         conjugate_prior(model, placeholder, settings.kl)
-    batch_rows(model, placeholder, settings.for_parties(len(names)).config, 1, settings.kl)  # fits one posterior
+    batch_rows(model, placeholder, settings.config, 1, settings.kl)  # memory_limit_mb fits one posterior
     _check_resume_source(resume_from, names, settings.keep_draws)
     return names
 
@@ -326,30 +331,34 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
         if resume_from.coalition_estimates.game != surprise.fingerprint:
             raise ValueError(
                 "resume_from is a result of a different game: its model, releases, parties, sampler settings, k or "
-                "KL estimator differ from this valuation's" + _sampler_differences(resume_from.diagnostics, surprise)
+                "KL estimator differ from this valuation's"
+                + _sampler_differences(resume_from.diagnostics, surprise.config, settings.enumerates(n))
             )
         surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
     return surprise
 
 
-def _sampler_differences(diagnostics: dict, surprise: CoalitionSurprise) -> str:
-    """The sampler settings in which a saved result's game differs from `surprise`'s, for an error ('' if none)."""
-    saved, today = diagnostics.get("sampler", {}), vars(surprise.config)
-    differing = [
-        f"{name} {saved[name]!r} there, {value!r} here"
+def _sampler_differences(diagnostics: dict, config: SamplerConfig, enumerated: bool) -> str:
+    """The sampler settings in which a saved result's game differs from one valued with `config`, for an error ('' if
+    none), with the config that resumes it where only the repeats of a sampled game differ (`sampled_repeats`)."""
+    saved, today = diagnostics.get("sampler", {}), vars(config)
+    differing = {
+        name: (saved[name], value)
         for name, value in today.items()
         if name in saved and name not in UNFINGERPRINTED and saved[name] != value
-    ]
+    }
     if not differing:
         return ""
-    hint = ""
-    if saved.get("num_repeats", today["num_repeats"]) != today["num_repeats"]:
-        hint = (
-            f" (the presets value a coalition twice where the Shapley values are sampled; to resume a result of "
-            f"{saved['num_repeats']} repeats, pass config=SamplerConfig.preset(...).with_(sampled_repeats="
-            f"{saved['num_repeats']}))"
-        )
-    return f": {'; '.join(differing)}{hint}"
+    listed = "; ".join(
+        f"{name} {there!r} in resume_from, {here!r} in this valuation" for name, (there, here) in differing.items()
+    )
+    if list(differing) != ["num_repeats"] or enumerated or config.sampled_repeats is None:
+        return f": {listed}"
+    repeats = differing["num_repeats"][0]
+    return (
+        f": {listed} (this config values a coalition of a sampled game {config.sampled_repeats} times; "
+        f"config=...with_(sampled_repeats={repeats}) resumes a result of {repeats} repeats)"
+    )
 
 
 class ShapleyValues(NamedTuple):
@@ -370,7 +379,7 @@ def shapley_values(
     party's marginal contribution shrinks as the coalition grows, and that spread between positions was most of a
     plain permutation's variance (docs/games.md, "Latin permutations")."""
     n = len(names)
-    if n <= settings.exact_up_to:
+    if settings.enumerates(n):
         return ShapleyValues(*_exact_shapley(surprise, n), "exact Shapley", None)
     resumed = resume_from.state if resume_from is not None and resume_from.state is not None else None
     sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
