@@ -2,7 +2,7 @@
 process (compilation included), one after the other: this working tree against the package at an earlier commit, or
 with the last calls' cut forced off and on, in plain permutations (the workload the cut was first measured on; the
 valuation now samples Latin blocks up to 32 parties, `parties.valuation.permutation_sampler`); or plain permutations
-against Latin blocks.
+against Latin blocks; or Latin blocks with each coalition valued 3 times against 2 times.
 
     python benchmarks/bench_permutation_calls.py --against 55dc989            # 12 parties, 8 permutations
     python benchmarks/bench_permutation_calls.py --against 55dc989 --parties 12 --permutations 32
@@ -23,9 +23,9 @@ from them the permutations and the time that every standard error <= `--target` 
 (`SamplerConfig.sampled_repeats`; the fast preset's 3 repeats before, 2 now), as the package cuts its calls: the same
 permutations and, with them, the same coalitions. The other modes value each coalition 3 times, as their recorded
 runs did and as a package from before `sampled_repeats` does, so that `--against` compares like with like.
-Both modes print each run's smallest degrees of freedom of a standard
-error (`TRUSTED_DOF` decides convergence) and the spread of one repeat's estimate of a coalition (root mean square),
-the Monte Carlo error that more repeats would shrink.
+Both modes print each run's smallest degrees of freedom of a standard error (`TRUSTED_DOF` decides convergence) and
+the spread of one repeat's estimate of a coalition (root mean square), the Monte Carlo error that more repeats would
+shrink.
 
 A batch of permutations holds only some coalitions of each width, so the last sampler call of a width is mostly
 padding when calls are as large as the width's whole set of coalitions allows. Prints each path's `bv.valuate` time,

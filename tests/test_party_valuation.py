@@ -156,8 +156,8 @@ def test_resume_from_needs_coalition_estimates_of_the_same_game(valued, releases
         warnings.simplefilter("ignore", UserWarning)
         bv.valuate(MODEL, releases, config=TINY.with_(num_samples=24), resume_from=valued)
     assert "resumes a result" not in str(refused.value)
-    # an enumerated game of other repeats: named, without the sampled game's config, which would not resume it
-    repeats = r"num_repeats 2 in resume_from, 3 in this valuation$"
+    # a game of other repeats alone (here an enumerated one): named, with the config that resumes it
+    repeats = r"num_repeats 2 in resume_from, 3 in this valuation \(config=\.\.\.with_\(num_repeats=2\) resumes"
     with pytest.raises(ValueError, match=repeats), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         bv.valuate(MODEL, releases, config=TINY.with_(num_repeats=3, sampled_repeats=2), resume_from=valued)

@@ -332,33 +332,30 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
             raise ValueError(
                 "resume_from is a result of a different game: its model, releases, parties, sampler settings, k or "
                 "KL estimator differ from this valuation's"
-                + _sampler_differences(resume_from.diagnostics, surprise.config, settings.enumerates(n))
+                + _sampler_differences(resume_from.diagnostics, surprise.config)
             )
         surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
     return surprise
 
 
-def _sampler_differences(diagnostics: dict, config: SamplerConfig, enumerated: bool) -> str:
+def _sampler_differences(diagnostics: dict, config: SamplerConfig) -> str:
     """The sampler settings in which a saved result's game differs from one valued with `config`, for an error ('' if
-    none), with the config that resumes it where only the repeats of a sampled game differ (`sampled_repeats`)."""
+    none), with the config that resumes it where only the repeats differ (the Gibbs presets value a coalition twice
+    where the Shapley values are sampled, unless the parties are also rewarded: `PartyValuationSettings.for_parties`).
+    """
     saved, today = diagnostics.get("sampler", {}), vars(config)
     differing = {
         name: (saved[name], value)
         for name, value in today.items()
         if name in saved and name not in UNFINGERPRINTED and saved[name] != value
     }
-    if not differing:
-        return ""
     listed = "; ".join(
         f"{name} {there!r} in resume_from, {here!r} in this valuation" for name, (there, here) in differing.items()
     )
-    if list(differing) != ["num_repeats"] or enumerated or config.sampled_repeats is None:
-        return f": {listed}"
+    if list(differing) != ["num_repeats"]:
+        return f": {listed}" if differing else ""
     repeats = differing["num_repeats"][0]
-    return (
-        f": {listed} (this config values a coalition of a sampled game {config.sampled_repeats} times; "
-        f"config=...with_(sampled_repeats={repeats}) resumes a result of {repeats} repeats)"
-    )
+    return f": {listed} (config=...with_(num_repeats={repeats}) resumes a result of {repeats} repeats)"
 
 
 class ShapleyValues(NamedTuple):
