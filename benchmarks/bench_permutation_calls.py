@@ -2,13 +2,15 @@
 process (compilation included), one after the other: this working tree against the package at an earlier commit, or
 with the last calls' cut forced off and on, in plain permutations (the workload the cut was first measured on; the
 valuation now samples Latin blocks up to 32 parties, `parties.valuation.permutation_sampler`); or plain permutations
-against Latin blocks; or Latin blocks with each coalition valued 3 times against 2 times.
+against Latin blocks; or Latin blocks with each coalition valued 3 times against 2 times, or with chains of other
+lengths.
 
     python benchmarks/bench_permutation_calls.py --against 55dc989            # 12 parties, 8 permutations
     python benchmarks/bench_permutation_calls.py --against 55dc989 --parties 12 --permutations 32
     python benchmarks/bench_permutation_calls.py --cuts off on --memory-limit-mb 32768   # on a GPU: cut forced
     python benchmarks/bench_permutation_calls.py --designs plain latin --permutations 36  # the two designs
     python benchmarks/bench_permutation_calls.py --repeats 3 2 --parties 8 --permutations 16  # repeats a coalition
+    python benchmarks/bench_permutation_calls.py --budgets 800:1600 400:1200 --parties 12 --permutations 24  # chains
 
 `--cuts off on` values the batch twice in this tree, with every call padded to a full call and with each width's
 last call cut to its rows (`surprise.cuts_calls` forced either way), to measure where a cut pays on an accelerator,
@@ -23,7 +25,13 @@ from them the permutations and the time that every standard error <= `--target` 
 (`SamplerConfig.sampled_repeats`; the fast preset's 3 repeats before, 2 now), as the package cuts its calls: the same
 permutations and, with them, the same coalitions. The other modes value each coalition 3 times, as their recorded
 runs did and as a package from before `sampled_repeats` does, so that `--against` compares like with like.
-Both modes print each run's smallest degrees of freedom of a standard error (`TRUSTED_DOF` decides convergence) and
+`--budgets 800:1600 400:1200` values a batch of Latin blocks with chains of each budget (warm-up:kept sweeps, the
+preset's 4 chains and 2 repeats a coalition), as the package cuts its calls and reruns coalitions, and prints, for each
+run after the first, the mean difference of the coalition values both runs valued by coalition size, with its error: a
+mean that departs from zero is a bias of one budget against the other (docs/benchmarks.md, "Shorter chains where
+coalitions are sampled").
+
+These modes print each run's smallest degrees of freedom of a standard error (`TRUSTED_DOF` decides convergence) and
 the spread of one repeat's estimate of a coalition (root mean square), the Monte Carlo error that more repeats would
 shrink.
 
@@ -47,10 +55,17 @@ import numpy as np
 
 
 def child(
-    num_parties: int, permutations: int, cut: str, memory_limit_mb: float | None, design: str, repeats: int | None
+    num_parties: int,
+    permutations: int,
+    cut: str,
+    memory_limit_mb: float | None,
+    design: str,
+    repeats: int | None,
+    budget: tuple[int, int] | None = None,
 ) -> None:
     """One valuation in this process; prints a JSON line. `cut`: 'package' (the package decides), 'on' or 'off';
-    `design`: 'plain' permutations or 'latin' blocks; `repeats`: the sampled repeats (None: the preset's)."""
+    `design`: 'plain' permutations or 'latin' blocks; `repeats`: the sampled repeats (None: the preset's);
+    `budget`: (warm-up, kept) sweeps of a chain (None: the preset's)."""
     import jax
 
     import bayesval as bv
@@ -87,6 +102,8 @@ def child(
         config = config.with_(memory_limit_mb=memory_limit_mb)
     if hasattr(config, "sampled_repeats"):  # 3 repeats outside --repeats, as the tables of the other modes ran
         config = config.with_(sampled_repeats=3 if repeats is None else repeats)
+    if budget is not None:
+        config = config.with_(num_warmup=budget[0], num_samples=budget[1])
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -113,6 +130,10 @@ def child(
         "repeats": result.state.num_repeats,
         "min_dof": float(np.min(result.state.estimate().dof)),
         "repeat_spread": float(np.sqrt(np.mean(result.coalition_stderr**2) * result.state.num_repeats)),
+        "coalition_codes": (result.coalition_masks.astype(np.int64) @ (1 << np.arange(num_parties))).tolist(),
+        "coalition_values": result.coalition_values.tolist(),
+        "reruns": int(np.sum(result.diagnostics["reruns"])),
+        "min_ess": float(np.min(result.diagnostics["ess"])),
     }
     print(json.dumps(record))
 
@@ -123,6 +144,7 @@ def run(
     cut: str = "package",
     design: str = "plain",
     repeats: int | None = None,
+    budget: str | None = None,
 ) -> dict:
     from bench_compile import run_json
 
@@ -132,7 +154,18 @@ def run(
         command += ["--memory-limit-mb", str(args.memory_limit_mb)]
     if repeats is not None:
         command += ["--repeats", str(repeats)]
+    if budget is not None:
+        command += ["--budgets", budget]
     return run_json(command, package_root)
+
+
+def sweep_budget(text: str) -> tuple[int, int]:
+    """'WARMUP:KEPT' sweeps of a chain, as two ints."""
+    warmup, _, kept = text.partition(":")
+    try:
+        return int(warmup), int(kept)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not WARMUP:KEPT, e.g. 800:1600") from None
 
 
 def main() -> None:
@@ -149,23 +182,42 @@ def main() -> None:
     parser.add_argument(
         "--repeats", nargs="+", type=int, help="value a batch of Latin blocks with each of these sampled repeats"
     )
-    parser.add_argument("--target", type=float, default=0.02, help="with --designs, --repeats: the stderr to reach")
+    parser.add_argument(
+        "--budgets",
+        nargs="+",
+        type=sweep_budget,
+        metavar="WARMUP:KEPT",
+        help="value a batch of Latin blocks with each of these chain budgets (the preset's sampled repeats)",
+    )
+    parser.add_argument(
+        "--target", type=float, default=0.02, help="with --designs, --repeats, --budgets: the stderr to reach"
+    )
     parser.add_argument("--memory-limit-mb", type=float, help="SamplerConfig.memory_limit_mb (default: the preset's)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         design = (args.designs or ["plain"])[0]
         repeats = None if args.repeats is None else args.repeats[0]
-        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb, design, repeats)
-    if args.designs or args.repeats:
-        if args.against or args.cuts != ["package"] or (args.designs and args.repeats):
-            parser.error("--designs and --repeats each compare runs in this tree as the package cuts: one at a time")
-        if (args.repeats or "latin" in args.designs) and args.permutations % args.parties:
+        budget = None if args.budgets is None else args.budgets[0]
+        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb, design, repeats, budget)
+    modes = [mode for mode in (args.designs, args.repeats, args.budgets) if mode]
+    if modes:
+        if args.against or args.cuts != ["package"] or len(modes) > 1:
+            parser.error(
+                "--designs, --repeats and --budgets each compare runs in this tree as the package cuts: one at a time"
+            )
+        if (args.repeats or args.budgets or "latin" in args.designs) and args.permutations % args.parties:
             parser.error(f"Latin blocks need --permutations a multiple of the {args.parties} parties")
         if args.repeats and min(args.repeats) < 2:
             parser.error("--repeats: a coalition needs 2 repeats or more (one has no spread)")
         if args.designs:
             return compare(args, {design: run(args, None, design=design) for design in args.designs})
+        if args.budgets:
+            budgets = {
+                f"{warmup}+{kept}": run(args, None, "package", "latin", 2, f"{warmup}:{kept}")
+                for warmup, kept in args.budgets
+            }
+            return compare(args, budgets)
         runs = {f"{repeats} repeats": run(args, None, design="latin", repeats=repeats) for repeats in args.repeats}
         return compare(args, runs)
     results = {}
@@ -195,7 +247,7 @@ def main() -> None:
 
 def compare(args: argparse.Namespace, results: dict[str, dict]) -> None:
     """Runs of one batch each (fresh processes, one after the other): what each spent and what the target would
-    cost at its rate, and, where there are two runs, their ratios."""
+    cost at its rate, and each later run's ratios to the first (with the coalition values' differences, `offsets`)."""
     print(f"{args.parties} parties, one batch of {args.permutations} permutations, fast preset, key 0:")
     for label, result in results.items():
         worst = max(result["stderr"])
@@ -207,11 +259,13 @@ def compare(args: argparse.Namespace, results: dict[str, dict]) -> None:
             f"         stderr {np.round(result['stderr'], 4).tolist()}\n"
             f"         {result['repeats']} repeats a coalition, one repeat's spread {result['repeat_spread']:.4f}; "
             f"smallest degrees of freedom {result['min_dof']:.1f}\n"
+            f"         coalitions rerun {result.get('reruns', 'n/a')}, "
+            f"smallest ESS {result.get('min_ess', float('nan')):.0f}\n"
             f"         every stderr <= {args.target:g}: about {needed:.0f} permutations, "
             f"{needed / args.permutations * result['seconds'] / 60:.0f} min at this batch's rate"
         )
-    if len(results) == 2:
-        (first, before), (second, after) = results.items()
+    (first, before), *others = results.items()
+    for second, after in others:  # each run against the first
         for label, summary in (("largest", np.max), ("mean over the parties of the", np.mean)):
             variances = [summary(np.square(result["stderr"])) for result in (before, after)]
             variance_seconds = [variance * result["seconds"] for variance, result in zip(variances, (before, after))]
@@ -219,6 +273,27 @@ def compare(args: argparse.Namespace, results: dict[str, dict]) -> None:
                 f"  {label} variance, {first} / {second}: {variances[0] / variances[1]:.2f}; precision per second, "
                 f"{second} / {first}: {variance_seconds[0] / variance_seconds[1]:.2f}"
             )
+        if "coalition_values" in before and "coalition_values" in after:
+            offsets(before, after, f"{second} - {first}")
+
+
+def offsets(before: dict, after: dict, label: str) -> None:
+    """The two runs' values of the coalitions both valued, by size: the mean and spread of their differences (a
+    mean that departs from zero by more than its error is a bias of one budget against the other)."""
+    first = dict(zip(before["coalition_codes"], before["coalition_values"]))
+    second = dict(zip(after["coalition_codes"], after["coalition_values"]))
+    shared = sorted(set(first) & set(second))
+    differences = np.array([second[code] - first[code] for code in shared])
+    sizes = np.array([bin(code).count("1") for code in shared])
+    print(f"  coalition values, {label}, over the {len(shared)} coalitions both valued:")
+    for size in np.unique(sizes):
+        chosen = differences[sizes == size]
+        error = chosen.std(ddof=1) / np.sqrt(len(chosen)) if len(chosen) > 1 else float("nan")
+        print(
+            f"    size {size:2d}: {len(chosen):3d} coalitions, mean {chosen.mean():+.4f} ± {error:.4f}, "
+            f"sd {chosen.std(ddof=1) if len(chosen) > 1 else float('nan'):.4f}"
+        )
+    print(f"    all: mean {differences.mean():+.4f} ± {differences.std(ddof=1) / np.sqrt(len(shared)):.4f}")
 
 
 if __name__ == "__main__":
