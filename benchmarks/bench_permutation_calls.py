@@ -62,10 +62,12 @@ def child(
     design: str,
     repeats: int | None,
     budget: tuple[int, int] | None = None,
+    packing: str = "package",
 ) -> None:
     """One valuation in this process; prints a JSON line. `cut`: 'package' (the package decides), 'on' or 'off';
     `design`: 'plain' permutations or 'latin' blocks; `repeats`: the sampled repeats (None: the preset's);
-    `budget`: (warm-up, kept) sweeps of a chain (None: the preset's)."""
+    `budget`: (warm-up, kept) sweeps of a chain (None: the preset's); `packing`: 'package' (the package decides,
+    `surprise.worth_packing`), 'on' or 'off' (members packed and calls cut, or neither)."""
     import jax
 
     import bayesval as bv
@@ -92,6 +94,8 @@ def child(
     CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch = recording_width, recording_call
     if cut != "package":
         surprise.cuts_calls = lambda config: cut == "on"
+    if packing != "package":
+        surprise.worth_packing = lambda config: packing == "on"
     # plain: the workload the cut was first measured on; a package before Latin blocks knows no `latin` option
     sampler = PermutationSampler(latin=True) if design == "latin" else PermutationSampler()
     party_valuation.permutation_sampler = lambda num_parties, resumed=None: (sampler, permutations)
@@ -145,6 +149,7 @@ def run(
     design: str = "plain",
     repeats: int | None = None,
     budget: str | None = None,
+    packing: str = "package",
 ) -> dict:
     from bench_compile import run_json
 
@@ -155,7 +160,7 @@ def run(
     if repeats is not None:
         command += ["--repeats", str(repeats)]
     if budget is not None:
-        command += ["--budgets", budget]
+        command += ["--budgets", budget, "--packing", packing]
     return run_json(command, package_root)
 
 
@@ -190,6 +195,13 @@ def main() -> None:
         help="value a batch of Latin blocks with each of these chain budgets (the preset's sampled repeats)",
     )
     parser.add_argument(
+        "--packing",
+        nargs="+",
+        choices=["package", "off", "on"],
+        default=["package"],
+        help="with --budgets: value each budget with members packed (and calls cut) as the package decides, or forced",
+    )
+    parser.add_argument(
         "--target", type=float, default=0.02, help="with --designs, --repeats, --budgets: the stderr to reach"
     )
     parser.add_argument("--memory-limit-mb", type=float, help="SamplerConfig.memory_limit_mb (default: the preset's)")
@@ -199,7 +211,18 @@ def main() -> None:
         design = (args.designs or ["plain"])[0]
         repeats = None if args.repeats is None else args.repeats[0]
         budget = None if args.budgets is None else args.budgets[0]
-        return child(args.parties, args.permutations, args.cuts[0], args.memory_limit_mb, design, repeats, budget)
+        return child(
+            args.parties,
+            args.permutations,
+            args.cuts[0],
+            args.memory_limit_mb,
+            design,
+            repeats,
+            budget,
+            args.packing[0],
+        )
+    if args.packing != ["package"] and not args.budgets:
+        parser.error("--packing applies to --budgets runs")
     modes = [mode for mode in (args.designs, args.repeats, args.budgets) if mode]
     if modes:
         if args.against or args.cuts != ["package"] or len(modes) > 1:
@@ -214,8 +237,11 @@ def main() -> None:
             return compare(args, {design: run(args, None, design=design) for design in args.designs})
         if args.budgets:
             budgets = {
-                f"{warmup}+{kept}": run(args, None, "package", "latin", 2, f"{warmup}:{kept}")
+                f"{warmup}+{kept}" + ("" if packing == "package" else f" packing {packing}"): run(
+                    args, None, "package", "latin", 2, f"{warmup}:{kept}", packing
+                )
                 for warmup, kept in args.budgets
+                for packing in args.packing
             }
             return compare(args, budgets)
         runs = {f"{repeats} repeats": run(args, None, design="latin", repeats=repeats) for repeats in args.repeats}

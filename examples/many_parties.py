@@ -10,7 +10,7 @@ each, epsilon from 0.05 to 2), so the values should rise with epsilon (Sim et al
 At a tiny budget (2 chains x 30 sweeps x 2 repeats) every coalition posterior carries all 12 parties' latent
 statistics and data models, so one costs ~75 ms here, and stderr <= 0.02 needs nearly all 4,095 coalitions: the
 run sampled 3,862 of them in 577 s and stopped at its cap with stderrs of 0.05-0.7, the coalitions' own Monte Carlo
-error (R-hat up to 3.1). From 10,000 chain-sweeps per coalition (the fast preset has 19,200 here: 2 repeats of a
+error (R-hat up to 3.1). From 4,000 chain-sweeps per coalition (the fast preset has 19,200 here: 2 repeats of a
 sampled game) each coalition's chains carry its members only, 1/3 to 3/4 of the cost of carrying all 12
 (docs/benchmarks.md, "A coalition costs what its members cost"); at the fast preset stderr <= 0.02 still takes hours
 on 2 cores. Larger budgets are for a GPU or a long run.
