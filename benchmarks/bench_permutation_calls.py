@@ -26,10 +26,12 @@ from them the permutations and the time that every standard error <= `--target` 
 permutations and, with them, the same coalitions. The other modes value each coalition 3 times, as their recorded
 runs did and as a package from before `sampled_repeats` does, so that `--against` compares like with like.
 `--budgets 800:1600 400:1200` values a batch of Latin blocks with chains of each budget (warm-up:kept sweeps, the
-preset's 4 chains and 2 repeats a coalition), as the package cuts its calls and reruns coalitions, and prints, for each
-run after the first, the mean difference of the coalition values both runs valued by coalition size, with its error: a
-mean that departs from zero is a bias of one budget against the other (docs/benchmarks.md, "Shorter chains where
-coalitions are sampled").
+preset's 4 chains and the Gibbs presets' sampled repeats, 2), as the package packs members, cuts its calls and reruns
+coalitions, and prints, for each run after the first, the mean difference of the coalition values both runs valued by
+coalition size, with its error: a mean that departs from zero is a bias of one budget against the other
+(docs/benchmarks.md, "Shorter chains where coalitions are sampled"). With `--packing off on` each budget is valued
+with members packed and (on CPU) calls cut, forced off and on (`surprise.worth_packing`; docs/benchmarks.md, "Where
+packing starts to pay").
 
 These modes print each run's smallest degrees of freedom of a standard error (`TRUSTED_DOF` decides convergence) and
 the spread of one repeat's estimate of a coalition (root mean square), the Monte Carlo error that more repeats would
@@ -136,7 +138,7 @@ def child(
         "repeat_spread": float(np.sqrt(np.mean(result.coalition_stderr**2) * result.state.num_repeats)),
         "coalition_codes": (result.coalition_masks.astype(np.int64) @ (1 << np.arange(num_parties))).tolist(),
         "coalition_values": result.coalition_values.tolist(),
-        "reruns": int(np.sum(result.diagnostics["reruns"])),
+        "reruns": int(np.count_nonzero(result.diagnostics["reruns"])),  # coalitions rerun
         "min_ess": float(np.min(result.diagnostics["ess"])),
     }
     print(json.dumps(record))
@@ -165,12 +167,15 @@ def run(
 
 
 def sweep_budget(text: str) -> tuple[int, int]:
-    """'WARMUP:KEPT' sweeps of a chain, as two ints."""
+    """'WARMUP:KEPT' sweeps of a chain, as two ints (warm-up >= 0, kept >= 1)."""
     warmup, _, kept = text.partition(":")
     try:
-        return int(warmup), int(kept)
+        budget = int(warmup), int(kept)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not WARMUP:KEPT, e.g. 800:1600") from None
+    if budget[0] < 0 or budget[1] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: warm-up sweeps must be >= 0 and kept sweeps >= 1")
+    return budget
 
 
 def main() -> None:
@@ -227,18 +232,24 @@ def main() -> None:
     if modes:
         if args.against or args.cuts != ["package"] or len(modes) > 1:
             parser.error(
-                "--designs, --repeats and --budgets each compare runs in this tree as the package cuts: one at a time"
+                "--designs, --repeats and --budgets each compare runs in this tree: one at a time, without --against"
+                " or --cuts"
             )
         if (args.repeats or args.budgets or "latin" in args.designs) and args.permutations % args.parties:
             parser.error(f"Latin blocks need --permutations a multiple of the {args.parties} parties")
+        for name in ("designs", "repeats", "budgets", "packing"):
+            if len(set(getattr(args, name) or [])) < len(getattr(args, name) or []):
+                parser.error(f"--{name}: each value once (a run is labelled by its values)")
         if args.repeats and min(args.repeats) < 2:
             parser.error("--repeats: a coalition needs 2 repeats or more (one has no spread)")
         if args.designs:
             return compare(args, {design: run(args, None, design=design) for design in args.designs})
         if args.budgets:
+            from bayesval.inference.config import SAMPLED_REPEATS
+
             budgets = {
                 f"{warmup}+{kept}" + ("" if packing == "package" else f" packing {packing}"): run(
-                    args, None, "package", "latin", 2, f"{warmup}:{kept}", packing
+                    args, None, "package", "latin", SAMPLED_REPEATS, f"{warmup}:{kept}", packing
                 )
                 for warmup, kept in args.budgets
                 for packing in args.packing
@@ -304,8 +315,9 @@ def compare(args: argparse.Namespace, results: dict[str, dict]) -> None:
 
 
 def offsets(before: dict, after: dict, label: str) -> None:
-    """The two runs' values of the coalitions both valued, by size: the mean and spread of their differences (a
-    mean that departs from zero by more than its error is a bias of one budget against the other)."""
+    """The two runs' values of the coalitions both valued, by size: the mean and spread of their differences (where
+    the two runs value the same game, a mean that departs from zero by more than its error is a bias of one run's
+    settings against the other's)."""
     first = dict(zip(before["coalition_codes"], before["coalition_values"]))
     second = dict(zip(after["coalition_codes"], after["coalition_values"]))
     shared = sorted(set(first) & set(second))

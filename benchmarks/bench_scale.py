@@ -151,11 +151,11 @@ def sweep_cost(parties: list[int]) -> None:
 
 
 def mixing(size: int, keys: list[int], num_parties: int = 12) -> None:
-    """Convergence of wide coalitions at the fast preset's enumerated budget (3 repeats; a valuation that samples
-    the coalitions of 12 parties runs 2, `SamplerConfig.for_sampled_game`, kept here so that the recorded tables
-    reproduce): the first 12 coalitions of `size` members of `num_parties` Syn parties, one `CoalitionSurprise`
-    call per key. For each coalition, the min over its repeats of the min bulk ESS over theta's coordinates, and its
-    R-hat pooled over the repeats' chains (the flags `valuate` checks)."""
+    """Convergence of wide coalitions at the fast preset's enumerated budget, 3 repeats, as the recorded tables ran
+    (a valuation that samples the coalitions of 12 parties runs 2, `SamplerConfig.for_sampled_game`): the first 12
+    coalitions of `size` members of `num_parties` Syn parties, one `CoalitionSurprise` call per key. For each
+    coalition, the min over its repeats of the min bulk ESS over theta's coordinates, and its R-hat pooled over the
+    repeats' chains (the flags `valuate` checks)."""
     data = NoiseAwareData.from_releases(releases_of(num_parties))
     config = bv.SamplerConfig.preset("fast", "gibbs").with_(progress_bar=False)
     masks = coalitions(num_parties, size, 12)

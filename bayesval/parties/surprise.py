@@ -128,9 +128,8 @@ def worth_packing(config: SamplerConfig) -> bool:
     `PACK_FROM_CHAIN_SWEEPS`, for packing members (and cutting calls, `cuts_calls`) to save more sampling than their
     extra compiled programs cost: at the fast preset (28,800; 19,200 with the 2 repeats of a sampled game,
     `SamplerConfig.sampled_repeats`) it does; at a smoke-test budget of a few hundred the run is compilation and
-    packing would triple it. Between, on a batch of 16 permutations of 8 parties, packing cost 10 % at 2,400 and saved
-    9 % at 4,800, and a budget of 9,600 left unpacked took 2.2 times a packed 12,800's time (docs/benchmarks.md,
-    "Where packing starts to pay").
+    packing would triple it. Between, on a batch of 16 permutations of 8 parties, packing (and cutting calls) cost
+    10 % at 2,400 and saved 9 % at 4,800 (docs/benchmarks.md, "Where packing starts to pay").
     A function of the settings alone, so a game's values do not depend on how its coalitions are batched."""
     return config.num_chains * (config.num_warmup + config.num_samples) * config.num_repeats >= PACK_FROM_CHAIN_SWEEPS
 
