@@ -65,8 +65,11 @@ def child(
     repeats: int | None,
     budget: tuple[int, int] | None = None,
     packing: str = "package",
+    game: str = "syn",
 ) -> None:
-    """One valuation in this process; prints a JSON line. `cut`: 'package' (the package decides), 'on' or 'off';
+    """One valuation in this process; prints a JSON line. `game`: 'syn' (the Syn parties of `bench_scale`,
+    `LinearRegression`, the Gibbs fast preset) or 'diab' (Diab's training rows split evenly among the parties at
+    epsilon 0.5, `LogisticRegression`, the NUTS fast preset). `cut`: 'package' (the package decides), 'on' or 'off';
     `design`: 'plain' permutations or 'latin' blocks; `repeats`: the sampled repeats (None: the preset's);
     `budget`: (warm-up, kept) sweeps of a chain (None: the preset's); `packing`: 'package' (the package decides,
     `surprise.worth_packing`), 'on' or 'off' (members packed and calls cut, or neither)."""
@@ -102,8 +105,12 @@ def child(
     sampler = PermutationSampler(latin=True) if design == "latin" else PermutationSampler()
     party_valuation.permutation_sampler = lambda num_parties, resumed=None: (sampler, permutations)
     party_valuation.PERMUTATION_BATCH = permutations  # the batch of a package before `permutation_sampler`
-    releases = releases_of(num_parties)
-    config = bv.SamplerConfig.preset("fast")
+    if game == "diab":
+        model, releases = diab_parties(num_parties)
+        config = bv.SamplerConfig.preset("fast", "nuts")
+    else:
+        model, releases = bv.models.LinearRegression(), releases_of(num_parties)
+        config = bv.SamplerConfig.preset("fast")
     if memory_limit_mb is not None:
         config = config.with_(memory_limit_mb=memory_limit_mb)
     if hasattr(config, "sampled_repeats"):  # 3 repeats outside --repeats, as the tables of the other modes ran
@@ -114,7 +121,7 @@ def child(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         result = bv.valuate(
-            bv.models.LinearRegression(),
+            model,
             releases,
             key=0,
             config=config,
@@ -144,6 +151,21 @@ def child(
     print(json.dumps(record))
 
 
+def diab_parties(num_parties: int) -> tuple:
+    """`LogisticRegression` and Diab's 614 training rows split at random into `num_parties` parties of (nearly) equal
+    size, each at epsilon 0.5 with a fixed noise seed (Sim et al. 2023, Sec. 6; `bayesval.datasets.pima`)."""
+    import bayesval as bv
+    from bayesval.datasets.pima import load_pima
+    from bayesval.models.logistic_regression import non_private_cap
+
+    pima = load_pima(fractions=(1 / num_parties,) * num_parties)
+    parties = [
+        bv.Party(X, y, epsilon=0.5, bounds=pima.bounds, name=f"party {i + 1}", noise_seed=100 + i)
+        for i, (X, y) in enumerate(pima.parties)
+    ]
+    return bv.models.LogisticRegression(max_sq_norm=non_private_cap(*pima.train)), parties
+
+
 def run(
     args: argparse.Namespace,
     package_root: Path | None,
@@ -156,7 +178,7 @@ def run(
     from bench_compile import run_json
 
     command = [sys.executable, __file__, "--child", "--parties", str(args.parties)]
-    command += ["--permutations", str(args.permutations), "--cuts", cut, "--designs", design]
+    command += ["--permutations", str(args.permutations), "--cuts", cut, "--designs", design, "--game", args.game]
     if args.memory_limit_mb is not None:
         command += ["--memory-limit-mb", str(args.memory_limit_mb)]
     if repeats is not None:
@@ -182,6 +204,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, default=12)
     parser.add_argument("--permutations", type=int, default=8, help="permutations in the one batch valued")
+    parser.add_argument(
+        "--game", choices=["syn", "diab"], default="syn", help="Syn parties (Gibbs) or Diab split evenly (NUTS)"
+    )
     parser.add_argument("--against", metavar="REV", help="the commit whose package to compare with")
     parser.add_argument(
         "--cuts", nargs="+", choices=["package", "off", "on"], default=["package"], help="this tree's runs"
@@ -225,6 +250,7 @@ def main() -> None:
             repeats,
             budget,
             args.packing[0],
+            args.game,
         )
     if args.packing != ["package"] and not args.budgets:
         parser.error("--packing applies to --budgets runs")
@@ -285,7 +311,7 @@ def main() -> None:
 def compare(args: argparse.Namespace, results: dict[str, dict]) -> None:
     """Runs of one batch each (fresh processes, one after the other): what each spent and what the target would
     cost at its rate, and each later run's ratios to the first (with the coalition values' differences, `offsets`)."""
-    print(f"{args.parties} parties, one batch of {args.permutations} permutations, fast preset, key 0:")
+    print(f"{args.parties} {args.game} parties, one batch of {args.permutations} permutations, fast preset, key 0:")
     for label, result in results.items():
         worst = max(result["stderr"])
         needed = args.permutations * (worst / args.target) ** 2
