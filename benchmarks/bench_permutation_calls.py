@@ -84,6 +84,7 @@ def child(
 
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_scale import releases_of
+    from bench_valuation import diab_parties
 
     widths, calls = [], []  # the rows of each width sampled, and the rows each sampler call was padded to
     sample_batches, sample_batch = CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch
@@ -106,7 +107,7 @@ def child(
     party_valuation.permutation_sampler = lambda num_parties, resumed=None: (sampler, permutations)
     party_valuation.PERMUTATION_BATCH = permutations  # the batch of a package before `permutation_sampler`
     if game == "diab":
-        model, releases = diab_parties(num_parties)
+        model, releases = diab_parties((1 / num_parties,) * num_parties)  # evenly split
         config = bv.SamplerConfig.preset("fast", "nuts")
     else:
         model, releases = bv.models.LinearRegression(), releases_of(num_parties)
@@ -149,21 +150,6 @@ def child(
         "min_ess": float(np.min(result.diagnostics["ess"])),
     }
     print(json.dumps(record))
-
-
-def diab_parties(num_parties: int) -> tuple:
-    """`LogisticRegression` and Diab's 614 training rows split at random into `num_parties` parties of (nearly) equal
-    size, each at epsilon 0.5 with a fixed noise seed (Sim et al. 2023, Sec. 6; `bayesval.datasets.pima`)."""
-    import bayesval as bv
-    from bayesval.datasets.pima import load_pima
-    from bayesval.models.logistic_regression import non_private_cap
-
-    pima = load_pima(fractions=(1 / num_parties,) * num_parties)
-    parties = [
-        bv.Party(X, y, epsilon=0.5, bounds=pima.bounds, name=f"party {i + 1}", noise_seed=100 + i)
-        for i, (X, y) in enumerate(pima.parties)
-    ]
-    return bv.models.LogisticRegression(max_sq_norm=non_private_cap(*pima.train)), parties
 
 
 def run(
@@ -352,11 +338,9 @@ def offsets(before: dict, after: dict, label: str) -> None:
     print(f"  coalition values, {label}, over the {len(shared)} coalitions both valued:")
     for size in np.unique(sizes):
         chosen = differences[sizes == size]
-        error = chosen.std(ddof=1) / np.sqrt(len(chosen)) if len(chosen) > 1 else float("nan")
-        print(
-            f"    size {size:2d}: {len(chosen):3d} coalitions, mean {chosen.mean():+.4f} ± {error:.4f}, "
-            f"sd {chosen.std(ddof=1) if len(chosen) > 1 else float('nan'):.4f}"
-        )
+        sd = chosen.std(ddof=1) if len(chosen) > 1 else float("nan")
+        error = sd / np.sqrt(len(chosen))
+        print(f"    size {size:2d}: {len(chosen):3d} coalitions, mean {chosen.mean():+.4f} ± {error:.4f}, sd {sd:.4f}")
     print(f"    all: mean {differences.mean():+.4f} ± {differences.std(ddof=1) / np.sqrt(len(shared)):.4f}")
 
 

@@ -32,11 +32,13 @@ def syn_parties():
     ]
 
 
-def diab_parties():
+def diab_parties(fractions: tuple[float, ...] = (0.2, 0.3, 0.5)):
+    """`LogisticRegression` and Diab's training rows split at random into parties of these `fractions` (the paper's
+    three by default), each at epsilon 0.5 with a fixed noise seed (Sim et al. 2023, Sec. 6; `datasets.pima`)."""
     from bayesval.datasets.pima import load_pima
     from bayesval.models.logistic_regression import non_private_cap
 
-    pima = load_pima()
+    pima = load_pima(fractions=fractions)
     parties = [
         bv.Party(X, y, epsilon=0.5, bounds=pima.bounds, name=f"party {i + 1}", noise_seed=100 + i)
         for i, (X, y) in enumerate(pima.parties)
