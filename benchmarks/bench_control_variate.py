@@ -1,20 +1,26 @@
 """A noise-aware surrogate game as a control variate for permutation sampling, measured (issue 30).
 
 A control variate replaces the sampled game v by v - beta u, where u is a surrogate whose Shapley values are cheap
-to compute exactly, and adds beta phi(u) back; it pays as far as the marginals of u track those of v. The marginals
-of the noisy game follow the noise draws, which a surrogate of the data alone (the exact statistics' posterior)
-cannot see. This one sees them: u_C is the KL from the prior of a Laplace approximation to the coalition's posterior
-under the CLT-marginal model of the releases (`LinearRegression.model`, the statistics integrated out, every party's
-data model kept). The approximation is taken in (w, log sigma^2), and its cross-entropy against the prior comes from
-fixed Monte Carlo draws.
+to compute exactly, and adds beta phi(u) back; it pays as far as the marginals of u track those of v. The identity
+phi(v) = beta phi(u) + phi(v - beta u) holds for any u that is a fixed function of the coalition, so a poor
+surrogate costs precision, never bias. The marginals of the noisy game follow the noise draws, which a surrogate of
+the data alone (the exact statistics' posterior) cannot see. This one sees them: u_C is the KL from the prior of a
+Laplace approximation to the coalition's posterior under the CLT-marginal model of the releases (`laplace_fit.py`:
+the statistics integrated out, each member's data model kept, arrow-structured Newton steps, the KL in closed form).
 
-Six Syn parties of 100 points at epsilon = 0.5 (`bench_scale.py`'s releases), every coalition valued by `bv.valuate`
-at the fast preset (exact enumeration), key 0. Latin permutation blocks stratify by coalition size, so what is left
-of a marginal's variance is its spread within a size: printed per party for v, v - u and v - beta* u (beta* the
-slope of a party's marginal of v on that of u within a size, pooled over parties and sizes: the variance-minimising
-coefficient), with the share of v's variance each leaves (on the largest party's and on the mean).
+Syn parties of 100 points at epsilon = 0.5 (`bench_scale.py`'s releases), key 0, the fast preset:
 
     python benchmarks/bench_control_variate.py [--parties 6]
+        every coalition valued by `bv.valuate` (exact enumeration) and by the surrogate. Latin permutation blocks
+        stratify by coalition size, so what is left of a marginal's variance is its spread within a size: printed
+        per party for v, v - u and v - beta* u (beta* the slope of a party's marginal of v on that of u within a
+        size, pooled over parties and sizes: the variance-minimising coefficient), with the share of v's variance
+        each leaves (on the largest party's and on the mean)
+    python benchmarks/bench_control_variate.py --parties 12 --sampled
+        the default route's first batch of Latin permutations (`bv.valuate`, stopped after it), the surrogate of
+        the coalitions it valued, and the same shares over the marginals whose two coalitions were both valued
+    python benchmarks/bench_control_variate.py --parties 12 --surrogate-only
+        the surrogate of every coalition (what phi(u) needs), timed
 """
 
 from __future__ import annotations
@@ -27,68 +33,47 @@ from itertools import combinations
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import scipy.optimize
-from jax.flatten_util import ravel_pytree
-from numpyro.infer.util import initialize_model, potential_energy
 
 import bayesval as bv
+from bayesval.games.stopping import MaxEvaluations
 from bayesval.inference.data import NoiseAwareData
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_scale import releases_of  # noqa: E402
+from laplace_fit import laplace_surprises  # noqa: E402
 
-KL_DRAWS = 4096  # fixed draws of the Laplace approximation for its cross-entropy against the prior
+CONVERGED = 1e-4  # a fit whose largest partial derivative of the log posterior is above this has not converged
+NUM_FEATURES = 2  # Syn's
 
 
-def laplace_surprises(model, data: NoiseAwareData, masks: np.ndarray) -> np.ndarray:
-    """u_C for each coalition mask: KL(N(mode, H^-1) restricted to (w, log sigma^2) || the prior), where the mode and
-    the Hessian H are those of the CLT-marginal posterior's potential in NumPyro's unconstrained space."""
-    num_parties = masks.shape[1]
-    start = initialize_model(jax.random.key(0), model.model, model_args=(data, jnp.ones(num_parties, bool)))
-    flat_start, unravel = ravel_pytree(start.param_info.z)
-    offsets = np.cumsum([0] + [int(np.size(start.param_info.z[name])) for name in sorted(start.param_info.z)])
-    blocks = dict(zip(sorted(start.param_info.z), zip(offsets[:-1], offsets[1:])))
-    theta = np.concatenate([np.arange(*blocks["weights"]), np.arange(*blocks["noise_var"])])
-    num_weights = len(theta) - 1
+def laplace_surrogate(model, data: NoiseAwareData, masks: np.ndarray) -> np.ndarray:
+    """u_C for each coalition mask (`laplace_fit.laplace_surprises`, from the prior's mode), the fits left unconverged
+    fitted again from the grand coalition's mode; prints the time and the convergence of each pass."""
+    priors, statistic = model.priors(NUM_FEATURES), model.statistic(NUM_FEATURES)
 
-    def potential(flat, mask):
-        return potential_energy(model.model, (data, mask), {}, unravel(flat))
-
-    value_and_grad, hessian = jax.jit(jax.value_and_grad(potential)), jax.jit(jax.hessian(potential))
-    prior_log_density = model.prior_log_density(data)
-    normal = jax.random.normal(jax.random.key(1), (KL_DRAWS, len(theta)))
-
-    @jax.jit
-    def kl(mode, precision):
-        cov = jnp.linalg.inv(precision)[jnp.ix_(theta, theta)]
-        draws = mode[theta] + normal @ jnp.linalg.cholesky(cov).T  # (w, log sigma^2)
-        natural = jnp.concatenate([draws[:, :num_weights], jnp.exp(draws[:, num_weights:])], axis=1)
-        log_prior = jax.vmap(prior_log_density)(natural) + draws[:, num_weights]  # the Jacobian of log sigma^2
-        entropy = 0.5 * jnp.linalg.slogdet(2 * jnp.pi * jnp.e * cov)[1]
-        return -entropy - log_prior.mean()
-
-    def objective(flat, mask):
-        return [np.asarray(part) for part in value_and_grad(jnp.asarray(flat), mask)]
-
-    surprises = []
-    for mask in masks:
-        mask = jnp.asarray(mask)
-        fit = scipy.optimize.minimize(
-            objective,
-            np.asarray(flat_start),
-            args=(mask,),
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": 3000, "gtol": 1e-9},
+    def fits(chosen, theta_start=None):
+        start = time.perf_counter()
+        fit = laplace_surprises(data, chosen, priors.model, priors.data, statistic, theta_start)
+        gradient = np.asarray(fit.gradient)
+        steps = np.asarray(fit.steps)
+        print(
+            f"  {len(chosen)} Laplace fits: {time.perf_counter() - start:.1f} s (compilation included), steps "
+            f"median {np.median(steps):.0f}, 99th percentile {np.percentile(steps, 99):.0f}; "
+            f"{np.sum(gradient > CONVERGED)} unconverged (largest partial derivative above {CONVERGED:g})"
         )
-        mode = jnp.asarray(fit.x)
-        surprise = float(kl(mode, hessian(mode, mask)))
-        if not fit.success or not np.isfinite(surprise):
-            raise RuntimeError(f"the Laplace fit of coalition {np.flatnonzero(mask).tolist()} failed: {fit.message}")
-        surprises.append(surprise)
-    return np.array(surprises)
+        return fit, gradient
+
+    fit, gradient = fits(masks)
+    surrogate = np.asarray(fit.surprise).copy()
+    failed = np.flatnonzero(gradient > CONVERGED)
+    if len(failed):
+        grand = np.flatnonzero(masks.all(axis=1))
+        refit, regradient = fits(masks[failed], np.asarray(fit.mode)[grand[0]])
+        surrogate[failed] = np.asarray(refit.surprise)
+        if np.any(regradient > CONVERGED):
+            print(f"  still unconverged: {[np.flatnonzero(m).tolist() for m in masks[failed][regradient > CONVERGED]]}")
+    return surrogate
 
 
 def centred_marginals(game: dict[frozenset, float], num_parties: int) -> np.ndarray:
@@ -105,6 +90,38 @@ def centred_marginals(game: dict[frozenset, float], num_parties: int) -> np.ndar
     return centred
 
 
+def nested_pair_spread(masks: np.ndarray, values: np.ndarray, surrogate: np.ndarray) -> None:
+    """Prints how much of the marginals' variance within a (party, coalition size) v - u and v - beta* u leave, over
+    the marginals v(S u i) - v(S) whose two coalitions were both valued (the empty coalition counts, at 0): those of
+    the permutations sampled, and any others nested by chance."""
+    num_parties = masks.shape[1]
+    codes = masks.astype(np.int64) @ (1 << np.arange(num_parties))
+    game = {0: (0.0, 0.0)} | {int(c): (v, u) for c, v, u in zip(codes, values, surrogate)}
+    groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for code, (v, u) in game.items():
+        for party in range(num_parties):
+            joined = code | 1 << party
+            size = code.bit_count()
+            if joined != code and joined in game and 1 <= size <= num_parties - 2:
+                groups.setdefault((party, size), []).append((game[joined][0] - v, game[joined][1] - u))
+    kept = [(party, np.asarray(rows) - np.mean(rows, axis=0)) for (party, _), rows in groups.items() if len(rows) > 1]
+    stacked = np.concatenate([centred for _, centred in kept])
+    owners = np.concatenate([np.full(len(centred), party) for party, centred in kept])
+    dof = sum(len(centred) - 1 for _, centred in kept)
+    beta = (stacked[:, 0] @ stacked[:, 1]) / (stacked[:, 1] @ stacked[:, 1])
+    print(f"{len(stacked)} nested marginals in {len(kept)} (party, size) groups, {dof} degrees of freedom:")
+    for label, coefficient in (("v - u", 1.0), (f"v - {beta:.2f} u", beta)):
+        residual = stacked[:, 0] - coefficient * stacked[:, 1]
+        shares = [
+            (residual[owners == party] ** 2).sum() / (stacked[owners == party, 0] ** 2).sum()
+            for party in range(num_parties)
+        ]
+        print(
+            f"  {label:>12}: leaves {(residual @ residual) / (stacked[:, 0] @ stacked[:, 0]):.2f} of v's variance "
+            f"within a (party, size); by party {np.round(shares, 2).tolist()}"
+        )
+
+
 def within_size_variances(centred) -> np.ndarray:
     """Each party's mean over the sizes of its marginals' variance within a size (n,)."""
     return np.array([np.mean([np.mean(row**2) for row in party]) for party in centred])
@@ -113,17 +130,43 @@ def within_size_variances(centred) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, default=6)
+    parser.add_argument("--surrogate-only", action="store_true", help="fit every coalition's surrogate, no sampling")
+    parser.add_argument(
+        "--sampled", action="store_true", help="one batch of Latin permutations (the default route's first batch)"
+    )
+    parser.add_argument("--save", help="with --sampled: an .npz file for the coalitions, their v and u, and phi")
     args = parser.parse_args()
     jax.config.update("jax_enable_x64", True)
     warnings.simplefilter("ignore", UserWarning)
     model, releases = bv.models.LinearRegression(), releases_of(args.parties)
+    data = NoiseAwareData.from_releases(releases)
+    if args.surrogate_only:
+        codes = np.arange(1, 2**args.parties)
+        start = time.perf_counter()
+        surrogate = laplace_surrogate(model, data, (codes[:, None] >> np.arange(args.parties)) & 1 == 1)
+        print(
+            f"Laplace surrogate of {len(codes)} coalitions: {time.perf_counter() - start:.0f} s; "
+            f"u {surrogate.min():.3f} to {surrogate.max():.3f} nats"
+        )
+        return
     start = time.perf_counter()
-    result = bv.valuate(model, releases, key=0, config="fast", exact_up_to=args.parties, progress_bar=False)
-    print(f"bv.valuate, {args.parties} parties, every coalition: {time.perf_counter() - start:.0f} s")
+    if args.sampled:  # stops after the first batch: the default route's Latin blocks, sampled repeats and budget
+        stop = MaxEvaluations(1)
+        result = bv.valuate(model, releases, key=0, config="fast", exact_up_to=1, stop=stop, progress_bar=False)
+        print(f"bv.valuate, {args.parties} parties, one batch ({result.method}): {time.perf_counter() - start:.0f} s")
+    else:
+        result = bv.valuate(model, releases, key=0, config="fast", exact_up_to=args.parties, progress_bar=False)
+        print(f"bv.valuate, {args.parties} parties, every coalition: {time.perf_counter() - start:.0f} s")
     masks, values = np.asarray(result.coalition_masks, bool), np.asarray(result.coalition_values)
     start = time.perf_counter()
-    surrogate = laplace_surprises(model, NoiseAwareData.from_releases(releases), masks)
+    surrogate = laplace_surrogate(model, data, masks)
     print(f"Laplace surrogate of {len(masks)} coalitions: {time.perf_counter() - start:.0f} s")
+    if args.sampled:
+        if args.save:
+            phi, stderr = result.values, result.stderr
+            np.savez(args.save, masks=masks, values=values, surrogate=surrogate, phi=phi, stderr=stderr)
+        nested_pair_spread(masks, values, surrogate)
+        return
     slope = np.polyfit(surrogate, values, 1)[0]
     print(
         f"v: {values.min():.3f} to {values.max():.3f} nats; u: {surrogate.min():.3f} to {surrogate.max():.3f}; "

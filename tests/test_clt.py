@@ -1,5 +1,6 @@
 """CLT moments of the per-record statistic against Monte Carlo (spec Sec. 2.1)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -41,8 +42,8 @@ def test_to_matrix_inverts_compute():
 
 
 def test_pair_moments_scalar_and_gathered_forms_agree(rng):
-    """Up to SCALAR_LIMIT pairs the entries are written as scalars, beyond it gathered: the same numbers."""
-    from bayesval.inference.clt import _gathered_pair_product_moments
+    """Up to SCALAR_LIMIT pairs the entries are written as scalars (unless `gathered` is asked for), beyond it
+    gathered: the same numbers."""
     from bayesval.inference.linalg import SCALAR_LIMIT
 
     size = 6
@@ -52,9 +53,16 @@ def test_pair_moments_scalar_and_gathered_forms_agree(rng):
     assert len(rows) > SCALAR_LIMIT
     few = slice(0, SCALAR_LIMIT)
     scalar = pair_product_moments(mean, cov, rows[few], cols[few])
-    gathered = _gathered_pair_product_moments(mean, cov, rows[few], cols[few])
+    gathered = pair_product_moments(mean, cov, rows[few], cols[few], gathered=True)
     for ours, theirs in zip(scalar, gathered):
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-12)
+    programs = [
+        jax.make_jaxpr(lambda m, c, flag=flag: pair_product_moments(m, c, rows[few], cols[few], gathered=flag))(
+            mean, cov
+        )
+        for flag in (False, True)
+    ]
+    assert len(programs[1].eqns) < len(programs[0].eqns) / 3  # the gathered form's program is the small one
     # the public function takes the gathered form beyond the limit: its entries match a sample's moments
     full_mean, full_cov = pair_product_moments(mean, cov, rows, cols)
     z = rng.multivariate_normal(np.asarray(mean), np.asarray(cov), 400_000)

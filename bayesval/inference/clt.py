@@ -44,13 +44,16 @@ def linear_regression_record_moments(
     return mean, cov
 
 
-def pair_product_moments(mean: jnp.ndarray, cov: jnp.ndarray, rows, cols) -> tuple[jnp.ndarray, jnp.ndarray]:
+def pair_product_moments(
+    mean: jnp.ndarray, cov: jnp.ndarray, rows, cols, gathered: bool = False
+) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Mean vector and covariance matrix of t_k = z[rows_k] z[cols_k] for Gaussian z ~ N(mean, cov).
 
     `rows` and `cols` are static. Up to `SCALAR_LIMIT` pairs the entries are written as scalars: under `vmap`
     each is an elementwise product over the batch, which XLA fuses, where gathering the index pairs ran ~4x
-    slower. Beyond it the gathered form, whose program stays small (docs/architecture.md)."""
-    if len(rows) > SCALAR_LIMIT:
+    slower. Beyond it, or if `gathered`, the gathered form, whose program stays small (docs/architecture.md): its
+    second derivatives compile in seconds, where the scalar form's take minutes (`bayesval.inference.laplace`)."""
+    if gathered or len(rows) > SCALAR_LIMIT:
         return _gathered_pair_product_moments(mean, cov, np.asarray(rows), np.asarray(cols))
     rows, cols = np.asarray(rows).tolist(), np.asarray(cols).tolist()
     size = mean.shape[-1]

@@ -1,0 +1,243 @@
+"""Laplace approximations of noise-aware Bayesian linear regression's coalition posteriors, and their surprise: the
+surrogate game of `bench_control_variate.py` (issue 30).
+
+The model is Sim et al. (2023, App. A.3) with the exact statistics integrated out, as NUTS samples it
+(`bayesval.models.linear_regression.noise_aware_linear_regression`): o_i ~ N(c_i mu_t, c_i Sigma_t + sigma_z,i^2 I)
+for each member i, where (mu_t, Sigma_t) are the CLT moments of a record under theta = (w, sigma^2) and the party's
+data model omega_i = (mu_i, Sigma_i). The approximation is a Gaussian at the posterior mode in unconstrained
+coordinates, theta = (w, log sigma^2) and omega_i = (mu_i, the Cholesky factor of Sigma_i with a log diagonal), with
+the Hessian of the negative log posterior there as its precision (MacKay 2003, ch. 27).
+
+The Hessian is arrow-shaped: each party's data model meets theta and nothing else, so a Newton step solves the theta
+block's Schur complement (D + 1 unknowns) and one small system per party, and its cost grows linearly in the
+parties. The mode is found by Levenberg-Marquardt steps from a fixed start, so the approximation is a deterministic
+function of the coalition's releases: the same number for the same coalition every time, which is what a control
+variate needs (any such u keeps phi(v) = phi(v - beta u) + beta phi(u) exact; a poor u only helps less).
+
+Its surprise, the KL divergence of the Gaussian's theta marginal from the NIG prior, has a closed form in
+(w, s = log sigma^2): log p(w, s) = C - (a0 + D / 2) s - e^(-s) (b0 + (w - mu0)^T Lambda0 (w - mu0) / 2), and under a
+Gaussian E[e^(-s) f(w)] = E[e^(-s)] E'[f(w)], E' the Gaussian tilted by e^(-s) (its mean shifted by -Cov(w, s)).
+docs/benchmarks.md, "A noise-aware surrogate as a control variate", shows how closely it tracks the sampled surprise.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+
+from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
+from bayesval.inference.conjugate import NIG, NIW, niw_update
+from bayesval.inference.data import NoiseAwareData
+from bayesval.statistics import LinearRegressionStatistic
+
+MAX_STEPS = 300  # Levenberg-Marquardt steps at most
+GRADIENT_TOLERANCE = 1e-8  # the steps stop once no partial derivative of the log posterior is larger
+MAX_STEP = 4.0  # the largest move of an unconstrained coordinate in one step
+INITIAL_DAMPING = 1.0  # the Levenberg-Marquardt damping of the first step (divided by 4 on success, times 4 if not)
+MAX_DAMPING = 1e12  # the steps stop once the damping has grown past this: no step lowers the potential
+
+
+class LaplaceFit(NamedTuple):
+    """Laplace approximations of a batch of coalition posteriors: the surprise KL(q(theta) || p(theta)) of each (B,),
+    the mode of theta = (w, log sigma^2) (B, D + 1) with its covariance (B, D + 1, D + 1), and the largest absolute
+    gradient of the log posterior left at the mode (B,), which says how well the steps converged, with the steps
+    taken (B,)."""
+
+    surprise: jnp.ndarray
+    mode: jnp.ndarray
+    cov: jnp.ndarray
+    gradient: jnp.ndarray
+    steps: jnp.ndarray
+
+
+def laplace_surprises(
+    data: NoiseAwareData,
+    masks: np.ndarray,
+    prior: NIG,
+    data_prior: NIW,
+    statistic: LinearRegressionStatistic,
+    theta_start: np.ndarray | None = None,
+) -> LaplaceFit:
+    """The Laplace fits of the coalitions `masks` (B, n) from the releases `data` of n parties, under the NIG prior
+    and each party's own NIW data model, from the prior's mode or from `theta_start` (D + 2,) in (w, log sigma^2).
+    The coalitions are fitted one after another (`lax.map`; under `vmap` the program took minutes to compile), each
+    with its parties side by side."""
+    if theta_start is None:
+        theta_start = jnp.append(prior.mean, jnp.log(prior.scale / (prior.shape + 1)))
+    return _fit_batch(data, jnp.asarray(masks, bool), prior, data_prior, statistic, jnp.asarray(theta_start))
+
+
+@partial(jax.jit, static_argnames=("statistic",))
+def _fit_batch(data, masks, prior, data_prior, statistic, theta_start) -> LaplaceFit:
+    terms = _Terms(data, prior, data_prior, statistic)
+    return jax.lax.map(lambda mask: terms.fit(mask, theta_start), masks)
+
+
+class _Terms:
+    """The negative log posterior of one coalition as a sum of a theta term and one term per party, and the damped
+    Newton steps over it (every party is carried; a non-member's term is its data model's prior alone)."""
+
+    def __init__(self, data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic):
+        self.data, self.prior, self.data_prior, self.statistic = data, prior, data_prior, statistic
+        self.pairs = tuple(np.asarray(part) for part in statistic.pairs)
+        num_features = self.num_features = statistic.num_features
+        self.theta_dim = num_features + 2  # (w, log sigma^2), w = (slope..., bias)
+        self.omega_dim = num_features + num_features * (num_features + 1) // 2  # mu_i and the Cholesky factor
+        self.tril = np.tril_indices(num_features)
+
+    def theta_prior(self, theta):
+        """-log p(w, log sigma^2) up to a constant (the NIG prior and the Jacobian of log sigma^2)."""
+        weights, log_var = theta[:-1], theta[-1]
+        prior = self.prior
+        residual = weights - prior.mean
+        dim = weights.shape[0]
+        return (prior.shape + dim / 2) * log_var + jnp.exp(-log_var) * (
+            prior.scale + 0.5 * residual @ prior.precision @ residual
+        )
+
+    def data_model(self, omega):
+        """(mu_i, Sigma_i, the log-diagonal of its Cholesky factor) from the unconstrained omega_i."""
+        d = self.num_features
+        mean, free = omega[:d], omega[d:]
+        factor = jnp.zeros((d, d)).at[self.tril].set(free)
+        log_diagonal = jnp.diagonal(factor)
+        factor = factor - jnp.diag(log_diagonal) + jnp.diag(jnp.exp(log_diagonal))
+        return mean, factor @ factor.T, log_diagonal
+
+    def omega_prior(self, omega):
+        """-log NIW(mu_i, Sigma_i) in the unconstrained omega_i, with the Jacobian of Sigma = L L^T (L's log
+        diagonal), up to a constant."""
+        d = self.num_features
+        mean, cov, log_diagonal = self.data_model(omega)
+        nu, psi, kappa, m0 = self.data_prior.dof, self.data_prior.scale, self.data_prior.kappa, self.data_prior.mean
+        log_det = 2 * jnp.sum(log_diagonal)
+        inverse = jnp.linalg.inv(cov)
+        inverse_wishart = 0.5 * (nu + d + 1) * log_det + 0.5 * jnp.trace(psi @ inverse)
+        residual = mean - m0
+        normal = 0.5 * log_det + 0.5 * kappa * residual @ inverse @ residual
+        jacobian = jnp.sum((d - jnp.arange(d) + 1) * log_diagonal)  # log |dSigma / dlog-diag L|, less d log 2
+        return inverse_wishart + normal - jacobian
+
+    def party(self, theta, omega, perturbed, count, noise_std, member):
+        """-log p(o_i | theta, omega_i) - log p(omega_i) for a member; for a non-member, whose data model does not
+        meet theta, |omega_i|^2 / 2, which holds it at 0 (its start) and keeps the Hessian invertible."""
+        mean, cov, _ = self.data_model(omega)
+        weights, noise_var = theta[:-1], jnp.exp(theta[-1])
+        record_mean, record_cov = linear_regression_record_moments(weights, noise_var, mean, cov)
+        t_mean, t_cov = pair_product_moments(record_mean, record_cov, *self.pairs, gathered=True)
+        total = count * t_cov + noise_std**2 * jnp.eye(t_mean.shape[0])
+        chol = jnp.linalg.cholesky(total)
+        residual = jax.scipy.linalg.solve_triangular(chol, perturbed - count * t_mean, lower=True)
+        likelihood = jnp.sum(jnp.log(jnp.diagonal(chol))) + 0.5 * residual @ residual
+        return jnp.where(member, likelihood + self.omega_prior(omega), 0.5 * omega @ omega)
+
+    def value(self, theta, omegas, mask):
+        parties = jax.vmap(self.party, in_axes=(None, 0, 0, 0, 0, 0))(theta, omegas, *self.data, mask)
+        return self.theta_prior(theta) + parties.sum()
+
+    def derivatives(self, theta, omegas, mask):
+        """The gradient and the arrow Hessian's blocks: theta (T,), omegas (n, W); A (T, T), B (n, T, W) and
+        D (n, W, W)."""
+        joint = jax.vmap(jax.hessian(self._joint_party, argnums=0), in_axes=(0, 0, 0, 0, 0, 0))
+        grads = jax.vmap(jax.grad(self._joint_party, argnums=0), in_axes=(0, 0, 0, 0, 0, 0))
+        stacked = jnp.concatenate([jnp.broadcast_to(theta, (omegas.shape[0], theta.shape[0])), omegas], axis=1)
+        arguments = (stacked, *self.data, mask, jnp.zeros(omegas.shape[0]))
+        hessians, gradients = joint(*arguments), grads(*arguments)
+        t = self.theta_dim
+        a = jax.hessian(self.theta_prior)(theta) + hessians[:, :t, :t].sum(axis=0)
+        g_theta = jax.grad(self.theta_prior)(theta) + gradients[:, :t].sum(axis=0)
+        return g_theta, gradients[:, t:], a, hessians[:, :t, t:], hessians[:, t:, t:]
+
+    def _joint_party(self, stacked, perturbed, count, noise_std, member, _):
+        return self.party(stacked[: self.theta_dim], stacked[self.theta_dim :], perturbed, count, noise_std, member)
+
+    def newton_step(self, derivatives, damping):
+        """The Levenberg-Marquardt step (H + damping I)^-1 g by the Schur complement of the theta block."""
+        g_theta, g_omega, a, b, d = derivatives
+        d = d + damping * jnp.eye(self.omega_dim)
+        d_inv_bt = jnp.linalg.solve(d, jnp.swapaxes(b, 1, 2))  # (n, W, T)
+        d_inv_g = jnp.linalg.solve(d, g_omega[..., None])[..., 0]  # (n, W)
+        schur = a + damping * jnp.eye(self.theta_dim) - jnp.einsum("ntw,nws->ts", b, d_inv_bt)
+        step_theta = jnp.linalg.solve(schur, g_theta - jnp.einsum("ntw,nw->t", b, d_inv_g))
+        step_omega = d_inv_g - jnp.einsum("nwt,t->nw", d_inv_bt, step_theta)
+        largest = jnp.maximum(jnp.abs(step_theta).max(), jnp.abs(step_omega).max())
+        shrink = jnp.minimum(1.0, MAX_STEP / largest)  # a step moves no coordinate further than MAX_STEP
+        return shrink * step_theta, shrink * step_omega
+
+    def start(self, mask, theta):
+        """The steps' start: theta as given, a member's omega_i at its NIW posterior's mode given its
+        own release taken as exact statistics, a non-member's at 0 (where its term holds it)."""
+        d, to_matrix = self.num_features, self.statistic.to_matrix
+
+        def omega(perturbed, party_count):
+            moments = to_matrix(perturbed, party_count)
+            posterior = niw_update(self.data_prior, moments[:d, d], moments[:d, :d], party_count)
+            factor = jnp.linalg.cholesky(posterior.scale / (posterior.dof + d + 1))
+            factor = factor - jnp.diag(jnp.diagonal(factor)) + jnp.diag(jnp.log(jnp.diagonal(factor)))
+            return jnp.concatenate([posterior.mean, factor[self.tril]])
+
+        omegas = jax.vmap(omega)(self.data.perturbed, self.data.counts)
+        return theta, jnp.where(mask[:, None], omegas, 0.0)
+
+    def fit(self, mask, theta_start) -> LaplaceFit:
+        """Levenberg-Marquardt steps from `start` until the gradient is below GRADIENT_TOLERANCE, the damping has
+        grown past MAX_DAMPING (no step lowers the potential) or MAX_STEPS were taken; then the Laplace fit there."""
+
+        def gradient_size(derivatives):
+            return jnp.maximum(jnp.abs(derivatives[0]).max(), jnp.abs(derivatives[1]).max())
+
+        def going(carry):
+            _, _, damping, _, derivatives, steps = carry
+            return (steps < MAX_STEPS) & (damping < MAX_DAMPING) & (gradient_size(derivatives) > GRADIENT_TOLERANCE)
+
+        def step(carry):
+            theta, omegas, damping, value, derivatives, steps = carry
+            step_theta, step_omega = self.newton_step(derivatives, damping)
+            new_theta, new_omegas = theta - step_theta, omegas - step_omega
+            new_value = self.value(new_theta, new_omegas, mask)
+            better = jnp.isfinite(new_value) & (new_value <= value)
+            theta = jnp.where(better, new_theta, theta)
+            omegas = jnp.where(better, new_omegas, omegas)
+            derivatives = jax.lax.cond(better, lambda: self.derivatives(theta, omegas, mask), lambda: derivatives)
+            damping = jnp.where(better, damping / 4, damping * 4)
+            return theta, omegas, damping, jnp.where(better, new_value, value), derivatives, steps + 1
+
+        theta, omegas = self.start(mask, theta_start)
+        start = (
+            theta,
+            omegas,
+            jnp.asarray(INITIAL_DAMPING),
+            self.value(theta, omegas, mask),
+            self.derivatives(theta, omegas, mask),
+            jnp.asarray(0),
+        )
+        theta, omegas, _, _, derivatives, steps = jax.lax.while_loop(going, step, start)
+        _, _, a, b, d = derivatives
+        schur = a - jnp.einsum("ntw,nws->ts", b, jnp.linalg.solve(d, jnp.swapaxes(b, 1, 2)))
+        cov = jnp.linalg.inv(schur)
+        cov = 0.5 * (cov + cov.T)
+        return LaplaceFit(self.surprise(theta, cov), theta, cov, gradient_size(derivatives), steps)
+
+    def surprise(self, mode, cov):
+        """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2), in closed form (module docstring)."""
+        prior, dim = self.prior, self.theta_dim - 1
+        mean_w, mean_s = mode[:-1], mode[-1]
+        cov_ww, cov_ws, var_s = cov[:-1, :-1], cov[:-1, -1], cov[-1, -1]
+        constant = (
+            prior.shape * jnp.log(prior.scale)
+            - gammaln(prior.shape)
+            - 0.5 * dim * jnp.log(2 * jnp.pi)
+            + 0.5 * jnp.linalg.slogdet(prior.precision)[1]
+        )
+        tilted = mean_w - cov_ws - prior.mean
+        quadratic = tilted @ prior.precision @ tilted + jnp.trace(prior.precision @ cov_ww)
+        expected_log_prior = (
+            constant - (prior.shape + dim / 2) * mean_s - jnp.exp(-mean_s + var_s / 2) * (prior.scale + 0.5 * quadratic)
+        )
+        entropy = 0.5 * jnp.linalg.slogdet(2 * jnp.pi * jnp.e * cov)[1]
+        return -entropy - expected_log_prior
