@@ -49,7 +49,8 @@ NUM_FEATURES = 2  # Syn's
 
 def laplace_surrogate(model, data: NoiseAwareData, masks: np.ndarray) -> np.ndarray:
     """u_C for each coalition mask (`laplace_fit.laplace_surprises`, from the prior's mode), the fits left unconverged
-    fitted again from the grand coalition's mode; prints the time and the convergence of each pass."""
+    fitted again from the mode of the largest converged coalition; prints the time and the convergence of each
+    pass."""
     priors, statistic = model.priors(NUM_FEATURES), model.statistic(NUM_FEATURES)
 
     def fits(chosen, theta_start=None):
@@ -68,8 +69,9 @@ def laplace_surrogate(model, data: NoiseAwareData, masks: np.ndarray) -> np.ndar
     surrogate = np.asarray(fit.surprise).copy()
     failed = np.flatnonzero(gradient > CONVERGED)
     if len(failed):
-        grand = np.flatnonzero(masks.all(axis=1))
-        refit, regradient = fits(masks[failed], np.asarray(fit.mode)[grand[0]])
+        converged = np.flatnonzero(gradient <= CONVERGED)
+        largest = converged[np.argmax(masks[converged].sum(axis=1))]
+        refit, regradient = fits(masks[failed], np.asarray(fit.mode)[largest])
         surrogate[failed] = np.asarray(refit.surprise)
         if np.any(regradient > CONVERGED):
             print(f"  still unconverged: {[np.flatnonzero(m).tolist() for m in masks[failed][regradient > CONVERGED]]}")
@@ -91,34 +93,42 @@ def centred_marginals(game: dict[frozenset, float], num_parties: int) -> np.ndar
 
 
 def nested_pair_spread(masks: np.ndarray, values: np.ndarray, surrogate: np.ndarray) -> None:
-    """Prints how much of the marginals' variance within a (party, coalition size) v - u and v - beta* u leave, over
-    the marginals v(S u i) - v(S) whose two coalitions were both valued (the empty coalition counts, at 0): those of
-    the permutations sampled, and any others nested by chance."""
+    """Prints each party's variance of its marginals within a coalition size for v, and how much of it v - u and
+    v - beta* u leave, over the marginals v(S u i) - v(S), 1 <= |S| <= n - 2, whose two coalitions were both valued:
+    those of the permutations sampled, and any others nested by chance."""
     num_parties = masks.shape[1]
     codes = masks.astype(np.int64) @ (1 << np.arange(num_parties))
-    game = {0: (0.0, 0.0)} | {int(c): (v, u) for c, v, u in zip(codes, values, surrogate)}
+    game = {int(c): (v, u) for c, v, u in zip(codes, values, surrogate)}
     groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for code, (v, u) in game.items():
+        size = code.bit_count()
         for party in range(num_parties):
             joined = code | 1 << party
-            size = code.bit_count()
-            if joined != code and joined in game and 1 <= size <= num_parties - 2:
+            if joined != code and joined in game and size <= num_parties - 2:
                 groups.setdefault((party, size), []).append((game[joined][0] - v, game[joined][1] - u))
     kept = [(party, np.asarray(rows) - np.mean(rows, axis=0)) for (party, _), rows in groups.items() if len(rows) > 1]
     stacked = np.concatenate([centred for _, centred in kept])
     owners = np.concatenate([np.full(len(centred), party) for party, centred in kept])
     dof = sum(len(centred) - 1 for _, centred in kept)
     beta = (stacked[:, 0] @ stacked[:, 1]) / (stacked[:, 1] @ stacked[:, 1])
-    print(f"{len(stacked)} nested marginals in {len(kept)} (party, size) groups, {dof} degrees of freedom:")
+    print(f"{len(stacked)} nested marginals in {len(kept)} (party, size) groups, {dof} degrees of freedom")
+    variances = [
+        (stacked[owners == party, 0] ** 2).sum() / sum(len(c) - 1 for p, c in kept if p == party)
+        for party in range(num_parties)
+    ]
+    print(f"  v's variance within a size, by party (nats^2): {np.round(variances, 4).tolist()}")
     for label, coefficient in (("v - u", 1.0), (f"v - {beta:.2f} u", beta)):
         residual = stacked[:, 0] - coefficient * stacked[:, 1]
-        shares = [
-            (residual[owners == party] ** 2).sum() / (stacked[owners == party, 0] ** 2).sum()
-            for party in range(num_parties)
-        ]
+        shares = np.array(
+            [
+                (residual[owners == party] ** 2).sum() / (stacked[owners == party, 0] ** 2).sum()
+                for party in range(num_parties)
+            ]
+        )
         print(
             f"  {label:>12}: leaves {(residual @ residual) / (stacked[:, 0] @ stacked[:, 0]):.2f} of v's variance "
-            f"within a (party, size); by party {np.round(shares, 2).tolist()}"
+            f"within a (party, size); by party {np.round(shares, 2).tolist()}; the largest variance left is "
+            f"{np.max(shares * variances):.4f}, {np.max(shares * variances) / np.max(variances):.3f} of v's largest"
         )
 
 
@@ -136,6 +146,8 @@ def main() -> None:
     )
     parser.add_argument("--save", help="with --sampled: an .npz file for the coalitions, their v and u, and phi")
     args = parser.parse_args()
+    if args.save and not args.sampled:
+        parser.error("--save saves the coalitions of --sampled")
     jax.config.update("jax_enable_x64", True)
     warnings.simplefilter("ignore", UserWarning)
     model, releases = bv.models.LinearRegression(), releases_of(args.parties)

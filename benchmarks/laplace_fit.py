@@ -6,7 +6,8 @@ The model is Sim et al. (2023, App. A.3) with the exact statistics integrated ou
 for each member i, where (mu_t, Sigma_t) are the CLT moments of a record under theta = (w, sigma^2) and the party's
 data model omega_i = (mu_i, Sigma_i). The approximation is a Gaussian at the posterior mode in unconstrained
 coordinates, theta = (w, log sigma^2) and omega_i = (mu_i, the Cholesky factor of Sigma_i with a log diagonal), with
-the Hessian of the negative log posterior there as its precision (MacKay 2003, ch. 27).
+the Hessian of the negative log posterior there as its precision (MacKay 2003, ch. 27). D is the length of
+w = (slope..., bias).
 
 The Hessian is arrow-shaped: each party's data model meets theta and nothing else, so a Newton step solves the theta
 block's Schur complement (D + 1 unknowns) and one small system per party, and its cost grows linearly in the
@@ -64,7 +65,8 @@ def laplace_surprises(
     theta_start: np.ndarray | None = None,
 ) -> LaplaceFit:
     """The Laplace fits of the coalitions `masks` (B, n) from the releases `data` of n parties, under the NIG prior
-    and each party's own NIW data model, from the prior's mode or from `theta_start` (D + 2,) in (w, log sigma^2).
+    and each party's own NIW data model, from `theta_start` (D + 1,) in (w, log sigma^2), by default the prior mean
+    of w and the log of the inverse gamma's mode of sigma^2, b0 / (a0 + 1).
     The coalitions are fitted one after another (`lax.map`; under `vmap` the program took minutes to compile), each
     with its parties side by side."""
     if theta_start is None:
@@ -80,7 +82,7 @@ def _fit_batch(data, masks, prior, data_prior, statistic, theta_start) -> Laplac
 
 class _Terms:
     """The negative log posterior of one coalition as a sum of a theta term and one term per party, and the damped
-    Newton steps over it (every party is carried; a non-member's term is its data model's prior alone)."""
+    Newton steps over it (every party is carried; a non-member's term, |omega_i|^2 / 2, holds its block still)."""
 
     def __init__(self, data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic):
         self.data, self.prior, self.data_prior, self.statistic = data, prior, data_prior, statistic
@@ -143,26 +145,31 @@ class _Terms:
     def derivatives(self, theta, omegas, mask):
         """The gradient and the arrow Hessian's blocks: theta (T,), omegas (n, W); A (T, T), B (n, T, W) and
         D (n, W, W)."""
-        joint = jax.vmap(jax.hessian(self._joint_party, argnums=0), in_axes=(0, 0, 0, 0, 0, 0))
-        grads = jax.vmap(jax.grad(self._joint_party, argnums=0), in_axes=(0, 0, 0, 0, 0, 0))
+        gradient = jax.grad(self._joint_party)
+        hessian_and_gradient = jax.jacfwd(lambda x, *rest: (gradient(x, *rest),) * 2, has_aux=True)
         stacked = jnp.concatenate([jnp.broadcast_to(theta, (omegas.shape[0], theta.shape[0])), omegas], axis=1)
-        arguments = (stacked, *self.data, mask, jnp.zeros(omegas.shape[0]))
-        hessians, gradients = joint(*arguments), grads(*arguments)
+        hessians, gradients = jax.vmap(hessian_and_gradient)(stacked, *self.data, mask)
         t = self.theta_dim
         a = jax.hessian(self.theta_prior)(theta) + hessians[:, :t, :t].sum(axis=0)
         g_theta = jax.grad(self.theta_prior)(theta) + gradients[:, :t].sum(axis=0)
         return g_theta, gradients[:, t:], a, hessians[:, :t, t:], hessians[:, t:, t:]
 
-    def _joint_party(self, stacked, perturbed, count, noise_std, member, _):
+    def _joint_party(self, stacked, perturbed, count, noise_std, member):
         return self.party(stacked[: self.theta_dim], stacked[self.theta_dim :], perturbed, count, noise_std, member)
+
+    def schur(self, derivatives, damping):
+        """The Schur complement of the theta block of H + damping I, A - sum_i B_i D_i^-1 B_i^T (T, T) (with
+        damping 0, the inverse of the theta marginal's covariance), and D_i^-1 B_i^T (n, W, T)."""
+        _, _, a, b, d = derivatives
+        d_inv_bt = jnp.linalg.solve(d + damping * jnp.eye(self.omega_dim), jnp.swapaxes(b, 1, 2))
+        return a + damping * jnp.eye(self.theta_dim) - jnp.einsum("ntw,nws->ts", b, d_inv_bt), d_inv_bt
 
     def newton_step(self, derivatives, damping):
         """The Levenberg-Marquardt step (H + damping I)^-1 g by the Schur complement of the theta block."""
-        g_theta, g_omega, a, b, d = derivatives
+        g_theta, g_omega, _, b, d = derivatives
         d = d + damping * jnp.eye(self.omega_dim)
-        d_inv_bt = jnp.linalg.solve(d, jnp.swapaxes(b, 1, 2))  # (n, W, T)
+        schur, d_inv_bt = self.schur(derivatives, damping)
         d_inv_g = jnp.linalg.solve(d, g_omega[..., None])[..., 0]  # (n, W)
-        schur = a + damping * jnp.eye(self.theta_dim) - jnp.einsum("ntw,nws->ts", b, d_inv_bt)
         step_theta = jnp.linalg.solve(schur, g_theta - jnp.einsum("ntw,nw->t", b, d_inv_g))
         step_omega = d_inv_g - jnp.einsum("nwt,t->nw", d_inv_bt, step_theta)
         largest = jnp.maximum(jnp.abs(step_theta).max(), jnp.abs(step_omega).max())
@@ -217,15 +224,15 @@ class _Terms:
             jnp.asarray(0),
         )
         theta, omegas, _, _, derivatives, steps = jax.lax.while_loop(going, step, start)
-        _, _, a, b, d = derivatives
-        schur = a - jnp.einsum("ntw,nws->ts", b, jnp.linalg.solve(d, jnp.swapaxes(b, 1, 2)))
-        cov = jnp.linalg.inv(schur)
+        factor = jnp.linalg.cholesky(self.schur(derivatives, 0.0)[0])  # NaN where the precision is not positive
+        cov = jax.scipy.linalg.cho_solve((factor, True), jnp.eye(self.theta_dim))
         cov = 0.5 * (cov + cov.T)
-        return LaplaceFit(self.surprise(theta, cov), theta, cov, gradient_size(derivatives), steps)
+        gradient = jnp.where(jnp.isfinite(factor).all(), gradient_size(derivatives), jnp.inf)
+        return LaplaceFit(self.surprise(theta, cov), theta, cov, gradient, steps)
 
     def surprise(self, mode, cov):
         """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2), in closed form (module docstring)."""
-        prior, dim = self.prior, self.theta_dim - 1
+        prior, dim = self.prior, self.theta_dim - 1  # D, the length of w
         mean_w, mean_s = mode[:-1], mode[-1]
         cov_ww, cov_ws, var_s = cov[:-1, :-1], cov[:-1, -1], cov[-1, -1]
         constant = (

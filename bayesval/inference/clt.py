@@ -52,7 +52,8 @@ def pair_product_moments(
     `rows` and `cols` are static. Up to `SCALAR_LIMIT` pairs the entries are written as scalars: under `vmap`
     each is an elementwise product over the batch, which XLA fuses, where gathering the index pairs ran ~4x
     slower. Beyond it, or if `gathered`, the gathered form, whose program stays small (docs/architecture.md): its
-    second derivatives compile in seconds, where the scalar form's take minutes (`bayesval.inference.laplace`)."""
+    second derivatives compile in seconds, where the scalar form's took over a minute
+    (a Laplace fit's Newton steps, docs/benchmarks.md)."""
     if gathered or len(rows) > SCALAR_LIMIT:
         return _gathered_pair_product_moments(mean, cov, np.asarray(rows), np.asarray(cols))
     rows, cols = np.asarray(rows).tolist(), np.asarray(cols).tolist()
