@@ -36,6 +36,7 @@ import jax
 import numpy as np
 
 import bayesval as bv
+from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.inference.data import NoiseAwareData
 
@@ -97,7 +98,7 @@ def nested_pair_spread(masks: np.ndarray, values: np.ndarray, surrogate: np.ndar
     v - beta* u leave, over the marginals v(S u i) - v(S), 1 <= |S| <= n - 2, whose two coalitions were both valued:
     those of the permutations sampled, and any others nested by chance."""
     num_parties = masks.shape[1]
-    codes = masks.astype(np.int64) @ (1 << np.arange(num_parties))
+    codes = mask_codes(masks)
     game = {int(c): (v, u) for c, v, u in zip(codes, values, surrogate)}
     groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for code, (v, u) in game.items():
@@ -153,11 +154,11 @@ def main() -> None:
     model, releases = bv.models.LinearRegression(), releases_of(args.parties)
     data = NoiseAwareData.from_releases(releases)
     if args.surrogate_only:
-        codes = np.arange(1, 2**args.parties)
+        masks = coalition_masks(args.parties)
         start = time.perf_counter()
-        surrogate = laplace_surrogate(model, data, (codes[:, None] >> np.arange(args.parties)) & 1 == 1)
+        surrogate = laplace_surrogate(model, data, masks)
         print(
-            f"Laplace surrogate of {len(codes)} coalitions: {time.perf_counter() - start:.0f} s; "
+            f"Laplace surrogate of {len(masks)} coalitions: {time.perf_counter() - start:.0f} s; "
             f"u {surrogate.min():.3f} to {surrogate.max():.3f} nats"
         )
         return

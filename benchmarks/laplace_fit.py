@@ -32,7 +32,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
-from bayesval.inference.conjugate import NIG, NIW, niw_update
+from bayesval.inference.conjugate import NIG, NIW, nig_log_density, niw_log_density, niw_update
 from bayesval.inference.data import NoiseAwareData
 from bayesval.statistics import LinearRegressionStatistic
 
@@ -93,14 +93,8 @@ class _Terms:
         self.tril = np.tril_indices(num_features)
 
     def theta_prior(self, theta):
-        """-log p(w, log sigma^2) up to a constant (the NIG prior and the Jacobian of log sigma^2)."""
-        weights, log_var = theta[:-1], theta[-1]
-        prior = self.prior
-        residual = weights - prior.mean
-        dim = weights.shape[0]
-        return (prior.shape + dim / 2) * log_var + jnp.exp(-log_var) * (
-            prior.scale + 0.5 * residual @ prior.precision @ residual
-        )
+        """-log p(w, log sigma^2): the NIG prior and the Jacobian of log sigma^2."""
+        return -(nig_log_density(self.prior, theta[:-1], jnp.exp(theta[-1])) + theta[-1])
 
     def data_model(self, omega):
         """(mu_i, Sigma_i, the log-diagonal of its Cholesky factor) from the unconstrained omega_i."""
@@ -116,14 +110,8 @@ class _Terms:
         diagonal), up to a constant."""
         d = self.num_features
         mean, cov, log_diagonal = self.data_model(omega)
-        nu, psi, kappa, m0 = self.data_prior.dof, self.data_prior.scale, self.data_prior.kappa, self.data_prior.mean
-        log_det = 2 * jnp.sum(log_diagonal)
-        inverse = jnp.linalg.inv(cov)
-        inverse_wishart = 0.5 * (nu + d + 1) * log_det + 0.5 * jnp.trace(psi @ inverse)
-        residual = mean - m0
-        normal = 0.5 * log_det + 0.5 * kappa * residual @ inverse @ residual
         jacobian = jnp.sum((d - jnp.arange(d) + 1) * log_diagonal)  # log |dSigma / dlog-diag L|, less d log 2
-        return inverse_wishart + normal - jacobian
+        return -(niw_log_density(self.data_prior, mean, cov) + jacobian)
 
     def party(self, theta, omega, perturbed, count, noise_std, member):
         """-log p(o_i | theta, omega_i) - log p(omega_i) for a member; for a non-member, whose data model does not
