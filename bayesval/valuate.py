@@ -47,6 +47,7 @@ def valuate(
     ledger: PrivacyLedger | None = None,
     rewards: str | Tempering | NoiseAddition | None = None,
     rho: float | None = None,
+    control_variate: bool | None = None,
 ) -> ValuationResult:
     """Value each party by the Shapley value of its Bayesian surprise v_C = KL(p(theta | o_C) || p(theta)) (Sim et
     al. 2023), or, given a data-point estimator, each training point. docs/api/valuate.md gives the details.
@@ -72,6 +73,9 @@ def valuate(
     rewards: also reward each party with posterior samples that meet its rho-Shapley target (Sim et al. 2023,
         Sec. 5): 'tempering', 'noise' or a configured `bayesval.rewards.Tempering` / `NoiseAddition`.
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
+    control_variate: where the Shapley values are sampled, sample the difference from the model's surrogate game and
+        add the surrogate's exact Shapley values (default True; `LinearRegression`'s Laplace surprise, up to 12
+        parties: docs/games.md, "Control variates"). Unbiased either way; False samples the surprise itself.
     All arguments are checked before any release, compilation or sampling.
     """
     arguments = dict(locals())  # every argument by name, first thing: handed on unchanged to the chosen path

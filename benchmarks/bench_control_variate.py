@@ -33,6 +33,7 @@ from itertools import combinations
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import bayesval as bv
@@ -42,41 +43,56 @@ from bayesval.inference.data import NoiseAwareData
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_scale import releases_of  # noqa: E402
-from laplace_fit import laplace_surprises  # noqa: E402
-
-CONVERGED = 1e-4  # a fit whose largest partial derivative of the log posterior is above this has not converged
-NUM_FEATURES = 2  # Syn's
 
 
 def laplace_surrogate(model, data: NoiseAwareData, masks: np.ndarray) -> np.ndarray:
-    """u_C for each coalition mask (`laplace_fit.laplace_surprises`, from the prior's mode), the fits left unconverged
-    fitted again from the mode of the largest converged coalition; prints the time and the convergence of each
-    pass."""
-    priors, statistic = model.priors(NUM_FEATURES), model.statistic(NUM_FEATURES)
+    """u_C of each coalition mask, from the model's table of every coalition (`surrogate_surprises`), timed."""
+    start = time.perf_counter()
+    table = model.surrogate_surprises(data)
+    print(
+        f"  Laplace surrogate of all {len(table.values) - 1} coalitions: {time.perf_counter() - start:.1f} s "
+        f"(compilation included), {len(table.unconverged)} fits unconverged"
+    )
+    return table.values[mask_codes(masks)]
 
-    def fits(chosen, theta_start=None):
-        start = time.perf_counter()
-        fit = laplace_surprises(data, chosen, priors.model, priors.data, statistic, theta_start)
-        gradient = np.asarray(fit.gradient)
-        steps = np.asarray(fit.steps)
-        print(
-            f"  {len(chosen)} Laplace fits: {time.perf_counter() - start:.1f} s (compilation included), steps "
-            f"median {np.median(steps):.0f}, 99th percentile {np.percentile(steps, 99):.0f}; "
-            f"{np.sum(gradient > CONVERGED)} unconverged (largest partial derivative above {CONVERGED:g})"
-        )
-        return fit, gradient
 
-    fit, gradient = fits(masks)
-    surrogate = np.asarray(fit.surprise).copy()
-    failed = np.flatnonzero(gradient > CONVERGED)
-    if len(failed):
-        converged = np.flatnonzero(gradient <= CONVERGED)
-        largest = converged[np.argmax(masks[converged].sum(axis=1))]
-        refit, regradient = fits(masks[failed], np.asarray(fit.mode)[largest])
-        surrogate[failed] = np.asarray(refit.surprise)
-        if np.any(regradient > CONVERGED):
-            print(f"  still unconverged: {[np.flatnonzero(m).tolist() for m in masks[failed][regradient > CONVERGED]]}")
-    return surrogate
+def end_to_end(model, releases, tolerance: float) -> None:
+    """The default route to every stderr <= tolerance with its control variate, and the plain estimate from the same
+    permutations: the coalitions the run valued, looked up by a table utility and sampled again with the route's
+    key, sampler and batches but no control (so both see the very same coalitions and surprise estimates)."""
+    start = time.perf_counter()
+    result = bv.valuate(model, releases, key=0, config="fast", exact_up_to=1, tolerance=tolerance, progress_bar=False)
+    seconds = time.perf_counter() - start
+    state = result.state
+    ((batch_size, batches),) = state.streams.values()
+    print(
+        f"bv.valuate, {len(releases)} parties, tolerance {tolerance}, control variate: {seconds:.0f} s, "
+        f"{state.batch_draws} permutations ({batches} batches), {len(result.coalition_values)} coalitions; "
+        f"{result.method}"
+    )
+    print(f"  phi {np.round(result.values, 3).tolist()}\n  stderr {np.round(result.stderr, 4).tolist()}")
+    estimates = result.coalition_estimates.estimates
+    repeats = len(next(iter(estimates.values())))
+    table = np.zeros((repeats, 2 ** len(releases)))
+    for code, row in estimates.items():
+        table[:, code] = row
+    plain = bv.games.semivalue(
+        lambda _, masks: jnp.asarray(table)[:, mask_codes(np.asarray(masks))],
+        len(releases),
+        jax.random.split(jax.random.key(0))[1],  # the route's permutation key (bayesval.parties.valuation)
+        sampler=bv.games.PermutationSampler(latin=True),
+        stop=MaxEvaluations(state.evaluations),
+        batch_size=batch_size,
+    )
+    assert plain.state.batch_draws == state.batch_draws
+    ratio = (result.stderr / plain.stderr) ** 2
+    needed = state.batch_draws * (plain.stderr.max() / tolerance) ** 2
+    print(
+        f"  same permutations, no control variate: stderr {np.round(plain.stderr, 4).tolist()}\n"
+        f"  variance ratio (control / plain) by party {np.round(ratio, 3).tolist()}; the largest stderr "
+        f"{result.stderr.max():.4f} vs {plain.stderr.max():.4f}: plain sampling needs about {needed:.0f} permutations "
+        f"for {tolerance}"
+    )
 
 
 def centred_marginals(game: dict[frozenset, float], num_parties: int) -> np.ndarray:
@@ -146,6 +162,9 @@ def main() -> None:
         "--sampled", action="store_true", help="one batch of Latin permutations (the default route's first batch)"
     )
     parser.add_argument("--save", help="with --sampled: an .npz file for the coalitions, their v and u, and phi")
+    parser.add_argument(
+        "--end-to-end", type=float, metavar="TOLERANCE", help="the default route to every stderr <= TOLERANCE"
+    )
     args = parser.parse_args()
     if args.save and not args.sampled:
         parser.error("--save saves the coalitions of --sampled")
@@ -153,6 +172,9 @@ def main() -> None:
     warnings.simplefilter("ignore", UserWarning)
     model, releases = bv.models.LinearRegression(), releases_of(args.parties)
     data = NoiseAwareData.from_releases(releases)
+    if args.end_to_end:
+        end_to_end(model, releases, args.end_to_end)
+        return
     if args.surrogate_only:
         masks = coalition_masks(args.parties)
         start = time.perf_counter()
@@ -165,7 +187,9 @@ def main() -> None:
     start = time.perf_counter()
     if args.sampled:  # stops after the first batch: the default route's Latin blocks, sampled repeats and budget
         stop = MaxEvaluations(1)
-        result = bv.valuate(model, releases, key=0, config="fast", exact_up_to=1, stop=stop, progress_bar=False)
+        result = bv.valuate(
+            model, releases, key=0, config="fast", exact_up_to=1, stop=stop, progress_bar=False, control_variate=False
+        )
         print(f"bv.valuate, {args.parties} parties, one batch ({result.method}): {time.perf_counter() - start:.0f} s")
     else:
         result = bv.valuate(model, releases, key=0, config="fast", exact_up_to=args.parties, progress_bar=False)

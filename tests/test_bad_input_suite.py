@@ -620,11 +620,21 @@ VALUATE = [
     case("valuate-progress_bar-string", lambda w: w.valuate(progress_bar="yes"), r"progress_bar must be True or False"),
     case("valuate-progress_bar-int", lambda w: w.valuate(progress_bar=0), r"progress_bar must be True or False"),
     case("valuate-ledger-dict", lambda w: w.valuate(ledger={}), r"ledger must be a bayesval.PrivacyLedger"),
+    case(
+        "valuate-control_variate-int",
+        lambda w: w.valuate(control_variate=1),
+        r"control_variate must be True or False",
+    ),
     case("valuate-ledger-class", lambda w: w.valuate(ledger=PrivacyLedger), r"ledger must be a bayesval.PrivacyLedger"),
     # a data-point estimator given what applies to party models, or data in the wrong form
     case("valuate-estimator-key", lambda w: w.knn_valuate(key=0), r"key apply to party models, not to KNNShapley"),
     case("valuate-estimator-config", lambda w: w.knn_valuate(config="fast"), r"config apply to party models"),
     case("valuate-estimator-k", lambda w: w.knn_valuate(k=3), r"k apply to party models"),
+    case(
+        "valuate-estimator-control_variate",
+        lambda w: w.knn_valuate(control_variate=False),
+        r"control_variate apply to party models",
+    ),
     case(
         "valuate-estimator-progress_bar",
         lambda w: w.knn_valuate(progress_bar=True),

@@ -8,6 +8,8 @@ import pytest
 
 import bayesval as bv
 from bayesval.games.shapley import coalition_masks
+from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import release_all
 from bayesval.parties.surprise import CoalitionSurprise
 
 BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2, progress_bar=False)
@@ -115,6 +117,12 @@ def test_many_parties_use_permutation_sampling(syn):
     assert spent and int(spent[1]) <= 96, result.method
     np.testing.assert_allclose(result.values, exact.values, rtol=1e-10)
     assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]))
+    # the permutations sampled the difference from the Laplace surrogate of every coalition (a control variate):
+    # the sampled estimate, phi(u) plus that of the differences, agrees with the exact values of the same estimates
+    data = NoiseAwareData.from_releases(release_all(bv.models.LinearRegression(), parties))
+    assert np.array_equal(result.state.control, bv.models.LinearRegression().surrogate_surprises(data).values)
+    sampled, variances, _ = result.state.estimate()
+    assert np.all(np.abs(sampled - exact.values) < 4 * np.sqrt(variances))
 
 
 def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_names_them_when_resumed(
@@ -157,6 +165,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
         raise AssertionError("a resumed game sampled a coalition again")
 
     monkeypatch.setattr(CoalitionSurprise, "_sample", no_sampling)
+    monkeypatch.setattr(bv.models.LinearRegression, "surrogate_surprises", no_sampling)  # the saved one is used
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         resumed = bv.valuate(
@@ -164,6 +173,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
         )
     assert resumed.state.num_repeats == 3
     np.testing.assert_array_equal(resumed.values, before.values)
+    np.testing.assert_array_equal(resumed.state.control, before.state.control)
 
 
 def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs_use_latin_blocks(syn, monkeypatch):

@@ -2,6 +2,7 @@
 stopping rules, and results that merge and resume (docs/games.md); games with closed-form semivalues to test them."""
 
 from bayesval.games.analytic import Airport, Miner, Shoes, SymmetricVoting, UnanimitySum, WeightedVoting
+from bayesval.games.control import ControlVariate
 from bayesval.games.samplers import PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
 from bayesval.games.semivalues import Utility, exact_semivalue, semivalue
 from bayesval.games.stopping import MaxEvaluations, MaxTime, RankStability, StandardError, When
@@ -12,6 +13,7 @@ __all__ = [
     "LEAVE_ONE_OUT",
     "SHAPLEY",
     "Airport",
+    "ControlVariate",
     "MaxEvaluations",
     "MaxTime",
     "Miner",

@@ -20,13 +20,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesval.batching import batches, pad_rows
+from bayesval.games.control import ControlVariate
 from bayesval.games.masks import code_masks, members
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
 from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
-from bayesval.results.state import SemivalueState
+from bayesval.results.state import SemivalueState, describe_control, same_control
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
 
 
@@ -52,6 +53,7 @@ def semivalue(
     batch_size: int = 64,
     names: list[str] | None = None,
     resume_from: ValuationResult | None = None,
+    control: ControlVariate | None = None,
     progress_bar: bool = False,
 ) -> ValuationResult:
     """Sample the semivalue `weights` of `utility` over `num_players` players until `stop` holds.
@@ -64,7 +66,10 @@ def semivalue(
                  and a default cap. Default: StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)
     batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling)
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
-                 run goes on at the next batch, with another key it adds new batches
+                 run goes on at the next batch, with another key it adds new batches; it must have the same control
+    control      a `ControlVariate`: a surrogate u known on every coalition. The draws are of
+                 v - u and phi(u), exact, is added back, which leaves the values unbiased whatever u is and shrinks
+                 their variance as far as u's marginals track v's (docs/games.md, "Control variates")
 
     Returns a ValuationResult with values, stderr (the Monte Carlo error of the sampling: 0 only where a value is
     exact, docs/games.md), counts per index, the stopping rule's converged flag per index (never on an index whose
@@ -80,10 +85,11 @@ def semivalue(
     sampler = default_sampler(semivalue) if sampler is None else _check_sampler(sampler)
     names = _check_names(names, num_players)
     stop = capped(StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS) if stop is None else stop)
+    control = _check_control(control, num_players)
     plan = sampler.plan(num_players, batch_size, semivalue)
     _warn_unreliable(plan, semivalue, sampler, num_players)
     stream = jax.random.key_data(key).tobytes().hex()
-    state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size)
+    state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control)
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
     bar = tqdm(
@@ -93,9 +99,12 @@ def semivalue(
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
         values = checked_values(utility(utility_key, masks), masks, names)
+        if control is not None:
+            values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)
         if state is None:
-            state = SemivalueState.empty(semivalue.name, sampler.name, plan, len(values), num_players)
+            surrogate = None if control is None else (control.table, control.semivalue(semivalue))
+            state = SemivalueState.empty(semivalue.name, sampler.name, plan, len(values), num_players, surrogate)
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
@@ -108,7 +117,8 @@ def semivalue(
     bar.close()
     converged = stop.converged(progress)
     return ValuationResult(
-        method=f"{semivalue.name} by {sampler.name} sampling",
+        method=f"{semivalue.name} by {sampler.name} sampling"
+        + ("" if control is None else f", {control.name} as a control variate"),
         values=progress.values,
         stderr=progress.stderr,
         names=names,
@@ -236,6 +246,14 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
     )
 
 
+def _check_control(control, num_players: int) -> ControlVariate | None:
+    if control is not None and not isinstance(control, ControlVariate):
+        raise TypeError(f"control must be a bayesval.games.ControlVariate(table), got {type(control).__name__}")
+    if control is not None and control.num_players != num_players:
+        raise ValueError(f"control is a game of {control.num_players} players, this one has {num_players}")
+    return control
+
+
 def _check_names(names, num_players: int) -> list[str]:
     if names is None:
         return [str(i) for i in range(num_players)]
@@ -245,7 +263,7 @@ def _check_names(names, num_players: int) -> list[str]:
     return names
 
 
-def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str, batch_size: int):
+def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str, batch_size: int, control):
     """(state, first batch) of a run resuming `result`, or (None, 0) for a new run."""
     if result is None:
         return None, 0
@@ -265,6 +283,12 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             raise ValueError(
                 f"resume_from is a result of a different game: its {label} is {theirs!r}, this run's {mine!r}"
             )
+    table = None if control is None else control.table
+    if not same_control(state.control, table):
+        raise ValueError(
+            f"resume_from sampled with control variate {describe_control(state.control)}, this run with "
+            f"{describe_control(table)}: its draws are of another difference v - u; resume with the same control"
+        )
     used_batch_size, done = state.streams.get(stream, (batch_size, 0))
     if used_batch_size != batch_size:
         raise ValueError(

@@ -28,6 +28,7 @@ from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
+from bayesval.inference.laplace import SurpriseTable, surprise_table
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.validation import check_bool, check_count
 
@@ -183,6 +184,16 @@ class LinearRegression:
         """The NIG prior over theta to which each Gibbs sweep's conditional p(theta | s_C) is conjugate: what the
         Rao-Blackwellised KL (`kl='rao-blackwell'`) scores the sampler's conditionals against."""
         return self.priors(_num_features(data)).model
+
+    def surrogate_surprises(self, data: NoiseAwareData) -> SurpriseTable | None:
+        """The Laplace surprise of every coalition of the releases (`bayesval.inference.laplace.surprise_table`), a
+        deterministic surrogate of the surprise that a sampled party valuation uses as a control variate
+        (docs/games.md, "Control variates"); None with a shared data model, which the fit does not model."""
+        if self.shared_data_model:
+            return None
+        num_features = _num_features(data)
+        priors = self.priors(num_features)
+        return surprise_table(data, priors.model, priors.data, self.statistic(num_features))
 
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False

@@ -13,7 +13,9 @@ alone: `NoiseAwareData.members`) and `conjugate_prior(data)` (the NIG prior to w
 p(theta | s) are conjugate; such a model's `posterior_draws` takes `conditionals=True` and returns them, for
 kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the compiled programs `posterior_draws` of
 those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
-batch samples) are optional (`OPTIONAL_MEMBERS`).
+batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of every coalition's surprise, an object
+whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation,
+docs/games.md, "Control variates") are optional (`OPTIONAL_MEMBERS`).
 
 `LinearRegression` keeps the contract with its Gibbs kernel, `NumPyroModel` (and `LogisticRegression`) with
 batched NUTS; a user's class needs no base class, only these members (structural typing, PEP 544).
@@ -37,6 +39,7 @@ OPTIONAL_MEMBERS = (
     "packs_members",
     "conjugate_prior",
     "posterior_programs",
+    "surrogate_surprises",
 )
 
 

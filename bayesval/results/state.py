@@ -63,6 +63,9 @@ class SemivalueState:
                           every batch's coalitions: a run resumed with one of these keys (and its batch size) starts
                           at the next batch, one with a new key at batch 0
     rankings              (H, n) the last rankings (index order, best first), for rank-stability rules
+    control               (2^n,) the control variate's surrogate u of every coalition in code order, or None: the
+                          draws are then of v - u, and the estimate adds phi(u) (`bayesval.games.control`)
+    control_semivalue     (n,) phi(u), exact (None without a control variate)
     """
 
     semivalue: str
@@ -82,13 +85,17 @@ class SemivalueState:
     value_high: float = -np.inf
     streams: dict[str, list[int]] = field(default_factory=dict)
     rankings: np.ndarray | None = None
+    control: np.ndarray | None = None
+    control_semivalue: np.ndarray | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
-    version = 1  # of its record (`to_record`); the kind is set by `register`
+    CONTROL = ("control", "control_semivalue")
+    version = 2  # of its record (`to_record`, version 1 before control variates); the kind is set by `register`
 
     @classmethod
-    def empty(cls, semivalue: str, sampler: str, plan, num_repeats: int, num_players: int):
-        """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers)."""
+    def empty(cls, semivalue: str, sampler: str, plan, num_repeats: int, num_players: int, control=None):
+        """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
+        with the control variate's (table, semivalue) where one is used."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
@@ -104,6 +111,7 @@ class SemivalueState:
             np.full((groups, num_players), np.inf),
             np.full((groups, num_players), -np.inf),
             rankings=np.zeros((0, num_players), np.int64),
+            **({} if control is None else dict(zip(cls.CONTROL, (np.asarray(part) for part in control)))),
         )
 
     @property
@@ -153,7 +161,8 @@ class SemivalueState:
 
     def estimate(self) -> Estimate:
         """Values (n,), their variances (n,) and the variances' degrees of freedom (n,); inf variance where a
-        weighted group has fewer than 2 draws (`bayesval.results.variance`)."""
+        weighted group has fewer than 2 draws (`bayesval.results.variance`). With a control variate the draws are of
+        v - u and phi(u), exact, is added: it adds no variance."""
         used = self.coefficients != 0
         counts = self.counts[used].astype(np.float64)
         coefficients = self.coefficients[used][:, None]
@@ -164,7 +173,10 @@ class SemivalueState:
         if self.num_repeats > 1:  # the utility's own error, from R - 1 degrees of freedom
             terms = np.concatenate([terms, per_repeat.var(axis=0, ddof=1)[None] / self.num_repeats])
             dofs = np.concatenate([dofs, np.full((1, self.num_players), self.num_repeats - 1.0)])
-        return Estimate(per_repeat.mean(axis=0), terms.sum(axis=0), satterthwaite_dof(terms, dofs))
+        values = per_repeat.mean(axis=0)
+        if self.control_semivalue is not None:
+            values = values + self.control_semivalue
+        return Estimate(values, terms.sum(axis=0), satterthwaite_dof(terms, dofs))
 
     def same_game(self, other: SemivalueState) -> str | None:
         """None if `other` sampled the same game the same way, else what differs (for an error)."""
@@ -174,6 +186,8 @@ class SemivalueState:
         for label, a, b in zip(labels, mine, theirs):
             if a != b:
                 return f"{label} {a!r} != {b!r}"
+        if not same_control(self.control, other.control):
+            return f"control variate {describe_control(self.control)} != {describe_control(other.control)}"
         return None
 
     def merged(self, other: SemivalueState) -> SemivalueState:
@@ -205,12 +219,17 @@ class SemivalueState:
         )
 
     def copy(self) -> SemivalueState:
-        arrays = {name: np.array(getattr(self, name)) for name in self.ARRAYS}
+        arrays = {
+            name: np.array(getattr(self, name))
+            for name in self.ARRAYS + self.CONTROL
+            if getattr(self, name) is not None
+        }
         return replace(self, streams={k: list(v) for k, v in self.streams.items()}, **arrays)
 
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The state as a record of `bayesval.results.serialisation` (version 1): meta the scalars (semivalue,
-        sampler, evaluations, value_low, value_high, streams), arrays `ARRAYS` (rankings only when kept)."""
+        """The state as a record of `bayesval.results.serialisation` (version 2): meta the scalars (semivalue,
+        sampler, evaluations, value_low, value_high, streams), arrays `ARRAYS` (rankings only when kept) and, with a
+        control variate, `CONTROL`."""
         meta = {
             "semivalue": self.semivalue,
             "sampler": self.sampler,
@@ -219,20 +238,25 @@ class SemivalueState:
             "value_high": self.value_high,
             "streams": self.streams,
         }
-        arrays = {name: getattr(self, name) for name in self.ARRAYS if getattr(self, name) is not None}
+        kept = self.ARRAYS + self.CONTROL
+        arrays = {name: getattr(self, name) for name in kept if getattr(self, name) is not None}
         return meta, arrays
 
     @classmethod
-    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 1) -> SemivalueState:
-        """The state `to_record` wrote. A state saved before m3 and m4 were kept (still version 1: they were added
-        as optional arrays) gets the moments of normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances count as
-        estimated from m - 1 degrees of freedom."""
-        unknown = sorted(set(arrays) - set(cls.ARRAYS))
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 2) -> SemivalueState:
+        """The state `to_record` wrote, at version 2 or 1 (before control variates: its draws are of the game
+        itself). A state saved before m3 and m4 were kept (version 1: they were added as optional arrays) gets the
+        moments of normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of
+        freedom."""
+        known = cls.ARRAYS + (cls.CONTROL if version >= 2 else ())
+        unknown = sorted(set(arrays) - set(known))
         if unknown:
             raise ValueError(f"it holds arrays no semivalue state has: {['state_' + name for name in unknown[:5]]}")
         if "m4" not in arrays:
             counts = np.maximum(arrays["counts"], 1)
             arrays = arrays | {"m3": np.zeros_like(arrays["m2"]), "m4": 3 * arrays["m2"] ** 2 / counts}
+        if ("control" in arrays) != ("control_semivalue" in arrays):
+            raise ValueError("it holds half a control variate: state_control and state_control_semivalue go together")
         return cls(**meta, **arrays)
 
     def to_json(self) -> dict:
@@ -245,6 +269,18 @@ class SemivalueState:
         """Deprecated: `from_record`."""
         warnings.warn("SemivalueState.from_json is deprecated: use from_record", DeprecationWarning, stacklevel=2)
         return cls.from_record(meta, arrays)
+
+
+def same_control(table: np.ndarray | None, other: np.ndarray | None) -> bool:
+    """Whether two states' control variates are the same surrogate (both none, or equal on every coalition)."""
+    if table is None or other is None:
+        return table is None and other is None
+    return np.array_equal(table, other)
+
+
+def describe_control(table: np.ndarray | None) -> str:
+    """A control variate's surrogate in a few words, for errors."""
+    return "none" if table is None else f"a surrogate of {table.size} coalitions"
 
 
 def _combined(state: SemivalueState, sums, m2, m3, m4, counts, low, high):

@@ -1,5 +1,6 @@
 """Laplace approximations of noise-aware Bayesian linear regression's coalition posteriors, and their surprise: the
-surrogate game of `bench_control_variate.py` (issue 30).
+surrogate game that `bayesval.valuate` samples the Shapley values of `LinearRegression` against (a control variate,
+docs/games.md, "Control variates").
 
 The model is Sim et al. (2023, App. A.3) with the exact statistics integrated out, as NUTS samples it
 (`bayesval.models.linear_regression.noise_aware_linear_regression`): o_i ~ N(c_i mu_t, c_i Sigma_t + sigma_z,i^2 I)
@@ -41,6 +42,7 @@ GRADIENT_TOLERANCE = 1e-8  # the steps stop once no partial derivative of the lo
 MAX_STEP = 4.0  # the largest move of an unconstrained coordinate in one step
 INITIAL_DAMPING = 1.0  # the Levenberg-Marquardt damping of the first step (divided by 4 on success, times 4 if not)
 MAX_DAMPING = 1e12  # the steps stop once the damping has grown past this: no step lowers the potential
+CONVERGED = 1e-4  # a fit whose largest partial derivative of the log posterior is above this has not converged
 
 
 class LaplaceFit(NamedTuple):
@@ -72,6 +74,34 @@ def laplace_surprises(
     if theta_start is None:
         theta_start = jnp.append(prior.mean, jnp.log(prior.scale / (prior.shape + 1)))
     return _fit_batch(data, jnp.asarray(masks, bool), prior, data_prior, statistic, jnp.asarray(theta_start))
+
+
+class SurpriseTable(NamedTuple):
+    """The Laplace surprise of every coalition of n parties (2^n,) in code order (sum_i mask_i 2^i; the empty
+    coalition's is 0), and the coalitions whose fit did not converge (codes), kept as they are: a surrogate used as
+    a control variate only needs to be a fixed function of the coalition."""
+
+    values: np.ndarray
+    unconverged: np.ndarray
+
+
+def surprise_table(data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic):
+    """`laplace_surprises` of every non-empty coalition of the parties of `data`, from the prior's mode; the fits
+    left unconverged (a gradient above CONVERGED) are fitted again from the mode of the largest converged coalition,
+    and a surprise that is still not finite is 0. A deterministic function of the releases."""
+    num_parties = len(data.counts)
+    codes = np.arange(1, 2**num_parties)
+    masks = (codes[:, None] >> np.arange(num_parties)) & 1
+    fit = laplace_surprises(data, masks, prior, data_prior, statistic)
+    values, gradient = np.array(fit.surprise), np.array(fit.gradient)
+    failed = np.flatnonzero(~(gradient <= CONVERGED))
+    converged = np.flatnonzero(gradient <= CONVERGED)
+    if len(failed) and len(converged):
+        largest = converged[np.argmax(masks[converged].sum(axis=1))]
+        refit = laplace_surprises(data, masks[failed], prior, data_prior, statistic, np.asarray(fit.mode)[largest])
+        values[failed], gradient[failed] = np.asarray(refit.surprise), np.asarray(refit.gradient)
+    values = np.where(np.isfinite(values), values, 0.0)
+    return SurpriseTable(np.append(0.0, values), codes[~(gradient <= CONVERGED)])
 
 
 @partial(jax.jit, static_argnames=("statistic",))
