@@ -1,12 +1,14 @@
-"""A noise-aware surrogate game as a control variate for permutation sampling, measured (issue 30).
+"""A noise-aware surrogate game as a control variate for permutation sampling, measured (issue 30): what the party
+valuation now does beyond `exact_up_to` (docs/games.md, "Control variates").
 
 A control variate replaces the sampled game v by v - beta u, where u is a surrogate whose Shapley values are cheap
 to compute exactly, and adds beta phi(u) back; it pays as far as the marginals of u track those of v. The identity
 phi(v) = beta phi(u) + phi(v - beta u) holds for any u that is a fixed function of the coalition, so a poor
 surrogate costs precision, never bias. The marginals of the noisy game follow the noise draws, which a surrogate of
 the data alone (the exact statistics' posterior) cannot see. This one sees them: u_C is the KL from the prior of a
-Laplace approximation to the coalition's posterior under the CLT-marginal model of the releases (`laplace_fit.py`:
-the statistics integrated out, each member's data model kept, arrow-structured Newton steps, the KL in closed form).
+Laplace approximation to the coalition's posterior under the CLT-marginal model of the releases
+(`bayesval.inference.laplace`: the statistics integrated out, each member's data model kept, arrow-structured Newton
+steps, the KL in closed form).
 
 Syn parties of 100 points at epsilon = 0.5 (`bench_scale.py`'s releases), key 0, the fast preset:
 
@@ -21,6 +23,10 @@ Syn parties of 100 points at epsilon = 0.5 (`bench_scale.py`'s releases), key 0,
         the coalitions it valued, and the same shares over the marginals whose two coalitions were both valued
     python benchmarks/bench_control_variate.py --parties 12 --surrogate-only
         the surrogate of every coalition (what phi(u) needs), timed
+    python benchmarks/bench_control_variate.py --parties 12 --end-to-end 0.02
+        the default route (the control variate on) to every stderr <= 0.02, timed, and beside it the estimate
+        without the control variate from the same permutations and coalition estimates: the stderr each reaches and
+        the permutations plain sampling would need
 """
 
 from __future__ import annotations

@@ -83,6 +83,8 @@ SLOWEST_FIRST = (
     "test_paper_trends.py",  # ~60
     "test_games_semivalues.py",  # ~60
     "test_diab_trends.py",  # ~50
+    "test_control_variate.py",  # ~50
+    "test_laplace.py",  # ~40
     "test_divergence.py",
     "test_valuate.py",
     "test_member_packing.py",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from game_examples import random_table, table_utility
 
-from bayesval.games import SHAPLEY, ControlVariate, PermutationSampler, exact_semivalue, semivalue
+from bayesval.games import SHAPLEY, Airport, ControlVariate, PermutationSampler, exact_semivalue, semivalue
 from bayesval.games.masks import coalition_masks
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.games.weights import BANZHAF, semivalue_matrix
@@ -35,9 +35,11 @@ def sampled(table, key, control=None, evaluations=9 * 64, **options):
 
 
 @pytest.mark.parametrize("weights", [SHAPLEY, BANZHAF])
-def test_the_semivalue_of_the_surrogate_is_exact(weights):
-    table = random_table(3, N)
-    assert np.allclose(ControlVariate(table).semivalue(weights), semivalue_matrix(N, weights) @ table, atol=1e-12)
+def test_the_semivalue_of_the_surrogate_is_the_closed_form(weights):
+    """phi(u) from the table equals the airport game's closed-form semivalue (Littlechild & Owen 1973 for Shapley)."""
+    game = Airport.random(N, seed=3)
+    table = np.asarray(game.utility(None, coalition_masks(N, include_empty=True)))
+    assert np.allclose(ControlVariate(table).semivalue(weights), game.semivalue(weights), atol=1e-12)
 
 
 def test_a_surrogate_off_by_an_additive_game_gives_the_exact_values():
@@ -108,11 +110,11 @@ def test_a_state_with_a_control_survives_a_file_and_a_version_1_record_has_none(
     result = sampled(table, 9, ControlVariate(rough_surrogate(table, 1)))
     result.save(tmp_path / "run.npz")
     loaded = ValuationResult.load(tmp_path / "run.npz")
-    assert np.array_equal(loaded.state.control, result.state.control)
+    assert np.array_equal(loaded.state.control_table, result.state.control_table)
     assert np.array_equal(loaded.state.estimate().values, result.values)
     meta, arrays = sampled(table, 9).state.to_record()
     old = type(result.state).from_record(meta, arrays, version=1)
-    assert old.control is None and old.control_semivalue is None
+    assert old.control_table is None and old.control_semivalue is None
     meta, arrays = result.state.to_record()
     with pytest.raises(ValueError, match="arrays no semivalue state has"):
         type(result.state).from_record(meta, arrays, version=1)

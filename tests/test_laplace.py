@@ -17,7 +17,7 @@ from bayesval.inference.laplace import laplace_surprises
 MODEL = bv.models.LinearRegression()
 
 
-def releases(parties, epsilon):
+def releases(parties):
     return [party.release(MODEL.statistic(party.num_features)) for party in parties]
 
 
@@ -27,7 +27,7 @@ def noisy(syn):
         bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}", noise_seed=40 + i)
         for i, (X, y) in enumerate(syn.parties)
     ]
-    return NoiseAwareData.from_releases(releases(parties, 0.5))
+    return NoiseAwareData.from_releases(releases(parties))
 
 
 def test_the_closed_form_kl_of_the_gaussian_equals_monte_carlo(noisy):
@@ -49,19 +49,20 @@ def test_at_negligible_noise_the_surrogate_is_near_the_conjugate_closed_form(syn
     """At epsilon = 1e7 the sampled posterior is the exact statistics' NIG posterior. The surrogate models the
     statistics by their CLT moments under each party's unknown data model and approximates the posterior by a
     Gaussian in (w, log sigma^2); both sharpen with the data. Measured: 4.0 % above the closed-form KL for the
-    smallest party alone, 2.0 % for the next, within 0.9 % for every coalition of two or more."""
+    smallest party alone, 2.0 % for the next, within 0.9 % for every coalition of two or more (allowed: 5 % and
+    1.5 %)."""
     parties = [
         bv.Party(X, y, epsilon=1e7, bounds=syn.bounds, name=f"p{i}", noise_seed=50 + i)
         for i, (X, y) in enumerate(syn.parties)
     ]
-    table = MODEL.surrogate_surprises(NoiseAwareData.from_releases(releases(parties, 1e7)))
+    table = MODEL.surrogate_surprises(NoiseAwareData.from_releases(releases(parties)))
     assert len(table.unconverged) == 0
     prior = MODEL.priors(2).model
     for mask in coalition_masks(3):
         members = [p for p, member in zip(parties, mask) if member]
         statistic = sum(p.exact_statistic() for p in members)
         exact = nig_kl(MODEL.exact_posterior(statistic, sum(len(p.X) for p in members), 2), prior)
-        bound = 0.05 if mask.sum() == 1 else 0.01
+        bound = 0.05 if mask.sum() == 1 else 0.015
         assert table.values[mask_codes(mask)] == pytest.approx(exact, rel=bound), (mask, exact)
 
 

@@ -230,3 +230,37 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
     assert fingerprint == "0a8b43503b17680299ef0c9d235430f6cfb483ed914d2a1032ec9d47c1c0c31d"
     tighter = bv.models.LogisticRegression(target_accept_prob=0.9)
     assert game_fingerprint(SurpriseGame(tighter, data, config, 4, "prior-density")) != fingerprint
+
+
+def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):
+    """`surrogate_control`: the Laplace surprise of every coalition for LinearRegression (per-party data models),
+    unless control_variate=False, the parties are more than MAX_CONTROL_PARTIES, the model has no surrogate, or
+    the run resumes one (which goes on with its own, or with none); a user model's unusable surrogate is named."""
+    from types import SimpleNamespace
+
+    from bayesval.inference.data import NoiseAwareData
+
+    data = NoiseAwareData.from_releases(releases)
+    game = SimpleNamespace(model=MODEL, data=data)
+    on, off = valuation.party_settings(MODEL), valuation.party_settings(MODEL, control_variate=False)
+    control = valuation.surrogate_control(game, on, 3, None)
+    assert control.name == "the Laplace surprise" and control.num_players == 3
+    np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
+    assert valuation.surrogate_control(game, off, 3, None) is None
+    assert valuation.surrogate_control(game, on, valuation.MAX_CONTROL_PARTIES + 1, None) is None
+    shared = SimpleNamespace(model=bv.models.LinearRegression(shared_data_model=True), data=data)
+    assert valuation.surrogate_control(shared, on, 3, None) is None
+    assert (
+        valuation.surrogate_control(SimpleNamespace(model=bv.models.LogisticRegression(), data=data), on, 3, None)
+        is None
+    )
+    saved = SimpleNamespace(control_table=np.arange(8.0))
+    np.testing.assert_array_equal(valuation.surrogate_control(game, on, 3, saved).table, np.arange(8.0))
+    assert valuation.surrogate_control(game, on, 3, SimpleNamespace(control_table=None)) is None
+
+    class Broken:
+        def surrogate_surprises(self, data):
+            return SimpleNamespace(values=np.zeros(7))
+
+    with pytest.raises(ValueError, match=r"Broken.surrogate_surprises\(data\) gave no usable surrogate: .*2\^n values"):
+        valuation.surrogate_control(SimpleNamespace(model=Broken(), data=data), on, 3, None)

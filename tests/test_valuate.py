@@ -120,7 +120,7 @@ def test_many_parties_use_permutation_sampling(syn):
     # the permutations sampled the difference from the Laplace surrogate of every coalition (a control variate):
     # the sampled estimate, phi(u) plus that of the differences, agrees with the exact values of the same estimates
     data = NoiseAwareData.from_releases(release_all(bv.models.LinearRegression(), parties))
-    assert np.array_equal(result.state.control, bv.models.LinearRegression().surrogate_surprises(data).values)
+    assert np.array_equal(result.state.control_table, bv.models.LinearRegression().surrogate_surprises(data).values)
     sampled, variances, _ = result.state.estimate()
     assert np.all(np.abs(sampled - exact.values) < 4 * np.sqrt(variances))
 
@@ -161,6 +161,10 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
             bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=2), resume_from=before, **options
         )
 
+    assert before.state.control_table is not None  # sampled against the Laplace surrogate
+    with pytest.raises(ValueError, match=r"resume it with control_variate=True"):
+        bv.valuate(bv.models.LinearRegression(), parties, config=three, resume_from=before, control_variate=False)
+
     def no_sampling(*args, **kwargs):
         raise AssertionError("a resumed game sampled a coalition again")
 
@@ -173,7 +177,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
         )
     assert resumed.state.num_repeats == 3
     np.testing.assert_array_equal(resumed.values, before.values)
-    np.testing.assert_array_equal(resumed.state.control, before.state.control)
+    np.testing.assert_array_equal(resumed.state.control_table, before.state.control_table)
 
 
 def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs_use_latin_blocks(syn, monkeypatch):

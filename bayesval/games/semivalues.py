@@ -103,8 +103,15 @@ def semivalue(
             values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)
         if state is None:
-            surrogate = None if control is None else (control.table, control.semivalue(semivalue))
-            state = SemivalueState.empty(semivalue.name, sampler.name, plan, len(values), num_players, surrogate)
+            state = SemivalueState.empty(
+                semivalue.name,
+                sampler.name,
+                plan,
+                len(values),
+                num_players,
+                control_table=None if control is None else control.table,
+                control_semivalue=None if control is None else control.semivalue(semivalue),
+            )
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
@@ -284,9 +291,9 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
                 f"resume_from is a result of a different game: its {label} is {theirs!r}, this run's {mine!r}"
             )
     table = None if control is None else control.table
-    if not same_control(state.control, table):
+    if not same_control(state.control_table, table):
         raise ValueError(
-            f"resume_from sampled with control variate {describe_control(state.control)}, this run with "
+            f"resume_from sampled with control variate {describe_control(state.control_table)}, this run with "
             f"{describe_control(table)}: its draws are of another difference v - u; resume with the same control"
         )
     used_batch_size, done = state.streams.get(stream, (batch_size, 0))

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
+from bayesval.games.masks import coalition_masks
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.conjugate import NIG, NIW, nig_log_density, niw_log_density, niw_update
 from bayesval.inference.data import NoiseAwareData
@@ -83,6 +84,7 @@ class SurpriseTable(NamedTuple):
 
     values: np.ndarray
     unconverged: np.ndarray
+    name: str = "the Laplace surprise"
 
 
 def surprise_table(data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic):
@@ -91,7 +93,7 @@ def surprise_table(data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic:
     and a surprise that is still not finite is 0. A deterministic function of the releases."""
     num_parties = len(data.counts)
     codes = np.arange(1, 2**num_parties)
-    masks = (codes[:, None] >> np.arange(num_parties)) & 1
+    masks = coalition_masks(num_parties)
     fit = laplace_surprises(data, masks, prior, data_prior, statistic)
     values, gradient = np.array(fit.surprise), np.array(fit.gradient)
     failed = np.flatnonzero(~(gradient <= CONVERGED))

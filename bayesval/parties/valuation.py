@@ -61,7 +61,7 @@ from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
 
-SURROGATE = "the Laplace surprise"  # the control variate's name in results
+SURROGATE = "the model's surrogate"  # the control variate's name in results, where the surrogate gives none
 DEFAULT_K = 4  # neighbours of the k-NN KL estimator
 DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
 DEFAULT_TOLERANCE = 0.05  # the default stopping rule's standard error, in nats
@@ -210,16 +210,23 @@ def check_valuation(model, parties, settings: PartyValuationSettings, resume_fro
         prior_density(model, placeholder, settings.kl)
         conjugate_prior(model, placeholder, settings.kl)
     batch_rows(model, placeholder, settings.config, 1, settings.kl)  # memory_limit_mb fits one posterior
-    _check_resume_source(resume_from, names, settings.keep_draws)
+    _check_resume_source(resume_from, names, settings)
     return names
 
 
-def _check_resume_source(resume_from, names: list[str], keep_draws: bool) -> None:
+def _check_resume_source(resume_from, names: list[str], settings: PartyValuationSettings) -> None:
     """`resume_from` is None or the result of an earlier valuation of these parties, with its coalition estimates
-    (whether it is the same game is known once the releases are: `resume`)."""
+    (whether it is the same game is known once the releases are: `resume`), and a permutation run sampled against a
+    control variate is resumed with it."""
     if resume_from is None:
         return
-    if keep_draws:
+    state = getattr(resume_from, "state", None)
+    if not settings.control_variate and getattr(state, "control_table", None) is not None:
+        raise ValueError(
+            "resume_from was sampled against a control variate, and its draws are differences from that surrogate: "
+            "resume it with control_variate=True (the surrogate saved with it is used, not fitted again)"
+        )
+    if settings.keep_draws:
         raise ValueError(
             "keep_draws=True cannot resume an earlier valuation: the draws of the coalitions it sampled were not "
             "kept; run the valuation again with keep_draws=True"
@@ -390,7 +397,7 @@ def shapley_values(
         return ShapleyValues(*_exact_shapley(surprise, n), "exact Shapley", None)
     resumed = resume_from.state if resume_from is not None and resume_from.state is not None else None
     sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
-    control = control_variate(surprise, settings, n, resumed)
+    control = surrogate_control(surprise, settings, n, resumed)
     sampled = semivalue(
         lambda _, masks: _sampled_coalitions(surprise, masks),
         n,
@@ -408,10 +415,12 @@ def shapley_values(
     if surprise.num_sampled == 2**n - 1:
         method = f"exact Shapley (all coalitions sampled in {count} permutations)"
         return ShapleyValues(*_exact_shapley(surprise, n), method, sampled)
-    return ShapleyValues(sampled.values, sampled.stderr, f"permutation Shapley ({count} permutations)", sampled)
+    against = "" if control is None else f", {control.name} as a control variate"
+    method = f"permutation Shapley ({count} permutations{against})"
+    return ShapleyValues(sampled.values, sampled.stderr, method, sampled)
 
 
-def control_variate(
+def surrogate_control(
     surprise: CoalitionSurprise, settings: PartyValuationSettings, n: int, resumed
 ) -> ControlVariate | None:
     """The control variate of a sampled party game (docs/games.md, "Control variates"): the model's surrogate of
@@ -419,13 +428,20 @@ def control_variate(
     one, `settings.control_variate` is on and n <= MAX_CONTROL_PARTIES; a resumed run goes on with the surrogate
     it was sampled with (none for a run sampled without)."""
     if resumed is not None:
-        return None if resumed.control is None else ControlVariate(resumed.control, SURROGATE)
+        return None if resumed.control_table is None else ControlVariate(resumed.control_table, SURROGATE)
     model = surprise.model
     if not settings.control_variate or n > MAX_CONTROL_PARTIES or not hasattr(model, "surrogate_surprises"):
         return None
-    with progress.stage(f"valuation: the Laplace surrogate of {2**n - 1} coalitions (a control variate)"):
+    with progress.stage(f"valuation: the model's surrogate of {2**n - 1} coalitions (a control variate)"):
         table = model.surrogate_surprises(surprise.data)
-    return None if table is None else ControlVariate(table.values, SURROGATE)
+    if table is None:
+        return None
+    try:
+        return ControlVariate(table.values, getattr(table, "name", SURROGATE))
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"{type(model).__name__}.surrogate_surprises(data) gave no usable surrogate: {error}"
+        ) from None
 
 
 def _exact_shapley(surprise: CoalitionSurprise, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -58,12 +58,12 @@ class SemivalueState:
     low, high             (G, n) the smallest and largest draw (+inf and -inf before the first)
     evaluations           utility evaluations (coalitions valued) so far
     value_low, value_high the smallest and largest value of a coalition so far (the scale of a game whose draws
-                          never varied)
+                          never varied; of v - u with a control variate)
     streams               per key (hex of its key data): [batch size, batches done]. The key and the batch size fix
                           every batch's coalitions: a run resumed with one of these keys (and its batch size) starts
                           at the next batch, one with a new key at batch 0
     rankings              (H, n) the last rankings (index order, best first), for rank-stability rules
-    control               (2^n,) the control variate's surrogate u of every coalition in code order, or None: the
+    control_table         (2^n,) the control variate's surrogate u of every coalition in code order, or None: the
                           draws are then of v - u, and the estimate adds phi(u) (`bayesval.games.control`)
     control_semivalue     (n,) phi(u), exact (None without a control variate)
     """
@@ -85,17 +85,26 @@ class SemivalueState:
     value_high: float = -np.inf
     streams: dict[str, list[int]] = field(default_factory=dict)
     rankings: np.ndarray | None = None
-    control: np.ndarray | None = None
+    control_table: np.ndarray | None = None
     control_semivalue: np.ndarray | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
-    CONTROL = ("control", "control_semivalue")
+    CONTROL = ("control_table", "control_semivalue")
     version = 2  # of its record (`to_record`, version 1 before control variates); the kind is set by `register`
 
     @classmethod
-    def empty(cls, semivalue: str, sampler: str, plan, num_repeats: int, num_players: int, control=None):
+    def empty(
+        cls,
+        semivalue: str,
+        sampler: str,
+        plan,
+        num_repeats: int,
+        num_players: int,
+        control_table: np.ndarray | None = None,
+        control_semivalue: np.ndarray | None = None,
+    ):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
-        with the control variate's (table, semivalue) where one is used."""
+        with the control variate's table and semivalue where one is used."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
@@ -111,7 +120,8 @@ class SemivalueState:
             np.full((groups, num_players), np.inf),
             np.full((groups, num_players), -np.inf),
             rankings=np.zeros((0, num_players), np.int64),
-            **({} if control is None else dict(zip(cls.CONTROL, (np.asarray(part) for part in control)))),
+            control_table=control_table,
+            control_semivalue=control_semivalue,
         )
 
     @property
@@ -186,8 +196,8 @@ class SemivalueState:
         for label, a, b in zip(labels, mine, theirs):
             if a != b:
                 return f"{label} {a!r} != {b!r}"
-        if not same_control(self.control, other.control):
-            return f"control variate {describe_control(self.control)} != {describe_control(other.control)}"
+        if not same_control(self.control_table, other.control_table):
+            return f"control variate {describe_control(self.control_table)} != {describe_control(other.control_table)}"
         return None
 
     def merged(self, other: SemivalueState) -> SemivalueState:
@@ -255,8 +265,10 @@ class SemivalueState:
         if "m4" not in arrays:
             counts = np.maximum(arrays["counts"], 1)
             arrays = arrays | {"m3": np.zeros_like(arrays["m2"]), "m4": 3 * arrays["m2"] ** 2 / counts}
-        if ("control" in arrays) != ("control_semivalue" in arrays):
-            raise ValueError("it holds half a control variate: state_control and state_control_semivalue go together")
+        if ("control_table" in arrays) != ("control_semivalue" in arrays):
+            raise ValueError(
+                "it holds half a control variate: state_control_table and state_control_semivalue go together"
+            )
         return cls(**meta, **arrays)
 
     def to_json(self) -> dict:
