@@ -73,9 +73,8 @@ def valuate(
     rewards: also reward each party with posterior samples that meet its rho-Shapley target (Sim et al. 2023,
         Sec. 5): 'tempering', 'noise' or a configured `bayesval.rewards.Tempering` / `NoiseAddition`.
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
-    control_variate: where the Shapley values are sampled, sample the difference from the model's surrogate game and
-        add the surrogate's exact Shapley values (default True; `LinearRegression`'s Laplace surprise, up to 12
-        parties: docs/games.md, "Control variates"). Unbiased either way; False samples the surprise itself.
+    control_variate: sample against the model's surrogate game where the values are sampled (default False:
+        docs/games.md, "Control variates").
     All arguments are checked before any release, compilation or sampling.
     """
     arguments = dict(locals())  # every argument by name, first thing: handed on unchanged to the chosen path

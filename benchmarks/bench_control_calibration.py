@@ -10,7 +10,10 @@ surprise of the same parties' releases at epsilon = 1e7 (`LinearRegression.surro
 closed form by the CLT model of the statistics and the Gaussian fit (0.2 to 4 % on Syn's three parties, tests/
 test_laplace.py). Every phi(v) is known exactly, so over `--keys` keys this prints, with the control variate and
 without (the same permutations): the z-scores' mean and spread, the share of |z| < 1.96, the largest |z|, and the
-standard errors' median ratio, at the default route's two batches of Latin blocks (72 permutations at 12 parties).
+standard errors' median ratio, at the default route's two batches of Latin blocks (72 permutations at 12 parties),
+and the standard errors' degrees of freedom: where the control variate removes most of the spread between coalitions,
+what is left is the coalitions' own error, whose variance comes from the spread of the two repeats (1 degree of
+freedom), so few indices reach the 10 that the default stopping rule trusts.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from bayesval.games.stopping import MaxEvaluations
 from bayesval.games.weights import semivalue_matrix
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties.valuation import permutation_sampler
+from bayesval.results.variance import TRUSTED_DOF
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_permutations_needed import noise_free_game  # noqa: E402
@@ -75,7 +79,7 @@ def main() -> None:
         values = table[mask_codes(np.asarray(masks))]
         return values + args.noise * jax.random.normal(key, (REPEATS, len(values)))
 
-    rows = {"control": ([], []), "plain": ([], [])}
+    rows = {"control": ([], [], []), "plain": ([], [], [])}
     start = time.perf_counter()
     for seed in range(args.keys):
         for label, chosen in (("control", control), ("plain", None)):
@@ -85,17 +89,19 @@ def main() -> None:
             result = semivalue(utility, n, seed, stop=second, resume_from=first, **options)
             rows[label][0].append((result.values - exact) / result.stderr)
             rows[label][1].append(result.stderr)
+            rows[label][2].append(result.diagnostics["indices"]["dof"])
     permutations = result.state.batch_draws
     print(
         f"{args.keys} keys x {n} parties, {permutations} Latin permutations each, noise {args.noise} per coalition "
         f"and repeat ({time.perf_counter() - start:.0f} s)"
     )
-    for label, (z, stderr) in rows.items():
-        z = np.concatenate(z)
+    for label, (z, stderr, dof) in rows.items():
+        z, dof = np.concatenate(z), np.concatenate(dof)
         print(
             f"  {label:>8}: z mean {z.mean():+.3f}, spread {z.std():.3f}, |z| < 1.96 in "
             f"{np.mean(np.abs(z) < 1.96):.3f}, max |z| {np.abs(z).max():.2f}; stderr median {np.median(stderr):.4f}, "
-            f"largest {np.max(stderr):.4f}"
+            f"largest {np.max(stderr):.4f}; degrees of freedom median {np.median(dof):.1f}, >= {TRUSTED_DOF:g} (what "
+            f"the stopping rule trusts) in {np.mean(dof >= TRUSTED_DOF):.3f}"
         )
     ratio = np.median(np.asarray(rows["control"][1]) / np.asarray(rows["plain"][1]))
     print(f"  stderr ratio control / plain, median over keys and parties: {ratio:.3f} (variance {ratio**2:.3f})")

@@ -63,9 +63,8 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
     assert sampler.latin and batch_size == batch
     releases = _releases(12)
     one_batch, two_batches = MaxEvaluations(batch * 13), MaxEvaluations(2 * batch * 13)
-    plain = dict(key=0, config=TINY, control_variate=False)  # no control variate: its 4,095 Laplace fits take 142 s
     before = gibbs._advance._cache_size()
-    whole = _valuate(releases, **plain, stop=StandardError(0.02) | two_batches)
+    whole = _valuate(releases, key=0, config=TINY, stop=StandardError(0.02) | two_batches)
     assert gibbs._advance._cache_size() - before <= 2
     assert whole.method.endswith(f"({2 * batch} permutations)") and "permutation Shapley" in whole.method
     np.testing.assert_array_equal(whole.counts, 2 * batch + 2 * 4)
@@ -74,10 +73,10 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
     assert np.isfinite(whole.values).all() and np.isfinite(whole.stderr).all()
     assert np.all(whole.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
 
-    first = _valuate(releases, **plain, stop=one_batch)
+    first = _valuate(releases, key=0, config=TINY, stop=one_batch)
     np.testing.assert_array_equal(first.counts, batch + 4)
     loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
-    resumed = _valuate(releases, **plain, stop=two_batches, resume_from=loaded)
+    resumed = _valuate(releases, key=0, config=TINY, stop=two_batches, resume_from=loaded)
     np.testing.assert_array_equal(resumed.values, whole.values)
     np.testing.assert_array_equal(resumed.stderr, whole.stderr)
     np.testing.assert_array_equal(resumed.counts, 2 * batch + 2 * 4)
@@ -91,11 +90,11 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
     syn = make_syn(seed=0, sizes=(100,) * 12)
     other = bv.Party(*syn.parties[11], epsilon=0.4, bounds=syn.bounds, name="p11", noise_seed=999).release()
     with pytest.raises(ValueError, match="resume_from is a result of a different game"):
-        _valuate(releases[:11] + [other], **plain, resume_from=loaded)  # another release of p11
+        _valuate(releases[:11] + [other], key=0, config=TINY, resume_from=loaded)  # another release of p11
     with pytest.raises(ValueError, match="resume_from is a result of a different game: its parties are"):
-        _valuate(releases[::-1], **plain, resume_from=loaded)
+        _valuate(releases[::-1], key=0, config=TINY, resume_from=loaded)
     with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
-        _valuate(releases, **plain, resume_from=whole.state)
+        _valuate(releases, key=0, config=TINY, resume_from=whole.state)
 
 
 def test_permutations_come_in_latin_blocks_up_to_32_parties_and_plain_beyond():

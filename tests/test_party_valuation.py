@@ -233,16 +233,17 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
 
 
 def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):
-    """`surrogate_control`: the Laplace surprise of every coalition for LinearRegression (per-party data models),
-    unless control_variate=False, the parties are more than MAX_CONTROL_PARTIES, the model has no surrogate, or
-    the run resumes one (which goes on with its own, or with none); a user model's unusable surrogate is named."""
+    """`surrogate_control`: the Laplace surprise of every coalition for LinearRegression (per-party data models)
+    where control_variate=True (off by default), unless the parties are more than MAX_CONTROL_PARTIES, the model has
+    no surrogate, or the run resumes one (which goes on with its own, or with none); a user model's unusable
+    surrogate is named."""
     from types import SimpleNamespace
 
     from bayesval.inference.data import NoiseAwareData
 
     data = NoiseAwareData.from_releases(releases)
     game = SimpleNamespace(model=MODEL, data=data)
-    on, off = valuation.party_settings(MODEL), valuation.party_settings(MODEL, control_variate=False)
+    on, off = valuation.party_settings(MODEL, control_variate=True), valuation.party_settings(MODEL)  # off by default
     control = valuation.surrogate_control(game, on, 3, None)
     assert control.name == "the Laplace surprise" and control.num_players == 3
     np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)

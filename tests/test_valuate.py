@@ -109,7 +109,9 @@ def test_many_parties_use_permutation_sampling(syn):
     budget = BUDGET.with_(num_samples=200, num_warmup=50)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bv.valuate(bv.models.LinearRegression(), parties, config=budget, exact_up_to=3, tolerance=1e-9)
+        result = bv.valuate(
+            bv.models.LinearRegression(), parties, config=budget, exact_up_to=3, tolerance=1e-9, control_variate=True
+        )
         exact = bv.valuate(bv.models.LinearRegression(), parties, config=budget)
     # the tolerance is never met: sampling stops with the batch of 32 permutations that completes the 15
     # coalitions, and the values are then the exact Shapley values of those coalition estimates
@@ -117,7 +119,7 @@ def test_many_parties_use_permutation_sampling(syn):
     assert spent and int(spent[1]) <= 96, result.method
     np.testing.assert_allclose(result.values, exact.values, rtol=1e-10)
     assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]))
-    # the permutations sampled the difference from the Laplace surrogate of every coalition (a control variate):
+    # asked to, the permutations sampled the difference from the Laplace surrogate of every coalition:
     # the sampled estimate, phi(u) plus that of the differences, agrees with the exact values of the same estimates
     data = NoiseAwareData.from_releases(release_all(bv.models.LinearRegression(), parties))
     assert np.array_equal(result.state.control_table, bv.models.LinearRegression().surrogate_surprises(data).values)
@@ -140,7 +142,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
         for i, c in enumerate(np.array_split(np.arange(len(X)), 4))
     ]
     three = BUDGET.with_(num_samples=100, num_warmup=50, num_repeats=3)
-    options = dict(exact_up_to=3, key=0, stop=bv.games.MaxEvaluations(10))
+    options = dict(exact_up_to=3, key=0, stop=bv.games.MaxEvaluations(10), control_variate=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         sampled = bv.valuate(bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=2), **options)

@@ -67,9 +67,8 @@ def semivalue(
     batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling)
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
                  run goes on at the next batch, with another key it adds new batches; it must have the same control
-    control      a `ControlVariate`: a surrogate u known on every coalition. The draws are of
-                 v - u and phi(u), exact, is added back, which leaves the values unbiased whatever u is and shrinks
-                 their variance as far as u's marginals track v's (docs/games.md, "Control variates")
+    control      a `ControlVariate`, a surrogate u known on every coalition: the draws are of v - u and phi(u), exact,
+                 is added back (unbiased whatever u is; docs/games.md, "Control variates")
 
     Returns a ValuationResult with values, stderr (the Monte Carlo error of the sampling: 0 only where a value is
     exact, docs/games.md), counts per index, the stopping rule's converged flag per index (never on an index whose
@@ -103,15 +102,7 @@ def semivalue(
             values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)
         if state is None:
-            state = SemivalueState.empty(
-                semivalue.name,
-                sampler.name,
-                plan,
-                len(values),
-                num_players,
-                control_table=None if control is None else control.table,
-                control_semivalue=None if control is None else control.semivalue(semivalue),
-            )
+            state = _first_state(semivalue, sampler, plan, len(values), num_players, control)
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
@@ -250,6 +241,19 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
         f"for {semivalue.name}) instead",
         UserWarning,
         stacklevel=user_stacklevel(),
+    )
+
+
+def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, control) -> SemivalueState:
+    """The state before a new run's first batch, with the control variate's table and exact semivalue if any."""
+    return SemivalueState.empty(
+        semivalue.name,
+        sampler.name,
+        plan,
+        num_repeats,
+        num_players,
+        control_table=None if control is None else control.table,
+        control_semivalue=None if control is None else control.semivalue(semivalue),
     )
 
 

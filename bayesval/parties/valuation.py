@@ -12,8 +12,8 @@ One function per job, called in this order by `value_parties`:
 4. `CoalitionSurprise`: the coalition game v_C = KL(p(theta | o_C) || p(theta)), resumed from a result of the same
    game (`bayesval.results.state.CoalitionEstimates`) where one is given.
 5. `shapley_values`: exact over all 2^n coalitions up to `exact_up_to` parties, else permutation sampling
-   (`bayesval.games.semivalue`, against the model's surrogate game as a control variate where it has one:
-   `control_variate`) until the stopping rule holds or every coalition is known, each coalition valued
+   (`bayesval.games.semivalue`; with `control_variate`, against the model's surrogate game as a control variate)
+   until the stopping rule holds or every coalition is known, each coalition valued
    with the budget of a sampled game (`PartyValuationSettings.for_parties`, `SamplerConfig.for_sampled_game`;
    not where the parties are also rewarded).
 6. `reward_parties`: rho-Shapley rewards by tempering or noise addition (Sim et al. 2023, Sec. 5).
@@ -100,6 +100,7 @@ class PartyValuationSettings:
     keep_draws   whether the result keeps every coalition's posterior draws
     mechanism    the reward mechanism (None: no rewards), with the targets' rho
     control_variate  whether sampled Shapley values use the model's surrogate as a control variate, where it has one
+                 (off by default: docs/games.md, "Control variates", says why)
     """
 
     key: jax.Array
@@ -112,7 +113,7 @@ class PartyValuationSettings:
     keep_draws: bool
     mechanism: Tempering | NoiseAddition | None
     rho: float
-    control_variate: bool = True
+    control_variate: bool = False
 
     def enumerates(self, num_parties: int) -> bool:
         """Whether a game of `num_parties` parties is valued over every coalition (else by permutation sampling)."""
@@ -171,7 +172,7 @@ def party_settings(
     rho = check_rho(DEFAULT_RHO if rho is None else rho)
     keep_draws = False if keep_draws is None else check_bool("keep_draws", keep_draws)
     kl = "auto" if kl is None else kl  # checked against the model in `check_valuation`
-    control_variate = True if control_variate is None else check_bool("control_variate", control_variate)
+    control_variate = False if control_variate is None else check_bool("control_variate", control_variate)
     return PartyValuationSettings(
         key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, mechanism, rho, control_variate
     )
