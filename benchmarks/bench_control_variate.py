@@ -1,5 +1,5 @@
-"""A noise-aware surrogate game as a control variate for permutation sampling, measured (issue 30): what the party
-valuation now does beyond `exact_up_to` (docs/games.md, "Control variates").
+"""A noise-aware surrogate game as a control variate for permutation sampling, measured (issue 30): what
+`valuate(..., control_variate=True)` does beyond `exact_up_to` (docs/games.md, "Control variates").
 
 A control variate replaces the sampled game v by v - beta u, where u is a surrogate whose Shapley values are cheap
 to compute exactly, and adds beta phi(u) back; it pays as far as the marginals of u track those of v. The identity
@@ -24,7 +24,7 @@ Syn parties of 100 points at epsilon = 0.5 (`bench_scale.py`'s releases), key 0,
     python benchmarks/bench_control_variate.py --parties 12 --surrogate-only
         the surrogate of every coalition (what phi(u) needs), timed
     python benchmarks/bench_control_variate.py --parties 12 --end-to-end 0.02
-        the default route (the control variate on) to every stderr <= 0.02, timed, and beside it the estimate
+        the default route with `control_variate=True` to every stderr <= 0.02, timed, and beside it the estimate
         without the control variate from the same permutations and coalition estimates: the stderr each reaches and
         the permutations plain sampling would need
 """
@@ -67,7 +67,16 @@ def end_to_end(model, releases, tolerance: float) -> None:
     permutations: the coalitions the run valued, looked up by a table utility and sampled again with the route's
     key, sampler and batches but no control (so both see the very same coalitions and surprise estimates)."""
     start = time.perf_counter()
-    result = bv.valuate(model, releases, key=0, config="fast", exact_up_to=1, tolerance=tolerance, progress_bar=False)
+    result = bv.valuate(
+        model,
+        releases,
+        key=0,
+        config="fast",
+        exact_up_to=1,
+        tolerance=tolerance,
+        progress_bar=False,
+        control_variate=True,
+    )
     seconds = time.perf_counter() - start
     state = result.state
     ((batch_size, batches),) = state.streams.values()

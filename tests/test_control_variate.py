@@ -105,19 +105,18 @@ def test_a_different_surrogate_is_refused_on_resume_and_merge():
         half + sampled(table, 10, evaluations=9 * 32)
 
 
-def test_a_state_with_a_control_survives_a_file_and_a_version_1_record_has_none(tmp_path):
+def test_a_state_with_a_control_survives_a_file_and_a_version_1_record_cannot_hold_one(tmp_path):
     table = random_table(4, N)
     result = sampled(table, 9, ControlVariate(rough_surrogate(table, 1)))
     result.save(tmp_path / "run.npz")
     loaded = ValuationResult.load(tmp_path / "run.npz")
     assert np.array_equal(loaded.state.control_table, result.state.control_table)
     assert np.array_equal(loaded.state.estimate().values, result.values)
-    meta, arrays = sampled(table, 9).state.to_record()
-    old = type(result.state).from_record(meta, arrays, version=1)
-    assert old.control_table is None and old.control_semivalue is None
     meta, arrays = result.state.to_record()
     with pytest.raises(ValueError, match="arrays no semivalue state has"):
         type(result.state).from_record(meta, arrays, version=1)
+    with pytest.raises(ValueError, match="does not fit its 8 players: state_control_table must hold 256"):
+        type(result.state).from_record(meta, arrays | {"control_table": arrays["control_table"][:128]})
 
 
 def test_the_exact_values_of_a_game_equal_its_sampled_values_plus_nothing_when_u_is_v():

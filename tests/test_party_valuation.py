@@ -248,16 +248,18 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
     assert control.name == "the Laplace surprise" and control.num_players == 3
     np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
     assert valuation.surrogate_control(game, off, 3, None) is None
-    assert valuation.surrogate_control(game, on, valuation.MAX_CONTROL_PARTIES + 1, None) is None
     shared = SimpleNamespace(model=bv.models.LinearRegression(shared_data_model=True), data=data)
-    assert valuation.surrogate_control(shared, on, 3, None) is None
-    assert (
-        valuation.surrogate_control(SimpleNamespace(model=bv.models.LogisticRegression(), data=data), on, 3, None)
-        is None
-    )
+    logistic = SimpleNamespace(model=bv.models.LogisticRegression(), data=data)
+    for chosen, n, resumed, reason in (
+        (game, valuation.MAX_CONTROL_PARTIES + 1, None, "13 parties are more than 12"),
+        (shared, 3, None, "LinearRegression gives no surrogate here"),
+        (logistic, 3, None, "LogisticRegression has no surrogate_surprises"),
+        (game, 3, SimpleNamespace(control_table=None), "resume_from was sampled without one"),
+    ):
+        with pytest.warns(UserWarning, match=f"sampled without a control variate: {reason}"):
+            assert valuation.surrogate_control(chosen, on, n, resumed) is None
     saved = SimpleNamespace(control_table=np.arange(8.0))
     np.testing.assert_array_equal(valuation.surrogate_control(game, on, 3, saved).table, np.arange(8.0))
-    assert valuation.surrogate_control(game, on, 3, SimpleNamespace(control_table=None)) is None
 
     class Broken:
         def surrogate_surprises(self, data):

@@ -45,6 +45,7 @@ def test_a_sampled_result_written_before_the_protocol_loads_bit_for_bit_and_resu
     for name in SemivalueState.ARRAYS:
         np.testing.assert_array_equal(getattr(loaded.state, name), getattr(fresh.state, name), err_msg=name)
     assert loaded.state.to_record()[0] == fresh.state.to_record()[0]
+    assert loaded.state.control_table is None and loaded.state.control_semivalue is None  # version 1: no control
     utility = table_utility(random_table(7, 5), noise=0.05)
     options = {"sampler": old.PermutationSampler(), "batch_size": 8, "names": list("abcde")}
     resumed = old.semivalue(utility, 5, 3, stop=old.MaxEvaluations(1920), resume_from=loaded, **options)

@@ -1,6 +1,6 @@
 """Laplace approximations of noise-aware Bayesian linear regression's coalition posteriors, and their surprise: the
-surrogate game that `bayesval.valuate` samples the Shapley values of `LinearRegression` against (a control variate,
-docs/games.md, "Control variates").
+surrogate game that `bayesval.valuate(..., control_variate=True)` samples the Shapley values of `LinearRegression`
+against (a control variate, docs/games.md, "Control variates").
 
 The model is Sim et al. (2023, App. A.3) with the exact statistics integrated out, as NUTS samples it
 (`bayesval.models.linear_regression.noise_aware_linear_regression`): o_i ~ N(c_i mu_t, c_i Sigma_t + sigma_z,i^2 I)

@@ -221,12 +221,6 @@ def _check_resume_source(resume_from, names: list[str], settings: PartyValuation
     control variate is resumed with it."""
     if resume_from is None:
         return
-    state = getattr(resume_from, "state", None)
-    if not settings.control_variate and getattr(state, "control_table", None) is not None:
-        raise ValueError(
-            "resume_from was sampled against a control variate, and its draws are differences from that surrogate: "
-            "resume it with control_variate=True (the surrogate saved with it is used, not fitted again)"
-        )
     if settings.keep_draws:
         raise ValueError(
             "keep_draws=True cannot resume an earlier valuation: the draws of the coalitions it sampled were not "
@@ -240,6 +234,11 @@ def _check_resume_source(resume_from, names: list[str], settings: PartyValuation
     if list(resume_from.names) != names:
         raise ValueError(
             f"resume_from is a result of a different game: its parties are {list(resume_from.names)}, these {names}"
+        )
+    if not settings.control_variate and resume_from.state is not None and resume_from.state.control_table is not None:
+        raise ValueError(
+            "resume_from was sampled against a control variate, and its draws are differences from that surrogate: "
+            "resume it with control_variate=True (the surrogate saved with it is used, not fitted again)"
         )
 
 
@@ -427,22 +426,42 @@ def surrogate_control(
     """The control variate of a sampled party game (docs/games.md, "Control variates"): the model's surrogate of
     every coalition's surprise (`surrogate_surprises`, the Laplace fit of `LinearRegression`), where the model has
     one, `settings.control_variate` is on and n <= MAX_CONTROL_PARTIES; a resumed run goes on with the surrogate
-    it was sampled with (none for a run sampled without)."""
+    it was sampled with. Asked for where it cannot be had (more parties, no surrogate, a run resumed that was sampled
+    without one), a warning says why."""
+    if not settings.control_variate:
+        return None
     if resumed is not None:
-        return None if resumed.control_table is None else ControlVariate(resumed.control_table, SURROGATE)
+        if resumed.control_table is None:
+            _warn_no_control("resume_from was sampled without one, and goes on without")
+            return None
+        return ControlVariate(resumed.control_table, SURROGATE)
     model = surprise.model
-    if not settings.control_variate or n > MAX_CONTROL_PARTIES or not hasattr(model, "surrogate_surprises"):
+    if n > MAX_CONTROL_PARTIES or not hasattr(model, "surrogate_surprises"):
+        _warn_no_control(
+            f"{n} parties are more than {MAX_CONTROL_PARTIES}"
+            if n > MAX_CONTROL_PARTIES
+            else f"{type(model).__name__} has no surrogate_surprises"
+        )
         return None
     with progress.stage(f"valuation: the model's surrogate of {2**n - 1} coalitions (a control variate)"):
         table = model.surrogate_surprises(surprise.data)
     if table is None:
+        _warn_no_control(f"{type(model).__name__} gives no surrogate here")
         return None
     try:
         return ControlVariate(table.values, getattr(table, "name", SURROGATE))
-    except (TypeError, ValueError) as error:
+    except (AttributeError, TypeError, ValueError) as error:
         raise ValueError(
             f"{type(model).__name__}.surrogate_surprises(data) gave no usable surrogate: {error}"
         ) from None
+
+
+def _warn_no_control(reason: str) -> None:
+    warnings.warn(
+        f"control_variate=True, but the Shapley values are sampled without a control variate: {reason}",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def _exact_shapley(surprise: CoalitionSurprise, n: int) -> tuple[np.ndarray, np.ndarray]:

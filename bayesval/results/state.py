@@ -269,6 +269,14 @@ class SemivalueState:
             raise ValueError(
                 "it holds half a control variate: state_control_table and state_control_semivalue go together"
             )
+        players = np.shape(arrays["counts"])[-1]
+        if "control_table" in arrays and (
+            np.shape(arrays["control_table"]) != (2**players,) or np.shape(arrays["control_semivalue"]) != (players,)
+        ):
+            raise ValueError(
+                f"its control variate does not fit its {players} players: state_control_table must hold {2**players} "
+                f"values and state_control_semivalue {players}"
+            )
         return cls(**meta, **arrays)
 
     def to_json(self) -> dict:
