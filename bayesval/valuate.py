@@ -73,8 +73,8 @@ def valuate(
     rewards: also reward each party with posterior samples that meet its rho-Shapley target (Sim et al. 2023,
         Sec. 5): 'tempering', 'noise' or a configured `bayesval.rewards.Tempering` / `NoiseAddition`.
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
-    control_variate: sample against the model's surrogate game where the values are sampled (default False:
-        docs/games.md, "Control variates").
+    control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
+        the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
     All arguments are checked before any release, compilation or sampling.
     """
     arguments = dict(locals())  # every argument by name, first thing: handed on unchanged to the chosen path

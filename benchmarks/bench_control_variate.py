@@ -86,6 +86,10 @@ def end_to_end(model, releases, tolerance: float) -> None:
         f"{result.method}"
     )
     print(f"  phi {np.round(result.values, 3).tolist()}\n  stderr {np.round(result.stderr, 4).tolist()}")
+    print(
+        f"  degrees of freedom {np.round(state.estimate().dof, 1).tolist()}; the utility's error: "
+        + ("the per-repeat spread" if state.noise is None else f"from {state.noise.num_coalitions} cached coalitions")
+    )
     estimates = result.coalition_estimates.estimates
     repeats = len(next(iter(estimates.values())))
     table = np.zeros((repeats, 2 ** len(releases)))
@@ -98,12 +102,14 @@ def end_to_end(model, releases, tolerance: float) -> None:
         sampler=bv.games.PermutationSampler(latin=True),
         stop=MaxEvaluations(state.evaluations),
         batch_size=batch_size,
+        independent_estimates=state.noise is not None,  # the utility's error estimated as the route estimated it
     )
     assert plain.state.batch_draws == state.batch_draws
     ratio = (result.stderr / plain.stderr) ** 2
     needed = state.batch_draws * (plain.stderr.max() / tolerance) ** 2
     print(
-        f"  same permutations, no control variate: stderr {np.round(plain.stderr, 4).tolist()}\n"
+        f"  same permutations, no control variate: stderr {np.round(plain.stderr, 4).tolist()}, degrees of freedom "
+        f"{np.round(plain.diagnostics['indices']['dof'], 1).tolist()}\n"
         f"  variance ratio (control / plain) by party {np.round(ratio, 3).tolist()}; the largest stderr "
         f"{result.stderr.max():.4f} vs {plain.stderr.max():.4f}: plain sampling needs about {needed:.0f} permutations "
         f"for {tolerance}"

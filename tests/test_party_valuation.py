@@ -234,19 +234,26 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
 
 def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):
     """`surrogate_control`: the Laplace surprise of every coalition for LinearRegression (per-party data models)
-    where control_variate=True (off by default), unless the parties are more than MAX_CONTROL_PARTIES, the model has
-    no surrogate, or the run resumes one (which goes on with its own, or with none); a user model's unusable
-    surrogate is named."""
+    by default and with control_variate=True (never with False), unless the parties are more than
+    MAX_CONTROL_PARTIES, the model has no surrogate, or the run resumes one (which goes on with its own, or with
+    none): then without a word by default, with a warning that says why where it was asked for. A user model's
+    unusable surrogate is named."""
     from types import SimpleNamespace
 
     from bayesval.inference.data import NoiseAwareData
 
     data = NoiseAwareData.from_releases(releases)
     game = SimpleNamespace(model=MODEL, data=data)
-    on, off = valuation.party_settings(MODEL, control_variate=True), valuation.party_settings(MODEL)  # off by default
-    control = valuation.surrogate_control(game, on, 3, None)
-    assert control.name == "the Laplace surprise" and control.num_players == 3
-    np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
+    on, off = (
+        valuation.party_settings(MODEL, control_variate=True),
+        valuation.party_settings(MODEL, control_variate=False),
+    )
+    default = valuation.party_settings(MODEL)
+    assert default.control_variate is None  # wherever it can be had
+    for settings in (on, default):
+        control = valuation.surrogate_control(game, settings, 3, None)
+        assert control.name == "the Laplace surprise" and control.num_players == 3
+        np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
     assert valuation.surrogate_control(game, off, 3, None) is None
     shared = SimpleNamespace(model=bv.models.LinearRegression(shared_data_model=True), data=data)
     logistic = SimpleNamespace(model=bv.models.LogisticRegression(), data=data)
@@ -258,6 +265,9 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
     ):
         with pytest.warns(UserWarning, match=f"sampled without a control variate: {reason}"):
             assert valuation.surrogate_control(chosen, on, n, resumed) is None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # by default, no word
+            assert valuation.surrogate_control(chosen, default, n, resumed) is None
     saved = SimpleNamespace(control_table=np.arange(8.0))
     np.testing.assert_array_equal(valuation.surrogate_control(game, on, 3, saved).table, np.arange(8.0))
 

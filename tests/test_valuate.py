@@ -125,6 +125,10 @@ def test_many_parties_use_permutation_sampling(syn):
     assert np.array_equal(result.state.control_table, bv.models.LinearRegression().surrogate_surprises(data).values)
     sampled, variances, _ = result.state.estimate()
     assert np.all(np.abs(sampled - exact.values) < 4 * np.sqrt(variances))
+    # each coalition's repeats come from its own chains and are cached: the state keeps every coalition's estimates
+    # and takes the utility's error as the exact semivalue's (docs/games.md, "The utility's own error")
+    assert result.state.noise.num_coalitions == 2**4
+    assert result.diagnostics["utility_error"] == "the exact semivalue's, from the cached estimates of 16 coalitions"
 
 
 def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_names_them_when_resumed(

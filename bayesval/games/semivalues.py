@@ -27,7 +27,7 @@ from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Pro
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
-from bayesval.results.state import SemivalueState, describe_control, same_control
+from bayesval.results.state import SemivalueState, describe_control, describe_error, same_control
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
 
 
@@ -54,6 +54,7 @@ def semivalue(
     names: list[str] | None = None,
     resume_from: ValuationResult | None = None,
     control: ControlVariate | None = None,
+    independent_estimates: bool = False,
     progress_bar: bool = False,
 ) -> ValuationResult:
     """Sample the semivalue `weights` of `utility` over `num_players` players until `stop` holds.
@@ -69,6 +70,12 @@ def semivalue(
                  run goes on at the next batch, with another key it adds new batches; it must have the same control
     control      a `ControlVariate`, a surrogate u known on every coalition: the draws are of v - u and phi(u), exact,
                  is added back (unbiased whatever u is; docs/games.md, "Control variates")
+    independent_estimates  for a utility of R > 1 estimates per coalition: True where it caches them (a coalition
+                 asked for again gets the same estimates) and different coalitions' errors are independent. The
+                 utility's own error is then estimated as the exact semivalue's, from the estimates of every coalition
+                 valued (`bayesval.results.coalition_noise`); by default it is the spread of the R semivalues of each
+                 estimate alone: R - 1 degrees of freedom and part of the error counted twice, but right also where
+                 errors correlate between coalitions (common random numbers; docs/games.md, "The utility's own error")
 
     Returns a ValuationResult with values, stderr (the Monte Carlo error of the sampling: 0 only where a value is
     exact, docs/games.md), counts per index, the stopping rule's converged flag per index (never on an index whose
@@ -80,6 +87,7 @@ def semivalue(
     key = check_key("key", key)
     batch_size = check_count("batch_size", batch_size, minimum=1)
     check_bool("progress_bar", progress_bar)
+    check_bool("independent_estimates", independent_estimates)
     semivalue = as_semivalue(weights)
     sampler = default_sampler(semivalue) if sampler is None else _check_sampler(sampler)
     names = _check_names(names, num_players)
@@ -89,6 +97,7 @@ def semivalue(
     _warn_unreliable(plan, semivalue, sampler, num_players)
     stream = jax.random.key_data(key).tobytes().hex()
     state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control)
+    _check_estimated_alike(state, independent_estimates)
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
     bar = tqdm(
@@ -102,30 +111,39 @@ def semivalue(
             values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)
         if state is None:
-            state = _first_state(semivalue, sampler, plan, len(values), num_players, control)
+            state = _first_state(semivalue, sampler, plan, len(values), num_players, control, independent_estimates)
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
             )
         state.add(batch_draws, values)
+        if state.noise is not None:
+            state.noise = state.noise.added(np.asarray(masks), np.asarray(values))
         batch += 1
         state.streams[stream] = [batch_size, batch]
         progress = _progress(state, started, stop.history)
         bar.update(plan.num_masks)
     bar.close()
+    method = f"{semivalue.name} by {sampler.name} sampling"
+    method += "" if control is None else f", {control.name} as a control variate"
+    return _sampled_result(method, names, state, progress, stop, {"batches": batch, "batch_size": batch_size})
+
+
+def _sampled_result(method: str, names, state: SemivalueState, progress: Progress, stop, batches: dict):
+    """The result of a sampled run: values, standard errors and the stopping rule's verdicts from its last
+    `progress`, its state, and the diagnostics (`batches`: the batches drawn and their size)."""
     converged = stop.converged(progress)
     return ValuationResult(
-        method=f"{semivalue.name} by {sampler.name} sampling"
-        + ("" if control is None else f", {control.name} as a control variate"),
+        method=method,
         values=progress.values,
         stderr=progress.stderr,
         names=names,
         diagnostics={
             "stop": repr(stop),
             "evaluations": state.evaluations,
-            "batches": batch,
-            "batch_size": batch_size,
+            **batches,
             "seconds": progress.elapsed,
+            "utility_error": describe_error(state),
             "indices": {
                 "draws": progress.counts.tolist(),
                 "range": progress.ranges.tolist(),
@@ -244,8 +262,9 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
     )
 
 
-def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, control) -> SemivalueState:
-    """The state before a new run's first batch, with the control variate's table and exact semivalue if any."""
+def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, control, cached) -> SemivalueState:
+    """The state before a new run's first batch, with the control variate's table and exact semivalue if any, and a
+    record of the coalitions' estimates where the utility caches them (`cached`: independent_estimates)."""
     return SemivalueState.empty(
         semivalue.name,
         sampler.name,
@@ -254,6 +273,18 @@ def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, c
         num_players,
         control_table=None if control is None else control.table,
         control_semivalue=None if control is None else control.semivalue(semivalue),
+        weights=semivalue.weights(num_players) if cached else None,
+    )
+
+
+def _check_estimated_alike(state: SemivalueState | None, independent_estimates: bool) -> None:
+    """A resumed run estimates the utility's error as the run it resumes did (a record of the coalitions' estimates
+    holds every batch's or none)."""
+    if state is None or state.num_repeats == 1 or (state.noise is not None) == independent_estimates:
+        return
+    raise ValueError(
+        f"resume_from estimated the utility's own error as {describe_error(state)}; resume with "
+        f"independent_estimates={state.noise is not None}, as it was sampled"
     )
 
 

@@ -1,5 +1,5 @@
 """Laplace approximations of noise-aware Bayesian linear regression's coalition posteriors, and their surprise: the
-surrogate game that `bayesval.valuate(..., control_variate=True)` samples the Shapley values of `LinearRegression`
+surrogate game that `bayesval.valuate` (by default, `control_variate`) samples the Shapley values of `LinearRegression`
 against (a control variate, docs/games.md, "Control variates").
 
 The model is Sim et al. (2023, App. A.3) with the exact statistics integrated out, as NUTS samples it

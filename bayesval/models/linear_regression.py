@@ -187,9 +187,9 @@ class LinearRegression:
 
     def surrogate_surprises(self, data: NoiseAwareData) -> SurpriseTable | None:
         """The Laplace surprise of every coalition of the releases (`bayesval.inference.laplace.surprise_table`), a
-        deterministic surrogate of the surprise that a sampled party valuation uses as a control variate with
-        `control_variate=True` (docs/games.md, "Control variates"); None with a shared data model, which the fit does
-        not model."""
+        deterministic surrogate of the surprise that a sampled party valuation uses as a control variate by
+        default (`control_variate`; docs/games.md, "Control variates"); None with a shared data model, which the fit
+        does not model."""
         if self.shared_data_model:
             return None
         num_features = _num_features(data)

@@ -15,7 +15,7 @@ kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the comp
 those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
 batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of every coalition's surprise, an object
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
-with `control_variate=True`, docs/games.md, "Control variates") are optional (`OPTIONAL_MEMBERS`).
+by default (`control_variate`), docs/games.md, "Control variates") are optional (`OPTIONAL_MEMBERS`).
 
 `LinearRegression` keeps the contract with its Gibbs kernel, `NumPyroModel` (and `LogisticRegression`) with
 batched NUTS; a user's class needs no base class, only these members (structural typing, PEP 544).

@@ -99,8 +99,9 @@ class PartyValuationSettings:
     tolerance    the default stopping rule's standard error
     keep_draws   whether the result keeps every coalition's posterior draws
     mechanism    the reward mechanism (None: no rewards), with the targets' rho
-    control_variate  whether sampled Shapley values use the model's surrogate as a control variate, where it has one
-                 (off by default: docs/games.md, "Control variates", says why)
+    control_variate  whether sampled Shapley values use the model's surrogate as a control variate: None (the
+                 default) wherever it can be had, True the same with a warning where it cannot, False never
+                 (docs/games.md, "Control variates")
     """
 
     key: jax.Array
@@ -113,7 +114,7 @@ class PartyValuationSettings:
     keep_draws: bool
     mechanism: Tempering | NoiseAddition | None
     rho: float
-    control_variate: bool = False
+    control_variate: bool | None = None
 
     def enumerates(self, num_parties: int) -> bool:
         """Whether a game of `num_parties` parties is valued over every coalition (else by permutation sampling)."""
@@ -172,7 +173,7 @@ def party_settings(
     rho = check_rho(DEFAULT_RHO if rho is None else rho)
     keep_draws = False if keep_draws is None else check_bool("keep_draws", keep_draws)
     kl = "auto" if kl is None else kl  # checked against the model in `check_valuation`
-    control_variate = False if control_variate is None else check_bool("control_variate", control_variate)
+    control_variate = None if control_variate is None else check_bool("control_variate", control_variate)
     return PartyValuationSettings(
         key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, mechanism, rho, control_variate
     )
@@ -235,7 +236,8 @@ def _check_resume_source(resume_from, names: list[str], settings: PartyValuation
         raise ValueError(
             f"resume_from is a result of a different game: its parties are {list(resume_from.names)}, these {names}"
         )
-    if not settings.control_variate and resume_from.state is not None and resume_from.state.control_table is not None:
+    sampled_against = resume_from.state is not None and resume_from.state.control_table is not None
+    if settings.control_variate is False and sampled_against:
         raise ValueError(
             "resume_from was sampled against a control variate, and its draws are differences from that surrogate: "
             "resume it with control_variate=True (the surrogate saved with it is used, not fitted again)"
@@ -409,6 +411,7 @@ def shapley_values(
         names=names,
         resume_from=None if resumed is None else resume_from,
         control=control,
+        independent_estimates=independent_estimates(surprise, resumed),
         progress_bar=settings.config.progress_bar,
     )
     count = sampled.state.batch_draws
@@ -420,33 +423,46 @@ def shapley_values(
     return ShapleyValues(sampled.values, sampled.stderr, method, sampled)
 
 
+def independent_estimates(surprise: CoalitionSurprise, resumed) -> bool:
+    """Whether the coalitions' cached estimates err independently, so that the game layer estimates their error as
+    the exact semivalue's (docs/games.md, "The utility's own error"): each coalition's repeats come from its own
+    chains, but the two-sample KL estimator scores every coalition of a repeat against one prior sample (common
+    random numbers), which correlates their errors. A resumed run goes on as it was sampled (a result saved before
+    this estimate existed goes on with the per-repeat spread)."""
+    if resumed is not None:
+        return resumed.noise is not None
+    return surprise.kl_estimator != "two-sample"
+
+
 def surrogate_control(
     surprise: CoalitionSurprise, settings: PartyValuationSettings, n: int, resumed
 ) -> ControlVariate | None:
     """The control variate of a sampled party game (docs/games.md, "Control variates"): the model's surrogate of
     every coalition's surprise (`surrogate_surprises`, the Laplace fit of `LinearRegression`), where the model has
-    one, `settings.control_variate` is on and n <= MAX_CONTROL_PARTIES; a resumed run goes on with the surrogate
-    it was sampled with. Asked for where it cannot be had (more parties, no surrogate, a run resumed that was sampled
-    without one), a warning says why."""
-    if not settings.control_variate:
+    one, `settings.control_variate` is not False and n <= MAX_CONTROL_PARTIES; a resumed run goes on with the
+    surrogate it was sampled with. Asked for (True) where it cannot be had (more parties, no surrogate, a run resumed
+    that was sampled without one), a warning says why; by default (None) it is left out without one."""
+    if settings.control_variate is False:
         return None
+    asked = settings.control_variate is True
     if resumed is not None:
         if resumed.control_table is None:
-            _warn_no_control("resume_from was sampled without one, and goes on without")
+            _warn_no_control(asked, "resume_from was sampled without one, and goes on without")
             return None
         return ControlVariate(resumed.control_table, SURROGATE)
     model = surprise.model
     if n > MAX_CONTROL_PARTIES or not hasattr(model, "surrogate_surprises"):
         _warn_no_control(
+            asked,
             f"{n} parties are more than {MAX_CONTROL_PARTIES}"
             if n > MAX_CONTROL_PARTIES
-            else f"{type(model).__name__} has no surrogate_surprises"
+            else f"{type(model).__name__} has no surrogate_surprises",
         )
         return None
     with progress.stage(f"valuation: the model's surrogate of {2**n - 1} coalitions (a control variate)"):
         table = model.surrogate_surprises(surprise.data)
     if table is None:
-        _warn_no_control(f"{type(model).__name__} gives no surrogate here")
+        _warn_no_control(asked, f"{type(model).__name__} gives no surrogate here")
         return None
     try:
         return ControlVariate(table.values, getattr(table, "name", SURROGATE))
@@ -456,7 +472,9 @@ def surrogate_control(
         ) from None
 
 
-def _warn_no_control(reason: str) -> None:
+def _warn_no_control(asked: bool, reason: str) -> None:
+    if not asked:
+        return
     warnings.warn(
         f"control_variate=True, but the Shapley values are sampled without a control variate: {reason}",
         UserWarning,
@@ -534,6 +552,8 @@ def assemble_result(
     mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
     settings = {"sampler": vars(surprise.config), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
     sampled = shapley.sampled
+    if sampled is not None:  # how the sampled values' standard errors hold the coalitions' own error
+        settings["utility_error"] = sampled.diagnostics["utility_error"]
     return ValuationResult(
         method=f"{model.name}, Bayesian surprise, {shapley.method}",
         values=shapley.values,

@@ -13,7 +13,10 @@ run repeats an uninterrupted one to the last bit.
 A utility that returns R estimates per coalition (R, B) is averaged over r before the draws are filed; the sums per
 estimate are kept too, and the spread over r of the semivalues from each estimate alone adds var_r / R to the
 variance: the utility's own error, which sampling more coalitions does not shrink when the utility reuses its
-estimates (`permutation_shapley` has always done this).
+estimates (`permutation_shapley` has always done this). That spread has R - 1 degrees of freedom and counts part of
+the utility's error twice; where the caller says the utility caches each coalition's estimates and their errors are
+independent, the state keeps a `CoalitionNoise` record instead, and the utility's error is that of the exact semivalue
+of the noisy game, estimated over classes of coalitions (`bayesval.results.coalition_noise`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bayesval.results.coalition_noise import CoalitionNoise
 from bayesval.results.serialisation import register
 from bayesval.results.variance import (
     exact_indices,
@@ -66,6 +70,8 @@ class SemivalueState:
     control_table         (2^n,) the control variate's surrogate u of every coalition in code order, or None: the
                           draws are then of v - u, and the estimate adds phi(u) (`bayesval.games.control`)
     control_semivalue     (n,) phi(u), exact (None without a control variate)
+    noise                 the cached estimates of every coalition valued (`CoalitionNoise`), from which the utility's
+                          error is estimated; None: it is the spread of the R per-estimate semivalues (none if R = 1)
     """
 
     semivalue: str
@@ -87,10 +93,11 @@ class SemivalueState:
     rankings: np.ndarray | None = None
     control_table: np.ndarray | None = None
     control_semivalue: np.ndarray | None = None
+    noise: CoalitionNoise | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
     CONTROL = ("control_table", "control_semivalue")
-    version = 2  # of its record (`to_record`, version 1 before control variates); the kind is set by `register`
+    version = 3  # of its record (`to_record`; 2 before `noise`, 1 before control variates); the kind: `register`
 
     @classmethod
     def empty(
@@ -102,9 +109,11 @@ class SemivalueState:
         num_players: int,
         control_table: np.ndarray | None = None,
         control_semivalue: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
     ):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
-        with the control variate's table and semivalue where one is used."""
+        with the control variate's table and semivalue where one is used, and, given the semivalue's `weights` w(s),
+        an empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`)."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
@@ -122,6 +131,7 @@ class SemivalueState:
             rankings=np.zeros((0, num_players), np.int64),
             control_table=control_table,
             control_semivalue=control_semivalue,
+            noise=None if weights is None or num_repeats == 1 else CoalitionNoise.empty(weights, num_repeats),
         )
 
     @property
@@ -180,7 +190,10 @@ class SemivalueState:
             per_repeat = (coefficients * self.sums[:, used] / counts).sum(axis=1)  # (R, n)
             variances, dofs = (part[used] for part in variances_and_dof(self))
             terms = coefficients**2 * variances / counts  # (G', n)
-        if self.num_repeats > 1:  # the utility's own error, from R - 1 degrees of freedom
+        if self.noise is not None:  # the utility's own error in the exact semivalue of its cached estimates
+            noise, noise_dof = self.noise.variance()
+            terms, dofs = np.concatenate([terms, noise[None]]), np.concatenate([dofs, noise_dof[None]])
+        elif self.num_repeats > 1:  # the utility's own error, from R - 1 degrees of freedom
             terms = np.concatenate([terms, per_repeat.var(axis=0, ddof=1)[None] / self.num_repeats])
             dofs = np.concatenate([dofs, np.full((1, self.num_players), self.num_repeats - 1.0)])
         values = per_repeat.mean(axis=0)
@@ -198,6 +211,8 @@ class SemivalueState:
                 return f"{label} {a!r} != {b!r}"
         if not same_control(self.control_table, other.control_table):
             return f"control variate {describe_control(self.control_table)} != {describe_control(other.control_table)}"
+        if (self.noise is None) != (other.noise is None):
+            return f"the utility's error {describe_error(self)} != {describe_error(other)}"
         return None
 
     def merged(self, other: SemivalueState) -> SemivalueState:
@@ -226,6 +241,7 @@ class SemivalueState:
             value_high=max(self.value_high, other.value_high),
             streams=self.streams | other.streams,
             rankings=np.zeros((0, self.num_players), np.int64),
+            noise=None if self.noise is None else self.noise.merged(other.noise),
         )
 
     def copy(self) -> SemivalueState:
@@ -234,12 +250,13 @@ class SemivalueState:
             for name in self.ARRAYS + self.CONTROL
             if getattr(self, name) is not None
         }
-        return replace(self, streams={k: list(v) for k, v in self.streams.items()}, **arrays)
+        noise = None if self.noise is None else self.noise.copy()
+        return replace(self, streams={k: list(v) for k, v in self.streams.items()}, noise=noise, **arrays)
 
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The state as a record of `bayesval.results.serialisation` (version 2): meta the scalars (semivalue,
-        sampler, evaluations, value_low, value_high, streams), arrays `ARRAYS` (rankings only when kept) and, with a
-        control variate, `CONTROL`."""
+        """The state as a record of `bayesval.results.serialisation` (version 3): meta the scalars (semivalue,
+        sampler, evaluations, value_low, value_high, streams), arrays `ARRAYS` (rankings only when kept), with a
+        control variate `CONTROL`, and with a `CoalitionNoise` record its arrays, named noise_ and theirs."""
         meta = {
             "semivalue": self.semivalue,
             "sampler": self.sampler,
@@ -250,15 +267,18 @@ class SemivalueState:
         }
         kept = self.ARRAYS + self.CONTROL
         arrays = {name: getattr(self, name) for name in kept if getattr(self, name) is not None}
+        if self.noise is not None:
+            arrays |= {NOISE + name: getattr(self.noise, name) for name in CoalitionNoise.ARRAYS}
         return meta, arrays
 
     @classmethod
-    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 2) -> SemivalueState:
-        """The state `to_record` wrote, at version 2 or 1 (before control variates: its draws are of the game
-        itself). A state saved before m3 and m4 were kept (version 1: they were added as optional arrays) gets the
-        moments of normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of
-        freedom."""
-        known = cls.ARRAYS + (cls.CONTROL if version >= 2 else ())
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 3) -> SemivalueState:
+        """The state `to_record` wrote, at version 3, 2 (before `noise`: the utility's error is the per-estimate
+        spread) or 1 (before control variates: its draws are of the game itself). A state saved before m3 and m4
+        were kept (version 1: they were added as optional arrays) gets the moments of normal draws (m3 = 0,
+        m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of freedom."""
+        noise_names = tuple(NOISE + name for name in CoalitionNoise.ARRAYS)
+        known = cls.ARRAYS + (cls.CONTROL if version >= 2 else ()) + (noise_names if version >= 3 else ())
         unknown = sorted(set(arrays) - set(known))
         if unknown:
             raise ValueError(f"it holds arrays no semivalue state has: {['state_' + name for name in unknown[:5]]}")
@@ -277,7 +297,9 @@ class SemivalueState:
                 f"its control variate does not fit its {players} players: state_control_table must hold {2**players} "
                 f"values and state_control_semivalue {players}"
             )
-        return cls(**meta, **arrays)
+        noise = _noise_of(arrays, noise_names, players)
+        rest = {name: value for name, value in arrays.items() if name not in noise_names}
+        return cls(**meta, **rest, noise=noise)
 
     def to_json(self) -> dict:
         """Deprecated: the meta of `to_record`."""
@@ -301,6 +323,42 @@ def same_control(table: np.ndarray | None, other: np.ndarray | None) -> bool:
 def describe_control(table: np.ndarray | None) -> str:
     """A control variate's surrogate in a few words, for errors."""
     return "none" if table is None else f"a surrogate of {table.size} coalitions"
+
+
+def describe_error(state: SemivalueState) -> str:
+    """How a state estimates the utility's own error, in a few words (for errors and diagnostics)."""
+    if state.noise is not None:
+        return f"the exact semivalue's, from the cached estimates of {state.noise.num_coalitions} coalitions"
+    if state.num_repeats > 1:
+        return f"the spread of the semivalues of each of the {state.num_repeats} estimates alone"
+    return "none (one estimate a coalition)"
+
+
+NOISE = "noise_"  # the prefix of the `CoalitionNoise` arrays in a state's record
+
+
+def _noise_of(arrays: dict[str, np.ndarray], names: tuple[str, ...], players: int) -> CoalitionNoise | None:
+    """The `CoalitionNoise` in a record's arrays, None if it has none, or a ValueError for part of one or one that
+    does not fit the state's players and estimates."""
+    present = [name for name in names if name in arrays]
+    if not present:
+        return None
+    if len(present) != len(names):
+        raise ValueError(f"it holds part of a coalition noise record: {sorted(set(names) - set(present))} are missing")
+    noise = CoalitionNoise(*(np.asarray(arrays[name]) for name in names))
+    repeats = np.shape(arrays["sums"])[0]
+    fits = (
+        noise.weights.shape == (players,)
+        and noise.masks.shape[1:] == (-(-players // 8),)
+        and noise.estimates.shape[1:] == (repeats,)
+        and len(noise.masks) == len(noise.estimates)
+    )
+    if not fits:
+        raise ValueError(
+            f"its coalition noise record does not fit its {players} players and {repeats} estimates per coalition: "
+            f"noise_weights ({players},), noise_masks (E, {-(-players // 8)}) and noise_estimates (E, {repeats})"
+        )
+    return noise
 
 
 def _combined(state: SemivalueState, sums, m2, m3, m4, counts, low, high):

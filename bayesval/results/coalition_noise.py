@@ -1,0 +1,147 @@
+"""The utility's own error where each coalition's estimates are cached: what it adds to a sampled semivalue.
+
+A utility that returns R estimates of each coalition's value (the party surprise: one per repeat, from fresh chains)
+and returns the same ones whenever the coalition comes again (it caches them) values a fixed noisy game vbar =
+v + e, with e_C the error of the mean of C's estimates, independent between coalitions, of variance sigma_C^2 / R.
+The error of a sampled semivalue then splits in two independent parts,
+
+    phi^_i - phi_i(v) = (phi^_i - phi_i(vbar)) + (phi_i(vbar) - phi_i(v)),
+
+the first the sampling error of a deterministic game, vbar, which the spread of the draws estimates as for any game
+(`bayesval.results.variance`: the draws are of vbar, so their spread holds e's share too), the second the utility's
+error in the exact semivalue,
+
+    Var(phi_i(vbar) - phi_i(v)) = sum over all coalitions C of w_Ci^2 sigma_C^2 / R,
+
+with w_Ci the semivalue's coefficient of v(C) in phi_i: w(|C| - 1) where i is in C, else -w(|C|) (Weber 1988). w_Ci
+depends on C through its size and whether it holds i alone, so the sum runs over 2n + 2 classes (size s, i in C or
+not), each class's sigma_C^2 estimated by the mean sample variance s_C^2 of the coalitions of that class that the run
+valued. The classes with most weight hold a single coalition ({i}, N minus i, N and the empty one), each known from its
+R estimates alone: 1 degree of freedom at R = 2, so few that a standard error resting on them is never trusted. So a
+class of which fewer than two coalitions were valued takes the mean of its size's valued coalitions ({i} that of
+every {j}, N minus i that of every N minus j), and a size of one coalition (the empty one, N) is pooled with the next
+size (1, n - 1) unless its estimates agree exactly (a value without error, as v(empty) = 0 usually is). That is a
+model: a coalition's error variance depends on its size, not its members, where too few coalitions tell them apart.
+The k-NN estimator of the surprise's entropy term is equivariant to the posterior's scale, so its error changes
+little with how concentrated a coalition's posterior is; tests/test_utility_error.py measures calibration where three
+times the error on every coalition that holds one player breaks the model. Each class's mean counts (R - 1) degrees
+of freedom per coalition it averages, combined by Satterthwaite (1946); classes that share a size's coalitions are not
+independent, so the count is somewhat optimistic (docs/games.md, "The utility's own error").
+
+The spread of the R semivalues computed from each estimate alone (`SemivalueState.estimate` without this record)
+estimates sum_C a_Ci^2 sigma_C^2 / R instead, with a_Ci the run's own coefficient of v(C): it counts e's share of
+the draws' spread twice (E a_Ci^2 = w_Ci^2 + Var a_Ci, and the draws' spread holds the Var a_Ci part), and has only
+R - 1 degrees of freedom; right, if wide, also where coalitions' errors correlate (common random numbers). Measured
+in docs/games.md, "The utility's own error".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+
+import numpy as np
+
+from bayesval.results.variance import satterthwaite_dof
+
+
+@dataclass
+class CoalitionNoise:
+    """The cached estimates of every coalition a run valued, and the semivalue's weights.
+
+    weights    (n,) w(s), the semivalue's weight of a marginal contribution to a coalition of size s
+    masks      (E, ceil(n / 8)) uint8, each valued coalition's members as packed bits (`numpy.packbits`)
+    estimates  (E, R) its R estimates (of v - u with a control variate: the same spread)
+    """
+
+    weights: np.ndarray
+    masks: np.ndarray
+    estimates: np.ndarray
+
+    ARRAYS = ("weights", "masks", "estimates")
+
+    @classmethod
+    def empty(cls, weights: np.ndarray, num_repeats: int) -> CoalitionNoise:
+        """Before the first batch, for a semivalue of weights w(s) (n,) and a utility of R estimates a coalition."""
+        num_players = len(weights)
+        no_masks = np.zeros((0, -(-num_players // 8)), np.uint8)
+        return cls(np.asarray(weights, np.float64), no_masks, np.zeros((0, num_repeats)))
+
+    @property
+    def num_players(self) -> int:
+        return len(self.weights)
+
+    @property
+    def num_coalitions(self) -> int:
+        return len(self.estimates)
+
+    def added(self, masks: np.ndarray, values: np.ndarray) -> CoalitionNoise:
+        """With one batch's masks (M, n) boolean and their values (R, M) filed."""
+        batch = CoalitionNoise(self.weights, np.packbits(np.asarray(masks, bool), axis=1), np.asarray(values).T)
+        return self.merged(batch)
+
+    def merged(self, other: CoalitionNoise) -> CoalitionNoise:
+        """Both records' coalitions, each once; a ValueError where a coalition has different estimates in the two
+        (the utility did not cache them: its errors are then in the draws' spread, and this record does not hold)."""
+        masks = np.concatenate([self.masks, other.masks])
+        estimates = np.concatenate([self.estimates, other.estimates])
+        rows = np.ascontiguousarray(masks).view(f"V{masks.shape[1]}").ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        differ = ~(estimates == estimates[first[inverse]]).all(axis=1)
+        if differ.any():
+            coalition = np.flatnonzero(np.unpackbits(masks[differ][0], count=self.num_players)).tolist()
+            raise ValueError(
+                f"the utility gave the coalition of players {coalition} different estimates when it came again: "
+                "independent_estimates=True is for a utility that caches each coalition's estimates (a utility that "
+                "values a coalition afresh each time has its whole error in the draws' spread)"
+            )
+        kept = np.sort(first)
+        return CoalitionNoise(self.weights, masks[kept], estimates[kept])
+
+    def variance(self) -> tuple[np.ndarray, np.ndarray]:
+        """Var(phi(vbar) - phi(v)) (n,) estimated over the 2n + 2 classes of coalitions, and its Satterthwaite
+        degrees of freedom (n,), inf where it is 0 (module docstring)."""
+        n, repeats = self.num_players, self.estimates.shape[1]
+        if self.num_coalitions == 0 or repeats < 2:
+            return np.zeros(n), np.full(n, np.inf)
+        member = np.unpackbits(self.masks, axis=1, count=n).astype(bool)  # (E, n)
+        sizes = member.sum(axis=1)
+        own = self.estimates.var(axis=1, ddof=1) / repeats  # s_C^2 / R
+        size_sums, size_counts = _by_size(sizes, own, n)
+        classes = []
+        for inside in (True, False):
+            coalition, index = np.nonzero(member == inside)
+            cell = index * (n + 1) + sizes[coalition]
+            sums = np.bincount(cell, own[coalition], minlength=n * (n + 1)).reshape(n, n + 1)
+            counts = np.bincount(cell, minlength=n * (n + 1)).reshape(n, n + 1)
+            sums = np.where(counts >= 2, sums, np.where(size_counts > 0, size_sums, own.sum()))
+            counts = np.where(counts >= 2, counts, np.where(size_counts > 0, size_counts, len(own)))
+            classes.append((sums / counts * self._class_weights(inside), counts * (repeats - 1.0)))
+        terms = np.concatenate([classes[0][0], classes[1][0]], axis=1).T  # (2n + 2, n)
+        dofs = np.concatenate([classes[0][1], classes[1][1]], axis=1).T
+        return terms.sum(axis=0), satterthwaite_dof(terms, dofs)
+
+    def _class_weights(self, inside: bool) -> np.ndarray:
+        """(n + 1,) sum of w_Ci^2 over the coalitions C of each size s that hold i (inside) or do not."""
+        n, padded = self.num_players, np.append(self.weights, 0.0)  # w(n) = 0: nobody joins N
+        if inside:  # C = S u i, |S| = s - 1
+            return np.array([0.0] + [comb(n - 1, s - 1) * padded[s - 1] ** 2 for s in range(1, n + 1)])
+        return np.array([comb(n - 1, s) * padded[s] ** 2 for s in range(n)] + [0.0])
+
+    def copy(self) -> CoalitionNoise:
+        return CoalitionNoise(*(np.array(getattr(self, name)) for name in self.ARRAYS))
+
+
+def _by_size(sizes: np.ndarray, own: np.ndarray, num_players: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sums of s_C^2 / R over the valued coalitions of each size 0..n and their counts (n + 1,), the two sizes
+    of a single coalition (the empty one and N) pooled with the next size (1, n - 1) unless its estimates agree
+    exactly (a value without error, as v(empty) = 0 usually is)."""
+    sums = np.bincount(sizes, own, minlength=num_players + 1)
+    counts = np.bincount(sizes, minlength=num_players + 1)
+    pooled_sums, pooled_counts = sums.copy(), counts.copy()
+    for single, next_size in ((0, 1), (num_players, num_players - 1)):
+        if counts[single] and sums[single] > 0 and next_size != single:
+            pooled_sums[single] += sums[next_size]
+            pooled_counts[single] += counts[next_size]
+    return pooled_sums, pooled_counts
