@@ -115,6 +115,8 @@ def valuation(
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
+        # plain sampling, as the timings in docs/benchmarks.md were measured (bench_control_variate.py: the default)
+        options = {"control_variate": False} | options
         result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
     r_hat, ess = np.array(result.diagnostics["r_hat"]), np.array(result.diagnostics["ess"])
     diagnostics = result.diagnostics

@@ -277,3 +277,16 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
 
     with pytest.raises(ValueError, match=r"Broken.surrogate_surprises\(data\) gave no usable surrogate: .*2\^n values"):
         valuation.surrogate_control(SimpleNamespace(model=Broken(), data=data), on, 3, None)
+
+
+def test_the_coalitions_error_is_estimated_from_their_estimates_unless_the_kl_correlates_them():
+    """`independent_estimates`: each coalition's repeats come from its own chains, so their errors are independent
+    with the prior-density and Rao-Blackwellised KL; the two-sample KL scores every coalition of a repeat against one
+    prior sample, so there the per-repeat spread stays. A resumed run goes on as it was sampled."""
+    from types import SimpleNamespace
+
+    for estimator, independent in (("prior-density", True), ("rao-blackwell", True), ("two-sample", False)):
+        assert valuation.independent_estimates(SimpleNamespace(kl_estimator=estimator), None) is independent
+    game = SimpleNamespace(kl_estimator="prior-density")
+    assert valuation.independent_estimates(game, SimpleNamespace(noise=None)) is False  # saved before the record
+    assert valuation.independent_estimates(game, SimpleNamespace(noise=object())) is True

@@ -13,6 +13,7 @@ from bayesval.games import SHAPLEY, ControlVariate, PermutationSampler, Semivalu
 from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.games.weights import BANZHAF, Semivalue, semivalue_matrix
+from bayesval.results.coalition_noise import CoalitionNoise
 from bayesval.results.result import ValuationResult
 from bayesval.results.state import SemivalueState
 from bayesval.results.variance import TRUSTED_DOF
@@ -137,7 +138,9 @@ def test_a_run_with_the_record_resumes_to_the_uninterrupted_run_merges_and_survi
     loaded = ValuationResult.load(tmp_path / "run.npz")
     assert np.array_equal(loaded.state.estimate().variances, whole.state.estimate().variances)
     again = sampled(utility, 6, 9, 6 * 12 * 7, resume_from=loaded, independent_estimates=True)
-    assert again.state.noise.num_coalitions >= whole.state.noise.num_coalitions
+    uninterrupted = sampled(utility, 6, 9, 6 * 12 * 7, independent_estimates=True)
+    assert np.array_equal(again.stderr, uninterrupted.stderr)
+    assert again.state.noise.num_coalitions == uninterrupted.state.noise.num_coalitions
 
 
 def test_a_utility_that_does_not_cache_or_a_run_estimated_otherwise_is_refused():
@@ -152,7 +155,7 @@ def test_a_utility_that_does_not_cache_or_a_run_estimated_otherwise_is_refused()
     with pytest.raises(ValueError, match="cannot merge the results of different games: the utility's error"):
         record + spread
     other_estimates = cached_utility(noisy_tables(table, 3, 0.1))
-    with pytest.raises(ValueError, match="different estimates when it came again: independent_estimates=True is for"):
+    with pytest.raises(ValueError, match="has two different sets of estimates: independent_estimates=True is for"):
         sampled(other_estimates, 6, 9, 2 * 12 * 7, resume_from=record, independent_estimates=True)
     one_estimate = sampled(lambda key, masks: utility(key, masks)[0], 6, 9, 12 * 7, independent_estimates=True)
     assert one_estimate.state.noise is None and one_estimate.diagnostics["utility_error"].startswith("none")
@@ -176,3 +179,30 @@ def test_a_record_with_part_of_the_noise_or_noise_of_another_game_is_refused():
     ]:
         with pytest.raises(ValueError, match="does not fit its 6 players and 2 estimates per coalition"):
             SemivalueState.from_record(meta, arrays | {name: bad})
+
+
+def test_a_size_of_one_coalition_not_valued_takes_the_next_sizes_error():
+    """Uniform coalitions seldom hold the empty one or N: where a run valued neither, their classes take the mean of
+    the next size (1, n - 1), whose coalitions all share one error here, so the added variance is the exact sum with
+    those two coalitions' errors set to it."""
+    table = random_table(0, 5)
+    masks = coalition_masks(5, include_empty=True)
+    sizes = masks.sum(axis=1)
+    spread = 0.1 * np.clip(sizes, 1, 4)  # N's error as size 4's, the empty coalition's as size 1's
+    estimates = table + np.stack([spread, -spread])
+    inner = (sizes > 0) & (sizes < 5)
+    noise = CoalitionNoise.empty(SHAPLEY.weights(5), REPEATS).added(masks[inner], estimates[:, inner])
+    expected = semivalue_matrix(5, SHAPLEY) ** 2 @ (estimates.var(axis=0, ddof=1) / REPEATS)
+    assert np.allclose(noise.variance()[0], expected, rtol=1e-12, atol=0)
+    exact_empty = CoalitionNoise.empty(SHAPLEY.weights(5), REPEATS).added(masks, np.where(sizes == 0, 0.0, estimates))
+    expected_exact = semivalue_matrix(5, SHAPLEY)[:, 1:] ** 2 @ (estimates[:, 1:].var(axis=0, ddof=1) / REPEATS)
+    assert np.allclose(exact_empty.variance()[0], expected_exact, rtol=1e-12, atol=0)  # v(empty) = 0 adds nothing
+
+
+def test_a_version_2_state_reads_without_the_record():
+    table = random_table(4, 6)
+    utility = cached_utility(noisy_tables(table, 2, 0.1))
+    result = sampled(utility, 6, 9, 12 * 7)
+    meta, arrays = result.state.to_record()
+    old = SemivalueState.from_record(meta, arrays, version=2)
+    assert old.noise is None and np.array_equal(old.estimate().variances, result.state.estimate().variances)

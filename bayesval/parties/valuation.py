@@ -240,7 +240,7 @@ def _check_resume_source(resume_from, names: list[str], settings: PartyValuation
     if settings.control_variate is False and sampled_against:
         raise ValueError(
             "resume_from was sampled against a control variate, and its draws are differences from that surrogate: "
-            "resume it with control_variate=True (the surrogate saved with it is used, not fitted again)"
+            "resume it without control_variate=False (the surrogate saved with it is used, not fitted again)"
         )
 
 
@@ -377,6 +377,9 @@ def _sampler_differences(diagnostics: dict, config: SamplerConfig) -> str:
     return f": {listed} (config=...with_(num_repeats={repeats}) resumes a result of {repeats} repeats)"
 
 
+PER_REPEAT = "the spread of the Shapley values of each repeat alone"  # exact values: the utility's error only
+
+
 class ShapleyValues(NamedTuple):
     """The parties' Shapley values with standard errors, how they were found, and the permutation run if any."""
 
@@ -384,6 +387,7 @@ class ShapleyValues(NamedTuple):
     stderr: np.ndarray
     method: str
     sampled: ValuationResult | None
+    utility_error: str = PER_REPEAT  # how the standard errors hold the coalitions' own error
 
 
 def shapley_values(
@@ -420,7 +424,7 @@ def shapley_values(
         return ShapleyValues(*_exact_shapley(surprise, n), method, sampled)
     against = "" if control is None else f", {control.name} as a control variate"
     method = f"permutation Shapley ({count} permutations{against})"
-    return ShapleyValues(sampled.values, sampled.stderr, method, sampled)
+    return ShapleyValues(sampled.values, sampled.stderr, method, sampled, sampled.diagnostics["utility_error"])
 
 
 def independent_estimates(surprise: CoalitionSurprise, resumed) -> bool:
@@ -552,8 +556,8 @@ def assemble_result(
     mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
     settings = {"sampler": vars(surprise.config), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
     sampled = shapley.sampled
-    if sampled is not None:  # how the sampled values' standard errors hold the coalitions' own error
-        settings["utility_error"] = sampled.diagnostics["utility_error"]
+    if sampled is not None:  # how the standard errors hold the coalitions' own error
+        settings["utility_error"] = shapley.utility_error
     return ValuationResult(
         method=f"{model.name}, Bayesian surprise, {shapley.method}",
         values=shapley.values,

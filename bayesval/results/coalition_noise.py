@@ -20,7 +20,8 @@ valued. The classes with most weight hold a single coalition ({i}, N minus i, N 
 R estimates alone: 1 degree of freedom at R = 2, so few that a standard error resting on them is never trusted. So a
 class of which fewer than two coalitions were valued takes the mean of its size's valued coalitions ({i} that of
 every {j}, N minus i that of every N minus j), and a size of one coalition (the empty one, N) is pooled with the next
-size (1, n - 1) unless its estimates agree exactly (a value without error, as v(empty) = 0 usually is). That is a
+size (1, n - 1) unless its estimates agree exactly (a value without error, as v(empty) = 0 usually is); the next
+size stands for it where it was not valued (uniform coalitions seldom hold it). That is a
 model: a coalition's error variance depends on its size, not its members, where too few coalitions tell them apart.
 The k-NN estimator of the surprise's entropy term is equivariant to the posterior's scale, so its error changes
 little with how concentrated a coalition's posterior is; tests/test_utility_error.py measures calibration where three
@@ -92,9 +93,10 @@ class CoalitionNoise:
         if differ.any():
             coalition = np.flatnonzero(np.unpackbits(masks[differ][0], count=self.num_players)).tolist()
             raise ValueError(
-                f"the utility gave the coalition of players {coalition} different estimates when it came again: "
-                "independent_estimates=True is for a utility that caches each coalition's estimates (a utility that "
-                "values a coalition afresh each time has its whole error in the draws' spread)"
+                f"the coalition of players {coalition} has two different sets of estimates: independent_estimates=True "
+                "is for a utility that caches each coalition's estimates (one that values a coalition afresh each time "
+                "has its whole error in the draws' spread), and two runs that estimated their coalitions apart do not "
+                "merge with it"
             )
         kept = np.sort(first)
         return CoalitionNoise(self.weights, masks[kept], estimates[kept])
@@ -136,12 +138,12 @@ class CoalitionNoise:
 def _by_size(sizes: np.ndarray, own: np.ndarray, num_players: int) -> tuple[np.ndarray, np.ndarray]:
     """The sums of s_C^2 / R over the valued coalitions of each size 0..n and their counts (n + 1,), the two sizes
     of a single coalition (the empty one and N) pooled with the next size (1, n - 1) unless its estimates agree
-    exactly (a value without error, as v(empty) = 0 usually is)."""
+    exactly (a value without error, as v(empty) = 0 usually is), and standing for it where it was not valued."""
     sums = np.bincount(sizes, own, minlength=num_players + 1)
     counts = np.bincount(sizes, minlength=num_players + 1)
     pooled_sums, pooled_counts = sums.copy(), counts.copy()
     for single, next_size in ((0, 1), (num_players, num_players - 1)):
-        if counts[single] and sums[single] > 0 and next_size != single:
+        if next_size != single and (counts[single] == 0 or sums[single] > 0):
             pooled_sums[single] += sums[next_size]
             pooled_counts[single] += counts[next_size]
     return pooled_sums, pooled_counts

@@ -29,7 +29,7 @@ from bayesval.results.serialisation import (
     registered,
     write_archive,
 )
-from bayesval.results.state import CoalitionEstimates, SemivalueState
+from bayesval.results.state import CoalitionEstimates, SemivalueState, describe_error
 from bayesval.results.variance import trusted
 from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
 
@@ -223,6 +223,8 @@ class ValuationResult:
         if self.converged is not None and other.converged is not None:  # more draws than a run that converged,
             converged = (self.converged | other.converged) & trusted(state.exact_indices, dof)  # a variance to trust
         diagnostics = self.diagnostics | {"evaluations": state.evaluations, "merged": True}
+        if "utility_error" in diagnostics:
+            diagnostics["utility_error"] = describe_error(state)
         return ValuationResult(
             self.method,
             values,
