@@ -5,11 +5,14 @@ working tree against the package as it was at commit REV (checked out in a tempo
 
     python benchmarks/bench_compile.py [--rounds 3] [--cases syn diab demo]
     python benchmarks/bench_compile.py --against 4cab1fd --cases demo diab
+    python benchmarks/bench_compile.py --against cb0b10d --cases trace --rounds 4
 
 syn: Syn's default setting (3 parties, epsilon = 0.2 / 0.1 / 0.2, fixed noise seeds), `LinearRegression` (Gibbs) at
 the fast preset. demo: the same valuation with the demo's rewards (tempering, rho = 0.2), `bayesval demo`'s work
 with fixed noise seeds. diab: Pima in 3 parties at epsilon = 0.5, `LogisticRegression` (NUTS) at the fast preset
-(reads pima_indians_diabetes.csv from $BAYESVAL_DATA). Prints each run's wall time of `bv.valuate` (compilation
+(reads pima_indians_diabetes.csv from $BAYESVAL_DATA). trace: no valuation, only the time to trace and lower the
+Gibbs sweep program of Syn's fast-preset valuation (7 coalitions x 3 repeats, 4 chains; not compiled), the part of
+a first call that JAX's compilation cache does not save. Prints each run's wall time (of `bv.valuate`, compilation
 included) and phi, then per case the median wall time of each path and their ratio. Compiled ahead or when called,
 the values must agree to the last bit: the programs are the same. Against a commit they agree as far as the
 changes between the two allow (the script says whether they are identical).
@@ -40,6 +43,8 @@ def child(case: str, ahead: bool) -> None:
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     import bench_valuation
 
+    if case == "trace":
+        return print(json.dumps({"seconds": sweep_trace_seconds(bench_valuation.syn_parties()), "phi": []}))
     if case == "diab":
         model, parties = bench_valuation.diab_parties()
     else:
@@ -50,6 +55,25 @@ def child(case: str, ahead: bool) -> None:
         warnings.simplefilter("ignore", UserWarning)
         result = bv.valuate(model, parties, key=0, config="fast", progress_bar=False, **options)
     print(json.dumps({"seconds": time.perf_counter() - start, "phi": result.values.tolist()}))
+
+
+def sweep_trace_seconds(parties) -> float:
+    """Seconds to trace and lower the Gibbs sweep program of Syn's fast-preset valuation, without compiling it."""
+    import jax
+    import numpy as np
+
+    import bayesval as bv
+    from bayesval.games.masks import coalition_masks
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.parties import release_all
+
+    model, config = bv.models.LinearRegression(), bv.SamplerConfig.preset("fast")
+    data = NoiseAwareData.from_releases(release_all(model, parties))
+    masks = np.repeat(coalition_masks(len(parties)), config.num_repeats, axis=0)
+    start_program, sweep_program = model.posterior_programs(jax.random.key(0), data, masks, config)
+    start = time.perf_counter()
+    sweep_program.function.trace(*sweep_program.args, **sweep_program.kwargs).lower()
+    return time.perf_counter() - start
 
 
 @contextmanager
@@ -107,7 +131,7 @@ def compare(cases: list[str], rounds: int, paths: dict[str, tuple[bool, Path | N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cases", nargs="+", choices=["syn", "diab", "demo"], default=["syn", "diab"])
+    parser.add_argument("--cases", nargs="+", choices=["syn", "diab", "demo", "trace"], default=["syn", "diab"])
     parser.add_argument("--against", metavar="REV", help="compare this working tree with the package at commit REV")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()

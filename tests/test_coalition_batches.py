@@ -52,33 +52,36 @@ def test_eight_parties_complete_exactly_in_two_batches():
     assert result.values.sum() == pytest.approx(result.coalition_value([f"p{i}" for i in range(num_parties)]))
 
 
-def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path, monkeypatch):
-    """12 parties by permutation sampling (batches of one Latin block of 12 permutations here, 3 by default, of 13
-    coalitions each, and the 26 coalitions of the exact sizes 0 and 11 twice): the sampler compiles at most twice (at
-    this budget members are not packed, `worth_packing`); the result reports the permutations, each party's draws (the
-    permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one batch, saved, loaded
-    and resumed to two batches gives the uninterrupted two-batch run's values to the last bit, and samples only the
-    coalitions the first run had not."""
-    batch = 12  # permutations a batch, one Latin block: the default's 36 would sample three times the rows
+def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exactly(tmp_path, monkeypatch):
+    """9 parties beyond exact_up_to=8 by permutation sampling, the code of 12 parties by default at a third of their
+    rows (batches of one Latin block of 9 permutations here, of 10 coalitions each, and the 18 coalitions of the exact
+    sizes 0 and 8 twice; coalitions of two bytes of packed bits): the sampler compiles at most twice (at this budget
+    members are not packed, `worth_packing`); the result reports the permutations, each party's draws (the
+    permutations and 4 exact-size draws a batch) and converged flag; a run stopped after one batch, saved, loaded and
+    resumed to two batches gives the uninterrupted two-batch run's values to the last bit, and samples only the
+    coalitions the first run had not; a result is refused as the start of another game. (12 parties by default:
+    examples/many_parties.py, run by tests/test_examples.py.)"""
+    num_parties = batch = 9  # permutations a batch, one Latin block: the default's 36 would sample four times the rows
     monkeypatch.setattr(party_valuation, "PERMUTATION_BATCH", batch)
-    sampler, batch_size = party_valuation.permutation_sampler(12)
+    sampler, batch_size = party_valuation.permutation_sampler(num_parties)
     assert sampler.latin and batch_size == batch
-    releases = _releases(12)
-    one_batch, two_batches = MaxEvaluations(batch * 13), MaxEvaluations(2 * batch * 13)
+    releases, options = _releases(num_parties), dict(key=0, config=TINY, exact_up_to=num_parties - 1)
+    one_batch, two_batches = MaxEvaluations(batch * (num_parties + 1)), MaxEvaluations(2 * batch * (num_parties + 1))
     before = gibbs._advance._cache_size()
-    whole = _valuate(releases, key=0, config=TINY, stop=StandardError(0.02) | two_batches)
+    whole = _valuate(releases, stop=StandardError(0.02) | two_batches, **options)
     assert gibbs._advance._cache_size() - before <= 2
     assert whole.method.endswith(f"({2 * batch} permutations)") and "permutation Shapley" in whole.method
     np.testing.assert_array_equal(whole.counts, 2 * batch + 2 * 4)
-    assert whole.converged.dtype == bool and len(whole.converged) == 12
+    assert whole.converged.dtype == bool and len(whole.converged) == num_parties
     np.testing.assert_array_equal(whole.converged, whole.stderr <= 0.02)
     assert np.isfinite(whole.values).all() and np.isfinite(whole.stderr).all()
     assert np.all(whole.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
+    assert whole.state.noise.masks.shape[1] == 2  # its coalitions' cached estimates, under two bytes of members
 
-    first = _valuate(releases, key=0, config=TINY, stop=one_batch)
+    first = _valuate(releases, stop=one_batch, **options)
     np.testing.assert_array_equal(first.counts, batch + 4)
     loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
-    resumed = _valuate(releases, key=0, config=TINY, stop=two_batches, resume_from=loaded)
+    resumed = _valuate(releases, stop=two_batches, resume_from=loaded, **options)
     np.testing.assert_array_equal(resumed.values, whole.values)
     np.testing.assert_array_equal(resumed.stderr, whole.stderr)
     np.testing.assert_array_equal(resumed.counts, 2 * batch + 2 * 4)
@@ -88,15 +91,15 @@ def test_twelve_parties_by_permutation_compile_once_report_counts_and_resume_exa
     assert len(sampled_resumed) == len(whole.diagnostics["coalitions"])  # no coalition twice
 
     with pytest.raises(ValueError, match="resume_from is a result of a different game"):
-        _valuate(releases, key=0, config=TINY.with_(num_samples=40), stop=two_batches, resume_from=loaded)
-    syn = make_syn(seed=0, sizes=(100,) * 12)
-    other = bv.Party(*syn.parties[11], epsilon=0.4, bounds=syn.bounds, name="p11", noise_seed=999).release()
+        _valuate(releases, **options | dict(config=TINY.with_(num_samples=40)), stop=two_batches, resume_from=loaded)
+    syn = make_syn(seed=0, sizes=(100,) * num_parties)
+    other = bv.Party(*syn.parties[-1], epsilon=0.4, bounds=syn.bounds, name="p8", noise_seed=999).release()
     with pytest.raises(ValueError, match="resume_from is a result of a different game"):
-        _valuate(releases[:11] + [other], key=0, config=TINY, resume_from=loaded)  # another release of p11
+        _valuate(releases[:-1] + [other], resume_from=loaded, **options)  # another release of p8
     with pytest.raises(ValueError, match="resume_from is a result of a different game: its parties are"):
-        _valuate(releases[::-1], key=0, config=TINY, resume_from=loaded)
+        _valuate(releases[::-1], resume_from=loaded, **options)
     with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
-        _valuate(releases, key=0, config=TINY, resume_from=whole.state)
+        _valuate(releases, resume_from=whole.state, **options)
 
 
 def test_permutations_come_in_latin_blocks_up_to_32_parties_and_plain_beyond():

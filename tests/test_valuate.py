@@ -147,7 +147,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
         bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
         for i, c in enumerate(np.array_split(np.arange(len(X)), 4))
     ]
-    three = BUDGET.with_(num_samples=100, num_warmup=50, num_repeats=3)
+    three = BUDGET.with_(num_samples=20, num_warmup=10, num_repeats=3)
     options = dict(exact_up_to=3, key=0, stop=bv.games.MaxEvaluations(10), control_variate=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -201,7 +201,7 @@ def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs
         bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
         for i, c in enumerate(np.array_split(np.arange(len(X)), 5))
     ]
-    options = dict(config=BUDGET.with_(num_samples=200, num_warmup=50), exact_up_to=4, key=0, control_variate=False)
+    options = dict(config=BUDGET.with_(num_samples=20, num_warmup=10), exact_up_to=4, key=0, control_variate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         latin = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(30), **options)

@@ -28,7 +28,8 @@ class GibbsState(NamedTuple):
 
     @property
     def theta(self) -> jnp.ndarray:
-        return jnp.append(self.weights, self.noise_var)
+        """(..., D + 1): w then sigma^2, for one chain or a batch of them."""
+        return jnp.concatenate([self.weights, self.noise_var[..., None]], axis=-1)
 
 
 class BLRPriors(NamedTuple):
