@@ -70,7 +70,7 @@ def sweep_trace_seconds(parties) -> float:
     model, config = bv.models.LinearRegression(), bv.SamplerConfig.preset("fast")
     data = NoiseAwareData.from_releases(release_all(model, parties))
     masks = np.repeat(coalition_masks(len(parties)), config.num_repeats, axis=0)
-    start_program, sweep_program = model.posterior_programs(jax.random.key(0), data, masks, config)
+    _, sweep_program = model.posterior_programs(jax.random.key(0), data, masks, config)
     start = time.perf_counter()
     sweep_program.function.trace(*sweep_program.args, **sweep_program.kwargs).lower()
     return time.perf_counter() - start

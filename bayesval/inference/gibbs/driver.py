@@ -73,12 +73,13 @@ def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSetti
     fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
 
     def kept(carry, step_inputs):
+        """`num_sweeps` sweeps; the carry: the states, with `conditionals` also the last sweep's conditionals (the
+        prior after none)."""
         keys, num_sweeps = step_inputs
-        if conditionals:  # the carry: the states and the last sweep's conditionals (the prior after none)
-            carry = jax.lax.fori_loop(0, num_sweeps, lambda i, c: sweep(fold(keys, i), c[0], inputs, fit), carry)
-            return carry, (carry[0].theta, carry[1])
-        carry = jax.lax.fori_loop(0, num_sweeps, lambda i, states: sweep(fold(keys, i), states, inputs, fit), carry)
-        return carry, carry.theta
+        states_of = (lambda carry: carry[0]) if conditionals else (lambda carry: carry)
+        carry = jax.lax.fori_loop(0, num_sweeps, lambda i, c: sweep(fold(keys, i), states_of(c), inputs, fit), carry)
+        theta = states_of(carry).theta
+        return carry, ((theta, carry[1]) if conditionals else theta)
 
     start = states
     if conditionals:
