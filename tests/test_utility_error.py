@@ -70,8 +70,9 @@ def test_the_added_variance_is_the_exact_semivalues_where_every_coalition_was_va
 def test_the_record_estimates_the_exact_semivalues_error_from_a_fraction_of_the_coalitions():
     """At 10 players after two batches, under a third of the 1,024 coalitions valued: over 40 noise draws (0.2 on
     every coalition but the empty one) the record's variance over the true sum_C w_Ci^2 sigma^2 / R has mean 1 (no
-    bias) and scatters about as its degrees of freedom say, sqrt(2 / nu) (measured: 0.26 against 0.22; the classes
-    that share a size's coalitions are not independent, which Satterthwaite's count assumes)."""
+    bias) and scatters about as its degrees of freedom say, sqrt(2 / nu): measured 0.246 against 0.290 (over 100
+    draws, 0.273 against 0.292). Counting the classes that share a size's coalitions as independent gave nu about 42,
+    sqrt(2 / nu) = 0.22, which the upper bound refuses."""
     table = random_table(3, 10)
     truth = semivalue_matrix(10, SHAPLEY)[:, 1:] ** 2 @ np.full(2**10 - 1, 0.2**2 / REPEATS)
     ratios, dofs = [], []
@@ -86,7 +87,7 @@ def test_the_record_estimates_the_exact_semivalues_error_from_a_fraction_of_the_
     ratios = np.array(ratios)
     assert np.all(np.abs(ratios.mean(axis=0) - 1) < 0.1), ratios.mean(axis=0)
     predicted = np.sqrt(2 / np.median(dofs))
-    assert 0.8 * predicted < ratios.std(axis=0).mean() < 1.5 * predicted, (ratios.std(axis=0).mean(), predicted)
+    assert 0.7 * predicted < ratios.std(axis=0).mean() < 1.1 * predicted, (ratios.std(axis=0).mean(), predicted)
 
 
 @pytest.mark.parametrize("case", ["perfect", "scaled", "uneven"])

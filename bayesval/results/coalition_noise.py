@@ -25,9 +25,16 @@ size stands for it where it was not valued (uniform coalitions seldom hold it). 
 model: a coalition's error variance depends on its size, not its members, where too few coalitions tell them apart.
 The k-NN estimator of the surprise's entropy term is equivariant to the posterior's scale, so its error changes
 little with how concentrated a coalition's posterior is; tests/test_utility_error.py measures calibration where three
-times the error on every coalition that holds one player breaks the model. Each class's mean counts (R - 1) degrees
-of freedom per coalition it averages, combined by Satterthwaite (1946); classes that share a size's coalitions are not
-independent, so the count is somewhat optimistic (docs/games.md, "The utility's own error").
+times the error on every coalition that holds one player breaks the model.
+
+The estimate is a weighted sum of the valued coalitions' sample variances, sum_C c_Ci s_C^2 / R, each of R - 1 degrees
+of freedom and independent of the others; a coalition that several classes average (a size's coalitions, where a
+class of one coalition takes their mean) enters once, with the sum of its weights. Its degrees of freedom are
+Satterthwaite's (1946) for that sum, nu_i = (R - 1) (sum_C t_Ci)^2 / sum_C t_Ci^2, with t_Ci = c_Ci sigma_C^2 / R and
+sigma_C^2 estimated by the class means C enters. Where the classes' coalitions are disjoint this is Satterthwaite's
+count over the classes, each mean of m coalitions worth m (R - 1) degrees of freedom; counting the classes as
+independent where they share a size's coalitions ({i} and N minus i take the means of sizes 1 and n - 1 that other
+classes hold too) overstated nu about 1.6-fold (docs/games.md, "The utility's own error").
 
 The spread of the R semivalues computed from each estimate alone (`SemivalueState.estimate` without this record)
 estimates sum_C a_Ci^2 sigma_C^2 / R instead, with a_Ci the run's own coefficient of v(C): it counts e's share of
@@ -43,7 +50,6 @@ from math import comb
 
 import numpy as np
 
-from bayesval.results.variance import satterthwaite_dof
 
 
 @dataclass
@@ -110,19 +116,22 @@ class CoalitionNoise:
         member = np.unpackbits(self.masks, axis=1, count=n).astype(bool)  # (E, n)
         sizes = member.sum(axis=1)
         own = self.estimates.var(axis=1, ddof=1) / repeats  # s_C^2 / R
-        size_sums, size_counts = _by_size(sizes, own, n)
-        classes = []
+        pools = _size_pools(sizes, own, n)  # (n + 1, E)
+        variance, shares = np.zeros(n), np.zeros(member.shape)  # shares: each coalition's part of the variance
         for inside in (True, False):
-            coalition, index = np.nonzero(member == inside)
-            cell = index * (n + 1) + sizes[coalition]
-            sums = np.bincount(cell, own[coalition], minlength=n * (n + 1)).reshape(n, n + 1)
-            counts = np.bincount(cell, minlength=n * (n + 1)).reshape(n, n + 1)
-            sums = np.where(counts >= 2, sums, np.where(size_counts > 0, size_sums, own.sum()))
-            counts = np.where(counts >= 2, counts, np.where(size_counts > 0, size_counts, len(own)))
-            classes.append((sums / counts * self._class_weights(inside), counts * (repeats - 1.0)))
-        terms = np.concatenate([classes[0][0], classes[1][0]], axis=1).T  # (2n + 2, n)
-        dofs = np.concatenate([classes[0][1], classes[1][1]], axis=1).T
-        return terms.sum(axis=0), satterthwaite_dof(terms, dofs)
+            for size, weight in enumerate(self._class_weights(inside)):
+                if weight == 0:
+                    continue
+                in_class = (member == inside) & (sizes == size)[:, None]  # (E, n)
+                stand_in = pools[size] if pools[size].any() else np.ones(len(own), bool)
+                group = np.where(in_class.sum(axis=0) >= 2, in_class, stand_in[:, None])  # the coalitions averaged
+                counts = group.sum(axis=0)
+                term = weight * (own @ group) / counts  # (n,) the class's weight times its mean s_C^2 / R
+                variance += term
+                shares += group * (term / counts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dof = (repeats - 1) * variance**2 / (shares**2).sum(axis=0)
+        return variance, np.where(variance > 0, dof, np.inf)
 
     def _class_weights(self, inside: bool) -> np.ndarray:
         """(n + 1,) sum of w_Ci^2 over the coalitions C of each size s that hold i (inside) or do not."""
@@ -135,15 +144,13 @@ class CoalitionNoise:
         return CoalitionNoise(*(np.array(getattr(self, name)) for name in self.ARRAYS))
 
 
-def _by_size(sizes: np.ndarray, own: np.ndarray, num_players: int) -> tuple[np.ndarray, np.ndarray]:
-    """The sums of s_C^2 / R over the valued coalitions of each size 0..n and their counts (n + 1,), the two sizes
-    of a single coalition (the empty one and N) pooled with the next size (1, n - 1) unless its estimates agree
-    exactly (a value without error, as v(empty) = 0 usually is), and standing for it where it was not valued."""
-    sums = np.bincount(sizes, own, minlength=num_players + 1)
-    counts = np.bincount(sizes, minlength=num_players + 1)
-    pooled_sums, pooled_counts = sums.copy(), counts.copy()
+def _size_pools(sizes: np.ndarray, own: np.ndarray, num_players: int) -> np.ndarray:
+    """(n + 1, E): the valued coalitions whose mean s_C^2 / R stands for each size 0..n, its own coalitions, the two
+    sizes of a single coalition (the empty one and N) pooled with the next size (1, n - 1) unless its estimates agree
+    exactly (a value without error, as v(empty) = 0 usually is), the next size standing for it where it was not
+    valued."""
+    pools = sizes[None, :] == np.arange(num_players + 1)[:, None]
     for single, next_size in ((0, 1), (num_players, num_players - 1)):
-        if next_size != single and (counts[single] == 0 or sums[single] > 0):
-            pooled_sums[single] += sums[next_size]
-            pooled_counts[single] += counts[next_size]
-    return pooled_sums, pooled_counts
+        if next_size != single and (not pools[single].any() or own[pools[single]].sum() > 0):
+            pools[single] |= pools[next_size]
+    return pools
