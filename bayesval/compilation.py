@@ -23,8 +23,14 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-# two: a sampler's sweep program and the KL program it feeds compile beside each other and the start program
-_WORKER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bayesval-compile")
+# three: a sampler's sweep program, its start program and the KL program the draws feed compile beside each other
+_WORKER = ThreadPoolExecutor(max_workers=3, thread_name_prefix="bayesval-compile")
+
+# Tracing and lowering run Python, under the global interpreter lock; XLA's compiling does not. Programs lowered
+# beside each other share the interpreter and the cores, and the sweep program, the longest to trace, waits longest:
+# one lowering at a time lets each trace at full speed, and their compiling overlaps (docs/benchmarks.md,
+# "Programs compiled ahead").
+_LOWERING = threading.Lock()
 
 
 # one: the programs of the next step, compiled in order behind the current step's
@@ -142,8 +148,11 @@ class Program(NamedTuple):
     kwargs: dict = {}
 
     def compile(self):
-        """Lower and compile the program: the compiled executable (`jax.stages.Compiled`)."""
-        return self.function.lower(*self.args, **self.kwargs).compile()
+        """Lower and compile the program: the compiled executable (`jax.stages.Compiled`). One program lowers at a
+        time (`_LOWERING`)."""
+        with _LOWERING:
+            lowered = self.function.lower(*self.args, **self.kwargs)
+        return lowered.compile()
 
 
 def compile_for_later(programs: list[Program]) -> Future:

@@ -1,12 +1,14 @@
 """Programs compiled ahead in a background thread (`bayesval.compilation`): the call that follows finds the
-program in jit's cache, and the samplers lower each program once, their sweep and summary programs in the
-background while the start program compiles and runs on the calling thread."""
+program in jit's cache, programs lower one at a time while their compiling overlaps, and the samplers lower each
+program once, in the background, with no program of their own before them (the Gibbs chains' keys are derived in
+the sampler's programs, the draw dimension is traced)."""
 
 import copy
 import inspect
 import logging
 import subprocess
 import sys
+import time
 import warnings
 
 import jax
@@ -18,6 +20,8 @@ import bayesval as bv
 from bayesval import compilation
 from bayesval.compilation import compile_ahead
 from bayesval.datasets.synthetic import make_syn
+from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import release_all
 from bayesval.parties import surprise as party_surprise
 from bayesval.statistics import Bounds
 
@@ -54,6 +58,47 @@ def test_a_call_after_compile_ahead_compiles_nothing(lowered):
     assert len(threads) == 1 and threads[0].startswith("bayesval-compile")
 
 
+def test_programs_compiled_ahead_lower_one_at_a_time():
+    """Tracing holds Python's interpreter lock: three programs asked for at once trace one after another (each
+    trace's span of wall time apart from the others'), not interleaved."""
+    spans = []
+
+    def slow_to_trace(x):
+        start = time.perf_counter()
+        for _ in range(300):
+            x = jnp.sin(x) + 1.0
+        spans.append((start, time.perf_counter()))
+        return x
+
+    futures = [compile_ahead(jax.jit(slow_to_trace), jnp.ones(size)) for size in (3, 4, 5)]
+    for future in futures:
+        future.result()
+    spans.sort()
+    assert len(spans) == 3
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), spans
+
+
+def test_the_draw_dimension_is_traced_not_drawn(lowered):
+    """`draw_dimension` reads the prior draws' shape without compiling a prior-sampling program, and a model whose
+    `prior_draws` leaves JAX (NumPy on the key) is asked for one concrete draw."""
+    syn = make_syn(seed=0)
+    parties = [
+        bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=330 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    model = bv.models.LinearRegression()
+    data = NoiseAwareData.from_releases(release_all(model, parties))
+    assert party_surprise.draw_dimension(model, data) == 4  # w (2 slopes and a bias) and sigma^2
+    assert not any("nig_draws" in name for name, _ in lowered())
+
+    class NumPyPrior:
+        def prior_draws(self, key, data, num_draws):
+            seed = int(np.asarray(jax.random.key_data(key)).ravel()[-1])
+            return np.random.default_rng(seed).normal(size=(num_draws, 5))
+
+    assert party_surprise.draw_dimension(NumPyPrior(), data) == 5
+
+
 def test_an_error_in_a_program_compiled_ahead_is_raised_by_the_wait():
     @jax.jit
     def f(x):
@@ -85,8 +130,7 @@ def test_a_gibbs_valuation_lowers_each_program_once_its_sweeps_and_summary_in_th
     )
     threads = _programs_of_the_valuation(lowered, bv.models.LinearRegression(), parties, config)
     assert "jit(stack)" not in threads  # rows' keys and releases are not stacked on the device, one operand a row
-    assert len(threads["jit(_initial_states)"]) == 1
-    for program in ("jit(_advance)", "jit(summarise)"):
+    for program in ("jit(_initial_states)", "jit(_advance)", "jit(summarise)"):
         assert len(threads[program]) == 1
         assert threads[program][0].startswith("bayesval-compile")
 

@@ -164,9 +164,9 @@ class LinearRegression:
     def parameter_names(num_features: int) -> list[str]:
         return [f"w{j + 1}" for j in range(num_features)] + ["bias", "noise_var"]
 
-    def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> np.ndarray:
-        """i.i.d. draws of theta = (w, sigma^2) from the NIG prior: (num_draws, D + 1)."""
-        return np.asarray(nig_draws(key, self.priors(_num_features(data)).model, num_draws))
+    def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> jax.Array:
+        """i.i.d. draws of theta = (w, sigma^2) from the NIG prior: (num_draws, D + 1), a JAX function of the key."""
+        return nig_draws(key, self.priors(_num_features(data)).model, num_draws)
 
     def prior_log_density(self, data: NoiseAwareData) -> Partial:
         """theta = (w, sigma^2) (D + 1,) -> log NIG(theta | prior), the prior density the KL estimator uses (a

@@ -154,10 +154,10 @@ class NumPyroModel:
                 "numpyro.handlers.mask(mask=mask)"
             )
 
-    def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> np.ndarray:
+    def prior_draws(self, key: jax.Array, data: NoiseAwareData, num_draws: int) -> jax.Array:
         """i.i.d. draws of theta from the prior, (num_draws, d): the model run with the empty coalition, compiled
-        (the likelihood's moments, computed but unused, are pruned by the compiler)."""
-        return np.asarray(_prior_sampler(self.model, tuple(self.parameters), int(num_draws))(key, data))
+        (the likelihood's moments, computed but unused, are pruned by the compiler); a JAX function of the key."""
+        return _prior_sampler(self.model, tuple(self.parameters), int(num_draws))(key, data)
 
     def prior_log_density(self, data: NoiseAwareData) -> Partial | None:
         """theta (d,) -> log p(theta), the sum of the parameter sites' prior log densities, when that is theta's

@@ -84,8 +84,14 @@ def cuts_calls(config: SamplerConfig) -> bool:
 
 
 def draw_dimension(model, data) -> int:
-    """The coordinates of one draw of theta (the model's prior draws tell)."""
-    return int(np.shape(model.prior_draws(jax.random.key(0), data, 1))[-1])
+    """The coordinates of one draw of theta, as the model's prior draws tell: from their shape alone where
+    `prior_draws` is a JAX function (traced, not compiled: a first valuation would otherwise compile and run a
+    prior-sampling program before its sampler's, 0.7 s for `LinearRegression` on a CPU), else from one draw."""
+    draw = partial(model.prior_draws, data=data, num_draws=1)
+    try:
+        return int(jax.eval_shape(draw, jax.random.key(0)).shape[-1])
+    except jax.errors.JAXTypeError:  # prior_draws leaves JAX (NumPy on the draws): one concrete draw
+        return int(np.shape(draw(jax.random.key(0)))[-1])
 
 
 def whole_runs(rows: int, run: int) -> int:

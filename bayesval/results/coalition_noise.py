@@ -51,7 +51,6 @@ from math import comb
 import numpy as np
 
 
-
 @dataclass
 class CoalitionNoise:
     """The cached estimates of every coalition a run valued, and the semivalue's weights.

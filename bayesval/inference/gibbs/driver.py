@@ -33,20 +33,43 @@ from bayesval.statistics import LinearRegressionStatistic
 _COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
-@sampler_jit(static_argnames=("num_parties", "shared_data_model"), compiler_options=_COMPILER_OPTIONS)
-def _initial_states(keys: jax.Array, priors: BLRPriors, num_parties: int, shared_data_model: bool) -> GibbsState:
-    """`kernel.init` for keys of any batch shape."""
+def _start_and_run_keys(row_keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Each row's key (K,) split into the key its chains start from and the key its sweeps run on (K,) each."""
+    pairs = jax.vmap(jax.random.split)(row_keys)  # (K, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _chain_keys(keys: jax.Array, num_chains: int) -> jax.Array:
+    """(K,) keys split into (K, chains)."""
+    return jax.vmap(lambda key: jax.random.split(key, num_chains))(keys)
+
+
+def _segment_keys(row_keys: jax.Array, segment, num_chains: int) -> jax.Array:
+    """The (K, chains) keys of a row's sweeps in segment `segment`: its run key folded with the segment, split."""
+    segment_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(_start_and_run_keys(row_keys)[1], segment)
+    return _chain_keys(segment_keys, num_chains)
+
+
+@sampler_jit(static_argnames=("num_chains", "num_parties", "shared_data_model"), compiler_options=_COMPILER_OPTIONS)
+def _initial_states(
+    row_keys: jax.Array, num_chains: int, priors: BLRPriors, num_parties: int, shared_data_model: bool
+) -> GibbsState:
+    """`kernel.init` of `num_chains` chains a row, from each row's key (K,): its chain keys are derived in the
+    program, so that no program of its own runs before the sampler's (each small one compiles for a tenth of a
+    second on a CPU, on the critical path of a first call)."""
     draw = partial(init, priors=priors, num_parties=num_parties, shared_data_model=shared_data_model)
-    for _ in range(keys.ndim):
-        draw = jax.vmap(draw)
-    return draw(keys)
+    return jax.vmap(jax.vmap(draw))(_chain_keys(_start_and_run_keys(row_keys)[0], num_chains))
 
 
 @sampler_jit(static_argnames=("settings", "conditionals"), compiler_options=_COMPILER_OPTIONS)
-def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps, conditionals=False):
+def _advance(
+    row_keys, segment, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps,
+    conditionals=False,
+):  # fmt: skip
     """Run every (coalition, chain) for sweeps[0], then sweeps[1], ... sweeps, returning theta after each
     (K, chains, len(sweeps), D + 1) and, with `conditionals` (static: the default program is unchanged), the NIG
-    conditional p(theta | s_C) of each kept sweep (leading axes (K, chains, len(sweeps))). `inputs` holds the
+    conditional p(theta | s_C) of each kept sweep (leading axes (K, chains, len(sweeps))). The chains run on the keys
+    of segment `segment` (traced) of each row's key (K,) (`_segment_keys`). `inputs` holds the
     masks (K, n), the data (shared, or one row per coalition) and the priors. The counts are traced, so warm-up
     (one count, the rest 0) and sampling (every count the thinning) share one compiled program.
 
@@ -55,7 +78,8 @@ def _advance(keys, states: GibbsState, inputs: GibbsInputs, settings: GibbsSetti
     map over chains inside a map over coalitions are traced and then batched again by each map (Syn's fast-preset
     sweep program traces and lowers in 3.3 s against 5.4 s, docs/benchmarks.md, "Tracing the sweep program"). The
     program computes the same values up to rounding."""
-    num_coalitions, num_chains = keys.shape
+    num_coalitions, num_chains = states.theta.shape[:2]
+    keys = _segment_keys(row_keys, segment, num_chains)
     rows = lambda a: a.reshape((num_coalitions * num_chains,) + a.shape[2:])  # noqa: E731  (K, chains) -> rows
     states, keys = jax.tree.map(rows, states), rows(keys)
     each_chain = lambda a: jnp.repeat(a, num_chains, axis=0)  # noqa: E731  a coalition's inputs, for each chain
@@ -109,7 +133,7 @@ class GibbsRun(NamedTuple):
     start: tuple  # the arguments of `_initial_states`
     inputs: GibbsInputs
     settings: GibbsSettings
-    key_run: jax.Array  # (K,) keys, one per row, from which every segment's chain keys are folded
+    row_keys: jax.Array  # (K,) keys, one per row, from which the programs derive every chain's keys
     num_chains: int
     warmup: list[int]  # warm-up sweeps per warm-up segment
     per_segment: int  # kept draws per sampling segment
@@ -119,17 +143,13 @@ class GibbsRun(NamedTuple):
     progress_bar: bool
     conditionals: bool
 
-    def segment_keys(self, index: int) -> jax.Array:
-        """The (K, chains) keys of segment `index`."""
-        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.key_run, index)
-        return jax.vmap(lambda key: jax.random.split(key, self.num_chains))(keys)
-
     def _sweep_arguments(self) -> tuple:
-        """The arguments of `_advance` for one sampling segment: the chain states' and keys' shapes (traced, not
-        computed), the inputs and the static settings."""
-        sweeps = jnp.zeros(self.per_segment, np.full(1, self.thinning).dtype)
-        keys, states = jax.eval_shape(self.segment_keys, 0), _initial_states.trace(*self.start).out_info
-        return (keys, states, self.inputs, self.settings, jnp.asarray(True), sweeps, self.conditionals)
+        """The arguments of `_advance` for one sampling segment: the chain states' shapes (traced, not computed), the
+        row keys, the inputs and the static settings."""
+        sweeps = np.zeros(self.per_segment, np.full(1, self.thinning).dtype)
+        states = _initial_states.trace(*self.start).out_info
+        adapt = np.bool_(True)
+        return (self.row_keys, np.int32(0), states, self.inputs, self.settings, adapt, sweeps, self.conditionals)
 
     def programs(self) -> list[Program]:
         """The start and sweep programs `sample()` calls."""
@@ -138,8 +158,9 @@ class GibbsRun(NamedTuple):
     def sample(self) -> CoalitionDraws:
         """Run the chains: the draws (K, chains, kept, D + 1), with every chain kept (Gibbs has no BFMI rule), and
         with `conditionals` each draw's NIG conditional."""
-        # while the start program compiles and runs (bayesval.compilation)
+        # the sweep program, then the start program, lowered in the background (bayesval.compilation)
         sweep_program = compile_ahead(_advance, *self._sweep_arguments())
+        compile_ahead(_initial_states, *self.start).result()
         states = _initial_states(*self.start)
         sweep_program.result()
         settings, kept, segments = self.settings, [], len(self.warmup) + self.sampling
@@ -150,12 +171,11 @@ class GibbsRun(NamedTuple):
                 if warming:
                     sweeps[:] = 0
                     sweeps[0] = self.warmup[index]
-                adapt = jnp.asarray(is_adapting(index, len(self.warmup)))
+                adapt = np.bool_(is_adapting(index, len(self.warmup)))
                 if settings.collapsed_moves and is_window_end(index, len(self.warmup)):
                     states = end_window(states)
-                keys = self.segment_keys(index)
                 states, draws = _advance(
-                    keys, states, self.inputs, settings, adapt, jnp.asarray(sweeps), self.conditionals
+                    self.row_keys, np.int32(index), states, self.inputs, settings, adapt, sweeps, self.conditionals
                 )
                 if not warming:
                     kept.append(jax.tree.map(np.asarray, draws))
@@ -198,11 +218,10 @@ def plan_coalition_posteriors(
         raise ValueError(f"num_samples={num_samples} must be a multiple of thinning={thinning}")
     total_kept = num_samples // thinning
     warmup, per_segment, sampling = _segments(num_warmup, total_kept, segments)
-    key_init, key_run = jnp.moveaxis(jax.vmap(jax.random.split)(row_keys(key, num_coalitions)), 1, 0)
-    initial_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(key_init)
-    start = (initial_keys, priors, num_parties, settings.shared_data_model)
+    keys = row_keys(key, num_coalitions)
+    start = (keys, num_chains, priors, num_parties, settings.shared_data_model)
     return GibbsRun(
-        start, GibbsInputs(data, masks, priors), settings, key_run, num_chains, warmup, per_segment, sampling,
+        start, GibbsInputs(data, masks, priors), settings, keys, num_chains, warmup, per_segment, sampling,
         total_kept, thinning, progress_bar, conditionals,
     )  # fmt: skip
 
