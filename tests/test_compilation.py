@@ -65,7 +65,7 @@ def test_programs_compiled_ahead_lower_one_at_a_time():
 
     def slow_to_trace(x):
         start = time.perf_counter()
-        for _ in range(300):
+        for _ in range(3000):  # a trace of a quarter of a second: threads traced side by side interleave
             x = jnp.sin(x) + 1.0
         spans.append((start, time.perf_counter()))
         return x
