@@ -93,9 +93,9 @@ def test_gibbs_program_calls_no_lapack_kernel():
     priors, settings = model.priors(2), model.kernel_settings(2)
     init = jax.vmap(jax.vmap(lambda k: initial_state(k, priors, num_parties)))
     states = init(jax.random.split(jax.random.key(0), (2, 2)))
-    keys = jax.random.split(jax.random.key(1), (2, 2))
+    row_keys = jax.random.split(jax.random.key(1), 2)
     inputs = GibbsInputs(data, jnp.ones((2, num_parties), bool), priors)
-    lowered = _advance.lower(keys, states, inputs, settings, jnp.asarray(True), jnp.ones(2, int))
+    lowered = _advance.lower(row_keys, np.int32(0), states, inputs, settings, jnp.asarray(True), jnp.ones(2, int))
     assert not re.findall(r"lapack_\w+", lowered.as_text())
 
 
