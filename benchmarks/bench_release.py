@@ -3,6 +3,7 @@
     python benchmarks/bench_release.py               # both parts
     python benchmarks/bench_release.py --part cost   # release wall time only
     python benchmarks/bench_release.py --part attack --releases 10000
+    python benchmarks/bench_release.py --part parties --parties 3 12 50
 
 cost: `Party.release` wall time with the discrete Gaussian (the default) and the float Gaussian, for statistics of
 the shapes and declared bounds of Syn, Diab and CaliH (Sim et al. 2023, Sec. 6), data drawn inside the bounds. The
@@ -10,6 +11,8 @@ first release includes the sensitivity check (a neighbour search); later ones (`
 attack: the precision attack of tests/precision_attack.py on one-entry releases of two neighbouring sums (0.3 and
 1.3, sensitivity 1) at (0.5, 1e-5)-DP, each release with fresh OS noise: its success rate on each path against the
 (e^eps + delta) / (1 + e^eps) that the ledger's epsilon allows.
+parties: the first releases of n Syn parties (100 records each, epsilon 0.5, `release_all`), each party's claim
+checked by one shared search (today) against a search of its own (the path before): wall times and their ratio.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from pathlib import Path
 import numpy as np
 
 import bayesval as bv
-from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource
+from bayesval.datasets.synthetic import make_syn
+from bayesval.parties import release_all
+from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, sensitivity
 from bayesval.privacy.accounting import epsilon_at
 from bayesval.statistics import LinearRegressionStatistic, LogisticRegressionStatistic
 
@@ -59,6 +64,7 @@ def cost(repeats: int) -> None:
         X, y = data_inside(statistic, bounds, records, rng)
         for mechanism in ("discrete_gaussian", "gaussian"):
             party = bv.Party(X, y, epsilon=0.2, bounds=bounds, name="p", mechanism=mechanism)
+            sensitivity._SEARCHED.clear()  # the first release searches, as a fresh process's does
             start = time.perf_counter()
             released = party.release(statistic)
             first = time.perf_counter() - start
@@ -101,9 +107,38 @@ def attack(releases: int) -> None:
         )
 
 
+def each_party_searching(statistic, bounds, num_features, seed, base_records, owner):
+    """The sensitivity check before its search was shared: every party's first release searches."""
+    return sensitivity.find_furthest_neighbours(
+        statistic, bounds, num_features, seed=seed, base_records=base_records, owner=owner
+    )
+
+
+def parties(counts: list[int]) -> None:
+    print("| parties | one search shared (today) | a search a party (before) | ratio |")
+    print("|---|---|---|---|")
+    model, shared = bv.models.LinearRegression(), sensitivity._searched_once
+    for count in counts:
+        syn = make_syn(seed=0, sizes=(100,) * count)
+        times = []
+        for search in (shared, each_party_searching):
+            group = [
+                bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}", noise_seed=10 + i)
+                for i, (X, y) in enumerate(syn.parties)
+            ]
+            sensitivity._searched_once = search
+            sensitivity._SEARCHED.clear()
+            start = time.perf_counter()
+            release_all(model, group)
+            times.append(time.perf_counter() - start)
+        sensitivity._searched_once = shared
+        print(f"| {count} | {times[0]:.3f} s | {times[1]:.3f} s | {times[1] / times[0]:.1f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("cost", "attack", "both"), default="both")
+    parser.add_argument("--part", choices=("cost", "attack", "parties", "both"), default="both")
+    parser.add_argument("--parties", type=int, nargs="+", default=[3, 12, 50], help="party counts (--part parties)")
     parser.add_argument("--releases", type=int, default=10_000, help="releases per path in the attack")
     parser.add_argument("--repeats", type=int, default=20, help="fresh releases timed per statistic")
     args = parser.parse_args()
@@ -112,6 +147,8 @@ def main() -> None:
         cost(args.repeats)
     if args.part in ("attack", "both"):
         attack(args.releases)
+    if args.part == "parties":
+        parties(args.parties)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,33 @@ def test_tiny_claim_of_a_user_statistic_is_refused_naming_owner_and_numbers():
     assert check_sensitivity_claim(SumStatistic(3, claimed=5.0), bounds, 3) == 5.0
 
 
+def test_parties_that_share_a_statistic_and_bounds_search_once(monkeypatch):
+    """Each party's first release checks its claim. The search is seeded, so parties whose statistics and bounds are
+    equal share one search (Syn's 50 parties released in 4.6 s before, 0.3 s after), and each party's claim is
+    still compared with its pair. Other bounds search again, and so does a statistic that cannot be hashed."""
+    from bayesval.privacy import sensitivity
+
+    searched, search = [], sensitivity.find_furthest_neighbours
+    monkeypatch.setattr(sensitivity, "find_furthest_neighbours", lambda *a, **k: searched.append(a) or search(*a, **k))
+    monkeypatch.setattr(sensitivity, "_SEARCHED", {})
+    bounds = Bounds(1.5, 2.0)  # true sensitivity 5
+    for owner in ("A", "B"):
+        assert check_sensitivity_claim(SumStatistic(3, claimed=5.0), bounds, 3, owner=owner) == 5.0
+    assert len(searched) == 1
+    with pytest.raises(ValueError, match="^C: SumStatistic claims l2 sensitivity 4 .*found 5 "):
+        check_sensitivity_claim(SumStatistic(3, claimed=5.0), bounds, 3, 4.0, owner="C")
+    assert len(searched) == 1
+    assert check_sensitivity_claim(SumStatistic(3, claimed=5.0), Bounds(1.5, 1.0), 3) == 5.0
+    assert len(searched) == 2
+
+    class Unhashable(SumStatistic):
+        __hash__ = None
+
+    for _ in range(2):
+        assert check_sensitivity_claim(Unhashable(3, claimed=5.0), bounds, 3) == 5.0
+    assert len(searched) == 4
+
+
 def test_claims_at_tiny_scale_are_checked_relative_to_their_size():
     """Bounds of 1e-20 give statistics of order 1e-20: an absolute slack of 1e-12 would pass any claim."""
     bounds = Bounds(3e-20, 4e-20)  # true sensitivity 2 * 5e-20 = 1e-19

@@ -94,7 +94,7 @@ def check_sensitivity_claim(
         except ValueError as error:
             raise ValueError(f"{owner}: {name}.sensitivity({bounds}) failed: {error}") from error
     claimed = check_positive(f"{owner}: the l2 sensitivity {name} claims", claimed)
-    worst = find_furthest_neighbours(statistic, bounds, num_features, seed=seed, base_records=base_records, owner=owner)
+    worst = _searched_once(statistic, bounds, num_features, seed, base_records, owner)
     # The slack is relative (to the claim, and to the rounding of a difference of large statistics) so that
     # statistics of any scale are checked alike: an absolute 1e-12 would wave through every claim below it.
     if worst.distance > claimed * (1 + 1e-9) + worst.rounding:
@@ -106,6 +106,34 @@ def check_sensitivity_claim(
             f"Its noise would be calibrated to too small a sensitivity; fix {name}.sensitivity"
         )
     return claimed
+
+
+# The searches that ran to the end, by what decides them: the parties of a valuation share their statistic and bounds,
+# and each party's first release would run the same search again (docs/benchmarks.md, "Releases of many parties").
+_SEARCHED: dict[tuple, NeighbourPair] = {}
+_SEARCHES_KEPT = 256
+
+
+def _searched_once(
+    statistic: Any, bounds: Bounds, num_features: int, seed: int, base_records: int, owner: str
+) -> NeighbourPair:
+    """`find_furthest_neighbours` with the default candidates, remembered for a statistic and bounds that can be
+    hashed (the built-in statistics and `Bounds` are frozen dataclasses, equal by value): its generator is seeded,
+    so the same statistic, bounds, features, seed and base give the same pair. A search that raises is not
+    remembered: its message names `owner`."""
+    decided_by = (type(statistic), statistic, bounds, num_features, seed, base_records)
+    try:
+        return _SEARCHED[decided_by]
+    except KeyError:
+        pass
+    except TypeError:  # a statistic that cannot be hashed (a mutable dataclass, say) is searched every time
+        decided_by = None
+    pair = find_furthest_neighbours(statistic, bounds, num_features, seed=seed, base_records=base_records, owner=owner)
+    if decided_by is not None:
+        if len(_SEARCHED) >= _SEARCHES_KEPT:
+            _SEARCHED.clear()
+        _SEARCHED[decided_by] = pair
+    return pair
 
 
 def find_furthest_neighbours(

@@ -130,7 +130,6 @@ class GibbsRun(NamedTuple):
     inputs of its sweep program and its segments. `programs()` names the compiled programs `sample()` calls, so
     that a caller can compile them ahead of the call (`bayesval.compilation.compile_for_later`)."""
 
-    start: tuple  # the arguments of `_initial_states`
     inputs: GibbsInputs
     settings: GibbsSettings
     row_keys: jax.Array  # (K,) keys, one per row, from which the programs derive every chain's keys
@@ -142,6 +141,12 @@ class GibbsRun(NamedTuple):
     thinning: int
     progress_bar: bool
     conditionals: bool
+
+    @property
+    def start(self) -> tuple:
+        """The arguments of `_initial_states`: the row keys, the chains a row and the static layout of the state."""
+        num_parties = self.inputs.mask.shape[1]
+        return (self.row_keys, self.num_chains, self.inputs.priors, num_parties, self.settings.shared_data_model)
 
     def _sweep_arguments(self) -> tuple:
         """The arguments of `_advance` for one sampling segment: the chain states' shapes (traced, not computed), the
@@ -213,16 +218,14 @@ def plan_coalition_posteriors(
         else GibbsSettings(statistic, shared_data_model, interweaving_moves, collapsed_moves)
     )
     masks = jnp.asarray(masks, dtype=bool)
-    num_coalitions, num_parties = masks.shape
+    num_coalitions = masks.shape[0]
     if num_samples % thinning:
         raise ValueError(f"num_samples={num_samples} must be a multiple of thinning={thinning}")
     total_kept = num_samples // thinning
     warmup, per_segment, sampling = _segments(num_warmup, total_kept, segments)
-    keys = row_keys(key, num_coalitions)
-    start = (keys, num_chains, priors, num_parties, settings.shared_data_model)
     return GibbsRun(
-        start, GibbsInputs(data, masks, priors), settings, keys, num_chains, warmup, per_segment, sampling,
-        total_kept, thinning, progress_bar, conditionals,
+        GibbsInputs(data, masks, priors), settings, row_keys(key, num_coalitions), num_chains, warmup, per_segment,
+        sampling, total_kept, thinning, progress_bar, conditionals,
     )  # fmt: skip
 
 
