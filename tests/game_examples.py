@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,16 +12,16 @@ from bayesval.games.masks import coalition_masks
 
 
 def table_utility(table: np.ndarray, noise: float = 0.0):
-    """utility(key, masks) looking up each mask's value in `table` (2^n,), plus N(0, noise^2) per evaluation."""
+    """utility(key, masks) looking up each mask's value in `table` (2^n,), plus N(0, noise^2) per evaluation. One
+    compiled program serves every table of a size (the table is its argument, not a constant of a program a table)."""
     table = jnp.asarray(table)
-    num_players = int(np.log2(len(table)))
+    return partial(_table_lookup, table, float(noise))
 
-    @jax.jit
-    def utility(key, masks):
-        values = table[masks @ (1 << jnp.arange(num_players))]
-        return values + noise * jax.random.normal(key, values.shape) if noise else values
 
-    return utility
+@partial(jax.jit, static_argnames=("noise",))
+def _table_lookup(table, noise, key, masks):
+    values = table[masks @ (1 << jnp.arange(int(np.log2(table.shape[0]))))]
+    return values + noise * jax.random.normal(key, values.shape) if noise else values
 
 
 def voting_table(weights, quota) -> np.ndarray:
@@ -61,16 +63,15 @@ def averaging_utility(scores, c: float = 1.0, step: float | None = None):
     `step`, v rounded down to a multiple of it (a discrete utility, like an accuracy). Its marginal to a size-k
     coalition C, v_i(C) = c (a_i - mean_C a) / (k + 1), satisfies Watson et al.'s diminishing-returns assumption
     |v_i(C)| <= c / k (Sec. 3) for scores in [0, 1]."""
-    scores = jnp.asarray(scores)
+    return partial(_averaging, jnp.asarray(scores), c, step)
 
-    @jax.jit
-    def utility(key, masks):
-        masks = jnp.asarray(masks)
-        sizes = masks.sum(axis=1)
-        values = c * jnp.where(sizes > 0, masks @ scores / jnp.maximum(sizes, 1), 0.0)
-        return values if step is None else jnp.floor(values / step) * step
 
-    return utility
+@partial(jax.jit, static_argnames=("c", "step"))
+def _averaging(scores, c, step, key, masks):
+    masks = jnp.asarray(masks)
+    sizes = masks.sum(axis=1)
+    values = c * jnp.where(sizes > 0, masks @ scores / jnp.maximum(sizes, 1), 0.0)
+    return values if step is None else jnp.floor(values / step) * step
 
 
 def averaging_shapley(scores, c: float = 1.0) -> np.ndarray:
