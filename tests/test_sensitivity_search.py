@@ -135,8 +135,9 @@ def test_tiny_claim_of_a_user_statistic_is_refused_naming_owner_and_numbers():
 
 def test_parties_that_share_a_statistic_and_bounds_search_once(monkeypatch):
     """Each party's first release checks its claim. The search is seeded, so parties whose statistics and bounds are
-    equal share one search (Syn's 50 parties released in 4.6 s before, 0.3 s after), and each party's claim is
-    still compared with its pair. Other bounds search again, and so does a statistic that cannot be hashed."""
+    equal share one search (50 Syn parties release in 0.3 s, against 5.1 s searching each: docs/benchmarks.md),
+    and each party's claim is still compared with its pair. Other bounds search again, and so does a statistic that
+    cannot be hashed."""
     from bayesval.privacy import sensitivity
 
     searched, search = [], sensitivity.find_furthest_neighbours

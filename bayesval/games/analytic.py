@@ -177,7 +177,7 @@ class Airport(AnalyticGame):
 
     def utility(self, key, masks) -> np.ndarray:
         masks = np.asarray(masks, bool)
-        highest = np.max(np.where(masks, np.array(self.costs), -np.inf), axis=1, initial=-np.inf)
+        highest = np.max(np.where(masks, np.array(self.costs), -np.inf), axis=1)
         return np.where(masks.any(axis=1), highest, 0.0)
 
     def expected_marginals(self) -> np.ndarray:
