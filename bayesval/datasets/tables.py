@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 PARQUET_INDEX = "__index_level_0__"  # the index column of a Parquet file written without pandas' metadata
 
 
@@ -56,24 +56,44 @@ def read_tables(paths, target: str, features: list[str] | None = None):
     return tables, first[1]
 
 
+def is_table(path: str | Path) -> bool:
+    """Whether `path` is named as a table file (one of `TABLE_SUFFIXES`, case-insensitive)."""
+    return Path(path).name.lower().endswith(TABLE_SUFFIXES)
+
+
+def check_class_labels(
+    path: str | Path, column: str, y: np.ndarray, classes: tuple[float, ...] | None = None, wanted: str = ""
+) -> None:
+    """Refuse a target column that is not class labels: non-integer values (a continuous target), or, given
+    `classes`, a value outside them (`wanted` says what is wanted); the message names the file, the column and the
+    first such row (1 = the first below the header)."""
+    outside = ~np.isin(y, classes) if classes is not None else y != np.round(y)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        wanted = wanted or ("class labels (integers)" if classes is None else "/".join(map(str, classes)) + " labels")
+        continuous = "; a continuous target is a regression target, not classes" if y[row] != np.round(y[row]) else ""
+        raise ValueError(
+            f"{path}: target column {column!r} must hold {wanted}, but row {row + 1} holds {y[row]:g}{continuous}"
+        )
+
+
 def _read(path: Path):
     """The file as a DataFrame, and its header as written (None where a name is missing), aligned with the columns."""
     import pandas as pd
 
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix not in TABLE_SUFFIXES:
+    if not is_table(path):
         raise ValueError(f"{path}: not a table file (expected one of {', '.join(TABLE_SUFFIXES)})")
     try:
-        if suffix == ".csv":
+        if ".csv" in path.suffixes[-2:]:  # .csv or .csv.gz, which pandas decompresses
             with warnings.catch_warnings():  # rows longer than the header: pandas warns that it drops fields
                 warnings.simplefilter("error", pd.errors.ParserWarning)
                 frame = pd.read_csv(path, index_col=False)  # never a column as the row index
             written = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0]  # as written: no renaming
             header = [None if pd.isna(name) else name for name in written]
         else:
-            frame = pd.read_parquet(path)
+            frame = _read_parquet(path)
             header = [None if name == PARQUET_INDEX else name for name in frame.columns]
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: the file is empty") from None
@@ -86,6 +106,19 @@ def _read(path: Path):
     if frame.empty:
         raise ValueError(f"{path}: has no records (a header at most)")
     return frame, header
+
+
+def _read_parquet(path: Path):
+    """The Parquet file as a DataFrame; a file that is not Parquet (or a damaged one) is one line naming it."""
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except ImportError:
+        raise
+    except Exception as error:  # pyarrow's ArrowInvalid, OSError or its own exceptions for a damaged file
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{path}: is not a readable Parquet file (damaged, or another format): {reason}") from None
 
 
 def _listed(path: Path, features, target: str) -> list:
@@ -126,6 +159,7 @@ def _numbers(path: Path, frame, column) -> np.ndarray:
     import pandas as pd
 
     values = frame[column]
+    _check_numeric_type(path, column, values.dtype)
     present = values.dropna()
     if pd.api.types.is_bool_dtype(values) or (len(present) and all(isinstance(v, (bool, np.bool_)) for v in present)):
         numbers = values.astype("float64")  # True/False as 1/0, an empty cell of an object column as NaN
@@ -139,8 +173,25 @@ def _numbers(path: Path, frame, column) -> np.ndarray:
                 f"{path}: column {column!r} is not numeric (row {text[0] + 1} holds {values.iloc[text[0]]!r}); encode "
                 "it as numbers or leave it out with --features"
             )
-    missing = np.flatnonzero(numbers.isna().to_numpy())
-    if missing.size:
-        rows = ", ".join(str(r + 1) for r in missing[:5]) + (" ..." if missing.size > 5 else "")
-        raise ValueError(f"{path}: column {column!r} has {missing.size} empty or NaN cell(s) (rows {rows})")
-    return numbers.to_numpy(np.float64)
+    numbers = numbers.to_numpy(np.float64)
+    for bad, what in ((np.isnan(numbers), "empty or NaN"), (np.isinf(numbers), "infinite")):
+        rows = np.flatnonzero(bad)
+        if rows.size:
+            shown = ", ".join(str(r + 1) for r in rows[:5]) + (" ..." if rows.size > 5 else "")
+            raise ValueError(f"{path}: column {column!r} has {rows.size} {what} cell(s) (rows {shown})")
+    return numbers
+
+
+def _check_numeric_type(path: Path, column, dtype) -> None:
+    """Refuse a column whose type is not numbers however its cells look: dates and times (pandas would give their
+    nanoseconds), durations, categories, complex numbers."""
+    import pandas as pd
+
+    kinds = {"M": "dates and times", "m": "time durations", "c": "complex numbers"}
+    types = {pd.CategoricalDtype: "categories", pd.PeriodDtype: "time periods", pd.IntervalDtype: "intervals"}
+    what = kinds.get(getattr(dtype, "kind", "")) or next((w for t, w in types.items() if isinstance(dtype, t)), None)
+    if what:
+        raise ValueError(
+            f"{path}: column {column!r} holds {what} ({dtype}), not numbers; encode it as numbers (for a date, e.g. "
+            "days since a start) or leave it out with --features"
+        )

@@ -31,7 +31,13 @@ from bayesval.results.serialisation import (
 )
 from bayesval.results.state import CoalitionEstimates, SemivalueState, describe_error
 from bayesval.results.variance import trusted
-from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
+from bayesval.validation import (
+    check_bool,
+    check_count_array,
+    check_finite_array,
+    check_output_path,
+    check_real_array,
+)
 
 LEDGER_KIND = "bayesval.privacy_ledger"  # the record kind `bayesval.privacy.PrivacyLedger` registers
 
@@ -363,12 +369,7 @@ class ValuationResult:
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz archive (`bayesval.results.serialisation`: its arrays, and its metadata as
         JSON inside)."""
-        if not isinstance(path, (str, Path)):
-            raise TypeError(f"path must be a file path (str or pathlib.Path), got {type(path).__name__}")
-        path = Path(path)
-        if path.is_dir():
-            raise ValueError(f"path {str(path)!r} is a directory; give the result file's name, e.g. result.npz")
-        return write_archive(path, self)
+        return write_archive(check_output_path("path", path), self)
 
     @classmethod
     def load(cls, path: str | Path) -> ValuationResult:
