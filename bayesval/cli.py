@@ -165,14 +165,14 @@ def knn(
     """Data points: KNN-Shapley or (DP-)TKNN-Shapley (Wang et al. 2023) of each training row against the
     validation rows."""
     _check_outputs(save=save, plot=plot)
-    (train_data, val_data), _ = read_tables([train, validation], target, features)
-    _check_target("knn", [(train, train_data[1]), (validation, val_data[1])], target)
     if method == "knn":
         if epsilon is not None or delta is not None:
             raise ValueError("--epsilon / --delta apply to --method tknn (DP-TKNN-Shapley)")
         estimator = bv.estimators.KNNShapley(neighbours)
     else:
         estimator = bv.estimators.TKNNShapley(tau, epsilon=epsilon, delta=delta)
+    (train_data, val_data), _ = read_tables([train, validation], target, features)
+    _check_target("knn", [(train, train_data[1]), (validation, val_data[1])], target)
     result = bv.valuate(estimator, train_data, validation=val_data)
     frame = result.to_dataframe()
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
@@ -344,6 +344,12 @@ def _check_target(model: str, targets: list, column: str) -> None:
         for path, y in targets:
             if model == "logistic":
                 check_class_labels(path, column, y, (-1.0, 0.0, 1.0), "0/1 (or -1/+1) labels for --model logistic")
+                if np.any(y == 0) and np.any(y == -1):
+                    zero, minus = (int(np.flatnonzero(y == label)[0]) + 1 for label in (0, -1))
+                    raise ValueError(
+                        f"{path}: target column {column!r} mixes 0/1 and -1/+1 labels (row {zero} holds 0, row {minus} "
+                        "holds -1); code the classes one way"
+                    )
             else:
                 check_class_labels(path, column, y)
 

@@ -425,7 +425,7 @@ SAMPLER_CONFIG = [
     case(
         "SamplerConfig-num_chains-zero",
         lambda w: bv.SamplerConfig(num_chains=0),
-        r"SamplerConfig.num_chains must be an integer >= 1",
+        r"--num-chains must be an integer >= 1",
     ),
     case(
         "SamplerConfig-num_chains-float",
@@ -509,7 +509,7 @@ SAMPLER_CONFIG = [
     case(
         "with_-bad-value",
         lambda w: bv.SamplerConfig().with_(num_chains=-1),
-        r"SamplerConfig.num_chains must be an integer >= 1",
+        r"--num-chains must be an integer >= 1",
     ),
 ]
 
@@ -1331,7 +1331,7 @@ CLI = [
     cli_case(
         "cli-valuate-num-chains-zero",
         lambda w: w.valuate_cli("--num-chains", "0"),
-        r"SamplerConfig.num_chains must be an integer >= 1",
+        r"--num-chains must be an integer >= 1",
     ),
     cli_case(
         "cli-valuate-num-samples-text",

@@ -1,5 +1,5 @@
-"""A party's records from a CSV or Parquet file, checked as a table: every problem is one line naming the file and
-the column.
+"""A party's records from a CSV (or gzipped CSV, .csv.gz) or Parquet file, checked as a table: every problem is one
+line naming the file, the column and, for a cell, its row (1 = the first row below the header).
 
 `read_table(path, target)` returns the features X (rows, features), the target y and the feature column names;
 `read_tables(paths, target)` reads several parties and checks that they share their feature columns, in order.
@@ -9,11 +9,15 @@ own in the header, holds numbers and has no empty cell. True/False columns are r
 0/1 indicator, as `Party` takes boolean X, and a True/False target is a 0/1 label. Refused, each naming the column:
 a header name that appears twice (pandas would silently read the second as `name.1`), a column without a name
 (the row index `DataFrame.to_csv` writes unless `index=False`, which pandas reads as `Unnamed: 0`), rows with more
-fields than the header (pandas would take the first as the row index), and the target listed among the features.
+fields than the header (pandas would take the first as the row index), the target listed among the features, an
+infinite cell, and a column typed as something other than numbers however its cells look (dates and times, which
+pandas would turn into nanoseconds, durations, categories); a damaged Parquet file is refused in our own words.
+`check_class_labels` refuses a continuous target where a classifier needs class labels.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -25,10 +29,18 @@ PARQUET_INDEX = "__index_level_0__"  # the index column of a Parquet file writte
 
 def read_table(path: str | Path, target: str, features: list[str] | None = None):
     """(X, y, feature names) of one file: `target` is y, `features` (default: every other column) are X."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a table file's path (a str or a Path), got {path!r} ({type(path).__name__})")
     path = Path(path)
+    if isinstance(features, str):
+        raise TypeError(f"features must be a list of column names, got the string {features!r}; pass [{features!r}]")
     frame, header = _read(path)
     if target not in frame.columns:
-        raise ValueError(f"{path}: has no target column {target!r}; its columns are {list(map(str, frame.columns))}")
+        columns = list(map(str, frame.columns))
+        other = next(
+            (f" (is it separated by {s!r}?)" for s in (";", "\t", "|") if len(columns) == 1 and s in columns[0]), ""
+        )
+        raise ValueError(f"{path}: has no target column {target!r}; its columns are {columns}{other}")
     columns = [c for c in frame.columns if c != target] if features is None else _listed(path, features, target)
     unknown = [c for c in columns if c not in frame.columns]
     if unknown:
@@ -42,6 +54,13 @@ def read_table(path: str | Path, target: str, features: list[str] | None = None)
 
 def read_tables(paths, target: str, features: list[str] | None = None):
     """[(X, y)] of several parties' files, which must share their feature columns (same names, same order)."""
+    if isinstance(paths, (str, os.PathLike)):
+        raise TypeError(
+            f"paths must be a list of table files, got the single path {str(paths)!r}; pass [{str(paths)!r}]"
+        )
+    paths = list(paths)
+    if not paths:
+        raise ValueError("paths is empty: give one table file per party")
     tables, first = [], None
     for path in paths:
         X, y, columns = read_table(path, target, features)
@@ -81,12 +100,14 @@ def _read(path: Path):
     """The file as a DataFrame, and its header as written (None where a name is missing), aligned with the columns."""
     import pandas as pd
 
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory, not a table file")
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
     if not is_table(path):
         raise ValueError(f"{path}: not a table file (expected one of {', '.join(TABLE_SUFFIXES)})")
     try:
-        if ".csv" in path.suffixes[-2:]:  # .csv or .csv.gz, which pandas decompresses
+        if path.name.lower().endswith((".csv", ".csv.gz")):  # pandas decompresses a .csv.gz
             with warnings.catch_warnings():  # rows longer than the header: pandas warns that it drops fields
                 warnings.simplefilter("error", pd.errors.ParserWarning)
                 frame = pd.read_csv(path, index_col=False)  # never a column as the row index

@@ -71,7 +71,7 @@ import numpy as np
 
 from bayesval.privacy.ledger import Release
 from bayesval.statistics import Bounds, LinearRegressionStatistic, LogisticRegressionStatistic
-from bayesval.validation import check_bool, check_finite_array, check_int
+from bayesval.validation import check_bool, check_finite_array, check_int, check_output_path
 
 FORMAT = "bayesval.release"
 VERSION = 2
@@ -253,7 +253,7 @@ class PerturbedStatistic:
                 "again without noise_seed and with the default discrete Gaussian mechanism, or save it with "
                 "experiment=True (`bayesval release --experiment`), which the file records"
             )
-        path = Path(path)
+        path = check_output_path("path", path)
         record = self.to_record(experiment=experiment)
         record["checksum"] = _checksum(record)
         path.write_text(json.dumps(record, indent=1) + "\n")
