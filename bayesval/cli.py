@@ -25,7 +25,7 @@ from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_tabl
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.parties.boundary import PerturbedStatistic
 from bayesval.parties.valuation import coalitions_rerun
-from bayesval.validation import IMAGE_SUFFIXES, check_output_path
+from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
 
 # measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
 SPREAD_RELEASES = 6
@@ -43,6 +43,7 @@ def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.Val
     fixes the data and the sampler only.
     """
     _check_outputs(save=save)
+    check_key("--seed", seed)
     syn = make_syn(seed=seed)
     epsilons = (0.2, 0.1, 0.2)
     parties = [
@@ -77,6 +78,7 @@ def release(
     existing release file is overwritten only with `force`, and the output path is checked before the release."""
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
+    _check_bounds(model, bounds)
     X, y, _ = read_table(path, target, features)
     _check_target(model, [(path, y)], target)
     party = bv.Party(
@@ -130,6 +132,7 @@ def valuate_files(
         missing = [f"--{name}" for name in ("target", "epsilon", "bounds") if options.get(name) is None]
         if missing or model is None:
             raise ValueError(f"valuing data tables needs {', '.join(missing + (['--model'] if model is None else []))}")
+        _check_bounds(model, options["bounds"])
         target = options.pop("target")
         data, _ = read_tables(tables, target, options.pop("features", None))
         _check_target(model, [(path, y) for path, (_, y) in zip(tables, data)], target)
@@ -173,6 +176,7 @@ def knn(
         estimator = bv.estimators.TKNNShapley(tau, epsilon=epsilon, delta=delta)
     (train_data, val_data), _ = read_tables([train, validation], target, features)
     _check_target("knn", [(train, train_data[1]), (validation, val_data[1])], target)
+    _check_knn_classes(train, validation, target, train_data[1], val_data[1])
     result = bv.valuate(estimator, train_data, validation=val_data)
     frame = result.to_dataframe()
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
@@ -352,6 +356,30 @@ def _check_target(model: str, targets: list, column: str) -> None:
                     )
             else:
                 check_class_labels(path, column, y)
+
+
+def _check_bounds(model: str, bounds: bv.Bounds) -> None:
+    """--model linear bounds the target as well as the features."""
+    if model == "linear" and bounds.y_abs is None:
+        raise ValueError(
+            f"--bounds {bounds.x_norm:g} bounds the features only; --model linear also needs a bound on the target: "
+            "--bounds X_NORM,Y_ABS"
+        )
+
+
+def _check_knn_classes(train: str, validation: str, column: str, y_train: np.ndarray, y_val: np.ndarray) -> None:
+    """The training file holds two classes at least, and the validation file no class the training file lacks."""
+    classes = np.unique(y_train)
+    if classes.size < 2:
+        raise ValueError(f"{train}: target column {column!r} holds a single class ({classes[0]:g}); KNN needs two")
+    unseen = ~np.isin(y_val, classes)
+    if unseen.any():
+        row = int(np.flatnonzero(unseen)[0])
+        raise ValueError(
+            f"{validation}: target column {column!r} holds {np.unique(y_val[unseen]).size} class(es) that {train} "
+            f"does not have (row {row + 1} holds {y_val[row]:g}; {train} has {', '.join(f'{c:g}' for c in classes[:6])}"
+            f"{' ...' if classes.size > 6 else ''})"
+        )
 
 
 def _no_table_options(options: dict) -> None:

@@ -61,6 +61,8 @@ class World:
             "good.csv": self.frame(),
             "other.csv": self.frame(),
             "labels.csv": self.frame(y=self.labels),
+            "one_class.csv": self.frame(y=np.ones(40, int)),
+            "labels_three.csv": self.frame(y=np.where(np.arange(40) == 9, 2, self.labels)),
             "labels_pm.csv": self.frame(y=2 * self.labels - 1),
             "labels_mixed.csv": self.frame(y=np.where(np.arange(40) == 3, -1, self.labels)),
             "labels_two.csv": self.frame(y=2 * self.labels),
@@ -619,6 +621,38 @@ OPTIONS_AND_WORDS = [
         "valuate-tables-num-warmup-negative",
         lambda w: w.tables_cli("other.csv", "--num-warmup", "-1"),
         r"--num-warmup must be an integer >= 0, got -1",
+    ),
+    cli_refused(
+        "release-linear-bounds-features-only",
+        lambda w: w.release_cli("good.csv", "--bounds", "3"),
+        r"--bounds 3 bounds the features only; --model linear also needs a bound on the target: --bounds X_NORM,Y_ABS",
+    ),
+    cli_refused(
+        "valuate-tables-linear-bounds-features-only",
+        lambda w: w.tables_cli("other.csv", "--bounds", "2"),
+        r"--bounds 2 bounds the features only; --model linear also needs a bound on the target",
+    ),
+    cli_refused(
+        "knn-one-class",
+        lambda w: w.knn_cli("one_class.csv"),
+        r"one_class\.csv: target column 'y' holds a single class \(1\); KNN needs two",
+    ),
+    cli_refused(
+        "knn-validation-class-unseen",
+        lambda w: w.knn_cli("labels.csv", "labels_three.csv"),
+        r"labels_three\.csv: target column 'y' holds 1 class\(es\) that .*labels\.csv does not have \(row 10 holds 2; "
+        r".*labels\.csv has 0, 1\)",
+    ),
+    cli_refused(
+        "demo-seed-beyond-64-bits",
+        lambda w: ["demo", "--seed", str(2**70)],
+        r"--seed \(an int seed or a jax\.random\.key\) must be an integer in",
+    ),
+    cli_refused(
+        "release-grid-too-fine",
+        lambda w: w.release_cli("good.csv", "--grid", str(2.0**-80)),
+        r"steps of the grid 8\.27.*e-25, more than the 2\^26 a discrete Gaussian is drawn exactly with: choose a "
+        r"coarser grid \(grid=, --grid on the command line\) or a larger epsilon",
     ),
 ]
 

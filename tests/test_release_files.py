@@ -166,7 +166,7 @@ def test_cli_release_with_experiment_flag_and_valuate_reports_it(syn, tmp_path, 
             if seeded:
                 main(
                     ["release", str(csv), "--model", "linear", "--target", "target", "--epsilon", "1"]
-                    + ["--bounds", "1,3", "-o", "party0.release.json", *seeded]
+                    + ["--bounds", "1,3", "-o", "party0.release.json", "--force", *seeded]  # replaces the first
                 )
         files.append(str(tmp_path / f"party{i}.release.json"))
     out = capsys.readouterr().out
