@@ -15,14 +15,14 @@ from __future__ import annotations
 import gzip
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from test_bad_input_suite import Case, SamplingStarted, _NoSampling, party_path, problems
+from test_bad_input_newer_api import cli_refused, refused
+from test_bad_input_suite import SamplingStarted, _NoSampling, party_path, problems
 
 import bayesval as bv
 from bayesval.cli import main as cli_main
@@ -158,50 +158,38 @@ def no_sampling(monkeypatch):
     monkeypatch.setattr(party_path, "CoalitionSurprise", _NoSampling)
 
 
-def refused(id: str, call: Callable[[World], Any], error: type[Exception], phrase: str) -> Any:
-    """A call that must raise `error` whose message matches `phrase` (a regex)."""
-    return pytest.param(Case(id, call, phrase, errors=(error,)), id=id)
+# where each command writes: (option as the message names it, argv with that path)
+WRITERS = {
+    "demo-save": ("--save", lambda w, path: ["demo", "--save", path]),
+    "valuate-save": ("--save", lambda w, path: w.valuate_cli("--save", path)),
+    "valuate-plot": ("--plot", lambda w, path: w.valuate_cli("--plot", path)),
+    "valuate-tables-save": ("--save", lambda w, path: w.tables_cli("other.csv", "--save", path)),
+    "valuate-tables-plot": ("--plot", lambda w, path: w.tables_cli("other.csv", "--plot", path)),
+    "knn-save": ("--save", lambda w, path: w.knn_cli("labels.csv", "labels_val.csv", "--save", path)),
+    "knn-plot": ("--plot", lambda w, path: w.knn_cli("labels.csv", "labels_val.csv", "--plot", path)),
+    "release-output": ("-o", lambda w, path: w.release_cli(output=path)),
+}
+# paths no command can write to: (the path, given the file name to use, and what the message says)
+UNWRITABLE = {
+    "missing-directory": (lambda w, name: w.missing(name), r"the directory .*no_such_directory' does not exist"),
+    "directory": (lambda w, name: str(w.directory), r"a_directory' is a directory; give a file name inside it"),
+    "under-a-file": (lambda w, name: w.under_file(name), r"the directory .*good\.csv' is not a directory"),
+}
 
 
-def cli_refused(id: str, argv: Callable[[World], list[str]], phrase: str) -> Any:
-    """A command line that must exit with status 2 and one line on stderr matching `phrase`."""
-    return pytest.param(Case(id, lambda w: cli_main(argv(w)), phrase, cli=True, errors=(SystemExit,)), id=id)
+def _writer_case(writer: str, kind: str) -> Any:
+    option, argv = WRITERS[writer]
+    path, phrase = UNWRITABLE[kind]
+    name = "f.png" if option == "--plot" else "p.release.json" if option == "-o" else "r.npz"
+    return cli_refused(f"{writer}-{kind}", lambda w: argv(w, path(w, name)), f"{option} .*{phrase}")
 
 
-OUTPUT_PATHS = [
-    cli_refused(
-        "demo-save-missing-directory",
-        lambda w: ["demo", "--save", w.missing("r.npz")],
-        r"--save .*r\.npz'?: the directory .*no_such_directory' does not exist",
-    ),
-    cli_refused(
-        "demo-save-directory", lambda w: ["demo", "--save", str(w.directory)], r"--save .*a_directory' is a directory"
-    ),
-    cli_refused(
-        "demo-save-under-a-file",
-        lambda w: ["demo", "--save", w.under_file("r.npz")],
-        r"--save .*the directory .*good\.csv' is not a directory",
-    ),
+OUTPUT_PATHS = [_writer_case(writer, kind) for writer in WRITERS for kind in UNWRITABLE] + [
     cli_refused("demo-save-empty", lambda w: ["demo", "--save", ""], r"--save must be a file path, got ''"),
     cli_refused(
         "demo-save-name-too-long",
         lambda w: ["demo", "--save", "r" * 300 + ".npz"],
         r"--save 'r+\.npz' cannot be written: File name too long",
-    ),
-    cli_refused(
-        "valuate-save-missing-directory",
-        lambda w: w.valuate_cli("--save", w.missing("r.npz")),
-        r"--save .*no_such_directory' does not exist",
-    ),
-    cli_refused(
-        "valuate-save-directory",
-        lambda w: w.valuate_cli("--save", str(w.directory)),
-        r"--save .*a_directory' is a directory",
-    ),
-    cli_refused(
-        "valuate-save-under-a-file",
-        lambda w: w.valuate_cli("--save", w.under_file("r.npz")),
-        r"--save .*good\.csv' is not a directory",
     ),
     cli_refused(
         "valuate-plot-txt",
@@ -219,54 +207,14 @@ OUTPUT_PATHS = [
         r"--plot .*r\.npz' has no known extension",
     ),
     cli_refused(
-        "valuate-plot-missing-directory",
-        lambda w: w.valuate_cli("--plot", w.missing("f.png")),
-        r"--plot .*no_such_directory' does not exist",
-    ),
-    cli_refused(
-        "valuate-plot-directory",
-        lambda w: w.valuate_cli("--plot", str(w.directory)),
-        r"--plot .*a_directory' is a directory",
-    ),
-    cli_refused(
         "valuate-tables-plot-txt",
         lambda w: w.tables_cli("other.csv", "--plot", str(w.tmp / "f.txt")),
         r"--plot .*f\.txt' has no known extension",
     ),
     cli_refused(
-        "valuate-tables-save-missing-directory",
-        lambda w: w.tables_cli("other.csv", "--save", w.missing("r.npz")),
-        r"--save .*does not exist",
-    ),
-    cli_refused(
-        "knn-save-missing-directory",
-        lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--save", w.missing("k.npz")),
-        r"--save .*no_such_directory' does not exist",
-    ),
-    cli_refused(
         "knn-plot-txt",
         lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--plot", str(w.tmp / "k.txt")),
         r"--plot .*k\.txt' has no known extension",
-    ),
-    cli_refused(
-        "knn-plot-directory",
-        lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--plot", str(w.directory)),
-        r"--plot .*a_directory' is a directory",
-    ),
-    cli_refused(
-        "release-output-directory",
-        lambda w: w.release_cli(output=str(w.directory)),
-        r"-o .*a_directory' is a directory; give a file name inside it",
-    ),
-    cli_refused(
-        "release-output-missing-directory",
-        lambda w: w.release_cli(output=w.missing("p.release.json")),
-        r"-o .*no_such_directory' does not exist",
-    ),
-    cli_refused(
-        "release-output-under-a-file",
-        lambda w: w.release_cli(output=w.under_file("p.release.json")),
-        r"-o .*good\.csv' is not a directory",
     ),
     cli_refused(
         "release-output-exists",
