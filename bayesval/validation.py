@@ -311,7 +311,7 @@ def check_labels(name: str, y, n_rows: int, rows_name: str = "X") -> np.ndarray:
     return labels
 
 
-IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".tif", ".tiff", ".eps", ".ps", ".webp")
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".tif", ".tiff", ".eps", ".ps", ".webp", ".gif")
 
 
 def check_output_path(name: str, path, *, suffixes: tuple[str, ...] = ()) -> Path:

@@ -471,6 +471,48 @@ TABLES = [
         r"paths is empty: give one table file per party",
     ),
     refused(
+        "read-tables-None",
+        lambda w: read_tables(None, "y"),
+        TypeError,
+        r"paths must be a list of table files, got None \(NoneType\)",
+    ),
+    refused(
+        "read-table-target-list",
+        lambda w: read_table(w.tables["good.csv"], ["y"]),
+        TypeError,
+        r"target must be a column name \(a str\), got \['y'\] \(list\)",
+    ),
+    refused(
+        "read-table-features-index",
+        lambda w: read_table(w.tables["good.csv"], "y", [0]),
+        TypeError,
+        r"features must be column names \(strings\), got 0 \(int\)",
+    ),
+    refused(
+        "read-table-features-nested",
+        lambda w: read_table(w.tables["good.csv"], "y", [["x1"]]),
+        TypeError,
+        r"features must be column names \(strings\), got \['x1'\] \(list\)",
+    ),
+    refused(
+        "read-table-features-int",
+        lambda w: read_table(w.tables["good.csv"], "y", 3),
+        TypeError,
+        r"features must be a list of column names, got 3 \(int\)",
+    ),
+    refused(
+        "read-table-path-bytes",
+        lambda w: read_table(b"good.csv", "y"),
+        TypeError,
+        r"path must be a table file's path \(a str or a Path\), got b'good\.csv' \(bytes\)",
+    ),
+    refused(
+        "result-plot-pgf",
+        lambda w: w.result.plot(w.tmp / "f.pgf"),
+        ValueError,
+        r"path .*f\.pgf' has no known extension",
+    ),
+    refused(
         "knn-unseen-continuous-labels-short",
         lambda w: KNNShapley().fit(w.X, w.y).value(w.X, w.y[::-1] + 0.5),
         ValueError,

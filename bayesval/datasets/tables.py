@@ -32,8 +32,7 @@ def read_table(path: str | Path, target: str, features: list[str] | None = None)
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a table file's path (a str or a Path), got {path!r} ({type(path).__name__})")
     path = Path(path)
-    if isinstance(features, str):
-        raise TypeError(f"features must be a list of column names, got the string {features!r}; pass [{features!r}]")
+    _check_names(target, features)
     frame, header = _read(path)
     if target not in frame.columns:
         columns = list(map(str, frame.columns))
@@ -54,7 +53,9 @@ def read_table(path: str | Path, target: str, features: list[str] | None = None)
 
 def read_tables(paths, target: str, features: list[str] | None = None):
     """[(X, y)] of several parties' files, which must share their feature columns (same names, same order)."""
-    if isinstance(paths, (str, os.PathLike)):
+    if not isinstance(paths, (list, tuple)):
+        if not isinstance(paths, (str, os.PathLike)):
+            raise TypeError(f"paths must be a list of table files, got {paths!r} ({type(paths).__name__})")
         raise TypeError(
             f"paths must be a list of table files, got the single path {str(paths)!r}; pass [{str(paths)!r}]"
         )
@@ -73,6 +74,19 @@ def read_tables(paths, target: str, features: list[str] | None = None):
             )
         tables.append((X, y))
     return tables, first[1]
+
+
+def _check_names(target, features) -> None:
+    """The target is a column name, and the features a list of them (a header's names are strings)."""
+    if not isinstance(target, str):
+        raise TypeError(f"target must be a column name (a str), got {target!r} ({type(target).__name__})")
+    if isinstance(features, str):
+        raise TypeError(f"features must be a list of column names, got the string {features!r}; pass [{features!r}]")
+    if not (features is None or isinstance(features, (list, tuple))):
+        raise TypeError(f"features must be a list of column names, got {features!r} ({type(features).__name__})")
+    wrong = [name for name in features or () if not isinstance(name, str)]
+    if wrong:
+        raise TypeError(f"features must be column names (strings), got {wrong[0]!r} ({type(wrong[0]).__name__})")
 
 
 def is_table(path: str | Path) -> bool:
