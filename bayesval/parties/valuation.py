@@ -263,10 +263,15 @@ def check_parties(model, parties) -> list[str]:
             raise TypeError(
                 f"parties[{index}] must be a bayesval.Party or PerturbedStatistic, got {type(party).__name__}"
             )
-    check_distinct_releases([p for p in parties if isinstance(p, PerturbedStatistic)])
     names = [p.name if isinstance(p, Party) else p.owner for p in parties]
     if len(set(names)) < len(names):
-        raise ValueError(f"party names must be unique, got {names}")
+        files = [
+            p.source_file.path
+            for p, name in zip(parties, names)
+            if names.count(name) > 1 and getattr(p, "source_file", None) is not None and p.source_file.path
+        ]
+        raise ValueError(f"party names must be unique, got {names}" + (f" (release files {files})" if files else ""))
+    check_distinct_releases([p for p in parties if isinstance(p, PerturbedStatistic)])
     widths = {name: _width(p) for name, p in zip(names, parties)}
     if len(set(widths.values())) > 1:
         raise ValueError(f"parties disagree on the number of features / statistic length: {widths}")
