@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import bayesval as bv
 from bayesval.cli import main
-from bayesval.parties.boundary import _checksum
-from bayesval.parties.signing import Keyring, generate_keys, load_signing_key
+from bayesval.parties.boundary import _canonical, _checksum
+from bayesval.parties.signing import Keyring, generate_keys, load_signing_key, sign
 
 party_path = importlib.import_module("bayesval.parties.valuation")  # where valuate releases parties
 cli = importlib.import_module("bayesval.cli")
@@ -124,6 +124,21 @@ def test_the_signature_is_over_the_canonical_content_not_the_layout(consortium, 
     files["p"].write_text(json.dumps(dict(reversed(list(record.items()))), indent=4, sort_keys=False))
     loaded = bv.PerturbedStatistic.load(files["p"], verify_with=keyring_dir(consortium))
     assert loaded.source_file.status == "verified"
+
+
+def test_a_writer_may_require_the_signature(consortium, files):
+    """A later writer may list `signature` in `required`: this reader knows it, and refuses such a file without one."""
+    record = json.loads(files["p"].read_text())
+    record["required"].append("signature")
+    del record["checksum"]
+    content = {k: v for k, v in record.items() if k != "signature"}
+    record["signature"] = sign(_canonical(content), consortium["keys"]["p"].private).to_record()
+    record["checksum"] = _checksum(record)
+    files["p"].write_text(json.dumps(record))
+    assert bv.PerturbedStatistic.load(files["p"], verify_with=keyring_dir(consortium)).source_file.status == "verified"
+    rewrite(files["p"], lambda r: r.pop("signature"))
+    with pytest.raises(ValueError, match=rf"release file {at(files['p'])}: fields \['signature'\] are missing"):
+        bv.PerturbedStatistic.load(files["p"])
 
 
 def test_a_signed_release_without_a_keyring_loads_and_says_it_is_not_verified(consortium, files):

@@ -324,7 +324,8 @@ class PerturbedStatistic:
         `experiment=True`, which the file records and `valuate` reports. `signing_key`, the party's private key file
         (`bayesval keygen`, `bayesval.parties.signing.generate_keys`) or an Ed25519 private key, signs the file's
         content, so that a mediator holding the party's public key can check it came unchanged from the party
-        (docs/privacy.md, "Signed releases"); without it the file is unsigned."""
+        (docs/privacy.md, "Signed releases"); without it the file is unsigned (a signed release that was loaded is
+        saved unsigned too: only its party's key can sign it again)."""
         experiment = check_bool("experiment", experiment)
         unsafe = self._unsafe_to_publish()
         if unsafe and not (experiment or self.experiment):
@@ -417,13 +418,13 @@ def _check_v2_fields(record: dict) -> None:
     required = record.get("required")
     if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
         raise ValueError(f"'required' must be a list of field names, got {required!r}")
-    unknown = sorted(set(required) - set(_FIELDS))
+    unknown = sorted(set(required) - {*_FIELDS, _SIGNATURE})
     if unknown:
         raise ValueError(
             f"it requires field(s) {unknown} that this version of bayesval does not know (a newer writer?): "
             "reading it without them could misread the release; upgrade bayesval"
         )
-    missing = sorted((set(_FIELDS) | {"checksum"}) - set(record))
+    missing = sorted((set(_FIELDS) | {"checksum"} | set(required)) - set(record))
     if missing:
         raise ValueError(f"fields {missing} are missing")
     if record["noise_source"] not in NOISE_SOURCES:
