@@ -4,6 +4,9 @@ files, or, on one trusted machine, the parties' tables released in-process) and 
 
     bayesval release party_a.csv --model linear --target y --epsilon 0.5 --bounds 1,2 -o party_a.release.json
     bayesval valuate party_a.release.json party_b.release.json party_c.release.json --plot parties.png
+    bayesval keygen party_a        # party_a.key (private, mode 0600) and party_a.pub (for the mediator's keyring)
+    bayesval release party_a.csv ... --sign party_a.key
+    bayesval valuate *.release.json --verify keys/   # a folder of the parties' .pub files, or the .pub files
     bayesval valuate a.csv b.csv c.csv --model linear --target y --epsilon 0.5 --bounds 1,2
     bayesval knn train.csv --validation val.csv --target label --method tknn --epsilon 1 --delta 1e-5
 """
@@ -24,6 +27,7 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_table, read_table, read_tables
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.parties.boundary import PerturbedStatistic
+from bayesval.parties.signing import Keyring, generate_keys, load_signing_key
 from bayesval.parties.valuation import coalitions_rerun
 from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
 
@@ -71,11 +75,14 @@ def release(
     noise_seed: int | None,
     experiment: bool = False,
     grid: float | None = None,
+    sign: str | None = None,
     force: bool = False,
 ) -> Path:
     """Party side: read the party's CSV, clip, compute and perturb its statistic (discrete Gaussian noise on a grid,
-    floating-point safe), write the release file. A seeded release needs `experiment`, which the file records; an
-    existing release file is overwritten only with `force`, and the output path is checked before the release."""
+    floating-point safe), write the release file. A seeded release needs `experiment`, which the file records;
+    `sign`, the party's private key file (`keygen`), signs it (read before anything is released); an existing
+    release file is overwritten only with `force`, and the output path is checked before the release."""
+    signing_key = None if sign is None else load_signing_key(sign)
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
     _check_bounds(model, bounds)
@@ -100,13 +107,27 @@ def release(
     output_path = _release_output(output or f"{name}.release.json", force)
     statistic = _model(model).statistic(party.num_features)
     released = party.release(statistic)
-    output_path = released.save(output_path, experiment=experiment)
+    output_path = released.save(output_path, experiment=experiment, signing_key=signing_key)
     print(
         f"{name}: released a {MODELS[model]} statistic of {released.count} records under "
         f"{party.guarantee.describe()} (noise std {released.noise_std:.4g}, {released.release.mechanism_label}"
         f"{', an experiment' if experiment else ''}) to {output_path}"
     )
+    print(f"{name}: {PerturbedStatistic.load(output_path).integrity}")
     return output_path
+
+
+def keygen(path: str, owner: str | None = None) -> Path:
+    """Party side: a new Ed25519 key pair, PATH.key (private, mode 0600, stays with the party) and PATH.pub (the
+    public key line for the mediator's keyring, naming the party `owner`, default the file name)."""
+    keys = generate_keys(path, owner)
+    print(f"{keys.owner}: private key {keys.private} (mode 0600: keep it on this machine, sign with --sign)")
+    print(f"{keys.owner}: public key {keys.public}, fingerprint {keys.fingerprint}")
+    print(
+        "Send the .pub file to the mediator, and confirm its fingerprint with them over another channel (a call, a "
+        "signed letter): the mediator's keyring is what `bayesval valuate --verify` checks every release file against."
+    )
+    return keys.public
 
 
 def valuate_files(
@@ -119,14 +140,18 @@ def valuate_files(
     budget=None,
     plot: str | None = None,
     table_options: dict | None = None,
+    verify: list[str] | None = None,
 ) -> bv.ValuationResult:
     """Mediator side: value the parties of release files, or of CSV / Parquet tables released here in-process (a
     trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` is the parsed
-    flags of `SamplerConfig.add_arguments` (default: the fast preset)."""
+    flags of `SamplerConfig.add_arguments` (default: the fast preset). `verify`: the parties' public key files,
+    keyring files or folders; every release file must then be signed by the key of the party it names."""
     _check_outputs(save=save, plot=plot)
     tables = [f for f in files if is_table(f)]
     if tables and len(tables) != len(files):
         raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
+    if tables and verify:
+        raise ValueError("--verify checks signed release files; data tables are released here, in-process")
     if tables:
         options = {option: value for option, value in (table_options or {}).items() if value is not None}
         missing = [f"--{name}" for name in ("target", "epsilon", "bounds") if options.get(name) is None]
@@ -142,9 +167,12 @@ def valuate_files(
         parties = [bv.Party(X, y, name=name, **options) for (X, y), name in zip(data, names)]
     else:
         _no_table_options(table_options or {})
-        parties = [PerturbedStatistic.load(f) for f in files]
+        keyring = None if not verify else Keyring.load(verify)
+        parties = [PerturbedStatistic.load(f, verify_with=keyring) for f in files]
         model = _releases_model(files, parties, model)
     print(f"{len(parties)} parties: {', '.join(p.name if tables else p.owner for p in parties)}")
+    for released in [] if tables else parties:
+        print(f"  {released.owner} ({released.source_file.path}): {released.integrity}")
     model = _model(model)
     result = _valuate_and_report(model, parties, seed, _config(budget, model), progress_bar, save)
     _plot(result, plot)
@@ -461,7 +489,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="bayesval", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for add_command in (_add_demo, _add_release, _add_valuate, _add_knn):
+    for add_command in (_add_demo, _add_release, _add_valuate, _add_knn, _add_keygen):
         add_command(commands)
     args = parser.parse_args(argv)
     try:
@@ -497,6 +525,7 @@ def _add_release(commands) -> None:
     )
     out.add_argument("--grid", type=float, default=None, help="grid step of the noise, a power of two (default: auto)")
     out.add_argument("-o", "--output", default=None, help="release file (default NAME.release.json)")
+    out.add_argument("--sign", default=None, metavar="KEYFILE", help="sign the file with this private key (keygen)")
     out.add_argument("--force", action="store_true", help="overwrite the release file if it exists")
     out.set_defaults(
         run=lambda args: release(
@@ -513,6 +542,7 @@ def _add_release(commands) -> None:
             noise_seed=args.noise_seed,
             experiment=args.experiment,
             grid=args.grid,
+            sign=args.sign,
             force=args.force,
         )
     )
@@ -526,6 +556,15 @@ def _add_valuate(commands) -> None:
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
+    value.add_argument(
+        "--verify",
+        nargs="+",
+        action="extend",
+        default=None,
+        metavar="KEYS",
+        help="the parties' public keys: .pub files, keyring files or folders of .pub files; every release file must "
+        "then be signed by its party's key",
+    )
     bv.SamplerConfig.add_arguments(value)
     tables = value.add_argument_group("data tables, released here in-process (one trusted machine)")
     tables.add_argument("--target", default=None, help="the target column")
@@ -545,6 +584,7 @@ def _add_valuate(commands) -> None:
             budget=args,
             plot=args.plot,
             table_options={option: getattr(args, option) for option in table_options},
+            verify=args.verify,
         )
     )
 
@@ -577,6 +617,13 @@ def _add_knn(commands) -> None:
             plot=args.plot,
         )
     )
+
+
+def _add_keygen(commands) -> None:
+    keys = commands.add_parser("keygen", help="party side: a key pair to sign release files with")
+    keys.add_argument("path", help="writes PATH.key (private, mode 0600) and PATH.pub (public, for the mediator)")
+    keys.add_argument("--name", default=None, help="the party's name, as its release files give it (default: PATH's)")
+    keys.set_defaults(run=lambda args: keygen(args.path, args.name))
 
 
 if __name__ == "__main__":
