@@ -425,7 +425,7 @@ SAMPLER_CONFIG = [
     case(
         "SamplerConfig-num_chains-zero",
         lambda w: bv.SamplerConfig(num_chains=0),
-        r"--num-chains must be an integer >= 1",
+        r"SamplerConfig.num_chains must be an integer >= 1",
     ),
     case(
         "SamplerConfig-num_chains-float",
@@ -509,7 +509,7 @@ SAMPLER_CONFIG = [
     case(
         "with_-bad-value",
         lambda w: bv.SamplerConfig().with_(num_chains=-1),
-        r"--num-chains must be an integer >= 1",
+        r"SamplerConfig.num_chains must be an integer >= 1",
     ),
 ]
 
@@ -1298,7 +1298,7 @@ CLI = [
         lambda w: w.release_cli("--bounds=-1,2"),
         r"argument --bounds: Bounds.x_norm must be a finite number > 0",
     ),
-    cli_case("cli-release-bounds-without-y", lambda w: w.release_cli("--bounds", "3"), r"needs a bound on y"),
+    cli_case("cli-release-bounds-without-y", lambda w: w.release_cli("--bounds", "3"), r"needs a bound on the target"),
     cli_case(
         "cli-release-noise-seed-negative",
         lambda w: w.release_cli("--noise-seed=-1"),
