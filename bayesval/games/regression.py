@@ -1,0 +1,156 @@
+"""A regression-family estimator of Shapley values: every evaluation serves every player (docs/games.md,
+"Regression sampling").
+
+The Shapley value is the solution of a weighted least-squares problem over all coalitions (Charnes et al. 1988;
+Lundberg & Lee 2017, Theorem 2): with the Shapley kernel's distribution p over the coalitions of sizes 1..n-1
+(size s with probability proportional to 1 / (s (n - s)), uniform members), z the coalition's 0/1 vector,
+A = E_p[z z^T] = (1/2 - c) I + c 1 1^T with c = E_p[s (s - 1)] / (n (n - 1)), and Delta = v(N) - v(empty),
+
+    phi_i = Delta / n + E_p[(z_i - s / n) (v(z) - v(empty))] / (1/2 - c),
+
+the constrained solution A^{-1} (b - nu 1) of Covert & Lee (AISTATS 2021, Sec. 3, Eq. 6) written out for this A
+(the efficiency constraint sum phi = Delta holds exactly). p is symmetric under complements, so with paired draws
+(a coalition and its complement, Covert & Lee 2021, Sec. 4.2) the expectation is E_p[(z_i - s/n) g(z)] / 2 with
+g(z) = v(z) - v(N minus z): the empty coalition's value drops out, and the even part of the game with it.
+
+A known A makes the estimate a plain mean, hence unbiased (Covert & Lee's unbiased KernelSHAP), and an additive game
+b . z has E_p[(z_i - s/n) (b . (2 z - 1))] = (1 - 2c) (b_i - mean b) in closed form. So each batch subtracts the
+additive game of the run's estimate so far, beta, and adds its exact contribution back (a control variate, as in
+Regression-adjusted estimators; Glasserman 2004, Sec. 4.1): only the non-additive residual g - beta . (2z - 1) is
+sampled. beta comes from earlier batches only (its constant part from this batch's Delta, which the residual's mean
+does not see), so each batch's estimate is unbiased given the batches before it: the batch estimates are martingale
+differences around phi, uncorrelated, and their spread over batches is an honest standard error with batches - 1
+degrees of freedom (batch means), holding the utility's own noise as far as each batch values its coalitions afresh.
+
+Sizes are drawn from q(s) (`design`) with the weight p(s) / q(s): the Shapley kernel itself (q = p), the leverage
+scores' uniform sizes (Musco & Witter, ICLR 2025), or q(s) proportional to 1 / sqrt(s (n - s)), which minimises the
+variance that independent noise on each evaluation adds, sum_s p(s)^2 s (n - s) / q(s) (Cauchy-Schwarz): the
+default, chosen by measurement (docs/games.md, "Regression sampling").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayesval.games.samplers import BatchPlan, BatchStatistics
+from bayesval.games.weights import SHAPLEY, Semivalue
+
+DESIGNS = ("sqrt", "kernel", "leverage")
+OTHER_SAMPLERS = "PermutationSampler, UniformSampler, StratifiedSampler or SemivalueSampler"
+
+
+def kernel_sizes(num_players: int) -> np.ndarray:
+    """p(s) (n - 1,): the Shapley kernel's probability of each coalition size s = 1..n-1, proportional to
+    1 / (s (n - s)) (Lundberg & Lee 2017, Theorem 2, times the binom(n, s) coalitions of the size)."""
+    sizes = np.arange(1, num_players)
+    kernel = 1.0 / (sizes * (num_players - sizes))
+    return kernel / kernel.sum()
+
+
+def design_sizes(num_players: int, design: str) -> np.ndarray:
+    """q(s) (n - 1,): the probability with which `design` draws each coalition size s = 1..n-1."""
+    sizes = np.arange(1, num_players)
+    shape = {"kernel": kernel_sizes(num_players), "leverage": np.ones(num_players - 1)}.get(design)
+    if shape is None:
+        shape = 1.0 / np.sqrt(sizes * (num_players - sizes))
+    return shape / shape.sum()
+
+
+@dataclass(frozen=True)
+class RegressionSampler:
+    """Paired coalitions (S and N minus S) of sizes drawn from `design`, and the empty and grand coalitions, valued
+    afresh every batch (batch_size + 2 coalitions; batch_size even, at least the number of players): each batch is
+    one unbiased estimate of every player's Shapley value, and the run's estimate their mean (module docstring)."""
+
+    design: str = "sqrt"
+
+    def __post_init__(self) -> None:
+        if self.design not in DESIGNS:
+            raise ValueError(f"design must be one of {DESIGNS}, got {self.design!r}")
+
+    @property
+    def name(self) -> str:
+        return f"regression ({self.design} sizes)"
+
+    def plan(self, num_players: int, batch_size: int, semivalue: Semivalue) -> BatchPlan:
+        check_regression(num_players, batch_size, semivalue)
+        sizes = np.arange(1, num_players)
+        proposal = design_sizes(num_players, self.design)
+        kernel = kernel_sizes(num_players)
+        pairing = float(np.sum(kernel * sizes * (sizes - 1)) / (num_players * (num_players - 1)))  # c
+        scale = jnp.asarray(kernel / proposal / (1.0 - 2.0 * pairing))  # p(s) / q(s) / (1 - 2c), per size
+        draw = partial(_regression_masks, logits=jnp.asarray(np.log(proposal)), pairs=batch_size // 2)
+        reduce = partial(_regression_reduce, scale=scale)
+        no = np.zeros(1, bool)
+        return BatchPlan(np.ones(1), no, no, batch_size + 2, draw, reduce, 1.0)
+
+
+def check_regression(num_players: int, batch_size: int, semivalue: Semivalue) -> None:
+    """A ValueError for what regression sampling cannot serve: a semivalue other than Shapley (naming the samplers
+    that can), fewer than 2 players, or a batch of fewer coalitions than players or an odd number (pairs)."""
+    if semivalue.kind != "shapley" and not np.allclose(semivalue.weights(num_players), SHAPLEY.weights(num_players)):
+        raise ValueError(
+            f"RegressionSampler estimates Shapley values only (the Shapley kernel's regression), not the "
+            f"{semivalue.name} semivalue; use {OTHER_SAMPLERS} for it"
+        )
+    if num_players < 2:
+        raise ValueError(f"RegressionSampler needs at least 2 players, got {num_players}; one player's value is exact")
+    minimum = num_players + num_players % 2
+    if batch_size < minimum or batch_size % 2:
+        raise ValueError(
+            f"batch_size for RegressionSampler is the coalitions each batch samples in pairs (S and N minus S): an "
+            f"even number, at least the {num_players} players, so the minimum is {minimum}; got {batch_size}"
+        )
+
+
+def _regression_masks(key, state, logits, pairs: int):
+    """The batch's masks: `pairs` coalitions, their complements, the empty and the grand coalition; and beta, the
+    run's estimate so far of the sampled game (without a control variate's exact part), zero before the first batch."""
+    num_players = logits.shape[0] + 1
+    if state is None:
+        beta = np.zeros(num_players)
+    else:
+        beta = state.sums.mean(axis=0)[0] / np.maximum(state.counts[0], 1)
+    masks = _paired_masks(key, logits, pairs)
+    return masks, (masks, jnp.asarray(beta))
+
+
+@partial(jax.jit, static_argnames=("pairs",))
+def _paired_masks(key, logits, pairs: int):
+    size_key, member_key = jax.random.split(key)
+    num_players = logits.shape[0] + 1
+    cumulative = jnp.cumsum(jnp.exp(logits))
+    spots = (jax.random.uniform(size_key) + jnp.arange(pairs)) / pairs  # systematic sampling of the sizes
+    sizes = jnp.minimum(jnp.searchsorted(cumulative, spots), num_players - 2) + 1
+    ranks = jnp.argsort(jnp.argsort(jax.random.uniform(member_key, (pairs, num_players)), axis=1), axis=1)
+    chosen = ranks < sizes[:, None]
+    ends = jnp.stack([jnp.zeros(num_players, bool), jnp.ones(num_players, bool)])
+    return jnp.concatenate([chosen, ~chosen, ends])
+
+
+@jax.jit
+def _regression_reduce(values, aux, scale) -> BatchStatistics:
+    """One estimate per utility estimate r (R, n): Delta / n + (beta_i - mean beta) + the weighted mean of
+    (z_i - s/n) times the residual g - beta_r . (2z - 1), with beta_r = beta - mean beta + Delta_r / n."""
+    masks, beta = aux
+    num_players = masks.shape[1]
+    pairs = (masks.shape[0] - 2) // 2
+    chosen = masks[:pairs].astype(values.dtype)  # (P, n)
+    sizes = chosen.sum(axis=1)
+    spread = values[:, :pairs] - values[:, pairs : 2 * pairs]  # g (R, P)
+    delta = values[:, -1] - values[:, -2]  # (R,)
+    centred = beta - beta.mean()
+    additive = centred[None] + delta[:, None] / num_players  # beta_r (R, n)
+    residual = spread - additive @ (2 * chosen - 1).T  # (R, P)
+    weight = scale[sizes.astype(jnp.int32) - 1]  # (P,)
+    lever = (chosen - sizes[:, None] / num_players) * weight[:, None]  # (P, n)
+    estimates = additive + residual @ lever / pairs  # (R, n)
+    averaged = estimates.mean(axis=0)[None]
+    zeros = jnp.zeros_like(averaged)
+    ones = jnp.ones(averaged.shape, jnp.int64)
+    return BatchStatistics(estimates[:, None], zeros, zeros, zeros, ones, averaged, averaged)
