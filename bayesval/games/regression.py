@@ -86,8 +86,10 @@ class RegressionSampler:
         scale = jnp.asarray(kernel / proposal / (1.0 - 2.0 * pairing))  # p(s) / q(s) / (1 - 2c), per size
         draw = partial(_regression_masks, logits=jnp.asarray(np.log(proposal)), pairs=batch_size // 2)
         reduce = partial(_regression_reduce, scale=scale)
-        no = np.zeros(1, bool)
-        return BatchPlan(np.ones(1), no, no, batch_size + 2, draw, reduce, 1.0)
+        coefficients = np.zeros(num_players)  # group 0 the batch estimates; 1..n-1 the residuals of each size
+        coefficients[0] = 1.0
+        no = np.zeros(num_players, bool)
+        return BatchPlan(coefficients, no, no, batch_size + 2, draw, reduce, 1.0)
 
 
 def check_regression(num_players: int, batch_size: int, semivalue: Semivalue) -> None:
@@ -109,15 +111,25 @@ def check_regression(num_players: int, batch_size: int, semivalue: Semivalue) ->
 
 
 def _regression_masks(key, state, logits, pairs: int):
-    """The batch's masks: `pairs` coalitions, their complements, the empty and the grand coalition; and beta, the
-    run's estimate so far of the sampled game (without a control variate's exact part), zero before the first batch."""
+    """The batch's masks: `pairs` coalitions, their complements, the empty and the grand coalition; and from the
+    batches before (zeros before the first) the controls: beta, the run's estimate of the sampled game (without a
+    control variate's exact part), and h (n - 1,), the mean residual of each coalition size (`size_means`)."""
     num_players = logits.shape[0] + 1
-    if state is None:
-        beta = np.zeros(num_players)
-    else:
+    beta, means, first = np.zeros(num_players), np.zeros(num_players - 1), 1.0
+    if state is not None:
+        first = 0.0
+        sums, counts = state.sums.mean(axis=0)[:, 0], state.counts[:, 0]  # (G,): every index holds the same sizes
         beta = state.sums.mean(axis=0)[0] / np.maximum(state.counts[0], 1)
+        means = size_means(sums[1:], counts[1:])
     masks = _paired_masks(key, logits, pairs)
-    return masks, (masks, jnp.asarray(beta))
+    return masks, (masks, jnp.asarray(beta), jnp.asarray(means), jnp.asarray(first))
+
+
+def size_means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """h(s) (n - 1,): the mean residual of the pairs drawn with size s = 1..n-1, pooled with size n - s (the same
+    pairs seen from the complement, whose residual is the negative: g(N minus z) = -g(z)); 0 where none was drawn."""
+    pooled, seen = sums - sums[::-1], counts + counts[::-1]
+    return np.where(seen > 0, pooled / np.maximum(seen, 1), 0.0)
 
 
 @partial(jax.jit, static_argnames=("pairs",))
@@ -136,21 +148,31 @@ def _paired_masks(key, logits, pairs: int):
 @jax.jit
 def _regression_reduce(values, aux, scale) -> BatchStatistics:
     """One estimate per utility estimate r (R, n): Delta / n + (beta_i - mean beta) + the weighted mean of
-    (z_i - s/n) times the residual g - beta_r . (2z - 1), with beta_r = beta - mean beta + Delta_r / n."""
-    masks, beta = aux
+    (z_i - s/n) times the residual g - beta_r . (2z - 1) - h(s), with beta_r = beta - mean beta + Delta_r / n
+    (group 0); and per size the sum of the residuals before h and their number (groups 1..n-1, every index alike),
+    from which later batches take h."""
+    masks, beta, means, first = aux
     num_players = masks.shape[1]
     pairs = (masks.shape[0] - 2) // 2
     chosen = masks[:pairs].astype(values.dtype)  # (P, n)
-    sizes = chosen.sum(axis=1)
+    sizes = chosen.sum(axis=1).astype(jnp.int32)
     spread = values[:, :pairs] - values[:, pairs : 2 * pairs]  # g (R, P)
     delta = values[:, -1] - values[:, -2]  # (R,)
     centred = beta - beta.mean()
-    additive = centred[None] + delta[:, None] / num_players  # beta_r (R, n)
-    residual = spread - additive @ (2 * chosen - 1).T  # (R, P)
-    weight = scale[sizes.astype(jnp.int32) - 1]  # (P,)
-    lever = (chosen - sizes[:, None] / num_players) * weight[:, None]  # (P, n)
-    estimates = additive + residual @ lever / pairs  # (R, n)
-    averaged = estimates.mean(axis=0)[None]
-    zeros = jnp.zeros_like(averaged)
-    ones = jnp.ones(averaged.shape, jnp.int64)
-    return BatchStatistics(estimates[:, None], zeros, zeros, zeros, ones, averaged, averaged)
+    residual = spread - centred @ (2 * chosen - 1).T  # (R, P)
+    size_control = means[sizes - 1] + first * delta[:, None] * (2 * sizes / num_players - 1)  # (R, P)
+    lever = (chosen - sizes[:, None] / num_players) * scale[sizes - 1][:, None]  # (P, n)
+    estimates = centred + delta[:, None] / num_players + (residual - size_control) @ lever / pairs  # (R, n)
+    of_size = jax.nn.one_hot(sizes - 1, num_players - 1, dtype=values.dtype)  # (P, n - 1)
+    by_size = jnp.broadcast_to((residual @ of_size)[:, :, None], (len(values), num_players - 1, num_players))
+    sums = jnp.concatenate([estimates[:, None], by_size], axis=1)
+    return _filed(sums, jnp.concatenate([jnp.ones(1), of_size.sum(axis=0)]))
+
+
+def _filed(sums, counts) -> BatchStatistics:
+    """BatchStatistics of one draw per group and index: sums (R, G, n), counts (G,) alike for every index."""
+    shape = sums.shape[1:]
+    averaged = sums.mean(axis=0) / jnp.maximum(counts, 1)[:, None]
+    zeros = jnp.zeros(shape)
+    counts = jnp.broadcast_to(counts[:, None], shape).astype(jnp.int64)
+    return BatchStatistics(sums, zeros, zeros, zeros, counts, averaged, averaged)
