@@ -142,7 +142,8 @@ def mse_table(names: list[str], keys: int, shapiq_python: str | None) -> None:
             stop = MaxEvaluations(budget)
             latin = run(game, utility, PermutationSampler(latin=True), permutations, stop, keys)
             plain = run(game, utility, PermutationSampler(), permutations, stop, keys)
-            regression = run(game, utility, RegressionSampler(), regression_batch, stop, keys)
+            within = MaxEvaluations(12 * (regression_batch + 2))  # 12 batches, no more evaluations than Latin's
+            regression = run(game, utility, RegressionSampler(), regression_batch, within, keys)
             mse = {
                 label: float(np.mean((r["estimates"] - exact) ** 2))
                 for label, r in (("latin", latin), ("plain", plain), ("regression", regression))

@@ -113,23 +113,14 @@ def check_regression(num_players: int, batch_size: int, semivalue: Semivalue) ->
 def _regression_masks(key, state, logits, pairs: int):
     """The batch's masks: `pairs` coalitions, their complements, the empty and the grand coalition; and from the
     batches before (zeros before the first) the controls: beta, the run's estimate of the sampled game (without a
-    control variate's exact part), and h (n - 1,), the mean residual of each coalition size (`size_means`)."""
+    control variate's exact part), and per coalition size the sum and number of the residuals seen (n - 1,)."""
     num_players = logits.shape[0] + 1
-    beta, means, first = np.zeros(num_players), np.zeros(num_players - 1), 1.0
+    beta, sums, counts = np.zeros(num_players), np.zeros(num_players - 1), np.zeros(num_players - 1)
     if state is not None:
-        first = 0.0
-        sums, counts = state.sums.mean(axis=0)[:, 0], state.counts[:, 0]  # (G,): every index holds the same sizes
         beta = state.sums.mean(axis=0)[0] / np.maximum(state.counts[0], 1)
-        means = size_means(sums[1:], counts[1:])
+        sums, counts = state.sums.mean(axis=0)[1:, 0], state.counts[1:, 0]  # every index holds the same sizes
     masks = _paired_masks(key, logits, pairs)
-    return masks, (masks, jnp.asarray(beta), jnp.asarray(means), jnp.asarray(first))
-
-
-def size_means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """h(s) (n - 1,): the mean residual of the pairs drawn with size s = 1..n-1, pooled with size n - s (the same
-    pairs seen from the complement, whose residual is the negative: g(N minus z) = -g(z)); 0 where none was drawn."""
-    pooled, seen = sums - sums[::-1], counts + counts[::-1]
-    return np.where(seen > 0, pooled / np.maximum(seen, 1), 0.0)
+    return masks, (masks, jnp.asarray(beta), jnp.asarray(sums), jnp.asarray(counts, jnp.float64))
 
 
 @partial(jax.jit, static_argnames=("pairs",))
@@ -148,10 +139,10 @@ def _paired_masks(key, logits, pairs: int):
 @jax.jit
 def _regression_reduce(values, aux, scale) -> BatchStatistics:
     """One estimate per utility estimate r (R, n): Delta / n + (beta_i - mean beta) + the weighted mean of
-    (z_i - s/n) times the residual g - beta_r . (2z - 1) - h(s), with beta_r = beta - mean beta + Delta_r / n
-    (group 0); and per size the sum of the residuals before h and their number (groups 1..n-1, every index alike),
-    from which later batches take h."""
-    masks, beta, means, first = aux
+    (z_i - s/n) times the residual g - beta . (2z - 1) - h(s) (group 0), h the mean residual of the size from the
+    earlier batches and the other half of this one (`size_means`); and per size the sum of the residuals and their
+    number (groups 1..n-1, every index alike), for later batches."""
+    masks, beta, past_sums, past_counts = aux
     num_players = masks.shape[1]
     pairs = (masks.shape[0] - 2) // 2
     chosen = masks[:pairs].astype(values.dtype)  # (P, n)
@@ -160,13 +151,23 @@ def _regression_reduce(values, aux, scale) -> BatchStatistics:
     delta = values[:, -1] - values[:, -2]  # (R,)
     centred = beta - beta.mean()
     residual = spread - centred @ (2 * chosen - 1).T  # (R, P)
-    size_control = means[sizes - 1] + first * delta[:, None] * (2 * sizes / num_players - 1)  # (R, P)
-    lever = (chosen - sizes[:, None] / num_players) * scale[sizes - 1][:, None]  # (P, n)
-    estimates = centred + delta[:, None] / num_players + (residual - size_control) @ lever / pairs  # (R, n)
     of_size = jax.nn.one_hot(sizes - 1, num_players - 1, dtype=values.dtype)  # (P, n - 1)
+    half = (jnp.arange(pairs) % 2)[:, None]  # the two halves: each takes h from the other
+    halves = [of_size * (half == part) for part in (0, 1)]
+    means = [size_means(past_sums + residual @ other, past_counts + other.sum(axis=0)) for other in halves[::-1]]
+    control = jnp.where(half.T == 0, means[0] @ of_size.T, means[1] @ of_size.T)  # h(s) of each pair (R, P)
+    lever = (chosen - sizes[:, None] / num_players) * scale[sizes - 1][:, None]  # (P, n)
+    estimates = centred + delta[:, None] / num_players + (residual - control) @ lever / pairs  # (R, n)
     by_size = jnp.broadcast_to((residual @ of_size)[:, :, None], (len(values), num_players - 1, num_players))
     sums = jnp.concatenate([estimates[:, None], by_size], axis=1)
     return _filed(sums, jnp.concatenate([jnp.ones(1), of_size.sum(axis=0)]))
+
+
+def size_means(sums, counts):
+    """h(s) (..., n - 1): the mean residual of the pairs drawn with size s = 1..n-1, pooled with size n - s (the same
+    pairs seen from the complement, whose residual is the negative: g(N minus z) = -g(z)); 0 where none was drawn."""
+    pooled, seen = sums - sums[..., ::-1], counts + counts[::-1]
+    return jnp.where(seen > 0, pooled / jnp.maximum(seen, 1), 0.0)
 
 
 def _filed(sums, counts) -> BatchStatistics:
