@@ -86,9 +86,9 @@ class RegressionSampler:
         scale = jnp.asarray(kernel / proposal / (1.0 - 2.0 * pairing))  # p(s) / q(s) / (1 - 2c), per size
         draw = partial(_regression_masks, logits=jnp.asarray(np.log(proposal)), pairs=batch_size // 2)
         reduce = partial(_regression_reduce, scale=scale)
-        coefficients = np.zeros(num_players)  # group 0 the batch estimates; 1..n-1 the residuals of each size
+        coefficients = np.zeros(num_players + 1)  # group 0 the counted batch estimates (module docstring)
         coefficients[0] = 1.0
-        no = np.zeros(num_players, bool)
+        no = np.zeros(num_players + 1, bool)
         return BatchPlan(coefficients, no, no, batch_size + 2, draw, reduce, 1.0)
 
 
@@ -117,10 +117,11 @@ def _regression_masks(key, state, logits, pairs: int):
     num_players = logits.shape[0] + 1
     beta, sums, counts = np.zeros(num_players), np.zeros(num_players - 1), np.zeros(num_players - 1)
     if state is not None:
-        beta = state.sums.mean(axis=0)[0] / np.maximum(state.counts[0], 1)
-        sums, counts = state.sums.mean(axis=0)[1:, 0], state.counts[1:, 0]  # every index holds the same sizes
+        beta = state.sums.mean(axis=0)[-1] / np.maximum(state.counts[-1], 1)
+        sums, counts = state.sums.mean(axis=0)[1:-1, 0], state.counts[1:-1, 0]  # every index holds the same sizes
     masks = _paired_masks(key, logits, pairs)
-    return masks, (masks, jnp.asarray(beta), jnp.asarray(sums), jnp.asarray(counts, jnp.float64))
+    pilot = jnp.asarray(float(state is None))
+    return masks, (masks, jnp.asarray(beta), jnp.asarray(sums), jnp.asarray(counts, jnp.float64), pilot)
 
 
 @partial(jax.jit, static_argnames=("pairs",))
@@ -142,7 +143,7 @@ def _regression_reduce(values, aux, scale) -> BatchStatistics:
     (z_i - s/n) times the residual g - beta . (2z - 1) - h(s) (group 0), h the mean residual of the size from the
     earlier batches and the other half of this one (`size_means`); and per size the sum of the residuals and their
     number (groups 1..n-1, every index alike), for later batches."""
-    masks, beta, past_sums, past_counts = aux
+    masks, beta, past_sums, past_counts, pilot = aux
     num_players = masks.shape[1]
     pairs = (masks.shape[0] - 2) // 2
     chosen = masks[:pairs].astype(values.dtype)  # (P, n)
@@ -159,8 +160,8 @@ def _regression_reduce(values, aux, scale) -> BatchStatistics:
     lever = (chosen - sizes[:, None] / num_players) * scale[sizes - 1][:, None]  # (P, n)
     estimates = centred + delta[:, None] / num_players + (residual - control) @ lever / pairs  # (R, n)
     by_size = jnp.broadcast_to((residual @ of_size)[:, :, None], (len(values), num_players - 1, num_players))
-    sums = jnp.concatenate([estimates[:, None], by_size], axis=1)
-    return _filed(sums, jnp.concatenate([jnp.ones(1), of_size.sum(axis=0)]))
+    sums = jnp.concatenate([(1 - pilot) * estimates[:, None], by_size, estimates[:, None]], axis=1)
+    return _filed(sums, jnp.concatenate([1 - pilot[None], of_size.sum(axis=0), jnp.ones(1)]))
 
 
 def size_means(sums, counts):
@@ -176,4 +177,5 @@ def _filed(sums, counts) -> BatchStatistics:
     averaged = sums.mean(axis=0) / jnp.maximum(counts, 1)[:, None]
     zeros = jnp.zeros(shape)
     counts = jnp.broadcast_to(counts[:, None], shape).astype(jnp.int64)
-    return BatchStatistics(sums, zeros, zeros, zeros, counts, averaged, averaged)
+    low, high = (jnp.where(counts > 0, averaged, bound) for bound in (jnp.inf, -jnp.inf))
+    return BatchStatistics(sums, zeros, zeros, zeros, counts, low, high)
