@@ -131,8 +131,9 @@ def _paired_masks(key, logits, pairs: int):
     cumulative = jnp.cumsum(jnp.exp(logits))
     spots = (jax.random.uniform(size_key) + jnp.arange(pairs)) / pairs  # systematic sampling of the sizes
     sizes = jnp.minimum(jnp.searchsorted(cumulative, spots), num_players - 2) + 1
-    ranks = jnp.argsort(jnp.argsort(jax.random.uniform(member_key, (pairs, num_players)), axis=1), axis=1)
-    chosen = ranks < sizes[:, None]
+    scores = jax.random.uniform(member_key, (pairs, num_players))
+    cutoff = jnp.take_along_axis(jnp.sort(scores, axis=1), sizes[:, None] - 1, axis=1)  # the size-th smallest
+    chosen = scores <= cutoff  # the `size` players of the smallest scores: a uniform coalition of that size
     ends = jnp.stack([jnp.zeros(num_players, bool), jnp.ones(num_players, bool)])
     return jnp.concatenate([chosen, ~chosen, ends])
 
