@@ -53,6 +53,7 @@ def test_the_values_add_up_to_the_grand_coalition_exactly():
     result = run(table_utility(TABLE), 0)
     assert result.values.sum() == pytest.approx(TABLE[-1] - TABLE[0], abs=1e-10)
     assert np.all(result.stderr > 0) and not np.allclose(result.values, EXACT, atol=1e-3)
+    assert result.diagnostics["batches"] == 12 and np.all(result.counts == 11)  # the first batch, a pilot, uncounted
 
 
 def test_on_a_closed_form_game_of_forty_players_the_error_matches_the_standard_error():

@@ -13,14 +13,25 @@ the constrained solution A^{-1} (b - nu 1) of Covert & Lee (AISTATS 2021, Sec. 3
 (a coalition and its complement, Covert & Lee 2021, Sec. 4.2) the expectation is E_p[(z_i - s/n) g(z)] / 2 with
 g(z) = v(z) - v(N minus z): the empty coalition's value drops out, and the even part of the game with it.
 
-A known A makes the estimate a plain mean, hence unbiased (Covert & Lee's unbiased KernelSHAP), and an additive game
-b . z has E_p[(z_i - s/n) (b . (2 z - 1))] = (1 - 2c) (b_i - mean b) in closed form. So each batch subtracts the
-additive game of the run's estimate so far, beta, and adds its exact contribution back (a control variate, as in
-Regression-adjusted estimators; Glasserman 2004, Sec. 4.1): only the non-additive residual g - beta . (2z - 1) is
-sampled. beta comes from earlier batches only (its constant part from this batch's Delta, which the residual's mean
-does not see), so each batch's estimate is unbiased given the batches before it: the batch estimates are martingale
+A known A makes the estimate a plain mean, hence unbiased (Covert & Lee's unbiased KernelSHAP), and two controls
+have a closed-form contribution (Glasserman 2004, Sec. 4.1, control variates with the coefficient fixed at 1):
+
+* an additive game b . z: E_p[(z_i - s/n) (b . (2z - 1))] = (1 - 2c) (b_i - mean b). Each batch subtracts the
+  additive game of the run's estimate so far, beta, and adds b_i - mean b back;
+* any function h(s) of the size alone: E_p[(z_i - s/n) h(s)] = 0, since z_i given s is in with probability s/n.
+  Each batch subtracts the mean residual of the pair's size (pooled with n - s, whose residual is the negative),
+  seen in the earlier batches and in the other half of this one (cross-fitting: a half's h does not use its own
+  draws). On sums of unanimity games this size part was 90 % of the variance at 50 players (72 % at 12).
+
+Only the rest of the residual g - beta . (2z - 1) - h(s) is sampled. The controls come from other draws than those
+they adjust, so each batch's estimate is unbiased given the batches before it: the batch estimates are martingale
 differences around phi, uncorrelated, and their spread over batches is an honest standard error with batches - 1
 degrees of freedom (batch means), holding the utility's own noise as far as each batch values its coalitions afresh.
+The first batch is a pilot: its beta is zero and its h from half a batch, so its estimate varies several times more
+than the later ones' (2.4 against 0.12 to 0.7 on the 50-player game); it trains the controls and is not counted.
+
+The state's groups: 0 the counted batch estimates (coefficient 1), 1..n-1 the sum of the residuals of each size and
+their number (coefficient 0: every index alike), n every batch's estimate, the pilot's too (coefficient 0: beta).
 
 Sizes are drawn from q(s) (`design`) with the weight p(s) / q(s): the Shapley kernel itself (q = p), the leverage
 scores' uniform sizes (Musco & Witter, ICLR 2025), or q(s) proportional to 1 / sqrt(s (n - s)), which minimises the
@@ -64,8 +75,10 @@ def design_sizes(num_players: int, design: str) -> np.ndarray:
 @dataclass(frozen=True)
 class RegressionSampler:
     """Paired coalitions (S and N minus S) of sizes drawn from `design`, and the empty and grand coalitions, valued
-    afresh every batch (batch_size + 2 coalitions; batch_size even, at least the number of players): each batch is
-    one unbiased estimate of every player's Shapley value, and the run's estimate their mean (module docstring)."""
+    afresh every batch (batch_size + 2 coalitions; batch_size even, at least the number of players): each batch
+    after the first (a pilot that trains the controls) is one unbiased estimate of every player's Shapley value, and
+    the run's estimate is their mean (module docstring). The sizes of a batch are drawn by systematic sampling (one
+    uniform offset, evenly spaced quantiles of q), so each size gets its share of the batch to within one pair."""
 
     design: str = "sqrt"
 
