@@ -6,6 +6,7 @@ benchmarks/bench_regression.py, its tables in docs/games.md, "Regression samplin
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 from game_examples import random_table, table_utility
@@ -150,3 +151,17 @@ def test_what_regression_sampling_cannot_serve_is_refused(options, message):
 def test_an_unknown_design_is_refused():
     with pytest.raises(ValueError, match="design must be one of \\('sqrt', 'kernel', 'leverage'\\), got 'pairs'"):
         RegressionSampler("pairs")
+
+
+def test_a_utility_of_several_estimates_per_coalition_is_averaged_and_its_error_counted():
+    """Two fresh estimates per coalition (values (2, B)): the batches see their mean, and the standard errors cover
+    the error (the game layer adds the spread of the two estimates' semivalues to the batches'; RMS z 1.06)."""
+    table = table_utility(TABLE)
+
+    def utility(key, masks):
+        values = table(key, masks)
+        return values + 0.4 * jax.random.normal(key, (2, *values.shape))
+
+    runs = [run(utility, key) for key in range(20)]
+    z = (np.array([r.values for r in runs]) - EXACT) / np.array([r.stderr for r in runs])
+    assert runs[0].state.num_repeats == 2 and 0.6 <= np.sqrt(np.mean(z**2)) <= 1.2
