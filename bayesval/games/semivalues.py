@@ -23,7 +23,14 @@ from bayesval.batching import batches, pad_rows
 from bayesval.games.control import ControlVariate
 from bayesval.games.masks import code_masks, members
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
-from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
+from bayesval.games.stopping import (
+    DEFAULT_MAX_EVALUATIONS,
+    MaxEvaluations,
+    Progress,
+    StandardError,
+    capped,
+    judgement,
+)
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
@@ -132,7 +139,7 @@ def semivalue(
 def _sampled_result(method: str, names, state: SemivalueState, progress: Progress, stop, batches: dict):
     """The result of a sampled run: values, standard errors and the stopping rule's verdicts from its last
     `progress`, its state, and the diagnostics (`batches`: the batches drawn and their size)."""
-    converged = stop.converged(progress)
+    judged = judgement(progress, stop)
     return ValuationResult(
         method=method,
         values=progress.values,
@@ -144,16 +151,10 @@ def _sampled_result(method: str, names, state: SemivalueState, progress: Progres
             **batches,
             "seconds": progress.elapsed,
             "utility_error": describe_error(state),
-            "indices": {
-                "draws": progress.counts.tolist(),
-                "range": progress.ranges.tolist(),
-                "exact": progress.exact.tolist(),
-                "dof": progress.dof.tolist(),
-                "verdict": verdicts(progress, converged),
-            },
+            "indices": state.index_diagnostics(progress.dof, judged.verdicts),
         },
         counts=progress.counts,
-        converged=converged,
+        converged=judged.converged,
         state=state,
     )
 

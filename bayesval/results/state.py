@@ -169,6 +169,17 @@ class SemivalueState:
         """Indices whose value is exact (every weighted group a single coalition with equal draws)."""
         return exact_indices(self)
 
+    def index_diagnostics(self, dof: np.ndarray, verdicts: list[str]) -> dict[str, list]:
+        """Per index, a result's `diagnostics["indices"]`: its draws, their range (0: all equal), whether its value
+        is exact, the degrees of freedom `dof` of its standard error and its verdict (`variance.judged`)."""
+        return {
+            "draws": self.index_counts.tolist(),
+            "range": self.ranges.tolist(),
+            "exact": self.exact_indices.tolist(),
+            "dof": np.asarray(dof).tolist(),
+            "verdict": list(verdicts),
+        }
+
     def add(self, batch, values) -> None:
         """File one batch's `BatchStatistics` (sums (R, G, n), m2, counts, low, high (G, n)) and its coalitions'
         values (R, M)."""
