@@ -156,8 +156,11 @@ def test_a_utility_that_does_not_cache_or_a_run_estimated_otherwise_is_refused()
     with pytest.raises(ValueError, match="cannot merge the results of different games: the utility's error"):
         record + spread
     other_estimates = cached_utility(noisy_tables(table, 3, 0.1))
-    with pytest.raises(ValueError, match="has two different sets of estimates: independent_estimates=True is for"):
+    with pytest.raises(ValueError, match="resume_from is a result of a different game: it sampled"):
         sampled(other_estimates, 6, 9, 2 * 12 * 7, resume_from=record, independent_estimates=True)
+    named = sampled(utility, 6, 9, 12 * 7, independent_estimates=True, game_id="same")  # the caller vouches for it
+    with pytest.raises(ValueError, match="two different sets of estimates: independent_estimates=True is for"):
+        sampled(other_estimates, 6, 9, 2 * 12 * 7, resume_from=named, independent_estimates=True, game_id="same")
     one_estimate = sampled(lambda key, masks: utility(key, masks)[0], 6, 9, 12 * 7, independent_estimates=True)
     assert one_estimate.state.noise is None and one_estimate.diagnostics["utility_error"].startswith("none")
     with pytest.raises(TypeError, match="independent_estimates must be True or False, got 1"):

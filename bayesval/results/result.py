@@ -216,7 +216,7 @@ class ValuationResult:
             mine, theirs = getattr(self.state, label), getattr(other.state, label)
             if mine != theirs:
                 raise ValueError(f"cannot merge the results of different games: {label} {mine!r} != {theirs!r}")
-        state = self.state.merged(other.state)
+        state = self.state.merged(other.state, self.names)
         values, variances, dof = state.estimate()
         privacy = type(self.privacy)().merge(self.privacy).merge(other.privacy)
         stderr = np.sqrt(variances)
