@@ -51,6 +51,7 @@ from bayesval.results.state import (
     same_control,
     same_game,
 )
+from bayesval.results.variance import MAX_VALUE
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
 
 
@@ -249,15 +250,28 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
         )
     values = jnp.atleast_2d(values).astype(jnp.float64)
     if not bool(jnp.isfinite(values).all()):
-        bad = np.asarray(masks)[~np.isfinite(np.asarray(values)).all(axis=0)]
-        bad = bad[np.sort(np.unique(bad, axis=0, return_index=True)[1])]  # each coalition once, in batch order
-        coalitions = [members(mask, names) for mask in bad[:SHOWN_COALITIONS]]
-        more = f" and {len(bad) - SHOWN_COALITIONS} more" if len(bad) > SHOWN_COALITIONS else ""
+        count, coalitions = _listed(~np.isfinite(np.asarray(values)).any(axis=0), masks, names)
         raise ValueError(
-            f"utility returned NaN or inf for {len(bad)} coalitions (members listed): {coalitions}{more}; a "
-            "coalition's value must be a finite number (give the empty coalition a value too, e.g. 0)"
+            f"utility returned NaN or inf for {count} coalitions (members listed): {coalitions}; a coalition's value "
+            "must be a finite number (give the empty coalition a value too, e.g. 0)"
+        )
+    if float(jnp.abs(values).max(initial=0.0)) > MAX_VALUE:
+        count, coalitions = _listed((np.abs(np.asarray(values)) > MAX_VALUE).any(axis=0), masks, names)
+        raise ValueError(
+            f"utility returned values above {MAX_VALUE:g} in absolute value for {count} coalitions (members listed): "
+            f"{coalitions}; the sums of powers of their marginal contributions behind the standard errors would "
+            "overflow: rescale the utility (divide it by a constant; semivalues scale with it)"
         )
     return values
+
+
+def _listed(bad: np.ndarray, masks, names: list[str]) -> tuple[int, str]:
+    """How many distinct coalitions of `masks` (B, n) the flags `bad` (B,) mark, and the first few by members."""
+    rows = np.asarray(masks)[bad]
+    rows = rows[np.sort(np.unique(rows, axis=0, return_index=True)[1])]  # each coalition once, in batch order
+    coalitions = [members(mask, names) for mask in rows[:SHOWN_COALITIONS]]
+    more = f" and {len(rows) - SHOWN_COALITIONS} more" if len(rows) > SHOWN_COALITIONS else ""
+    return len(rows), f"{coalitions}{more}"
 
 
 def _check_utility(utility) -> None:

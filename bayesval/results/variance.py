@@ -45,6 +45,7 @@ import numpy as np
 PRIOR_DRAWS = 1.0  # k: the prior's weight in draws
 TRUSTED_DOF = 10.0  # degrees of freedom from which a standard error is an estimate, not a guess
 ROUNDING = 1e-12  # draws closer than this, relative to their size, are equal: a marginal v(S u i) - v(S) rounds
+MAX_VALUE = 1e60  # |v| of a coalition: the fourth powers of marginals (m4) over 1e12 draws stay below 1.8e308
 
 
 def spread(low, high):
