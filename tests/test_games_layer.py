@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from game_examples import random_table, table_utility
+from game_examples import assert_flags_agree, random_table, table_utility
 
 import bayesval as bv
 from bayesval.games.samplers import PermutationSampler, StratifiedSampler, UniformSampler
@@ -37,7 +37,9 @@ def run(utility, key, evaluations, **options):
     """A run of 16 draws a batch, to `evaluations` utility evaluations unless `stop` says otherwise."""
     options = {"batch_size": 16, "names": NAMES} | options
     options.setdefault("stop", MaxEvaluations(evaluations) if evaluations else None)
-    return semivalue(utility, N, key, **options)
+    result = semivalue(utility, N, key, **options)
+    assert_flags_agree(result)
+    return result
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: s.name)

@@ -7,7 +7,7 @@ spread, 1 degree of freedom, is not), and a run with the record resumes, merges 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from game_examples import random_table
+from game_examples import assert_flags_agree, random_table
 
 from bayesval.games import SHAPLEY, ControlVariate, PermutationSampler, SemivalueSampler, UniformSampler, semivalue
 from bayesval.games.masks import coalition_masks, mask_codes
@@ -37,7 +37,9 @@ def cached_utility(estimates: np.ndarray):
 
 def sampled(utility, num_players: int, key, evaluations: int, **options):
     options = dict(sampler=PermutationSampler(latin=True), batch_size=2 * num_players) | options
-    return semivalue(utility, num_players, key, stop=MaxEvaluations(evaluations), **options)
+    result = semivalue(utility, num_players, key, stop=MaxEvaluations(evaluations), **options)
+    assert_flags_agree(result)
+    return result
 
 
 @pytest.mark.parametrize(
