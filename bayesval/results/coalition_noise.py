@@ -88,7 +88,7 @@ class CoalitionNoise:
         joined, differing = self._joined(batch)
         if differing is not None:
             raise ValueError(
-                f"the utility gave the coalition {self._members(differing, names)} two different sets of estimates: "
+                f"the utility gave {self._members(differing, names)} two different sets of estimates: "
                 "independent_estimates=True is for a utility that caches each coalition's estimates (one that values "
                 "a coalition afresh each time has its whole error in the draws' spread: leave it False)"
             )
@@ -101,7 +101,7 @@ class CoalitionNoise:
         joined, differing = self._joined(other)
         if differing is not None:
             raise ValueError(
-                f"cannot merge the results: the coalition {self._members(differing, names)} has different estimates "
+                f"cannot merge the results: {self._members(differing, names)} has different estimates "
                 "in the two, so each run valued its coalitions apart (each a noisy game of its own, whose errors the "
                 "merged standard errors would not hold); to sample more, continue the first run with "
                 "resume_from=<that result> instead, which reuses its coalitions' estimates"
@@ -119,10 +119,12 @@ class CoalitionNoise:
         kept = np.sort(first)
         return CoalitionNoise(self.weights, masks[kept], estimates[kept]), masks[differ][0] if differ.any() else None
 
-    def _members(self, packed: np.ndarray, names: list[str] | None) -> list:
-        """A packed coalition mask's players, by name where `names` are given (else by index)."""
+    def _members(self, packed: np.ndarray, names: list[str] | None) -> str:
+        """A packed coalition mask in words: its players, by name where `names` are given (else by index)."""
         players = np.flatnonzero(np.unpackbits(packed, count=self.num_players)).tolist()
-        return players if names is None else [names[player] for player in players]
+        if not players:
+            return "the empty coalition"
+        return f"the coalition {players if names is None else [names[player] for player in players]}"
 
     def variance(self) -> tuple[np.ndarray, np.ndarray]:
         """Var(phi(vbar) - phi(v)) (n,) estimated over the 2n + 2 classes of coalitions, and its Satterthwaite
