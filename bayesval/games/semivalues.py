@@ -107,8 +107,9 @@ def semivalue(
                  errors correlate between coalitions (common random numbers; docs/games.md, "The utility's own error")
 
     Returns a ValuationResult with values, stderr (the Monte Carlo error of the sampling: 0 only where a value is
-    exact, docs/games.md), counts per index, the stopping rule's converged flag per index (never on an index whose
-    draws were all equal unless its value is exact), per index in `diagnostics["indices"]` the draws, their range,
+    exact, inf where nothing in the game has varied, docs/games.md), counts per index, the converged flag per index
+    (never on an index whose draws were all equal unless its value is exact: `bayesval.results.variance.judged`,
+    which gives the verdicts too), per index in `diagnostics["indices"]` the draws, their range,
     whether the value is exact and why it is or is not converged, and the state to resume or merge (`a + b`).
     """
     _check_utility(utility)
