@@ -193,15 +193,27 @@ def test_a_state_saved_before_fingerprints_loads_and_resumes_with_a_warning():
     assert resumed.state.game == result.state.game
 
 
-@pytest.mark.parametrize(("function", "rows"), [(semivalue, 4), (exact_semivalue, 256)], ids=["sampled", "exact"])
-def test_a_utility_of_another_number_of_players_is_named_so(function, rows):
+def numpy_lookup(table: np.ndarray):
+    """A utility that looks each mask's code up in `table` with NumPy, whatever the masks' width."""
+    return lambda key, masks: table[np.asarray(masks) @ (1 << np.arange(np.shape(masks)[1]))]
+
+
+@pytest.mark.parametrize(
+    ("function", "utility", "rows", "error"),
+    [
+        (semivalue, table_utility(random_table(0, 6)), 4, "dot_general"),
+        (exact_semivalue, table_utility(random_table(0, 6)), 256, "dot_general"),
+        (semivalue, numpy_lookup(random_table(0, 6)), 4, "IndexError"),
+    ],
+    ids=["sampled", "exact", "numpy table"],
+)
+def test_a_utility_of_another_number_of_players_is_named_so(function, utility, rows, error):
     """A sampled run values the 4 probe coalitions first, an enumeration its first chunk of 256."""
     options = {"stop": MaxEvaluations(10)} if function is semivalue else {}
-    with pytest.raises(
-        ValueError, match=rf"shape \(B, num_players\) = \({rows}, 8\).*written for num_players=8"
-    ) as info:
-        function(table_utility(random_table(0, 6)), N, 0, **options)
-    assert "dot_general" in str(info.value)
+    said = rf"shape \(B, num_players\) = \({rows}, 8\).*written for num_players=8"
+    with pytest.raises(ValueError, match=said) as info:
+        function(utility, N, 0, **options)
+    assert error in str(info.value)
 
 
 @pytest.mark.parametrize("game_id", [5, "", b"game"])

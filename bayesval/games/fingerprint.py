@@ -57,12 +57,15 @@ def check_game_id(game_id) -> str | None:
     return game_id
 
 
-def evaluated(utility, key, masks, num_players: int):
-    """utility(key, masks), with a TypeError or ValueError it raises (a shape error from JAX, say) said again in
-    the caller's words: a utility written for another number of players fails so."""
+def evaluated(utility, key, masks, num_players: int, first: bool = True):
+    """utility(key, masks); on its `first` call, a TypeError, ValueError or IndexError it raises (a shape error from
+    JAX, an index out of a table) said again in the caller's words: a utility written for another number of players
+    fails so, on the first masks it is given (a later error is the utility's own, and is left as it is)."""
+    if not first:
+        return utility(key, masks)
     try:
         return utility(key, masks)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, IndexError) as error:
         raise ValueError(
             f"utility(key, masks) raised {type(error).__name__} on masks of shape (B, num_players) = "
             f"{tuple(np.shape(masks))}: {str(error).strip()[:300].rstrip('.')}. Is the utility written for num_players="

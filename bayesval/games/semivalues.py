@@ -139,7 +139,7 @@ def semivalue(
     while progress is None or not (stop.holds(progress) and state.every_group_drawn):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
-        values = checked_values(evaluated(utility, utility_key, masks, num_players), masks, names)
+        values = checked_values(evaluated(utility, utility_key, masks, num_players, state is None), masks, names)
         if control is not None:
             values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)
@@ -210,7 +210,7 @@ def exact_semivalue(
     for chunk in batches(total, rows):  # codes are made per batch: 2^n of them need not fit in memory
         codes = pad_rows(np.arange(chunk.start, chunk.stop), rows, fill=0)
         masks = code_masks(jnp.asarray(codes), num_players)
-        values = evaluated(utility, jax.random.fold_in(key, chunk.index), masks, num_players)
+        values = evaluated(utility, jax.random.fold_in(key, chunk.index), masks, num_players, chunk.index == 0)
         values = np.asarray(checked_values(values, masks, names))
         values = values[:, : chunk.count]
         phi = values @ coalition_coefficients(np.asarray(masks)[: chunk.count], semivalue)
