@@ -77,10 +77,14 @@ def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exact
     assert np.isfinite(whole.values).all() and np.isfinite(whole.stderr).all()
     assert np.all(whole.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
     assert whole.state.noise.masks.shape[1] == 2  # its coalitions' cached estimates, under two bytes of members
+    indices = whole.diagnostics["indices"]  # each party's draws, degrees of freedom and verdict, as the README says
+    assert indices["draws"] == whole.counts.tolist() and len(indices["dof"]) == num_parties
+    assert [verdict in ("exact", "converged") for verdict in indices["verdict"]] == whole.converged.tolist()
 
     first = _valuate(releases, stop=one_batch, **options)
     np.testing.assert_array_equal(first.counts, batch + 4)
     loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
+    assert loaded.diagnostics["indices"] == first.diagnostics["indices"]  # saved with the result
     resumed = _valuate(releases, stop=two_batches, resume_from=loaded, **options)
     np.testing.assert_array_equal(resumed.values, whole.values)
     np.testing.assert_array_equal(resumed.stderr, whole.stderr)

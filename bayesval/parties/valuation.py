@@ -437,6 +437,7 @@ def shapley_values(
         control=control,
         independent_estimates=independent_estimates(surprise, resumed),
         progress_bar=settings.config.progress_bar,
+        game_id=f"party game {surprise.fingerprint}",
     )
     count = sampled.state.batch_draws
     if surprise.num_sampled == 2**n - 1:
@@ -576,8 +577,9 @@ def assemble_result(
     mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
     settings = {"sampler": vars(surprise.config), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
     sampled = shapley.sampled
-    if sampled is not None:  # how the standard errors hold the coalitions' own error
+    if sampled is not None:  # how the standard errors hold the coalitions' own error, and each party's verdict
         settings["utility_error"] = shapley.utility_error
+        settings["indices"] = sampled.diagnostics["indices"]
     return ValuationResult(
         method=f"{model.name}, Bayesian surprise, {shapley.method}",
         values=shapley.values,
