@@ -16,12 +16,15 @@ every process values the same game, which the gathered rows assume.
 from __future__ import annotations
 
 from functools import partial
+from typing import TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+RowBlocks = TypeVar("RowBlocks", bound=tuple)
 
 
 def coalition_keys(key: jax.Array, codes, repeats) -> jax.Array:
@@ -90,22 +93,27 @@ def process_block(num_rows: int) -> slice:
     return slice(mine[0] * per_device, (mine[-1] + 1) * per_device)
 
 
-def gather_rows(blocks: dict) -> dict[str, np.ndarray]:
-    """Named per-row outputs of this process's block (`process_block`), each (block rows, ...), as the whole
-    batch's rows in every process, on the host (NumPy): each block placed where the global mesh put it
-    (`jax.make_array_from_process_local_data`) and the global array gathered
-    (`jax.experimental.multihost_utils.process_allgather`). One process: its blocks, as NumPy arrays."""
+def gather_rows(blocks: RowBlocks) -> RowBlocks:
+    """Per-row outputs of this process's block (`process_block`), a NamedTuple of arrays each (block rows, ...)
+    or None, as the whole batch's rows in every process, on the host (NumPy), in a NamedTuple of the same type: each
+    block placed where the global mesh put it (`jax.make_array_from_process_local_data`) and the global array
+    gathered (`jax.experimental.multihost_utils.process_allgather`), field by field in order. One process: its
+    blocks, as NumPy arrays."""
     if jax.process_count() == 1:
-        return {name: np.asarray(block) for name, block in blocks.items()}
+        return type(blocks)(*(None if block is None else np.asarray(block) for block in blocks))
     sharding = row_sharding()
-    return {
-        name: np.asarray(
-            multihost_utils.process_allgather(
-                jax.make_array_from_process_local_data(sharding, np.asarray(block)), tiled=True
+    return type(blocks)(
+        *(
+            None
+            if block is None
+            else np.asarray(
+                multihost_utils.process_allgather(
+                    jax.make_array_from_process_local_data(sharding, np.asarray(block)), tiled=True
+                )
             )
+            for block in blocks
         )
-        for name, block in blocks.items()
-    }
+    )
 
 
 def same_in_every_process(what: str, digest: bytes) -> None:

@@ -44,6 +44,7 @@ from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.parties.boundary import PerturbedStatistic, describe_statistic
+from bayesval.parties.keys import rewards_key
 from bayesval.parties.party import Party
 from bayesval.parties.rewards.allocation import Rewards, allocate
 from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
@@ -579,16 +580,47 @@ def assemble_result(
 
 
 def value_parties(
-    model, parties, *, validation=None, resume_from=None, ledger: PrivacyLedger | None = None, **options
+    model,
+    parties,
+    *,
+    validation=None,
+    resume_from=None,
+    ledger: PrivacyLedger | None = None,
+    key=None,
+    config=None,
+    k=None,
+    kl=None,
+    exact_up_to=None,
+    tolerance=None,
+    stop=None,
+    keep_draws=None,
+    progress_bar=None,
+    rewards=None,
+    rho=None,
+    control_variate=None,
 ) -> ValuationResult:
-    """`bayesval.valuate` of a party model: the steps of this module's docstring, in order. `options` are
-    `valuate`'s other keyword arguments (`party_settings`)."""
+    """`bayesval.valuate` of a party model: the steps of this module's docstring, in order, with `valuate`'s
+    keyword arguments (None: the default, `party_settings`)."""
     check_party_model(model)
     if validation is not None:
         raise ValueError(
             f"validation= applies to data-point estimators; {model.name} values parties from their releases"
         )
-    settings = party_settings(model, **options)
+    settings = party_settings(
+        model,
+        key=key,
+        config=config,
+        k=k,
+        kl=kl,
+        exact_up_to=exact_up_to,
+        tolerance=tolerance,
+        stop=stop,
+        keep_draws=keep_draws,
+        progress_bar=progress_bar,
+        rewards=rewards,
+        rho=rho,
+        control_variate=control_variate,
+    )
     names = check_valuation(model, parties, settings, resume_from)
     settings = settings.for_parties(len(names))
     releases = release_parties(model, parties, ledger)
@@ -596,7 +628,7 @@ def value_parties(
     surprise = coalition_game(model, releases, settings, key_values, resume_from)
     shapley = shapley_values(surprise, names, settings, key_permutations, resume_from)
     warn_if_unconverged(surprise.diagnostics)
-    key_rewards = jax.random.fold_in(settings.key, 2)
+    key_rewards = rewards_key(settings.key)
     rewards = reward_parties(surprise, settings, names, releases, shapley.values, key_rewards)
     return assemble_result(model, parties, names, surprise, shapley, releases, rewards)
 
