@@ -4,11 +4,12 @@ A data-point estimator (anything with `fit` and `value`, e.g. `bayesval.estimato
 training data and values each point against the validation data; a party model (`bayesval.models`) values parties
 from their releases by the Bayesian surprise of coalitions (Sim et al. 2023, Algorithm 2), which
 `bayesval.parties.valuation` carries out step by step. This module only checks what applies to both paths and
-hands every argument on unchanged.
+hands every argument on by name, unchanged.
 """
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Sequence
 
@@ -77,7 +78,6 @@ def valuate(
         the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
     All arguments are checked before any release, compilation or sampling.
     """
-    arguments = dict(locals())  # every argument by name, first thing: handed on unchanged to the chosen path
     if isinstance(model, type):
         raise TypeError(
             f"model must be an instance of a party model or data-point estimator, e.g. {model.__name__}(), "
@@ -87,7 +87,41 @@ def valuate(
         raise TypeError(f"ledger must be a bayesval.PrivacyLedger or None, got {type(ledger).__name__}")
     if progress_bar is not None:
         check_bool("progress_bar", progress_bar)
-    return (_valuate_points if _is_estimator(model) else value_parties)(**arguments)
+    if _is_estimator(model):
+        party_only = dict(key=key, config=config, k=k, kl=kl, exact_up_to=exact_up_to, tolerance=tolerance)
+        party_only |= dict(keep_draws=keep_draws, progress_bar=progress_bar, rewards=rewards, rho=rho)
+        party_only |= dict(control_variate=control_variate)
+        return _valuate_points(model, parties, validation, ledger, party_only)
+    return value_parties(
+        model,
+        parties,
+        validation=validation,
+        resume_from=resume_from,
+        ledger=ledger,
+        key=key,
+        config=config,
+        k=k,
+        kl=kl,
+        exact_up_to=exact_up_to,
+        tolerance=tolerance,
+        stop=stop,
+        keep_draws=keep_draws,
+        progress_bar=progress_bar,
+        rewards=rewards,
+        rho=rho,
+        control_variate=control_variate,
+    )
+
+
+def _samples(model) -> str:
+    """What an estimator samples from, for the error that refuses party arguments: its own `key` where it takes one
+    (`LayeredShapley(key=...)` samples permutations or layers), else nothing; and where its privacy noise comes
+    from."""
+    noise = "its privacy noise, if any, comes from its own noise_seed / OS entropy"
+    if "key" in inspect.signature(type(model)).parameters:
+        name = type(model).__name__
+        return f"it samples from its own key: pass {name}(key=...); {noise}"
+    return f"it samples nothing; {noise}"
 
 
 def _is_estimator(model) -> bool:
@@ -95,16 +129,13 @@ def _is_estimator(model) -> bool:
     return hasattr(model, "fit") and hasattr(model, "value")
 
 
-def _valuate_points(model, parties, validation, *, stop, resume_from, ledger, **party_only) -> ValuationResult:
+def _valuate_points(model, parties, validation, ledger, party_only: dict) -> ValuationResult:
     """A data-point estimator: fit on the training data (`parties`), value against the validation data. The
-    arguments of party models are refused when given (`stop` and `resume_from` are not looked at); the estimator's
-    releases, if any, are recorded in `ledger`."""
+    arguments of party models (`party_only`, by name) are refused when given (`stop` and `resume_from` are not
+    looked at); the estimator's releases, if any, are recorded in `ledger`."""
     given = sorted(name for name, value in party_only.items() if value is not None)
     if given:
-        raise ValueError(
-            f"{', '.join(given)} apply to party models, not to {type(model).__name__} (it samples nothing; "
-            "its privacy noise, if any, comes from its own noise_seed / OS entropy)"
-        )
+        raise ValueError(f"{', '.join(given)} apply to party models, not to {type(model).__name__} ({_samples(model)})")
     for name, pair in (("parties", parties), ("validation", validation)):
         if pair is None:
             raise ValueError(f"{type(model).__name__} values data points: pass validation=(X_val, y_val)")
