@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -124,9 +125,18 @@ def _samples(model) -> str:
     return f"it samples nothing; {noise}"
 
 
-def _is_estimator(model) -> bool:
+@runtime_checkable
+class DataPointEstimator(Protocol):
     """The data-point contract: an estimator is fitted (`fit(X, y)`) and then values points (`value(X, y)`)."""
-    return hasattr(model, "fit") and hasattr(model, "value")
+
+    def fit(self, X, y): ...
+
+    def value(self, X, y): ...
+
+
+def _is_estimator(model) -> bool:
+    """Whether `model` keeps the data-point contract (`DataPointEstimator`) rather than the party model's."""
+    return isinstance(model, DataPointEstimator)
 
 
 def _valuate_points(model, parties, validation, ledger, party_only: dict) -> ValuationResult:

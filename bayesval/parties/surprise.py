@@ -33,6 +33,7 @@ from bayesval.inference.batching import same_in_every_process
 from bayesval.inference.config import KERNEL_FIELDS, SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
+from bayesval.models.protocol import Capabilities, capabilities
 from bayesval.parties.execute import CallExecutor, Rows, RowSummary
 from bayesval.parties.keys import rerun_key
 from bayesval.parties.plan import CallLayout, rows_that_fit
@@ -52,14 +53,21 @@ def draw_dimension(model, data) -> int:
 
 
 def batch_rows(
-    model, data, config: SamplerConfig, most_rows: int, kl: str = "auto", dimension: int | None = None
+    model,
+    data,
+    config: SamplerConfig,
+    most_rows: int,
+    kl: str = "auto",
+    dimension: int | None = None,
+    caps: Capabilities | None = None,
 ) -> int:
     """Rows per sampler call of `model`'s draws on `data` (`bayesval.parties.plan.rows_that_fit`): what fits
     `config.memory_limit_mb` on each device, at most `most_rows`. With kl='rao-blackwell' each draw also carries its
     conditional's parameters. `dimension`: the draws'
-    coordinates where the caller knows them (`draw_dimension`)."""
+    coordinates where the caller knows them (`draw_dimension`); `caps`: the model's `Capabilities` where read."""
     dimension = draw_dimension(model, data) if dimension is None else dimension
-    conjugate = conjugate_prior(model, data, kl)
+    caps = capabilities(model) if caps is None else caps
+    conjugate = conjugate_prior(caps, model.name, data, kl)
     if conjugate is not None:
         dimension += sum(np.size(part) for part in conjugate)
     return rows_that_fit(config, dimension, most_rows)
@@ -68,41 +76,41 @@ def batch_rows(
 KL_ESTIMATORS = ("auto", "prior-density", "two-sample", "rao-blackwell")
 
 
-def prior_density(model, data, estimator: str):
+def prior_density(caps: Capabilities, name: str, data, estimator: str):
     """The model's prior log density (a `jax.tree_util.Partial` theta -> log p(theta)) if the k-NN KL estimator
     is to use it, else None.
 
-    'auto' uses it where the model knows it (`prior_log_density`, not None), 'prior-density' requires it and
+    'auto' uses it where the model knows it (`caps.prior_log_density`, not None), 'prior-density' requires it and
     'two-sample' (Sim et al. 2023, App. C.3 as printed) never uses it; 'rao-blackwell' needs no k-NN estimate
-    (`conjugate_prior`)."""
+    (`conjugate_prior`). `name`: the model's, for errors."""
     if estimator not in KL_ESTIMATORS:
         raise ValueError(f"kl must be one of {KL_ESTIMATORS}, got {estimator!r}")
     if estimator in ("two-sample", "rao-blackwell"):
         return None
-    density = model.prior_log_density(data) if hasattr(model, "prior_log_density") else None
+    density = None if caps.prior_log_density is None else caps.prior_log_density(data)
     if density is None and estimator == "prior-density":
         raise ValueError(
-            f"kl='prior-density' needs theta's marginal prior density, which {model.name} does not give (its "
+            f"kl='prior-density' needs theta's marginal prior density, which {name} does not give (its "
             "parameter sites' priors depend on other latent sites, or it has no prior_log_density); use kl='auto' "
             "or 'two-sample'"
         )
     return density
 
 
-def conjugate_prior(model, data, estimator: str):
+def conjugate_prior(caps: Capabilities, name: str, data, estimator: str):
     """The model's conjugate NIG prior if the KL estimator is 'rao-blackwell', else None: that estimator scores
     the mixture of the sampler's conjugate conditionals p(theta | s_C) against it (`batched_mixture_kl`), which
     only a model whose sampler draws theta from such conditionals offers (`conjugate_prior`, and
     `posterior_draws(..., conditionals=True)`: `LinearRegression` with its Gibbs sampler)."""
     if estimator != "rao-blackwell":
         return None
-    if not hasattr(model, "conjugate_prior"):
+    if caps.conjugate_prior is None:
         raise ValueError(
             f"kl='rao-blackwell' needs a sampler that draws theta from conjugate conditionals p(theta | s) (the "
-            f"Gibbs sampler of bayesval.models.LinearRegression); {model.name} does not give them (no "
+            f"Gibbs sampler of bayesval.models.LinearRegression); {name} does not give them (no "
             "conjugate_prior); use kl='auto', 'prior-density' or 'two-sample'"
         )
-    return model.conjugate_prior(data)
+    return caps.conjugate_prior(data)
 
 
 class SurpriseGame(NamedTuple):
@@ -122,6 +130,16 @@ class SurpriseGame(NamedTuple):
         return int(self.data.counts.shape[0])
 
 
+def kernel_settings_that_run(caps: Capabilities, config: SamplerConfig) -> dict[str, float]:
+    """The kernel settings of `SamplerConfig` (`KERNEL_FIELDS`) as a run under `config` uses them, where the model
+    owns a NUTS kernel (`Capabilities.run_kernel_settings`: its own, or a deprecated config field that overrides
+    it), else {} (a Gibbs kernel reads none of them)."""
+    if caps.run_kernel_settings is None:
+        return {}
+    ran = caps.run_kernel_settings(config)
+    return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS}
+
+
 UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats")  # sampler settings two runs of one game may differ in
 
 
@@ -132,9 +150,7 @@ def game_fingerprint(game: SurpriseGame) -> str:
     same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
     game ran are its num_repeats (`SamplerConfig.for_sampled_game`)."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
-    if hasattr(game.model, "kernel"):  # a NUTS model: its kernel settings stand where the config held them
-        effective = game.model.kernel_settings(game.config)
-        settings |= {name: float(getattr(effective, name)) for name in KERNEL_FIELDS}
+    settings |= kernel_settings_that_run(capabilities(game.model), game.config)
     simple = (int, float, str, bool, type(None))
     model_settings = {
         name: value
@@ -256,17 +272,17 @@ class CoalitionSurprise:
         self.key_posterior, self.key_prior = jax.random.split(key)
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True} | {name: [] for name in DIAGNOSTICS_PER_COALITION}
+        self.capabilities = caps = capabilities(model)
         dimension = draw_dimension(model, data)
-        self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats, kl, dimension)
-        packs = bool(getattr(model, "packs_members", False))
-        self.layout = CallLayout(int(data.counts.shape[0]), config, self.batch_rows, packs)
-        log_density, conjugate = prior_density(model, data, kl), conjugate_prior(model, data, kl)
+        self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats, kl, dimension, caps)
+        self.layout = CallLayout(int(data.counts.shape[0]), config, self.batch_rows, caps.packs_members)
+        log_density, conjugate = prior_density(caps, model.name, data, kl), conjugate_prior(caps, model.name, data, kl)
         if conjugate is not None:
             self.kl_estimator = "rao-blackwell"
         else:
             self.kl_estimator = "two-sample" if log_density is None else "prior-density"
         self._prior_samples: dict[int, np.ndarray] = {}
-        names_programs = hasattr(model, "posterior_programs")
+        names_programs = caps.posterior_programs is not None
         self.executor = CallExecutor(
             model,
             k,
