@@ -174,7 +174,7 @@ def test_the_plan_of_a_game_holds_every_row_once_in_calls_of_whole_posteriors():
     rows = np.concatenate([call.rows for call in packed])
     assert sorted(rows.tolist()) == list(range(len(sizes)))
     assert all(len(call.rows) % 3 == 0 and repeats[call.rows[0]] == 0 for call in packed)
-    # 4,095 x 3 rows: widths 4, 8 and 12 hold 793, 3,003 and 299 coalitions; in calls of at most 255 rows (85 posteriors)
+    # 4,095 x 3 rows: widths 4, 8 and 12 hold 793, 3,003 and 299 coalitions, in calls of at most 255 rows
     assert len(packed) == sum(-(-count * 3 // 255) for count in (793, 3003, 299)) == 50
 
 
@@ -226,16 +226,17 @@ def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
 
 
 def test_row_keys_are_folded_from_code_and_repeat_in_one_program_for_any_number_of_parties():
-    """`coalition_keys` gives each (code, repeat) row key(code low bits, [high bits,] repeat) by fold_in, the keys
-    of codes below 2**32 unchanged from folding one row at a time, and codes past 32 parties keep their high bits:
-    a coalition of party 33 alone is not the empty coalition's key."""
+    """`coalition_keys` gives each (code, repeat) row key(code, repeat) by fold_in, the keys of codes below 2**32
+    unchanged from folding one row at a time, and codes past 32 parties (0, 0, low bits, high bits, repeat) keep
+    their high bits: a coalition of party 33 alone is not the empty coalition's key (tests/test_keys.py)."""
     key = jax.random.key(7)
     codes, repeats = [0, 5, 2**32 - 1, 2**32, 2**32 + 5, 2**49 + 5], [1, 0, 2, 1, 0, 0]
     rows = np.asarray(jax.random.key_data(coalition_keys(key, codes, repeats)))
     for row, code, repeat in zip(rows[:3], codes[:3], repeats[:3]):
         expected = jax.random.fold_in(jax.random.fold_in(key, code), repeat)
         np.testing.assert_array_equal(row, jax.random.key_data(expected))
-    high = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 5), 2**17), 0)
+    wide = jax.random.fold_in(jax.random.fold_in(key, 0), 0)  # codes past 32 bits: a branch of their own
+    high = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(wide, 5), 2**17), 0)
     np.testing.assert_array_equal(rows[5], jax.random.key_data(high))
     assert len({tuple(row) for row in rows.tolist()}) == len(codes)
 

@@ -3,11 +3,15 @@
 `valuate(key=...)` splits into the coalitions' key and the permutations' key (`bayesval.games.semivalue`); the
 coalitions' key splits into the posterior key and the prior key (`CoalitionSurprise`). A row (coalition, repeat)
 samples from `row_keys(posterior key, codes, repeats)`: its key depends on its coalition and repeat alone, so values
-do not depend on the batch size, the device layout or the number of processes. The reserved streams below are
-folded into a key beside values that its other users fold in, so each is chosen where those never reach:
+do not depend on the batch size, the device layout or the number of processes. Every key is one path of splits and
+folds from the valuation's key, and no stream's path is a prefix of another's (tests/test_keys.py): a code below
+2^32 is folded in as it is (never 0), a code past 32 bits on the branch (0, 0) (`WIDE_CODES`), a rerun's rows on the
+branch (0, attempt >= 1). The reserved streams below are folded into a key beside values that its other users fold
+in, so each is chosen where those never reach:
 
 RERUN_STREAM         0, folded into the posterior key: the code of the empty coalition, which is never sampled,
-                     so no coalition's row key is on it; the reruns' row keys then fold in the attempt (>= 1).
+                     so no coalition's row key is on it; the reruns' row keys then fold in the attempt (>= 1), and
+                     the codes past 32 bits fold in 0 (`WIDE_CODES`).
 MIXTURE_STREAM       1, folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores.
 REWARDS_STREAM       2, folded into the valuation's key: the rewards' key (the coalitions' and permutations' keys
                      are split from it, never folded).
@@ -19,9 +23,9 @@ from __future__ import annotations
 
 import jax
 
-from bayesval.inference.batching import coalition_keys
+from bayesval.inference.batching import WIDE_CODES, coalition_keys
 
-RERUN_STREAM = 0
+RERUN_STREAM = WIDE_CODES[0]  # the empty coalition's code: the branch of reruns and of codes past 32 bits
 MIXTURE_STREAM = 1
 REWARDS_STREAM = 2
 REWARD_PRIOR_STREAM = 2**31 - 1
