@@ -22,7 +22,7 @@ from bayesval.parties import valuation
 from bayesval.parties.boundary import PerturbedStatistic
 from bayesval.parties.party import Party
 from bayesval.parties.rewards.control import NoiseAddition, Tempering
-from bayesval.parties.valuation import value_parties
+from bayesval.parties.valuation import PartyArguments, value_parties
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool
@@ -88,17 +88,7 @@ def valuate(
         raise TypeError(f"ledger must be a bayesval.PrivacyLedger or None, got {type(ledger).__name__}")
     if progress_bar is not None:
         check_bool("progress_bar", progress_bar)
-    if _is_estimator(model):
-        party_only = dict(key=key, config=config, k=k, kl=kl, exact_up_to=exact_up_to, tolerance=tolerance)
-        party_only |= dict(keep_draws=keep_draws, progress_bar=progress_bar, rewards=rewards, rho=rho)
-        party_only |= dict(control_variate=control_variate)
-        return _valuate_points(model, parties, validation, ledger, party_only)
-    return value_parties(
-        model,
-        parties,
-        validation=validation,
-        resume_from=resume_from,
-        ledger=ledger,
+    arguments = PartyArguments(
         key=key,
         config=config,
         k=k,
@@ -111,6 +101,11 @@ def valuate(
         rewards=rewards,
         rho=rho,
         control_variate=control_variate,
+    )
+    if _is_estimator(model):
+        return _valuate_points(model, parties, validation, ledger, arguments)
+    return value_parties(
+        model, parties, validation=validation, resume_from=resume_from, ledger=ledger, arguments=arguments
     )
 
 
@@ -139,11 +134,11 @@ def _is_estimator(model) -> bool:
     return isinstance(model, DataPointEstimator)
 
 
-def _valuate_points(model, parties, validation, ledger, party_only: dict) -> ValuationResult:
+def _valuate_points(model, parties, validation, ledger, party_only: PartyArguments) -> ValuationResult:
     """A data-point estimator: fit on the training data (`parties`), value against the validation data. The
-    arguments of party models (`party_only`, by name) are refused when given (`stop` and `resume_from` are not
-    looked at); the estimator's releases, if any, are recorded in `ledger`."""
-    given = sorted(name for name, value in party_only.items() if value is not None)
+    arguments of party models (`party_only`) are refused when given (`stop` and `resume_from` are not looked at);
+    the estimator's releases, if any, are recorded in `ledger`."""
+    given = sorted(name for name, value in party_only._asdict().items() if value is not None and name != "stop")
     if given:
         raise ValueError(f"{', '.join(given)} apply to party models, not to {type(model).__name__} ({_samples(model)})")
     for name, pair in (("parties", parties), ("validation", validation)):

@@ -580,6 +580,24 @@ def assemble_result(
     )
 
 
+class PartyArguments(NamedTuple):
+    """`valuate`'s keyword arguments that only a party valuation reads, as the caller gave them (None: the default);
+    `party_settings` checks them. A data-point estimator refuses any that is given."""
+
+    key: int | jax.Array | None = None
+    config: SamplerConfig | str | None = None
+    k: int | None = None
+    kl: str | None = None
+    exact_up_to: int | None = None
+    tolerance: float | None = None
+    stop: StoppingRule | None = None
+    keep_draws: bool | None = None
+    progress_bar: bool | None = None
+    rewards: str | Tempering | NoiseAddition | None = None
+    rho: float | None = None
+    control_variate: bool | None = None
+
+
 def value_parties(
     model,
     parties,
@@ -587,41 +605,16 @@ def value_parties(
     validation=None,
     resume_from=None,
     ledger: PrivacyLedger | None = None,
-    key=None,
-    config=None,
-    k=None,
-    kl=None,
-    exact_up_to=None,
-    tolerance=None,
-    stop=None,
-    keep_draws=None,
-    progress_bar=None,
-    rewards=None,
-    rho=None,
-    control_variate=None,
+    arguments: PartyArguments | None = None,
 ) -> ValuationResult:
     """`bayesval.valuate` of a party model: the steps of this module's docstring, in order, with `valuate`'s
-    keyword arguments (None: the default, `party_settings`)."""
+    keyword arguments of a party valuation (`arguments`, checked by `party_settings`)."""
     check_party_model(model)
     if validation is not None:
         raise ValueError(
             f"validation= applies to data-point estimators; {model.name} values parties from their releases"
         )
-    settings = party_settings(
-        model,
-        key=key,
-        config=config,
-        k=k,
-        kl=kl,
-        exact_up_to=exact_up_to,
-        tolerance=tolerance,
-        stop=stop,
-        keep_draws=keep_draws,
-        progress_bar=progress_bar,
-        rewards=rewards,
-        rho=rho,
-        control_variate=control_variate,
-    )
+    settings = party_settings(model, **(arguments or PartyArguments())._asdict())
     names = check_valuation(model, parties, settings, resume_from)
     settings = settings.for_parties(len(names))
     releases = release_parties(model, parties, ledger)
