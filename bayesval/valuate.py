@@ -79,6 +79,19 @@ def valuate(
         the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
     All arguments are checked before any release, compilation or sampling.
     """
+    _check_both_paths(model, ledger, progress_bar)
+    # the party arguments, in the order of the signature and of PartyArguments' fields
+    party = (key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, progress_bar, rewards, rho, control_variate)
+    arguments = PartyArguments(*party)
+    if _is_estimator(model):
+        return _valuate_points(model, parties, validation, ledger, arguments)
+    return value_parties(
+        model, parties, validation=validation, resume_from=resume_from, ledger=ledger, arguments=arguments
+    )
+
+
+def _check_both_paths(model, ledger, progress_bar) -> None:
+    """What applies to both paths: a model instance, not its class; a `PrivacyLedger` or None; a bool or None."""
     if isinstance(model, type):
         raise TypeError(
             f"model must be an instance of a party model or data-point estimator, e.g. {model.__name__}(), "
@@ -88,25 +101,6 @@ def valuate(
         raise TypeError(f"ledger must be a bayesval.PrivacyLedger or None, got {type(ledger).__name__}")
     if progress_bar is not None:
         check_bool("progress_bar", progress_bar)
-    arguments = PartyArguments(
-        key=key,
-        config=config,
-        k=k,
-        kl=kl,
-        exact_up_to=exact_up_to,
-        tolerance=tolerance,
-        stop=stop,
-        keep_draws=keep_draws,
-        progress_bar=progress_bar,
-        rewards=rewards,
-        rho=rho,
-        control_variate=control_variate,
-    )
-    if _is_estimator(model):
-        return _valuate_points(model, parties, validation, ledger, arguments)
-    return value_parties(
-        model, parties, validation=validation, resume_from=resume_from, ledger=ledger, arguments=arguments
-    )
 
 
 def _samples(model) -> str:
