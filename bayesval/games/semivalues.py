@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from bayesval.batching import batches, pad_rows
 from bayesval.games.control import ControlVariate
 from bayesval.games.masks import code_masks, members
+from bayesval.games.regression import RegressionSampler
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
 from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
@@ -59,7 +60,9 @@ def semivalue(
 ) -> ValuationResult:
     """Sample the semivalue `weights` of `utility` over `num_players` players until `stop` holds.
 
-    sampler      `PermutationSampler`, `UniformSampler`, `StratifiedSampler` or `SemivalueSampler` (default:
+    sampler      `PermutationSampler`, `UniformSampler`, `StratifiedSampler`, `SemivalueSampler` or, for Shapley,
+                 `RegressionSampler` (every evaluation serves every player: docs/games.md, "Regression sampling"; its
+                 batch_size counts coalitions, at least n) (default:
                  permutations for Shapley, uniform with maximum sample reuse for Banzhaf, the semivalue's own
                  distribution for Beta semivalues and leave-one-out). A sampler whose importance weights are
                  heavy-tailed for this semivalue at this n (standard errors that lie) gets a warning naming a better one
@@ -239,10 +242,10 @@ def _check_utility(utility) -> None:
 
 
 def _check_sampler(sampler) -> Sampler:
-    if not isinstance(sampler, SAMPLERS):
+    if not isinstance(sampler, (*SAMPLERS, RegressionSampler)):
         raise TypeError(
-            "sampler must be a PermutationSampler, UniformSampler, StratifiedSampler or SemivalueSampler, got "
-            f"{type(sampler).__name__}"
+            "sampler must be a PermutationSampler, UniformSampler, StratifiedSampler, SemivalueSampler or "
+            f"RegressionSampler, got {type(sampler).__name__}"
         )
     return sampler
 
