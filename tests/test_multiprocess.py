@@ -30,6 +30,7 @@ KEY = 3
 # the global mesh's layout of 22 rows, a gather, a valuation and a game that differs in one process.
 _WORKER = """
 import json, sys, warnings
+from typing import NamedTuple
 import jax
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 port, process, out, cache = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -40,11 +41,13 @@ jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processe
 import numpy as np
 import bayesval as bv
 from bayesval.inference.batching import gather_rows, process_block
+class Block(NamedTuple):  # gather_rows takes named per-row outputs
+    rows: object
 from tests.test_multiprocess import CONFIG, CUT_REPORT, KEY, MODEL, releases, valuation_in_cut_calls
 report = {"process": jax.process_index(), "devices": jax.device_count(), "local": jax.local_device_count()}
 block = process_block(22)
 report["block"] = [block.start, block.stop]
-report["gathered"] = gather_rows({"rows": np.arange(22)[block] * 10})["rows"].tolist()
+report["gathered"] = gather_rows(Block(np.arange(22)[block] * 10)).rows.tolist()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)
     result = bv.valuate(MODEL, releases(), key=KEY, config=CONFIG)
