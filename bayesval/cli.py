@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
@@ -207,7 +206,8 @@ def knn(
     _check_knn_classes(train, validation, target, train_data[1], val_data[1])
     result = bv.valuate(estimator, train_data, validation=val_data)
     frame = result.to_dataframe()
-    frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
+    frame.index = range(1, len(frame) + 1)  # a RangeIndex
+    frame.index.name = "row"
     print(f"{result.method}: {len(frame)} training rows of {train} against {len(val_data[1])} validation rows")
     print(
         f"lowest values (first candidates to inspect); row = the row's number in {train}, 1 = the first below the "

@@ -12,7 +12,6 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.stats import norm
 
 from bayesval.estimators.gradients.estimator import (
     NOISE_MODES,
@@ -46,7 +45,7 @@ def detection_auroc_bound(noise_multiplier: float, num_releases: int) -> float:
     At (1, 5e-5)-DP it is 0.663 for every k (mu = 0.298). X* and Y* are post-processing: the same bound."""
     noise_multiplier = check_positive("noise_multiplier", noise_multiplier)
     k = check_count("num_releases", num_releases, minimum=1)
-    return float(norm.cdf(math.sqrt(2 * k) / noise_multiplier))
+    return 0.5 * math.erfc(-math.sqrt(k) / noise_multiplier)  # Phi(x) = erfc(-x / sqrt(2)) / 2
 
 
 def dp_variance_by_k(

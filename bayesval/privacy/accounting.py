@@ -19,10 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import dp_accounting
-from dp_accounting import rdp
-from dp_accounting.pld import PLDAccountant
-
+import bayesval.privacy.dp_library as dp
 from bayesval.validation import check_count, check_positive, check_probability, check_real
 
 # The PLD of a Gaussian with a small noise multiplier needs a large grid (seconds at 0.1, minutes
@@ -87,20 +84,18 @@ class DPGuarantee:
         return cls(**record)
 
 
-def gaussian_event(
-    noise_multiplier: float, num_compositions: int = 1, sampling_probability: float = 1.0
-) -> dp_accounting.DpEvent:
+def gaussian_event(noise_multiplier: float, num_compositions: int = 1, sampling_probability: float = 1.0) -> dp.DpEvent:
     """The dp-accounting event of `num_compositions` Gaussian releases, each optionally on a Poisson subsample."""
-    base = dp_accounting.GaussianDpEvent(noise_multiplier)
+    base = dp.GaussianDpEvent(noise_multiplier)
     if sampling_probability != 1:
-        base = dp_accounting.PoissonSampledDpEvent(sampling_probability, base)
-    return base if num_compositions == 1 else dp_accounting.SelfComposedDpEvent(base, num_compositions)
+        base = dp.PoissonSampledDpEvent(sampling_probability, base)
+    return base if num_compositions == 1 else dp.SelfComposedDpEvent(base, num_compositions)
 
 
-def laplace_event(noise_multiplier: float, num_compositions: int = 1) -> dp_accounting.DpEvent:
+def laplace_event(noise_multiplier: float, num_compositions: int = 1) -> dp.DpEvent:
     """The dp-accounting event of `num_compositions` Laplace releases."""
-    base = dp_accounting.LaplaceDpEvent(noise_multiplier)
-    return base if num_compositions == 1 else dp_accounting.SelfComposedDpEvent(base, num_compositions)
+    base = dp.LaplaceDpEvent(noise_multiplier)
+    return base if num_compositions == 1 else dp.SelfComposedDpEvent(base, num_compositions)
 
 
 def check_composition(num_compositions: int, sampling_probability: float) -> tuple[int, float]:
@@ -111,7 +106,7 @@ def check_composition(num_compositions: int, sampling_probability: float) -> tup
     return count, rate
 
 
-def _pld_accountant_for(event: dp_accounting.DpEvent) -> bool:
+def _pld_accountant_for(event: dp.DpEvent) -> bool:
     """Whether the PLD accountant can compose `event` quickly (every Gaussian multiplier >= the smallest) and
     soundly: a zCDP event (the discrete Gaussian) is only a bound on a Renyi curve, which the RDP accountant uses."""
     if _holds_zcdp(event):
@@ -119,20 +114,20 @@ def _pld_accountant_for(event: dp_accounting.DpEvent) -> bool:
     return all(m >= SMALLEST_PLD_MULTIPLIER for m in _effective_gaussian_multipliers(event, 1))
 
 
-def _holds_zcdp(event: dp_accounting.DpEvent) -> bool:
-    if isinstance(event, dp_accounting.ZCDpEvent):
+def _holds_zcdp(event: dp.DpEvent) -> bool:
+    if isinstance(event, dp.ZCDpEvent):
         return True
-    if isinstance(event, (dp_accounting.SelfComposedDpEvent, dp_accounting.PoissonSampledDpEvent)):
+    if isinstance(event, (dp.SelfComposedDpEvent, dp.PoissonSampledDpEvent)):
         return _holds_zcdp(event.event)
-    if isinstance(event, dp_accounting.ComposedDpEvent):
+    if isinstance(event, dp.ComposedDpEvent):
         return any(_holds_zcdp(e) for e in event.events)
     return False
 
 
-def zcdp_event(noise_multiplier: float) -> dp_accounting.ZCDpEvent:
+def zcdp_event(noise_multiplier: float) -> dp.ZCDpEvent:
     """The event of one discrete Gaussian release with sigma / Delta = `noise_multiplier`: rho-zCDP with
     rho = 1 / (2 multiplier^2) (Canonne, Kamath & Steinke 2020, Thm. 14)."""
-    return dp_accounting.ZCDpEvent(1.0 / (2.0 * noise_multiplier**2))
+    return dp.ZCDpEvent(1.0 / (2.0 * noise_multiplier**2))
 
 
 def zcdp_multiplier_for(guarantee: DPGuarantee) -> float:
@@ -149,63 +144,64 @@ def zcdp_multiplier_for(guarantee: DPGuarantee) -> float:
         return gaussian_sigma_for_rdp(guarantee.epsilon, 1.0, guarantee.rdp_order)
     try:
         return float(
-            dp_accounting.calibrate_dp_mechanism(
-                lambda: rdp.RdpAccountant(_RDP_ORDERS),
+            dp.calibrate_dp_mechanism(
+                lambda: dp.rdp.RdpAccountant(_RDP_ORDERS),
                 zcdp_event,
                 guarantee.epsilon,
                 guarantee.delta,
-                dp_accounting.LowerEndpointAndGuess(1e-3, 1.0),
+                dp.LowerEndpointAndGuess(1e-3, 1.0),
                 tol=1e-6,
             )
         )
-    except dp_accounting.mechanism_calibration.NoBracketIntervalFoundError:
+    except dp.mechanism_calibration.NoBracketIntervalFoundError:
         raise CalibrationError(f"cannot calibrate discrete Gaussian noise for {guarantee.describe()}") from None
 
 
-def _effective_gaussian_multipliers(event: dp_accounting.DpEvent, count: int) -> list[float]:
+def _effective_gaussian_multipliers(event: dp.DpEvent, count: int) -> list[float]:
     """Gaussian multipliers as the PLD accountant meets them (unsubsampled self-compositions merge)."""
-    if isinstance(event, dp_accounting.GaussianDpEvent):
+    if isinstance(event, dp.GaussianDpEvent):
         return [event.noise_multiplier / math.sqrt(count)]
-    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    if isinstance(event, dp.SelfComposedDpEvent):
         return _effective_gaussian_multipliers(event.event, count * event.count)
-    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+    if isinstance(event, dp.PoissonSampledDpEvent):
         return _effective_gaussian_multipliers(event.event, 1)
-    if isinstance(event, dp_accounting.ComposedDpEvent):
+    if isinstance(event, dp.ComposedDpEvent):
         return [m for e in event.events for m in _effective_gaussian_multipliers(e, count)]
     return []
 
 
-def pure_epsilon(event: dp_accounting.DpEvent) -> float:
+def pure_epsilon(event: dp.DpEvent) -> float:
     """epsilon of pure epsilon-DP: Laplace 1 / multiplier, composed by adding, Poisson sampling at rate q
     amplified to log(1 + q (e^eps - 1)); inf for anything with Gaussian noise."""
-    if isinstance(event, dp_accounting.LaplaceDpEvent):
+    if isinstance(event, dp.LaplaceDpEvent):
         return 1.0 / event.noise_multiplier
-    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    if isinstance(event, dp.SelfComposedDpEvent):
         return event.count * pure_epsilon(event.event)
-    if isinstance(event, dp_accounting.ComposedDpEvent):
+    if isinstance(event, dp.ComposedDpEvent):
         return sum(pure_epsilon(e) for e in event.events)
-    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+    if isinstance(event, dp.PoissonSampledDpEvent):
         return math.log1p(event.sampling_probability * math.expm1(pure_epsilon(event.event)))
     return math.inf
 
 
-def epsilon_at(event: dp_accounting.DpEvent, delta: float) -> tuple[float, str]:
+def epsilon_at(event: dp.DpEvent, delta: float) -> tuple[float, str]:
     """epsilon of (epsilon, delta)-DP that dp-accounting certifies for `event`, and the accountant used:
     PLD (tight) where it is fast, the RDP accountant where a multiplier is too small for the PLD grid.
     delta = 0 asks for pure DP (Laplace events only)."""
     if delta == 0:
         return pure_epsilon(event), "pure"
     if _pld_accountant_for(event):
-        return float(PLDAccountant(value_discretization_interval=PLD_GRID).compose(event).get_epsilon(delta)), "PLD"
-    return float(rdp.RdpAccountant(_RDP_ORDERS).compose(event).get_epsilon(delta)), "RDP"
+        accountant = dp.pld.PLDAccountant(value_discretization_interval=PLD_GRID)
+        return float(accountant.compose(event).get_epsilon(delta)), "PLD"
+    return float(dp.rdp.RdpAccountant(_RDP_ORDERS).compose(event).get_epsilon(delta)), "RDP"
 
 
-def rdp_epsilon_at(event: dp_accounting.DpEvent, order: float) -> float:
+def rdp_epsilon_at(event: dp.DpEvent, order: float) -> float:
     """Renyi DP epsilon of `event` at one order (dp-accounting's RDP accountant)."""
-    return float(rdp.RdpAccountant([order]).compose(event).rdp[0])
+    return float(dp.rdp.RdpAccountant([order]).compose(event).rdp[0])
 
 
-def meets(event: dp_accounting.DpEvent, guarantee: DPGuarantee, rtol: float = 1e-3) -> bool:
+def meets(event: dp.DpEvent, guarantee: DPGuarantee, rtol: float = 1e-3) -> bool:
     """Whether the accountant certifies `event` at `guarantee` (up to the calibration tolerance `rtol`)."""
     if guarantee.is_rdp:
         spent = rdp_epsilon_at(event, guarantee.rdp_order)
@@ -241,15 +237,15 @@ def gaussian_sigma_for_approx_dp(
     merged = sampling_probability == 1
     scale = math.sqrt(num_compositions) if merged else 1.0
     try:
-        multiplier = scale * dp_accounting.calibrate_dp_mechanism(
-            lambda: PLDAccountant(value_discretization_interval=PLD_GRID),
+        multiplier = scale * dp.calibrate_dp_mechanism(
+            lambda: dp.pld.PLDAccountant(value_discretization_interval=PLD_GRID),
             lambda m: gaussian_event(m) if merged else gaussian_event(m, num_compositions, sampling_probability),
             epsilon,
             delta,
-            dp_accounting.LowerEndpointAndGuess(SMALLEST_PLD_MULTIPLIER, 1.0),
+            dp.LowerEndpointAndGuess(SMALLEST_PLD_MULTIPLIER, 1.0),
             tol=1e-4,
         )
-    except dp_accounting.mechanism_calibration.NoBracketIntervalFoundError:
+    except dp.mechanism_calibration.NoBracketIntervalFoundError:
         raise CalibrationError(
             f"cannot calibrate Gaussian noise for ({epsilon:g}, {delta:g})-DP over {num_compositions} release(s): "
             f"it would need a noise multiplier below {SMALLEST_PLD_MULTIPLIER}, which the PLD accountant cannot "
@@ -296,7 +292,7 @@ def gaussian_epsilon_spent(
 def rdp_to_approx_dp(rdp_order: float, rdp_epsilon: float, delta: float) -> float:
     """epsilon of (epsilon, delta)-DP implied by (rdp_order, rdp_epsilon)-RDP (dp-accounting's conversion)."""
     check_probability("delta", delta)
-    return float(rdp.compute_epsilon([rdp_order], [rdp_epsilon], delta)[0])
+    return float(dp.rdp.compute_epsilon([rdp_order], [rdp_epsilon], delta)[0])
 
 
 @dataclass(frozen=True)
@@ -320,9 +316,7 @@ class PrivacySpent:
         )
 
 
-def privacy_spent(
-    owner: str, events: Sequence[dp_accounting.DpEvent], *, delta: float, rdp_order: float
-) -> PrivacySpent:
+def privacy_spent(owner: str, events: Sequence[dp.DpEvent], *, delta: float, rdp_order: float) -> PrivacySpent:
     """Compose `events` (one owner's releases) with dp-accounting and report the total."""
     if not events:
         raise ValueError(f"{owner!r} made no releases")
@@ -330,7 +324,7 @@ def privacy_spent(
     rdp_order = check_real("rdp_order", rdp_order)
     if not rdp_order > 1:
         raise ValueError(f"rdp_order must be a finite number > 1, got {rdp_order!r}")
-    composed = events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(list(events))
+    composed = events[0] if len(events) == 1 else dp.ComposedDpEvent(list(events))
     epsilon, accountant = epsilon_at(composed, delta)
     return PrivacySpent(owner, epsilon, delta, rdp_order, rdp_epsilon_at(composed, rdp_order), len(events), accountant)
 

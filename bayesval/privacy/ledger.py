@@ -8,9 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import attr
-import dp_accounting
-from dp_accounting import dp_event
 
+import bayesval.privacy.dp_library as dp
 from bayesval.privacy.accounting import DPGuarantee, PrivacySpent, meets, privacy_spent
 from bayesval.privacy.discrete import discrete_gaussian_variance, grid_sensitivity, sigma_squared_from
 from bayesval.results.serialisation import register
@@ -20,17 +19,14 @@ from bayesval.validation import check_int, check_positive
 # for in-process experiments (their low-order bits can reveal the exact input).
 NOISES = ("discrete_gaussian", "gaussian", "laplace")
 ADJACENCIES = ("replace-one", "add-or-remove-one")
-_EVENT_TYPES = {
-    cls.__name__: cls
-    for cls in (
-        dp_accounting.GaussianDpEvent,
-        dp_accounting.LaplaceDpEvent,
-        dp_accounting.PoissonSampledDpEvent,
-        dp_accounting.SelfComposedDpEvent,
-        dp_accounting.ComposedDpEvent,
-        dp_accounting.ZCDpEvent,
-    )
-}
+_EVENT_TYPE_NAMES = (
+    "GaussianDpEvent",
+    "LaplaceDpEvent",
+    "PoissonSampledDpEvent",
+    "SelfComposedDpEvent",
+    "ComposedDpEvent",
+    "ZCDpEvent",
+)  # the dp-accounting events a release record may hold
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ class Release:
     noise_scale: float
     dimension: int
     guarantee: DPGuarantee
-    event: dp_accounting.DpEvent
+    event: dp.DpEvent
     adjacency: str = "replace-one"
     release_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     grid: float | None = None
@@ -75,7 +71,7 @@ class Release:
             if self.grid is not None:
                 raise ValueError(f"{self.owner}: a {self.noise} release has no grid, got grid={self.grid!r}")
             base = _base_mechanism(self.event)
-            expected = dp_accounting.GaussianDpEvent if self.noise == "gaussian" else dp_accounting.LaplaceDpEvent
+            expected = dp.GaussianDpEvent if self.noise == "gaussian" else dp.LaplaceDpEvent
             if not isinstance(base, expected):
                 raise ValueError(f"{self.owner}: a {self.noise} release cannot carry the event {self.event}")
             multiplier = self.noise_scale / self.sensitivity
@@ -96,7 +92,7 @@ class Release:
             raise ValueError(f"{self.owner}: a discrete Gaussian release needs its grid step > 0, got grid={grid!r}")
         if math.frexp(grid)[0] != 0.5:
             raise ValueError(f"{self.owner}: a discrete Gaussian's grid is a power of two, got grid={grid!r}")
-        if not isinstance(self.event, dp_accounting.ZCDpEvent) or self.event.xi != 0:
+        if not isinstance(self.event, dp.ZCDpEvent) or self.event.xi != 0:
             raise ValueError(f"{self.owner}: a discrete Gaussian release carries a ZCDpEvent(rho), got {self.event}")
         sigma_squared = sigma_squared_from(self.noise_scale, grid)
         rho = grid_sensitivity(self.sensitivity, grid, self.dimension) ** 2 / (2 * float(sigma_squared))
@@ -172,33 +168,33 @@ class Release:
         return cls(**{**record, "guarantee": guarantee, "event": event_from_record(record["event"])})
 
 
-def _base_mechanism(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+def _base_mechanism(event: dp.DpEvent) -> dp.DpEvent:
     """The Gaussian / Laplace event inside subsampling and self-composition wrappers."""
-    while isinstance(event, (dp_accounting.PoissonSampledDpEvent, dp_accounting.SelfComposedDpEvent)):
+    while isinstance(event, (dp.PoissonSampledDpEvent, dp.SelfComposedDpEvent)):
         event = event.event
     return event
 
 
-def event_to_record(event: dp_accounting.DpEvent) -> dict:
+def event_to_record(event: dp.DpEvent) -> dict:
     """A dp-accounting event as nested plain dicts: {'type': 'GaussianDpEvent', 'noise_multiplier': ...}; nested
     events (composed, self-composed, subsampled) become nested records, read from the event's own attributes."""
-    if type(event).__name__ not in _EVENT_TYPES:
+    if type(event).__name__ not in _EVENT_TYPE_NAMES:
         raise TypeError(f"unsupported privacy event {event!r}")
     record = {"type": type(event).__name__}
     for attribute in attr.fields(type(event)):
         value = getattr(event, attribute.name)
-        if isinstance(value, dp_event.DpEvent):
+        if isinstance(value, dp.DpEvent):
             value = event_to_record(value)
         elif isinstance(value, (list, tuple)):
-            value = [event_to_record(e) if isinstance(e, dp_event.DpEvent) else e for e in value]
+            value = [event_to_record(e) if isinstance(e, dp.DpEvent) else e for e in value]
         record[attribute.name] = value
     return record
 
 
-def event_from_record(record: dict) -> dp_accounting.DpEvent:
+def event_from_record(record: dict) -> dp.DpEvent:
     """Inverse of `event_to_record`, for the supported event types only."""
-    if not isinstance(record, dict) or record.get("type") not in _EVENT_TYPES:
-        raise ValueError(f"unsupported privacy event record {record!r}; known types: {sorted(_EVENT_TYPES)}")
+    if not isinstance(record, dict) or record.get("type") not in _EVENT_TYPE_NAMES:
+        raise ValueError(f"unsupported privacy event record {record!r}; known types: {sorted(_EVENT_TYPE_NAMES)}")
     fields = {k: v for k, v in record.items() if k != "type"}
     for name, value in fields.items():
         if isinstance(value, dict):
@@ -206,7 +202,7 @@ def event_from_record(record: dict) -> dp_accounting.DpEvent:
         elif isinstance(value, list):
             fields[name] = [event_from_record(e) for e in value]
     try:
-        return _EVENT_TYPES[record["type"]](**fields)
+        return getattr(dp, record["type"])(**fields)
     except (TypeError, ValueError) as error:
         raise ValueError(f"invalid privacy event record {record!r}: {error}") from None
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+import bayesval.privacy.dp_library as dp
 from bayesval.privacy.accounting import (
     DPGuarantee,
     check_composition,
@@ -78,7 +78,7 @@ class Mechanism:
     sensitivity: float
     noise_scale: float
     guarantee: DPGuarantee
-    event: dp_accounting.DpEvent
+    event: dp.DpEvent
     adjacency: str = "replace-one"
     grid: float | None = None
     dimension: int | None = None
@@ -102,7 +102,7 @@ class Mechanism:
         sigma_squared = sigma_squared_for(multiplier, sensitivity, grid, dimension)
         rho = grid_sensitivity(sensitivity, grid, dimension) ** 2 / (2 * float(sigma_squared))
         noise_scale = grid * math.sqrt(float(sigma_squared))
-        event = dp_accounting.ZCDpEvent(rho)
+        event = dp.ZCDpEvent(rho)
         return cls("discrete_gaussian", sensitivity, noise_scale, guarantee, event, "replace-one", grid, dimension)
 
     @classmethod
