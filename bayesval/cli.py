@@ -14,6 +14,7 @@ import argparse
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,18 @@ SPREAD_RELEASES = 6
 SPREAD_PHI = "0.10 to 0.19 nats, against ± of about 0.01"
 MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
 FEATURES_HELP = "comma-separated feature columns (default: all others)"
+EPSILON_HELP = (
+    "privacy budget of the release: epsilon of (RDP_ORDER, epsilon)-Renyi DP (with --delta: of (epsilon, delta)-DP); "
+    "smaller is more private and noisier (docs/own_data.md, 'What epsilon buys')"
+)
+DELTA_HELP = "declare (epsilon, delta)-DP with this delta instead of Renyi DP (default: Renyi DP, no delta)"
+RDP_ORDER_HELP = "the order lambda of the (lambda, epsilon)-Renyi DP guarantee (default 2, as in Sim et al. 2023)"
+BOUNDS_HELP = (
+    "declared bounds X_NORM or X_NORM,Y_ABS: every row's features are scaled onto ||x||_2 <= X_NORM and the target "
+    "clipped to |y| <= Y_ABS before the statistic is computed; the noise grows with X_NORM^2, so scale the features "
+    "(with public constants) to norms of a few units. Y_ABS is needed for linear and ignored for logistic (labels "
+    "are +-1). All parties declare the same bounds (docs/own_data.md, 'Choosing bounds')"
+)
 
 
 def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.ValuationResult:
@@ -91,14 +104,34 @@ def release(
             "experiment; add --experiment (the release file records it) or drop --noise-seed"
         )
     statistic = _model(model).statistic(party.num_features)
-    released = party.release(statistic)
+    with warnings.catch_warnings(record=True) as caught:  # shown after the release line, in the party's words
+        warnings.simplefilter("always")
+        released = party.release(statistic)
     output_path = released.save(output or f"{name}.release.json", experiment=experiment)
     print(
         f"{name}: released a {MODELS[model]} statistic of {released.count} records under "
         f"{party.guarantee.describe()} (noise std {released.noise_std:.4g}, {released.release.mechanism_label}"
         f"{', an experiment' if experiment else ''}) to {output_path}"
     )
+    if released.release.floating_point_safe:
+        print("\n".join(_grid_meaning([released.release.grid])))
+    report = party.signal_report(statistic)
+    if report is not None:
+        print("\n".join(report.lines()))
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
     return output_path
+
+
+def _grid_meaning(grids: list[float]) -> list[str]:
+    """What 'discrete Gaussian on grid G (floating-point safe)' means (docs/privacy.md)."""
+    grid = " / ".join(f"{g:g}" for g in grids)
+    text = (
+        f"  grid {grid}: the statistic is rounded to multiples of the grid and integer multiples of it are added as "
+        "noise (a discrete Gaussian), so no floating-point rounding of the noise can leak the data "
+        "(floating-point safe; Canonne, Kamath & Steinke 2020); the grid is chosen from the sensitivity, --grid sets it"
+    )
+    return textwrap.wrap(text, width=116, subsequent_indent="  ")
 
 
 def valuate_files(
@@ -111,10 +144,13 @@ def valuate_files(
     budget=None,
     plot: str | None = None,
     table_options: dict | None = None,
+    rewards: str | None = None,
+    rho: float | None = None,
 ) -> bv.ValuationResult:
     """Mediator side: value the parties of release files, or of CSV / Parquet tables released here in-process (a
     trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` is the parsed
-    flags of `SamplerConfig.add_arguments` (default: the fast preset)."""
+    flags of `SamplerConfig.add_arguments` (default: the fast preset); `rewards` ('tempering' or 'noise', with the
+    targets' `rho`) also rewards each party (Sim et al. 2023, Sec. 5), printed and saved with the result."""
     tables = [f for f in files if Path(f).suffix.lower() in TABLE_SUFFIXES]
     if tables and len(tables) != len(files):
         raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
@@ -138,7 +174,8 @@ def valuate_files(
             model = known[next(iter(kinds))]
     print(f"{len(parties)} parties: {', '.join(p.name if tables else p.owner for p in parties)}")
     model = _model(model)
-    result = _valuate_and_report(model, parties, seed, _config(budget, model), progress_bar, save)
+    config = _config(budget, model)
+    result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards=rewards, rho=rho)
     _plot(result, plot)
     return result
 
@@ -209,9 +246,11 @@ def _config(budget, model) -> bv.SamplerConfig:
 PLUS_MINUS = "± MC s.e."
 
 
-def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, save: str | None, rewards=None):
+def _valuate_and_report(
+    model, parties, seed: int, config, progress_bar: bool, save: str | None, rewards=None, rho: float | None = None
+):
     start = time.perf_counter()
-    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards)
+    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards, rho=rho)
     elapsed = time.perf_counter() - start
     sources = f"the sampler's {result.diagnostics['sampler']['num_repeats']} repeats"
     if result.counts is not None:  # permutation sampling: the permutations' own error is in the ± too
@@ -223,10 +262,13 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
     print(result.to_dataframe().rename(columns={"stderr": PLUS_MINUS}).to_string(**table))
     print("\n".join(_plus_minus_meaning(sources)))
     print("\nPrivacy: each party's declared guarantee, then its conversion to the other notion (dp-accounting):")
-    print("\n".join(_privacy_lines(result)))
+    print("\n".join(_privacy_lines(result) + _delta_meaning(result)))
     print("\nNoise of each release:")
     for released in result.privacy.releases:
         print(f"  {released.owner}: {released.mechanism_label}")
+    grids = sorted({r.grid for r in result.privacy.releases if r.floating_point_safe})
+    if grids:
+        print("\n".join(_grid_meaning(grids)))
     for party in parties:
         for note in getattr(party, "caveats", []):
             print(f"  note: {party.owner}'s release file: {note}")
@@ -239,14 +281,15 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
         )
         frame = result.rewards.to_dataframe().rename(columns={"stderr": PLUS_MINUS})
         print(frame.to_string(**table))
-        print("\n".join(_reward_legend(symbol)))
+        print("\n".join(_reward_legend(symbol, repaired=result.rewards.repair_weight > 0)))
     r_hat, ess = max(result.diagnostics["r_hat"]), min(result.diagnostics["ess"])
     rerun = coalitions_rerun(result.diagnostics)
     print(
         f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= {R_HAT_THRESHOLD}), min bulk ESS {ess:.0f} (wanted >= "
         f"{ESS_THRESHOLD}) over the coalition posteriors"
         + (f", {rerun} of them sampled again with longer chains" if rerun else "")
-        + f"; {elapsed:.1f} s"
+        + f".\nWall-clock time of the valuation{' and rewards' if result.rewards is not None else ''}: {elapsed:.1f} s "
+        "(sampling and compiling; reading the data and this report not included)"
     )
     if save:
         print(f"saved to {result.save(save)}")
@@ -286,8 +329,27 @@ def _privacy_lines(result: bv.ValuationResult) -> list[str]:
     return lines
 
 
-def _reward_legend(symbol: str) -> list[str]:
-    """What each column of the reward table means (Sim et al. 2023, Sec. 5 and 5.4)."""
+def _delta_meaning(result: bv.ValuationResult) -> list[str]:
+    """Where the delta of a Renyi DP owner's conversion comes from: nobody declared it (`PrivacyLedger.spent`)."""
+    converted = [o for o in result.privacy.owners if all(g.is_rdp for g in _guarantees(result, o))]
+    if not converted:
+        return []
+    delta = result.privacy_spent()[converted[0]].delta
+    text = (
+        f"  delta = {delta:g} in the conversions was declared by nobody: a Renyi DP guarantee has no delta, and its "
+        f"conversion to (epsilon, delta)-DP must pick one; bayesval states it at delta = {delta:g} "
+        "(result.privacy_spent(delta=...) states it at another). The declared guarantee is the one that holds."
+    )
+    return textwrap.wrap(text, width=116, subsequent_indent="  ")
+
+
+def _guarantees(result: bv.ValuationResult, owner: str) -> list:
+    return [r.guarantee for r in result.privacy.releases if r.owner == owner]
+
+
+def _reward_legend(symbol: str, repaired: bool) -> list[str]:
+    """What each column of the reward table means (Sim et al. 2023, Sec. 5 and 5.4); `repaired`: whether negative
+    Shapley values were repaired (`bayesval.rewards.nonnegative_shapley`)."""
     parameter = {
         "kappa": "kappa      the tempering factor of the party's reward posterior: 1 is the grand coalition's "
         "posterior, smaller is flatter (less information)",
@@ -296,7 +358,8 @@ def _reward_legend(symbol: str) -> list[str]:
     }[symbol]
     return [
         "Columns:",
-        "  shapley    phi_i, the Shapley value the target is computed from (negative values repaired)",
+        "  shapley    phi_i, the Shapley value the target is computed from"
+        + (" (negative values repaired: phi' = (1 - w) phi + w v_i, see the warning above)" if repaired else ""),
         "  own value  v_i, the surprise of the party's own posterior p(theta | o_i)",
         "  target     r*_i = v_N (phi_i / max phi)^rho, the surprise the party's reward should have",
         f"  reward     r_i, the surprise of the reward's posterior samples, with its {PLUS_MINUS}",
@@ -370,21 +433,46 @@ def _add_demo(commands) -> None:
 
 
 def _add_release(commands) -> None:
-    out = commands.add_parser("release", help="party side: release a statistic of a CSV file")
-    out.add_argument("data", help="CSV file of the party's records (one column the target, the rest features)")
-    out.add_argument("--model", required=True, choices=sorted(MODELS), help="which statistic to release")
+    out = commands.add_parser(
+        "release",
+        help="party side: release a statistic of a CSV file",
+        description="Release the party's noisy sufficient statistic to a file, and show (here only) how much of it "
+        "survives the noise: a signal-to-noise figure per block, with a warning when it carries little information.",
+    )
+    out.add_argument(
+        "data", help="CSV / Parquet file of the party's records (one column the target, the rest features)"
+    )
+    out.add_argument(
+        "--model",
+        required=True,
+        choices=sorted(MODELS),
+        help="which model's statistic to release: linear (Bayesian linear regression) or logistic (labels 0/1)",
+    )
     out.add_argument("--target", required=True, help="the target column (regression target or 0/1 label)")
     out.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
-    out.add_argument("--epsilon", type=float, required=True)
-    out.add_argument("--delta", type=float, default=None, help="(epsilon, delta)-DP instead of RDP")
-    out.add_argument("--rdp-order", type=float, default=2.0, help="RDP order lambda (default 2, Sim et al.)")
-    out.add_argument("--bounds", type=_bounds, required=True, help="declared bounds X_NORM or X_NORM,Y_ABS")
-    out.add_argument("--name", default=None, help="the party's name (default: the file's name)")
-    out.add_argument("--noise-seed", type=int, default=None, help="reproducible noise, for experiments only")
+    out.add_argument("--epsilon", type=float, required=True, help=EPSILON_HELP)
+    out.add_argument("--delta", type=float, default=None, help=DELTA_HELP)
+    out.add_argument("--rdp-order", type=float, default=2.0, help=RDP_ORDER_HELP)
+    out.add_argument("--bounds", type=_bounds, required=True, help=BOUNDS_HELP)
+    out.add_argument(
+        "--name", default=None, help="the party's name in the release and the results (default: the file's)"
+    )
+    out.add_argument(
+        "--noise-seed",
+        type=int,
+        default=None,
+        help="seed the privacy noise: reproducible but removable, experiments only",
+    )
     out.add_argument(
         "--experiment", action="store_true", help="mark the release as an experiment (needed with --noise-seed)"
     )
-    out.add_argument("--grid", type=float, default=None, help="grid step of the noise, a power of two (default: auto)")
+    out.add_argument(
+        "--grid",
+        type=float,
+        default=None,
+        help="step of the grid the statistic is rounded to before integer (discrete Gaussian) noise, a power of two "
+        "(default: chosen from the sensitivity)",
+    )
     out.add_argument("-o", "--output", default=None, help="release file (default NAME.release.json)")
     out.set_defaults(
         run=lambda args: release(
@@ -413,14 +501,28 @@ def _add_valuate(commands) -> None:
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
+    value.add_argument(
+        "--rewards",
+        default=None,
+        choices=["tempering", "noise"],
+        help="also reward each party with posterior samples that meet its rho-Shapley target (Sim et al. 2023, "
+        "Sec. 5): by likelihood tempering or by noise addition; printed, and saved with --save",
+    )
+    value.add_argument(
+        "--rho",
+        type=float,
+        default=None,
+        help="rho of the reward targets r*_i = v_N (phi_i / max phi)^rho, in (0, 1]: smaller gives more equal rewards "
+        "(default 0.2; needs --rewards)",
+    )
     bv.SamplerConfig.add_arguments(value)
     tables = value.add_argument_group("data tables, released here in-process (one trusted machine)")
     tables.add_argument("--target", default=None, help="the target column")
     tables.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
-    tables.add_argument("--epsilon", type=float, default=None, help="each party's privacy budget")
-    tables.add_argument("--delta", type=float, default=None, help="(epsilon, delta)-DP instead of RDP")
-    tables.add_argument("--rdp-order", type=float, default=2.0, help="RDP order lambda (default 2)")
-    tables.add_argument("--bounds", type=_bounds, default=None, help="declared bounds X_NORM or X_NORM,Y_ABS")
+    tables.add_argument("--epsilon", type=float, default=None, help="each party's " + EPSILON_HELP)
+    tables.add_argument("--delta", type=float, default=None, help=DELTA_HELP)
+    tables.add_argument("--rdp-order", type=float, default=2.0, help=RDP_ORDER_HELP)
+    tables.add_argument("--bounds", type=_bounds, default=None, help=BOUNDS_HELP)
     table_options = ("target", "features", "epsilon", "delta", "rdp_order", "bounds")
     value.set_defaults(
         run=lambda args: valuate_files(
@@ -432,6 +534,8 @@ def _add_valuate(commands) -> None:
             budget=args,
             plot=args.plot,
             table_options={option: getattr(args, option) for option in table_options},
+            rewards=args.rewards,
+            rho=args.rho,
         )
     )
 
