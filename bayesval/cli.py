@@ -151,6 +151,8 @@ def valuate_files(
     trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` is the parsed
     flags of `SamplerConfig.add_arguments` (default: the fast preset); `rewards` ('tempering' or 'noise', with the
     targets' `rho`) also rewards each party (Sim et al. 2023, Sec. 5), printed and saved with the result."""
+    if rho is not None and rewards is None:
+        raise ValueError(f"--rho {rho:g} sets the reward targets: pass --rewards tempering or --rewards noise with it")
     tables = [f for f in files if Path(f).suffix.lower() in TABLE_SUFFIXES]
     if tables and len(tables) != len(files):
         raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
