@@ -277,6 +277,11 @@ class ValuationResult:
             import arviz as az
         except ImportError:
             raise ImportError("to_inference_data() needs ArviZ: pip install 'bayesval[arviz]'") from None
+        if int(az.__version__.split(".")[0]) >= 1:  # pyproject.toml caps ArviZ below 1 for this reason
+            raise ImportError(
+                f"to_inference_data() builds an ArviZ 0.x InferenceData, and ArviZ {az.__version__} replaced it: "
+                "pip install 'arviz<1' (or 'bayesval[arviz]')"
+            )
         dimension = self.draws.shape[-1]
         names = self.parameter_names if self.parameter_names is not None else [f"theta[{i}]" for i in range(dimension)]
         return az.from_dict(
