@@ -498,8 +498,13 @@ def _add_release(commands) -> None:
 def _add_valuate(commands) -> None:
     value = commands.add_parser("valuate", help="mediator side: value the parties of release files or data tables")
     value.add_argument("files", nargs="+", help="release files (`bayesval release`), or one CSV / Parquet per party")
-    value.add_argument("--model", default=None, choices=sorted(MODELS), help="default: from the releases")
-    value.add_argument("--seed", type=int, default=0, help="sampler seed")
+    value.add_argument(
+        "--model",
+        default=None,
+        choices=sorted(MODELS),
+        help="the model the parties are valued under (default: read from the release files; needed for data tables)",
+    )
+    value.add_argument("--seed", type=int, default=0, help="sampler seed (privacy noise never comes from it)")
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
@@ -551,8 +556,10 @@ def _add_knn(commands) -> None:
     points.add_argument("--method", default="knn", choices=["knn", "tknn"], help="KNN-Shapley or TKNN-Shapley")
     points.add_argument("--k", type=int, default=5, help="neighbours (knn)")
     points.add_argument("--tau", type=float, default=-0.5, help="threshold on cosine distance - 1 (tknn)")
-    points.add_argument("--epsilon", type=float, default=None, help="DP-TKNN-Shapley (with --delta)")
-    points.add_argument("--delta", type=float, default=None)
+    points.add_argument(
+        "--epsilon", type=float, default=None, help="epsilon of (epsilon, delta)-DP: DP-TKNN-Shapley (with --delta)"
+    )
+    points.add_argument("--delta", type=float, default=None, help="delta of (epsilon, delta)-DP (with --epsilon)")
     points.add_argument("--save", default=None, help="write the result to this .npz file")
     points.add_argument("--plot", default=None, help="write the result's figure to this file")
     points.set_defaults(
