@@ -177,7 +177,7 @@ def valuate_files(
     print(f"{len(parties)} parties: {', '.join(p.name if tables else p.owner for p in parties)}")
     model = _model(model)
     config = _config(budget, model)
-    result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards=rewards, rho=rho)
+    result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards, rho)
     _plot(result, plot)
     return result
 
