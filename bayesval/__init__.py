@@ -12,6 +12,7 @@ from bayesval import deprecated, estimators, experiments, games, models  # noqa:
 from bayesval.inference.config import SamplerConfig  # noqa: E402
 from bayesval.inference.data import NoiseAwareData  # noqa: E402
 from bayesval.parties import Party, PerturbedStatistic, rewards  # noqa: E402
+from bayesval.parties.signing import Keyring, generate_keys  # noqa: E402
 from bayesval.privacy import DPGuarantee, PrivacyLedger  # noqa: E402
 from bayesval.results import ValuationResult  # noqa: E402
 from bayesval.results.plotting import plot_privacy_tradeoff  # noqa: E402
@@ -23,6 +24,7 @@ deprecated.install()
 __all__ = [
     "Bounds",
     "DPGuarantee",
+    "Keyring",
     "NoiseAwareData",
     "Party",
     "PerturbedStatistic",
@@ -32,6 +34,7 @@ __all__ = [
     "estimators",
     "experiments",
     "games",
+    "generate_keys",
     "models",
     "plot_privacy_tradeoff",
     "rewards",

@@ -4,6 +4,9 @@ files, or, on one trusted machine, the parties' tables released in-process) and 
 
     bayesval release party_a.csv --model linear --target y --epsilon 0.5 --bounds 1,2 -o party_a.release.json
     bayesval valuate party_a.release.json party_b.release.json party_c.release.json --plot parties.png
+    bayesval keygen party_a        # party_a.key (private, mode 0600) and party_a.pub (for the mediator's keyring)
+    bayesval release party_a.csv ... --sign party_a.key
+    bayesval valuate *.release.json --verify keys/   # a folder of the parties' .pub files, or the .pub files
     bayesval valuate a.csv b.csv c.csv --model linear --target y --epsilon 0.5 --bounds 1,2
     bayesval knn train.csv --validation val.csv --target label --method tknn --epsilon 1 --delta 1e-5
 """
@@ -22,10 +25,12 @@ import pandas as pd
 
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
-from bayesval.datasets.tables import TABLE_SUFFIXES, read_table, read_tables
+from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_table, read_table, read_tables
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.parties.boundary import PerturbedStatistic
+from bayesval.parties.signing import Keyring, generate_keys, load_signing_key
 from bayesval.parties.valuation import coalitions_rerun
+from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
 
 # measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
 SPREAD_RELEASES = 6
@@ -54,6 +59,8 @@ def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.Val
     The parties' privacy noise comes from OS entropy, so each run is a new private release; `seed`
     fixes the data and the sampler only.
     """
+    _check_outputs(save=save)
+    check_key("--seed", seed)
     syn = make_syn(seed=seed)
     epsilons = (0.2, 0.1, 0.2)
     parties = [
@@ -81,12 +88,19 @@ def release(
     noise_seed: int | None,
     experiment: bool = False,
     grid: float | None = None,
+    sign: str | None = None,
+    force: bool = False,
 ) -> Path:
     """Party side: read the party's CSV, clip, compute and perturb its statistic (discrete Gaussian noise on a grid,
-    floating-point safe), write the release file. A seeded release needs `experiment`, which the file records."""
+    floating-point safe), write the release file. A seeded release needs `experiment`, which the file records;
+    `sign`, the party's private key file (`keygen`), signs it (read before anything is released); an existing
+    release file is overwritten only with `force`, and the output path is checked before the release."""
+    signing_key = None if sign is None else load_signing_key(sign)
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
+    _check_bounds(model, bounds)
     X, y, _ = read_table(path, target, features)
+    _check_target(model, [(path, y)], target)
     party = bv.Party(
         X,
         y,
@@ -103,16 +117,18 @@ def release(
             "--noise-seed makes noise anyone with the seed can remove: a seeded release leaves the machine only as an "
             "experiment; add --experiment (the release file records it) or drop --noise-seed"
         )
+    output_path = _release_output(output or f"{name}.release.json", force)
     statistic = _model(model).statistic(party.num_features)
     with warnings.catch_warnings(record=True) as caught:  # shown after the release line, in the party's words
         warnings.simplefilter("always")
         released = party.release(statistic)
-    output_path = released.save(output or f"{name}.release.json", experiment=experiment)
+    output_path = released.save(output_path, experiment=experiment, signing_key=signing_key)
     print(
         f"{name}: released a {MODELS[model]} statistic of {released.count} records under "
         f"{party.guarantee.describe()} (noise std {released.noise_std:.4g}, {released.release.mechanism_label}"
         f"{', an experiment' if experiment else ''}) to {output_path}"
     )
+    print(f"{name}: {PerturbedStatistic.load(output_path).integrity}")
     if released.release.floating_point_safe:
         print("\n".join(_grid_meaning([released.release.grid])))
     report = party.signal_report(statistic)
@@ -134,6 +150,19 @@ def _grid_meaning(grids: list[float]) -> list[str]:
     return textwrap.wrap(text, width=116, subsequent_indent="  ")
 
 
+def keygen(path: str, owner: str | None = None) -> Path:
+    """Party side: a new Ed25519 key pair, PATH.key (private, mode 0600, stays with the party) and PATH.pub (the
+    public key line for the mediator's keyring, naming the party `owner`, default the file name)."""
+    keys = generate_keys(path, owner)
+    print(f"{keys.owner}: private key {keys.private} (mode 0600: keep it on this machine, sign with --sign)")
+    print(f"{keys.owner}: public key {keys.public}, fingerprint {keys.fingerprint}")
+    print(
+        "Send the .pub file to the mediator, and confirm its fingerprint with them over another channel (a call, a "
+        "signed letter): the mediator's keyring is what `bayesval valuate --verify` checks every release file against."
+    )
+    return keys.public
+
+
 def valuate_files(
     files: list[str],
     *,
@@ -144,37 +173,45 @@ def valuate_files(
     budget=None,
     plot: str | None = None,
     table_options: dict | None = None,
+    verify: list[str] | None = None,
     rewards: str | None = None,
     rho: float | None = None,
 ) -> bv.ValuationResult:
     """Mediator side: value the parties of release files, or of CSV / Parquet tables released here in-process (a
     trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` is the parsed
-    flags of `SamplerConfig.add_arguments` (default: the fast preset); `rewards` ('tempering' or 'noise', with the
-    targets' `rho`) also rewards each party (Sim et al. 2023, Sec. 5), printed and saved with the result."""
+    flags of `SamplerConfig.add_arguments` (default: the fast preset). `verify`: the parties' public key files,
+    keyring files or folders; every release file must then be signed by the key of the party it names. `rewards`
+    ('tempering' or 'noise', with the targets' `rho`) also rewards each party (Sim et al. 2023, Sec. 5), printed and
+    saved with the result."""
     if rho is not None and rewards is None:
         raise ValueError(f"--rho {rho:g} sets the reward targets: pass --rewards tempering or --rewards noise with it")
-    tables = [f for f in files if Path(f).suffix.lower() in TABLE_SUFFIXES]
+    _check_outputs(save=save, plot=plot)
+    tables = [f for f in files if is_table(f)]
     if tables and len(tables) != len(files):
         raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
+    if tables and verify:
+        raise ValueError("--verify checks signed release files; data tables are released here, in-process")
     if tables:
-        options = dict(table_options or {})
+        options = {option: value for option, value in (table_options or {}).items() if value is not None}
         missing = [f"--{name}" for name in ("target", "epsilon", "bounds") if options.get(name) is None]
         if missing or model is None:
             raise ValueError(f"valuing data tables needs {', '.join(missing + (['--model'] if model is None else []))}")
-        data, _ = read_tables(tables, options.pop("target"), options.pop("features"))
+        _check_bounds(model, options["bounds"])
+        target = options.pop("target")
+        data, _ = read_tables(tables, target, options.pop("features", None))
+        _check_target(model, [(path, y) for path, (_, y) in zip(tables, data)], target)
         names = [Path(f).name.split(".")[0] for f in tables]
         if len(set(names)) != len(names):
             names = [str(Path(f)) for f in tables]
         parties = [bv.Party(X, y, name=name, **options) for (X, y), name in zip(data, names)]
     else:
-        parties = [PerturbedStatistic.load(f) for f in files]
-        kinds = {(r.statistic or {}).get("kind") for r in parties}
-        if model is None:
-            known = {v: k for k, v in MODELS.items()}
-            if len(kinds) != 1 or next(iter(kinds)) not in known:
-                raise ValueError(f"the releases hold {sorted(map(str, kinds))} statistics; pass --model")
-            model = known[next(iter(kinds))]
+        _no_table_options(table_options or {})
+        keyring = None if not verify else Keyring.load(verify)
+        parties = [PerturbedStatistic.load(f, verify_with=keyring) for f in files]
+        model = _releases_model(files, parties, model)
     print(f"{len(parties)} parties: {', '.join(p.name if tables else p.owner for p in parties)}")
+    for released in [] if tables else parties:
+        print(f"  {released.owner} ({released.source_file.path}): {released.integrity}")
     model = _model(model)
     config = _config(budget, model)
     result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards, rho)
@@ -198,13 +235,16 @@ def knn(
 ) -> bv.ValuationResult:
     """Data points: KNN-Shapley or (DP-)TKNN-Shapley (Wang et al. 2023) of each training row against the
     validation rows."""
-    (train_data, val_data), _ = read_tables([train, validation], target, features)
+    _check_outputs(save=save, plot=plot)
     if method == "knn":
         if epsilon is not None or delta is not None:
             raise ValueError("--epsilon / --delta apply to --method tknn (DP-TKNN-Shapley)")
         estimator = bv.estimators.KNNShapley(neighbours)
     else:
         estimator = bv.estimators.TKNNShapley(tau, epsilon=epsilon, delta=delta)
+    (train_data, val_data), _ = read_tables([train, validation], target, features)
+    _check_target("knn", [(train, train_data[1]), (validation, val_data[1])], target)
+    _check_knn_classes(train, validation, target, train_data[1], val_data[1])
     result = bv.valuate(estimator, train_data, validation=val_data)
     frame = result.to_dataframe()
     frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
@@ -374,6 +414,106 @@ def _reward_legend(symbol: str, repaired: bool) -> list[str]:
     ]
 
 
+def _check_outputs(**paths: str | None) -> None:
+    """Refuse a --save or --plot path that could not be written, before the work whose result it would keep."""
+    for option, path in paths.items():
+        if path is not None:
+            check_output_path(f"--{option}", path, suffixes=IMAGE_SUFFIXES if option == "plot" else ())
+
+
+def _release_output(path: str, force: bool) -> Path:
+    """The release file's path, checked before the release spends the party's privacy budget: writable, not named
+    like a table (`valuate` would read it as one), and not an existing file unless `force`."""
+    output = check_output_path("-o", path)
+    if is_table(output):
+        raise ValueError(
+            f"-o {path!r} is named like a data table ({', '.join(TABLE_SUFFIXES)}), which bayesval valuate would read "
+            "as one; name the release file NAME.release.json"
+        )
+    if output.exists() and not force:
+        raise ValueError(f"-o {path!r} already exists; choose another file name, or add --force to overwrite it")
+    return output
+
+
+def _check_target(model: str, targets: list, column: str) -> None:
+    """A classifier's target column holds class labels: -1/0/1 for --model logistic (the party refuses a mix of
+    0/1 and -1/+1), integers for knn."""
+    if model in ("logistic", "knn"):
+        for path, y in targets:
+            if model == "logistic":
+                check_class_labels(path, column, y, (-1.0, 0.0, 1.0), "0/1 (or -1/+1) labels for --model logistic")
+                if np.any(y == 0) and np.any(y == -1):
+                    zero, minus = (int(np.flatnonzero(y == label)[0]) + 1 for label in (0, -1))
+                    raise ValueError(
+                        f"{path}: target column {column!r} mixes 0/1 and -1/+1 labels (row {zero} holds 0, row {minus} "
+                        "holds -1); code the classes one way"
+                    )
+            else:
+                check_class_labels(path, column, y)
+
+
+def _check_bounds(model: str, bounds: bv.Bounds) -> None:
+    """--model linear bounds the target as well as the features."""
+    if model == "linear" and bounds.y_abs is None:
+        raise ValueError(
+            f"--bounds {bounds.x_norm:g} bounds the features only; --model linear also needs a bound on the target: "
+            "--bounds X_NORM,Y_ABS"
+        )
+
+
+def _check_knn_classes(train: str, validation: str, column: str, y_train: np.ndarray, y_val: np.ndarray) -> None:
+    """The training file holds two classes at least, and the validation file no class the training file lacks."""
+    classes = np.unique(y_train)
+    if classes.size < 2:
+        raise ValueError(f"{train}: target column {column!r} holds a single class ({classes[0]:g}); KNN needs two")
+    unseen = ~np.isin(y_val, classes)
+    if unseen.any():
+        row = int(np.flatnonzero(unseen)[0])
+        raise ValueError(
+            f"{validation}: target column {column!r} holds {np.unique(y_val[unseen]).size} class(es) that {train} "
+            f"does not have (row {row + 1} holds {y_val[row]:g}; {train} has {', '.join(f'{c:g}' for c in classes[:6])}"
+            f"{' ...' if classes.size > 6 else ''})"
+        )
+
+
+def _no_table_options(options: dict) -> None:
+    """Refuse the data-table options given with release files: each release carries its own, so they would be
+    ignored without a word."""
+    given = [f"--{option.replace('_', '-')}" for option, value in options.items() if value is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} apply to data tables (.csv / .parquet) released here; release files carry their own "
+            "target, features, privacy and bounds: drop " + ("it" if len(given) == 1 else "them")
+        )
+
+
+def _releases_model(files: list[str], releases: list, model: str | None) -> str:
+    """The model the releases' statistics are for (`model` if given): every party must release the same one."""
+    kinds = [(r.statistic or {}).get("kind") for r in releases]
+    if len(set(kinds)) > 1:
+        held = "; ".join(f"{file}: {kind}" for file, kind in dict(zip(files, kinds)).items())
+        raise ValueError(
+            f"the release files hold statistics of different models ({held}); a valuation compares parties that "
+            "released the same model's statistic: value each model's files separately, or have the parties release "
+            "again with one --model"
+        )
+    known = {v: k for k, v in MODELS.items()}
+    if model is None and kinds[0] not in known:
+        raise ValueError(f"the releases hold a {kinds[0]} statistic, which --model cannot choose ({', '.join(MODELS)})")
+    return model or known[kinds[0]]
+
+
+def _at_least_one(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return number
+
+
 def _file_name(option: str, name: str) -> str:
     """`name` as a party name that is also a plain file name: the release file NAME.release.json stays in the working
     directory (no path separator, not '.' or '..', not empty)."""
@@ -415,7 +555,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="bayesval", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for add_command in (_add_demo, _add_release, _add_valuate, _add_knn):
+    for add_command in (_add_demo, _add_release, _add_valuate, _add_knn, _add_keygen):
         add_command(commands)
     args = parser.parse_args(argv)
     try:
@@ -476,6 +616,8 @@ def _add_release(commands) -> None:
         "(default: chosen from the sensitivity)",
     )
     out.add_argument("-o", "--output", default=None, help="release file (default NAME.release.json)")
+    out.add_argument("--sign", default=None, metavar="KEYFILE", help="sign the file with this private key (keygen)")
+    out.add_argument("--force", action="store_true", help="overwrite the release file if it exists")
     out.set_defaults(
         run=lambda args: release(
             args.data,
@@ -491,6 +633,8 @@ def _add_release(commands) -> None:
             noise_seed=args.noise_seed,
             experiment=args.experiment,
             grid=args.grid,
+            sign=args.sign,
+            force=args.force,
         )
     )
 
@@ -508,6 +652,15 @@ def _add_valuate(commands) -> None:
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
+    value.add_argument(
+        "--verify",
+        nargs="+",
+        action="extend",
+        default=None,
+        metavar="KEYS",
+        help="the parties' public keys: .pub files, keyring files or folders of .pub files; every release file must "
+        "then be signed by its party's key",
+    )
     value.add_argument(
         "--rewards",
         default=None,
@@ -528,7 +681,7 @@ def _add_valuate(commands) -> None:
     tables.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
     tables.add_argument("--epsilon", type=float, default=None, help="each party's " + EPSILON_HELP)
     tables.add_argument("--delta", type=float, default=None, help=DELTA_HELP)
-    tables.add_argument("--rdp-order", type=float, default=2.0, help=RDP_ORDER_HELP)
+    tables.add_argument("--rdp-order", type=float, default=None, help=RDP_ORDER_HELP)
     tables.add_argument("--bounds", type=_bounds, default=None, help=BOUNDS_HELP)
     table_options = ("target", "features", "epsilon", "delta", "rdp_order", "bounds")
     value.set_defaults(
@@ -541,6 +694,7 @@ def _add_valuate(commands) -> None:
             budget=args,
             plot=args.plot,
             table_options={option: getattr(args, option) for option in table_options},
+            verify=args.verify,
             rewards=args.rewards,
             rho=args.rho,
         )
@@ -554,7 +708,7 @@ def _add_knn(commands) -> None:
     points.add_argument("--target", required=True, help="the label column")
     points.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
     points.add_argument("--method", default="knn", choices=["knn", "tknn"], help="KNN-Shapley or TKNN-Shapley")
-    points.add_argument("--k", type=int, default=5, help="neighbours (knn)")
+    points.add_argument("--k", type=_at_least_one, default=5, help="neighbours (knn)")
     points.add_argument("--tau", type=float, default=-0.5, help="threshold on cosine distance - 1 (tknn)")
     points.add_argument(
         "--epsilon", type=float, default=None, help="epsilon of (epsilon, delta)-DP: DP-TKNN-Shapley (with --delta)"
@@ -577,6 +731,13 @@ def _add_knn(commands) -> None:
             plot=args.plot,
         )
     )
+
+
+def _add_keygen(commands) -> None:
+    keys = commands.add_parser("keygen", help="party side: a key pair to sign release files with")
+    keys.add_argument("path", help="writes PATH.key (private, mode 0600) and PATH.pub (public, for the mediator)")
+    keys.add_argument("--name", default=None, help="the party's name, as its release files give it (default: PATH's)")
+    keys.set_defaults(run=lambda args: keygen(args.path, args.name))
 
 
 if __name__ == "__main__":

@@ -1431,8 +1431,8 @@ CLI_MORE = [
         lambda w: ["valuate", str(w.tables["good"]), str(w.tmp / "x.release.json")],
         r"pass either release files",
     ),
-    cli_refused("valuate-num-chains-zero", lambda w: w.valuate_cli("good", "--num-chains", "0"), r"num_chains"),
-    cli_refused("valuate-num-repeats-one", lambda w: w.valuate_cli("good", "--num-repeats", "1"), r"num_repeats"),
+    cli_refused("valuate-num-chains-zero", lambda w: w.valuate_cli("good", "--num-chains", "0"), r"--num-chains"),
+    cli_refused("valuate-num-repeats-one", lambda w: w.valuate_cli("good", "--num-repeats", "1"), r"--num-repeats"),
     cli_refused("valuate-num-samples-text", lambda w: w.valuate_cli("good", "--num-samples", "many"), r"--num-samples"),
     cli_refused("valuate-epsilon-negative", lambda w: w.valuate_cli("good", "--epsilon", "-1"), r"epsilon"),
     cli_refused("valuate-bounds-zero", lambda w: w.valuate_cli("good", "--bounds", "0"), r"bounds|x_norm"),
@@ -1473,7 +1473,7 @@ def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
 
 
 def _released_count(w: World, table: str, *changes: str) -> float:
-    cli_main(w.release_cli(table, *changes))
+    cli_main(w.release_cli(table, *changes, "--force"))  # each case writes the same release file
     return bv.PerturbedStatistic.load(w.tmp / "cli.release.json").count
 
 

@@ -1298,7 +1298,7 @@ CLI = [
         lambda w: w.release_cli("--bounds=-1,2"),
         r"argument --bounds: Bounds.x_norm must be a finite number > 0",
     ),
-    cli_case("cli-release-bounds-without-y", lambda w: w.release_cli("--bounds", "3"), r"needs a bound on y"),
+    cli_case("cli-release-bounds-without-y", lambda w: w.release_cli("--bounds", "3"), r"needs a bound on the target"),
     cli_case(
         "cli-release-noise-seed-negative",
         lambda w: w.release_cli("--noise-seed=-1"),
@@ -1331,7 +1331,7 @@ CLI = [
     cli_case(
         "cli-valuate-num-chains-zero",
         lambda w: w.valuate_cli("--num-chains", "0"),
-        r"SamplerConfig.num_chains must be an integer >= 1",
+        r"--num-chains must be an integer >= 1",
     ),
     cli_case(
         "cli-valuate-num-samples-text",

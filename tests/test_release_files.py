@@ -53,7 +53,10 @@ def test_a_v1_file_still_loads_and_says_it_carries_float_noise(syn, tmp_path, mo
     loaded = bv.PerturbedStatistic.load(path)
     np.testing.assert_array_equal(loaded.perturbed, released.perturbed)
     assert loaded.file_version == 1 and not loaded.release.floating_point_safe
-    assert loaded.caveats == ["release file version 1: its noise is floating-point Gaussian, not floating-point safe"]
+    assert loaded.caveats == [
+        "release file version 1: its noise is floating-point Gaussian, not floating-point safe, and the file does not "
+        "record whether it was seeded"
+    ]
     with pytest.raises(ValueError, match="not safe to send out of the process"):
         loaded.save(tmp_path / "again.release.json")  # re-saving it as v2 needs the experiment flag
     # valuate warns before it releases or samples anything (stopped there: the warning is what is tested)
@@ -166,7 +169,7 @@ def test_cli_release_with_experiment_flag_and_valuate_reports_it(syn, tmp_path, 
             if seeded:
                 main(
                     ["release", str(csv), "--model", "linear", "--target", "target", "--epsilon", "1"]
-                    + ["--bounds", "1,3", "-o", "party0.release.json", *seeded]
+                    + ["--bounds", "1,3", "-o", "party0.release.json", "--force", *seeded]  # replaces the first
                 )
         files.append(str(tmp_path / f"party{i}.release.json"))
     out = capsys.readouterr().out

@@ -52,16 +52,6 @@ def test_save_and_load_round_trip(result, tmp_path):
     assert loaded.diagnostics["r_hat"] == pytest.approx(result.diagnostics["r_hat"])
 
 
-def test_inference_data_refuses_arviz_1_in_its_own_words(result, monkeypatch):
-    """ArviZ 1.x replaced InferenceData (pyproject.toml caps it below 1): to_inference_data() says so and how to get
-    0.x, rather than failing somewhere inside ArviZ."""
-    import arviz as az
-
-    monkeypatch.setattr(az, "__version__", "1.0.0")
-    with pytest.raises(ImportError, match=r"ArviZ 1.0.0 replaced it: pip install 'arviz<1'"):
-        result.to_inference_data()
-
-
 def test_inference_data_round_trips_through_arviz_with_the_reported_diagnostics(result, tmp_path):
     """`to_inference_data()` holds every coalition posterior; ArviZ's R-hat over each coalition's chains of every
     repeat, maximised over parameters, and its bulk ESS per (coalition, repeat, parameter), minimised per coalition,

@@ -1,5 +1,5 @@
-"""A party's records from a CSV or Parquet file, checked as a table: every problem is one line naming the file and
-the column.
+"""A party's records from a CSV (or gzipped CSV, .csv.gz) or Parquet file, checked as a table: every problem is one
+line naming the file, the column and, for a cell, its row (1 = the first row below the header).
 
 `read_table(path, target)` returns the features X (rows, features), the target y and the feature column names;
 `read_tables(paths, target)` reads several parties and checks that they share their feature columns, in order.
@@ -9,26 +9,37 @@ own in the header, holds numbers and has no empty cell. True/False columns are r
 0/1 indicator, as `Party` takes boolean X, and a True/False target is a 0/1 label. Refused, each naming the column:
 a header name that appears twice (pandas would silently read the second as `name.1`), a column without a name
 (the row index `DataFrame.to_csv` writes unless `index=False`, which pandas reads as `Unnamed: 0`), rows with more
-fields than the header (pandas would take the first as the row index), and the target listed among the features.
+fields than the header (pandas would take the first as the row index), the target listed among the features, an
+infinite cell, and a column typed as something other than numbers however its cells look (dates and times, which
+pandas would turn into nanoseconds, durations, categories); a damaged Parquet file is refused in our own words.
+`check_class_labels` refuses a continuous target where a classifier needs class labels.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 PARQUET_INDEX = "__index_level_0__"  # the index column of a Parquet file written without pandas' metadata
 
 
 def read_table(path: str | Path, target: str, features: list[str] | None = None):
     """(X, y, feature names) of one file: `target` is y, `features` (default: every other column) are X."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a table file's path (a str or a Path), got {path!r} ({type(path).__name__})")
     path = Path(path)
+    _check_names(target, features)
     frame, header = _read(path)
     if target not in frame.columns:
-        raise ValueError(f"{path}: has no target column {target!r}; its columns are {list(map(str, frame.columns))}")
+        columns = list(map(str, frame.columns))
+        other = next(
+            (f" (is it separated by {s!r}?)" for s in (";", "\t", "|") if len(columns) == 1 and s in columns[0]), ""
+        )
+        raise ValueError(f"{path}: has no target column {target!r}; its columns are {columns}{other}")
     columns = [c for c in frame.columns if c != target] if features is None else _listed(path, features, target)
     unknown = [c for c in columns if c not in frame.columns]
     if unknown:
@@ -42,6 +53,15 @@ def read_table(path: str | Path, target: str, features: list[str] | None = None)
 
 def read_tables(paths, target: str, features: list[str] | None = None):
     """[(X, y)] of several parties' files, which must share their feature columns (same names, same order)."""
+    if not isinstance(paths, (list, tuple)):
+        if not isinstance(paths, (str, os.PathLike)):
+            raise TypeError(f"paths must be a list of table files, got {paths!r} ({type(paths).__name__})")
+        raise TypeError(
+            f"paths must be a list of table files, got the single path {str(paths)!r}; pass [{str(paths)!r}]"
+        )
+    paths = list(paths)
+    if not paths:
+        raise ValueError("paths is empty: give one table file per party")
     tables, first = [], None
     for path in paths:
         X, y, columns = read_table(path, target, features)
@@ -56,24 +76,59 @@ def read_tables(paths, target: str, features: list[str] | None = None):
     return tables, first[1]
 
 
+def _check_names(target, features) -> None:
+    """The target is a column name, and the features a list of them (a header's names are strings)."""
+    if not isinstance(target, str):
+        raise TypeError(f"target must be a column name (a str), got {target!r} ({type(target).__name__})")
+    if isinstance(features, str):
+        raise TypeError(f"features must be a list of column names, got the string {features!r}; pass [{features!r}]")
+    if not (features is None or isinstance(features, (list, tuple))):
+        raise TypeError(f"features must be a list of column names, got {features!r} ({type(features).__name__})")
+    wrong = [name for name in features or () if not isinstance(name, str)]
+    if wrong:
+        raise TypeError(f"features must be column names (strings), got {wrong[0]!r} ({type(wrong[0]).__name__})")
+
+
+def is_table(path: str | Path) -> bool:
+    """Whether `path` is named as a table file (one of `TABLE_SUFFIXES`, case-insensitive)."""
+    return Path(path).name.lower().endswith(TABLE_SUFFIXES)
+
+
+def check_class_labels(
+    path: str | Path, column: str, y: np.ndarray, classes: tuple[float, ...] | None = None, wanted: str = ""
+) -> None:
+    """Refuse a target column that is not class labels: non-integer values (a continuous target), or, given
+    `classes`, a value outside them (`wanted` says what is wanted); the message names the file, the column and the
+    first such row (1 = the first below the header)."""
+    outside = ~np.isin(y, classes) if classes is not None else y != np.round(y)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        wanted = wanted or ("class labels (integers)" if classes is None else "/".join(map(str, classes)) + " labels")
+        continuous = "; a continuous target is a regression target, not classes" if y[row] != np.round(y[row]) else ""
+        raise ValueError(
+            f"{path}: target column {column!r} must hold {wanted}, but row {row + 1} holds {y[row]:g}{continuous}"
+        )
+
+
 def _read(path: Path):
     """The file as a DataFrame, and its header as written (None where a name is missing), aligned with the columns."""
     import pandas as pd
 
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory, not a table file")
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix not in TABLE_SUFFIXES:
+    if not is_table(path):
         raise ValueError(f"{path}: not a table file (expected one of {', '.join(TABLE_SUFFIXES)})")
     try:
-        if suffix == ".csv":
+        if path.name.lower().endswith((".csv", ".csv.gz")):  # pandas decompresses a .csv.gz
             with warnings.catch_warnings():  # rows longer than the header: pandas warns that it drops fields
                 warnings.simplefilter("error", pd.errors.ParserWarning)
                 frame = pd.read_csv(path, index_col=False)  # never a column as the row index
             written = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0]  # as written: no renaming
             header = [None if pd.isna(name) else name for name in written]
         else:
-            frame = pd.read_parquet(path)
+            frame = _read_parquet(path)
             header = [None if name == PARQUET_INDEX else name for name in frame.columns]
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: the file is empty") from None
@@ -86,6 +141,19 @@ def _read(path: Path):
     if frame.empty:
         raise ValueError(f"{path}: has no records (a header at most)")
     return frame, header
+
+
+def _read_parquet(path: Path):
+    """The Parquet file as a DataFrame; a file that is not Parquet (or a damaged one) is one line naming it."""
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except ImportError:
+        raise
+    except Exception as error:  # pyarrow's ArrowInvalid, OSError or its own exceptions for a damaged file
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{path}: is not a readable Parquet file (damaged, or another format): {reason}") from None
 
 
 def _listed(path: Path, features, target: str) -> list:
@@ -126,6 +194,7 @@ def _numbers(path: Path, frame, column) -> np.ndarray:
     import pandas as pd
 
     values = frame[column]
+    _check_numeric_type(path, column, values.dtype)
     present = values.dropna()
     if pd.api.types.is_bool_dtype(values) or (len(present) and all(isinstance(v, (bool, np.bool_)) for v in present)):
         numbers = values.astype("float64")  # True/False as 1/0, an empty cell of an object column as NaN
@@ -139,8 +208,25 @@ def _numbers(path: Path, frame, column) -> np.ndarray:
                 f"{path}: column {column!r} is not numeric (row {text[0] + 1} holds {values.iloc[text[0]]!r}); encode "
                 "it as numbers or leave it out with --features"
             )
-    missing = np.flatnonzero(numbers.isna().to_numpy())
-    if missing.size:
-        rows = ", ".join(str(r + 1) for r in missing[:5]) + (" ..." if missing.size > 5 else "")
-        raise ValueError(f"{path}: column {column!r} has {missing.size} empty or NaN cell(s) (rows {rows})")
-    return numbers.to_numpy(np.float64)
+    numbers = numbers.to_numpy(np.float64)
+    for bad, what in ((np.isnan(numbers), "empty or NaN"), (np.isinf(numbers), "infinite")):
+        rows = np.flatnonzero(bad)
+        if rows.size:
+            shown = ", ".join(str(r + 1) for r in rows[:5]) + (" ..." if rows.size > 5 else "")
+            raise ValueError(f"{path}: column {column!r} has {rows.size} {what} cell(s) (rows {shown})")
+    return numbers
+
+
+def _check_numeric_type(path: Path, column, dtype) -> None:
+    """Refuse a column whose type is not numbers however its cells look: dates and times (pandas would give their
+    nanoseconds), durations, categories, complex numbers."""
+    import pandas as pd
+
+    kinds = {"M": "dates and times", "m": "time durations", "c": "complex numbers"}
+    types = {pd.CategoricalDtype: "categories", pd.PeriodDtype: "time periods", pd.IntervalDtype: "intervals"}
+    what = kinds.get(getattr(dtype, "kind", "")) or next((w for t, w in types.items() if isinstance(dtype, t)), None)
+    if what:
+        raise ValueError(
+            f"{path}: column {column!r} holds {what} ({dtype}), not numbers; encode it as numbers (for a date, e.g. "
+            "days since a start) or leave it out with --features"
+        )

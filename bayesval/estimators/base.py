@@ -98,14 +98,14 @@ class PointEstimator(ABC):
         labels = check_labels("y_val", y_val, features.shape[0], rows_name="X_val")
         if (labels.dtype.kind in "US") != (self.classes_.dtype.kind in "US"):
             raise ValueError(
-                f"y_val has labels not seen in y: {sorted(set(labels.tolist()))[:6]}; known: {self.classes_.tolist()}"
+                f"y_val has labels not seen in y: {_some(set(labels.tolist()))}; known: {_some(self.classes_.tolist())}"
             )
         codes = np.searchsorted(self.classes_, labels).clip(0, self.classes_.size - 1)
         unknown = self.classes_[codes] != labels
         if unknown.any():
             raise ValueError(
-                f"y_val has labels not seen in y: {sorted(set(labels[unknown].tolist()))}; "
-                f"known: {self.classes_.tolist()}"
+                f"y_val has labels not seen in y: {_some(set(labels[unknown].tolist()))}; "
+                f"known: {_some(self.classes_.tolist())}"
             )
         return codes
 
@@ -135,6 +135,14 @@ class PointEstimator(ABC):
             privacy=PrivacyLedger() if ledger is None else ledger,
             diagnostics={} if diagnostics is None else diagnostics,
         )
+
+
+def _some(labels, shown: int = 6) -> str:
+    """Labels as an error shows them: sorted, the first `shown` and how many there are in all (a continuous target
+    read as labels has as many classes as rows)."""
+    labels = sorted(labels)
+    more = f" ... ({len(labels)} in all)" if len(labels) > shown else ""
+    return f"{labels[:shown]}{more}"
 
 
 __all__ = ["PointEstimator", "sampling_key"]

@@ -10,6 +10,7 @@ forwards them to the NUTS kernel, over the model's own; passing one explicitly w
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, fields, replace
 from difflib import get_close_matches
@@ -203,9 +204,15 @@ class SamplerConfig:
     @classmethod
     def from_arguments(cls, arguments, sampler: str = "gibbs", **changes) -> SamplerConfig:
         """The config the flags of `add_arguments` ask for (the preset of `sampler`, then the given fields, then
-        `changes`)."""
+        `changes`); an error names the flag."""
         given = {name: getattr(arguments, name) for name in cls.BUDGET_FIELDS if getattr(arguments, name) is not None}
-        return cls.preset(arguments.preset, sampler).with_(**given, **changes)
+        try:
+            return cls.preset(arguments.preset, sampler).with_(**given, **changes)
+        except (TypeError, ValueError) as error:  # in the flags' words: --num-repeats, not SamplerConfig.num_repeats
+            message = str(error).removeprefix("SamplerConfig: ")
+            for name in cls.BUDGET_FIELDS:
+                message = re.sub(rf"\b(SamplerConfig\.)?{name}\b", f"--{name.replace('_', '-')}", message)
+            raise type(error)(message) from None
 
     @classmethod
     def preset(cls, name: str, sampler: str = "gibbs") -> SamplerConfig:

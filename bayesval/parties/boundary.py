@@ -40,7 +40,17 @@ The file is one JSON object. Its fields:
 - `experiment` (bool): true when the party marked the release as an experiment, which a seeded release or one
   with floating-point noise must be to be written at all. Readers report it (`bayesval valuate` prints it).
 - `checksum` (str): the SHA-256 hex digest of the canonical JSON (sorted keys, no spaces, no NaN) of every other
-  field. A file whose checksum does not match is refused: it was modified after release.
+  field. A file whose checksum does not match is refused. The checksum is unkeyed: it catches accidental damage
+  (a truncated copy, a changed byte), not a deliberate edit, since whoever edits the file can recompute it.
+
+One optional field (older version 2 readers ignore it, and the checksum covers it):
+
+- `signature` (object): the party's Ed25519 signature, {"algorithm": "ed25519", "public_key": base64 of the
+  signer's 32-byte public key, "value": base64 of the 64-byte signature} of `bayesval.parties.signing.SIGNED_PREFIX`
+  followed by the canonical JSON of every field but `checksum` and `signature` (owner, release_id, count, the
+  statistic, version, `noise_source`, `experiment` and any added field alike). A signature that does not match the
+  content is refused; checked against the mediator's keyring of the parties' public keys (`load(path,
+  verify_with=...)`, `bayesval valuate --verify`), it shows the file came unchanged from the party it names.
 
 What may be added: new optional fields (a reader that does not know them ignores them, and they are covered by the
 checksum); new values of `noise`, `noise_source` and event types (a reader refuses values it does not know); new
@@ -56,7 +66,15 @@ its plausibility: each entry of a built-in statistic must lie within what `count
 produce, widened by `PLAUSIBLE_NOISE_STDS` noise standard deviations.
 
 Version 1 files (written before version 2) still load: they hold float Gaussian noise, which is not
-floating-point safe, and a loaded version 1 release says so in `caveats`.
+floating-point safe, and a loaded version 1 release says so in `caveats`. A version 1 file has exactly the fields
+format, version, owner, statistic, bounds, count, perturbed, release and checksum, and its release record says
+noise "gaussian" without a grid: a file that says version 1 but carries a version 2 field (`required`,
+`noise_source`, `experiment`, `signature`) or a discrete Gaussian release is refused, since relabelling a version 2
+release as version 1 would drop its seeded and experiment marks. Version 1 files cannot be signed; a mediator that
+verifies signatures refuses them.
+
+Two releases valued together must be different releases: two parties with the same `release_id`, or with the
+same perturbed statistic bit for bit, are refused (`check_distinct_releases`), naming both files: one is a copy.
 """
 
 from __future__ import annotations
@@ -66,12 +84,19 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from bayesval.parties.signing import Keyring, ReleaseSignature, sign
 from bayesval.privacy.ledger import Release
 from bayesval.statistics import Bounds, LinearRegressionStatistic, LogisticRegressionStatistic
-from bayesval.validation import check_bool, check_finite_array, check_int
+from bayesval.validation import check_bool, check_finite_array, check_int, check_output_path
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 FORMAT = "bayesval.release"
 VERSION = 2
@@ -103,6 +128,38 @@ def built_in_statistic(description: dict):
     return cls(check_int("statistic num_features", description.get("num_features"), minimum=1))
 
 
+class ReleaseFile(NamedTuple):
+    """Where a release read from a file came from: the file (None when its content was read by `from_record`
+    directly), its signature (None: unsigned) and, when it was checked against a keyring, the fingerprint of its
+    party's public key there (None: not verified)."""
+
+    path: str | None
+    signature: ReleaseSignature | None = None
+    verified_key: str | None = None
+
+    @property
+    def status(self) -> str:
+        """'verified', 'signed, not verified' or 'unsigned'."""
+        if self.verified_key is not None:
+            return "verified"
+        return "unsigned" if self.signature is None else "signed, not verified"
+
+    @property
+    def integrity(self) -> str:
+        """What the file's integrity rests on, in words (docs/privacy.md, "Signed releases")."""
+        if self.verified_key is not None:
+            return f"signed by its party's key {self.verified_key}, verified against the keyring"
+        if self.signature is not None:
+            return (
+                f"signed with key {self.signature.fingerprint}, not checked against its party's public key "
+                "(verify_with=, bayesval valuate --verify)"
+            )
+        return (
+            "unsigned: its checksum catches accidental damage, not a deliberate edit (sign it with "
+            "save(path, signing_key=...), bayesval release --sign)"
+        )
+
+
 @dataclass(frozen=True, eq=False)
 class PerturbedStatistic:
     """A released statistic: o_i = s_i + z_i (`perturbed`), the count c_i and the mechanism's release record.
@@ -114,6 +171,8 @@ class PerturbedStatistic:
     seeded: the noise came from a `noise_seed` (an experiment: anyone with the seed can remove it).
     experiment: the release is marked as an experiment, which lets a seeded or floating-point release be saved.
     file_version: the release file version it was read from (the current VERSION when made in this process).
+    source_file: for a release read from a file, the file, its signature and whether it was verified against the
+    parties' keyring (`ReleaseFile`); None for a release made in this process.
 
     Its file follows the naming of `bayesval.results.serialisation` (`kind`, `version`, `to_record`,
     `from_record`) but is a JSON-only record with a contract of its own (this module's docstring): `to_record()`
@@ -133,6 +192,7 @@ class PerturbedStatistic:
     seeded: bool = False
     experiment: bool = False
     file_version: int = VERSION
+    source_file: ReleaseFile | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.release, Release):
@@ -159,6 +219,8 @@ class PerturbedStatistic:
             raise ValueError(
                 f"{self.owner}: file_version must be one of {READABLE_VERSIONS}, got {self.file_version!r}"
             )
+        if self.source_file is not None and not isinstance(self.source_file, ReleaseFile):
+            raise TypeError(f"{self.owner}: source_file must be a ReleaseFile or None, got {self.source_file!r}")
         if self.statistic is not None:
             self._check_statistic()
 
@@ -207,12 +269,21 @@ class PerturbedStatistic:
         """Why this release must not leave the process unmarked: floating-point noise (version 1 files too), a seed."""
         reasons = []
         if self.file_version == 1:
-            reasons.append("release file version 1: its noise is floating-point Gaussian, not floating-point safe")
+            reasons.append(
+                "release file version 1: its noise is floating-point Gaussian, not floating-point safe, and the "
+                "file does not record whether it was seeded"
+            )
         elif not self.release.floating_point_safe:
             reasons.append(f"floating-point {self.release.noise} noise: not floating-point safe")
         if self.seeded:
             reasons.append("seeded noise (noise_seed): anyone with the seed can remove it")
         return reasons
+
+    @property
+    def integrity(self) -> str:
+        """What this release's integrity rests on, in words: made in this process, or its file's signature
+        (`ReleaseFile.integrity`)."""
+        return "released in this process" if self.source_file is None else self.source_file.integrity
 
     @property
     def noise_std(self) -> float:
@@ -239,12 +310,22 @@ class PerturbedStatistic:
             "experiment": bool(self.experiment or experiment),
         }
 
-    def save(self, path: str | Path, *, experiment: bool = False) -> Path:
+    def save(
+        self,
+        path: str | Path,
+        *,
+        experiment: bool = False,
+        signing_key: str | os.PathLike | Ed25519PrivateKey | None = None,
+    ) -> Path:
         """Write the versioned release file (JSON with a SHA-256 checksum of its content; the contract is in this
         module's docstring).
 
         A release that is not safe to publish (seeded noise, or floating-point noise) is refused unless
-        `experiment=True`, which the file records and `valuate` reports."""
+        `experiment=True`, which the file records and `valuate` reports. `signing_key`, the party's private key file
+        (`bayesval keygen`, `bayesval.parties.signing.generate_keys`) or an Ed25519 private key, signs the file's
+        content, so that a mediator holding the party's public key can check it came unchanged from the party
+        (docs/privacy.md, "Signed releases"); without it the file is unsigned (a signed release that was loaded is
+        saved unsigned too: only its party's key can sign it again)."""
         experiment = check_bool("experiment", experiment)
         unsafe = self._unsafe_to_publish()
         if unsafe and not (experiment or self.experiment):
@@ -253,17 +334,27 @@ class PerturbedStatistic:
                 "again without noise_seed and with the default discrete Gaussian mechanism, or save it with "
                 "experiment=True (`bayesval release --experiment`), which the file records"
             )
-        path = Path(path)
+        path = check_output_path("path", path)
         record = self.to_record(experiment=experiment)
+        if signing_key is not None:
+            record["signature"] = sign(_canonical(record), signing_key).to_record()
         record["checksum"] = _checksum(record)
         path.write_text(json.dumps(record, indent=1) + "\n")
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> PerturbedStatistic:
-        """Read and check a release file written by `save` (or `bayesval release`); version 1 and 2 files."""
+    def load(
+        cls, path: str | Path, *, verify_with: Keyring | str | os.PathLike | Sequence[str | os.PathLike] | None = None
+    ) -> PerturbedStatistic:
+        """Read and check a release file written by `save` (or `bayesval release`); version 1 and 2 files.
+
+        verify_with: the parties' public keys (a `bayesval.parties.signing.Keyring`, or the path(s) of `.pub`
+        files, keyring files or folders of `.pub` files): the file must then be signed with the key of the party
+        it names, else it is refused. Without it a signed file's signature is still checked against its content,
+        and `source_file.integrity` says the release was not verified (or is unsigned)."""
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"PerturbedStatistic.load: path must be a file path (a str or a Path), got {path!r}")
+        keyring = None if verify_with is None else Keyring.of(verify_with)
         path = Path(path)
         try:
             record = json.loads(path.read_text())
@@ -274,13 +365,16 @@ class PerturbedStatistic:
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"release file {path} is not valid JSON (truncated or corrupted?): {error}") from None
         try:
-            return cls.from_record(record)
+            return cls.from_record(record, verify_with=keyring, path=str(path))
         except (TypeError, ValueError, KeyError, OverflowError) as error:
             raise ValueError(f"release file {path}: {error}") from None
 
     @classmethod
-    def from_record(cls, record: dict) -> PerturbedStatistic:
-        """Check and read a release file's content (version 1 or 2, with its checksum)."""
+    def from_record(
+        cls, record: dict, *, verify_with: Keyring | None = None, path: str | None = None
+    ) -> PerturbedStatistic:
+        """Check and read a release file's content (version 1 or 2, with its checksum and any signature);
+        `verify_with` is the parties' `Keyring` (`load`), `path` the file it came from."""
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} file")
         version = record.get("version")
@@ -289,9 +383,7 @@ class PerturbedStatistic:
                 f"release format version {version!r} is not supported (this bayesval reads {READABLE_VERSIONS})"
             )
         if version == 1:
-            expected = set(_V1_FIELDS) | {"checksum"}
-            if set(record) != expected:
-                raise ValueError(f"fields {sorted(set(record) ^ expected)} are missing or unknown")
+            _check_v1_fields(record)
         else:
             _check_v2_fields(record)
         content = {k: v for k, v in record.items() if k != "checksum"}
@@ -301,6 +393,7 @@ class PerturbedStatistic:
             raise ValueError("it holds a non-finite number (NaN or Infinity), which no release contains") from None
         if record["checksum"] != checksum:
             raise ValueError("checksum mismatch: the file was modified after it was released")
+        signature, verified_key = _check_signature(record, verify_with)
         bounds = record["bounds"]
         if bounds is not None and (not isinstance(bounds, dict) or set(bounds) != {"x_norm", "y_abs"}):
             raise ValueError(f"bounds must be {{'x_norm': ..., 'y_abs': ...}} or null, got {bounds!r}")
@@ -315,6 +408,7 @@ class PerturbedStatistic:
             seeded=seeded,
             experiment=version == 2 and record["experiment"],
             file_version=version,
+            source_file=ReleaseFile(path, signature, verified_key),
         )
 
 
@@ -324,13 +418,13 @@ def _check_v2_fields(record: dict) -> None:
     required = record.get("required")
     if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
         raise ValueError(f"'required' must be a list of field names, got {required!r}")
-    unknown = sorted(set(required) - set(_FIELDS))
+    unknown = sorted(set(required) - {*_FIELDS, _SIGNATURE})
     if unknown:
         raise ValueError(
             f"it requires field(s) {unknown} that this version of bayesval does not know (a newer writer?): "
             "reading it without them could misread the release; upgrade bayesval"
         )
-    missing = sorted((set(_FIELDS) | {"checksum"}) - set(record))
+    missing = sorted((set(_FIELDS) | {"checksum"} | set(required)) - set(record))
     if missing:
         raise ValueError(f"fields {missing} are missing")
     if record["noise_source"] not in NOISE_SOURCES:
@@ -346,13 +440,77 @@ def _check_v2_fields(record: dict) -> None:
         )
 
 
+def _check_v1_fields(record: dict) -> None:
+    """A version 1 file holds its eight fields and a checksum, and a float Gaussian release without a grid: a file
+    relabelled from version 2 (which would lose its seeded and experiment marks) is refused."""
+    later = sorted(set(record) & {*_FIELDS, _SIGNATURE} - set(_V1_FIELDS))
+    if later:
+        raise ValueError(
+            f"it says version 1 but carries the version 2 field(s) {later}: a version 2 release relabelled as version "
+            "1 would lose its seeded and experiment marks, so it is refused"
+        )
+    expected = set(_V1_FIELDS) | {"checksum"}
+    if set(record) != expected:
+        raise ValueError(f"fields {sorted(set(record) ^ expected)} are missing or unknown")
+    release = record["release"]
+    if isinstance(release, dict) and (release.get("noise") != "gaussian" or release.get("grid") is not None):
+        raise ValueError(
+            f"it says version 1, whose releases hold float Gaussian noise without a grid, but its release record says "
+            f"noise {release.get('noise')!r}, grid {release.get('grid')!r}: a version 2 release relabelled as version "
+            "1 is refused"
+        )
+
+
+def _check_signature(record: dict, keyring: Keyring | None) -> tuple[ReleaseSignature | None, str | None]:
+    """The file's signature, checked against its content (always) and against its party's key in `keyring` (when
+    given), and the fingerprint of that key (None when not verified)."""
+    signature = None
+    if _SIGNATURE in record:
+        signature = ReleaseSignature.from_record(record[_SIGNATURE])
+        signature.check(_canonical({k: v for k, v in record.items() if k not in ("checksum", _SIGNATURE)}))
+    if keyring is None:
+        return signature, None
+    keyring.check(record["owner"], signature)
+    return signature, keyring.fingerprint_of(record["owner"])
+
+
+def check_distinct_releases(releases: Sequence[PerturbedStatistic]) -> None:
+    """Refuse two releases that are one: the same `release_id`, or the same perturbed statistic bit for bit (a copy,
+    perhaps under another party's name, which would be paid twice while the ledger counts its privacy once). The
+    message names both parties and their files."""
+    by_id: dict = {}
+    by_statistic: dict = {}
+    for released in releases:
+        bits = (released.perturbed.dtype.str, released.perturbed.tobytes())
+        for seen, key, what in (
+            (by_id, released.release.release_id, f"the same release_id {released.release.release_id!r}"),
+            (by_statistic, bits, "the same perturbed statistic bit for bit"),
+        ):
+            first = seen.setdefault(key, released)
+            if first is not released:
+                raise ValueError(
+                    f"{_described(first)} and {_described(released)} hold {what}: one is a copy of the other, which "
+                    "would be valued (and paid) twice while its privacy is counted once; value each release once"
+                )
+
+
+def _described(released: PerturbedStatistic) -> str:
+    path = None if released.source_file is None else released.source_file.path
+    return f"party {released.owner!r}" + ("" if path is None else f" (release file {path})")
+
+
 _V1_FIELDS = ("format", "version", "owner", "statistic", "bounds", "count", "perturbed", "release")
 _FIELDS = (*_V1_FIELDS, "required", "noise_source", "experiment")
+_SIGNATURE = "signature"  # optional in version 2: `bayesval.parties.signing`
+
+
+def _canonical(content: dict) -> bytes:
+    """The canonical JSON of a file's content (sorted keys, no spaces, no NaN): what is checksummed and signed."""
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _checksum(content: dict) -> str:
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_canonical(content)).hexdigest()
 
 
-__all__ = ["PerturbedStatistic", "built_in_statistic", "describe_statistic"]
+__all__ = ["PerturbedStatistic", "ReleaseFile", "built_in_statistic", "check_distinct_releases", "describe_statistic"]

@@ -43,7 +43,7 @@ from bayesval.games.weights import SHAPLEY
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
-from bayesval.parties.boundary import PerturbedStatistic, describe_statistic
+from bayesval.parties.boundary import PerturbedStatistic, check_distinct_releases, describe_statistic
 from bayesval.parties.party import Party
 from bayesval.parties.rewards.allocation import Rewards, allocate
 from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
@@ -267,7 +267,13 @@ def check_parties(model, parties) -> list[str]:
             )
     names = [p.name if isinstance(p, Party) else p.owner for p in parties]
     if len(set(names)) < len(names):
-        raise ValueError(f"party names must be unique, got {names}")
+        files = [
+            p.source_file.path
+            for p, name in zip(parties, names)
+            if names.count(name) > 1 and getattr(p, "source_file", None) is not None and p.source_file.path
+        ]
+        raise ValueError(f"party names must be unique, got {names}" + (f" (release files {files})" if files else ""))
+    check_distinct_releases([p for p in parties if isinstance(p, PerturbedStatistic)])
     widths = {name: _width(p) for name, p in zip(names, parties)}
     if len(set(widths.values())) > 1:
         raise ValueError(f"parties disagree on the number of features / statistic length: {widths}")
@@ -323,6 +329,20 @@ def _warn_about_releases(parties, provenance: dict[str, str]) -> None:
         described = "; ".join(f"{owner}: {', '.join(notes)}" for owner, notes in flagged.items())
         warnings.warn(
             f"some releases are experiments or not floating-point safe ({described})", stacklevel=user_stacklevel()
+        )
+    unverified = {
+        p.owner: p.source_file.status
+        for p in parties
+        if isinstance(p, PerturbedStatistic) and p.source_file is not None and p.source_file.verified_key is None
+    }
+    if unverified:
+        described = ", ".join(f"{owner} ({how})" for owner, how in unverified.items())
+        warnings.warn(
+            f"the release files of {described} are not verified against their parties' public keys: a checksum "
+            "catches accidental damage, not a deliberate edit (sign: save(path, signing_key=...) or bayesval release "
+            "--sign; verify: PerturbedStatistic.load(path, verify_with=...) or bayesval valuate --verify; "
+            "docs/privacy.md)",
+            stacklevel=user_stacklevel(),
         )
     reused = [name for name, how in provenance.items() if how == "reused"]
     if reused:

@@ -86,7 +86,11 @@ def sigma_squared_from(noise_scale: float, grid: float) -> Fraction:
     approximate = (noise_scale / grid) ** 2
     unit = 1 if approximate >= WHOLE_SIGMA_SQUARED else SIGMA_SQUARED_DENOMINATOR
     if not math.isfinite(approximate) or approximate * unit >= 2**52:
-        raise ValueError(f"noise scale {noise_scale!r} on grid {grid!r} is not a discrete Gaussian's sigma")
+        raise ValueError(
+            f"noise scale {noise_scale!r} is {noise_scale / grid:.3g} steps of the grid {grid!r}, more than the 2^26 a "
+            "discrete Gaussian is drawn exactly with: choose a coarser grid (grid=, --grid on the command line) or a "
+            "larger epsilon"
+        )
     exact = Fraction(round(approximate * unit), unit)
     if exact <= 0 or not math.isclose(float(exact), approximate, rel_tol=1e-9):
         raise ValueError(

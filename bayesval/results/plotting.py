@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from bayesval.results.ranking import detection_auroc
+from bayesval.validation import IMAGE_SUFFIXES, check_output_path
 
 
 def plot_result(result, path: str | Path | None = None, *, corrupted=None):
@@ -24,6 +25,8 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
     Returns the matplotlib Figure."""
     import matplotlib.pyplot as plt  # with no display, matplotlib picks a file backend itself
 
+    if path is not None:
+        path = check_output_path("path", path, suffixes=IMAGE_SUFFIXES)
     parties = result.coalition_masks is not None
     if corrupted is not None:
         if parties:
@@ -51,7 +54,7 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
     note = "error bars: ± Monte Carlo standard error given these releases (a fresh release varies more)"
     figure.suptitle(f"{result.method}\n{note}" if parties else result.method, fontsize="medium")
     if path is not None:
-        figure.savefig(Path(path), dpi=120)
+        figure.savefig(path, dpi=120)
     return figure
 
 
@@ -165,6 +168,8 @@ def plot_privacy_tradeoff(results, party: str, path: str | Path | None = None):
     should cost value and reward. The rewards panel needs `valuate(..., rewards=...)`. Returns the Figure."""
     import matplotlib.pyplot as plt
 
+    if path is not None:
+        path = check_output_path("path", path, suffixes=IMAGE_SUFFIXES)
     results = list(results)
     if len(results) < 2:
         raise ValueError(f"a trade-off needs valuations at 2 or more privacy levels, got {len(results)}")
@@ -188,7 +193,7 @@ def plot_privacy_tradeoff(results, party: str, path: str | Path | None = None):
     ax.set_title(f"privacy trade-off of {party}")
     ax.legend(fontsize=8)
     if path is not None:
-        figure.savefig(Path(path), dpi=120)
+        figure.savefig(path, dpi=120)
     return figure
 
 

@@ -31,7 +31,13 @@ from bayesval.results.serialisation import (
 )
 from bayesval.results.state import CoalitionEstimates, SemivalueState, describe_error
 from bayesval.results.variance import trusted
-from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
+from bayesval.validation import (
+    check_bool,
+    check_count_array,
+    check_finite_array,
+    check_output_path,
+    check_real_array,
+)
 
 LEDGER_KIND = "bayesval.privacy_ledger"  # the record kind `bayesval.privacy.PrivacyLedger` registers
 
@@ -262,12 +268,13 @@ class ValuationResult:
         return self.privacy.spent_by_owner(delta=delta)
 
     def to_inference_data(self):
-        """The coalition posteriors as ArviZ `InferenceData`: one variable `theta` with dimensions (chain, draw,
-        coalition, repeat, parameter); each repeat's chains are a separate run of the coalition's posterior, so
-        `arviz.summary` gives R-hat and ESS per (coalition, repeat, parameter). `valuate` reports, per coalition,
-        the max over parameters of the R-hat of the chains of every repeat together and the min of the ESS per
-        repeat (leaving out chains NUTS dropped for low BFMI; Gibbs drops none). Needs the draws:
-        `valuate(..., keep_draws=True)`."""
+        """The coalition posteriors as ArviZ data (`InferenceData` on ArviZ 0.x, the `xarray.DataTree` that
+        replaced it on ArviZ 1.x; `.posterior["theta"]` reads the same on both): one variable `theta` with
+        dimensions (chain, draw, coalition, repeat, parameter). Each repeat's chains are a separate run of the
+        coalition's posterior, so `arviz.summary` gives R-hat and ESS per (coalition, repeat, parameter).
+        `valuate` reports, per coalition, the max over parameters of the R-hat of the chains of every repeat
+        together and the min of the ESS per repeat (leaving out chains NUTS dropped for low BFMI; Gibbs drops
+        none). Needs the draws: `valuate(..., keep_draws=True)`."""
         if self.draws is None:
             raise ValueError(
                 "this result kept no posterior draws: value with bayesval.valuate(..., keep_draws=True) to use "
@@ -277,22 +284,20 @@ class ValuationResult:
             import arviz as az
         except ImportError:
             raise ImportError("to_inference_data() needs ArviZ: pip install 'bayesval[arviz]'") from None
-        if int(az.__version__.split(".")[0]) >= 1:  # pyproject.toml caps ArviZ below 1 for this reason
-            raise ImportError(
-                f"to_inference_data() builds an ArviZ 0.x InferenceData, and ArviZ {az.__version__} replaced it: "
-                "pip install 'arviz<1' (or 'bayesval[arviz]')"
-            )
         dimension = self.draws.shape[-1]
         names = self.parameter_names if self.parameter_names is not None else [f"theta[{i}]" for i in range(dimension)]
-        return az.from_dict(
-            posterior={"theta": np.transpose(self.draws, (2, 3, 0, 1, 4))},
-            coords={
+        groups = {"posterior": {"theta": np.transpose(self.draws, (2, 3, 0, 1, 4))}}
+        labels = {
+            "coords": {
                 "coalition": self.coalition_labels(),
                 "repeat": np.arange(self.draws.shape[1]),
                 "parameter": list(names),
             },
-            dims={"theta": ["coalition", "repeat", "parameter"]},
-        )
+            "dims": {"theta": ["coalition", "repeat", "parameter"]},
+        }
+        if int(az.__version__.split(".")[0]) >= 1:  # ArviZ 1.x: one dict of groups in, an xarray DataTree out
+            return az.from_dict(groups, **labels)
+        return az.from_dict(**groups, **labels)
 
     def plot(self, path: str | Path | None = None, *, corrupted=None):
         """A figure of the result (`bayesval.results.plotting.plot_result`): values with error bars, and for parties the
@@ -368,12 +373,7 @@ class ValuationResult:
     def save(self, path: str | Path) -> Path:
         """Write the result to an .npz archive (`bayesval.results.serialisation`: its arrays, and its metadata as
         JSON inside)."""
-        if not isinstance(path, (str, Path)):
-            raise TypeError(f"path must be a file path (str or pathlib.Path), got {type(path).__name__}")
-        path = Path(path)
-        if path.is_dir():
-            raise ValueError(f"path {str(path)!r} is a directory; give the result file's name, e.g. result.npz")
-        return write_archive(path, self)
+        return write_archive(check_output_path("path", path), self)
 
     @classmethod
     def load(cls, path: str | Path) -> ValuationResult:
