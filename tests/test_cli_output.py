@@ -199,6 +199,7 @@ def test_valuate_rewards_release_files(syn, tmp_path, capsys):
     assert result.rewards is not None and result.rewards.mechanism == "tempering" and result.rewards.rho == 0.5
     assert "Model rewards by tempering (rho = 0.5" in out and "kappa      the tempering factor" in out
     assert result.rewards.reached.all(), result.rewards.to_dataframe()
+    assert result.diagnostics["like_the_prior"] == []  # Syn's releases inform every coalition
     phi = result.values
     np.testing.assert_allclose(result.rewards.targets, result.rewards.grand_value * (phi / phi.max()) ** 0.5)
     with pytest.raises(SystemExit):

@@ -17,7 +17,7 @@ import bayesval as bv
 from bayesval.cli import main
 from bayesval.datasets.pima import read_pima
 from bayesval.parties.signal import block_names
-from bayesval.parties.valuation import like_the_prior
+from bayesval.parties.valuation import like_the_prior, repeats_note
 from bayesval.statistics import LinearRegressionStatistic, LogisticRegressionStatistic
 
 # docs/own_data.md: public constants the three hospitals agree on (round clinical reference values, fitted to nothing)
@@ -123,3 +123,14 @@ def test_coalitions_like_the_prior_are_named_and_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert like_the_prior(["a", "b"], masks, np.array([0.0, 0.5, 0.4, 1.3]), stderr) == []
+
+
+def test_the_diagnostics_say_which_repeats_were_used():
+    """The fast Gibbs preset samples each coalition 3 times where coalitions are enumerated and 2 where they are
+    sampled: a result's diagnostics show both numbers, so a note says which one this game used."""
+    fast = bv.SamplerConfig.preset("fast")
+    assert (fast.num_repeats, fast.sampled_repeats) == (3, 2)
+    note = repeats_note(fast)
+    assert "sampled num_repeats = 3 times" in note and "sampled_repeats = 2 is what a game whose coalitions are " in note
+    assert repeats_note(fast.for_sampled_game()) is None  # a sampled game used sampled_repeats: nothing to explain
+    assert repeats_note(fast.with_(num_repeats=4)) is None  # with_(num_repeats=...) drops sampled_repeats

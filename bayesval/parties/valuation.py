@@ -584,6 +584,18 @@ def like_the_prior(names, masks: np.ndarray, values: np.ndarray, stderr: np.ndar
     return labels
 
 
+def repeats_note(config: SamplerConfig) -> str | None:
+    """What the diagnostics' `num_repeats` and `sampled_repeats` mean where they differ (None where they do not): the
+    first is what this game used, the second what a sampled game would (`SamplerConfig.for_sampled_game`)."""
+    if config.sampled_repeats is None or config.sampled_repeats == config.num_repeats:
+        return None
+    return (
+        f"each coalition posterior was sampled num_repeats = {config.num_repeats} times (independent runs; the "
+        f"standard errors come from their spread); sampled_repeats = {config.sampled_repeats} is what a game whose "
+        "coalitions are sampled rather than enumerated would use instead (SamplerConfig.for_sampled_game): not this one"
+    )
+
+
 def assemble_result(
     model, parties, names, surprise: CoalitionSurprise, shapley: ShapleyValues, releases: Releases, rewards
 ) -> ValuationResult:
@@ -596,14 +608,8 @@ def assemble_result(
     mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
     settings = {"sampler": vars(surprise.config), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
     settings["like_the_prior"] = like_the_prior(names, masks, mean, stderr)
-    config = surprise.config
-    if config.sampled_repeats is not None and config.sampled_repeats != config.num_repeats:
-        settings["repeats_note"] = (
-            f"each coalition posterior was sampled num_repeats = {config.num_repeats} times (independent runs; the "
-            f"standard errors come from their spread); sampled_repeats = {config.sampled_repeats} is what a game "
-            "whose coalitions are sampled rather than enumerated would use instead (SamplerConfig.for_sampled_game): "
-            "not this one"
-        )
+    if repeats_note(surprise.config):
+        settings["repeats_note"] = repeats_note(surprise.config)
     sampled = shapley.sampled
     if sampled is not None:  # how the standard errors hold the coalitions' own error
         settings["utility_error"] = shapley.utility_error
