@@ -131,6 +131,6 @@ def test_the_diagnostics_say_which_repeats_were_used():
     fast = bv.SamplerConfig.preset("fast")
     assert (fast.num_repeats, fast.sampled_repeats) == (3, 2)
     note = repeats_note(fast)
-    assert "sampled num_repeats = 3 times" in note and "sampled_repeats = 2 is what a game whose coalitions are " in note
+    assert "sampled num_repeats = 3 times" in note and "sampled_repeats = 2 is what a game whose coalitions" in note
     assert repeats_note(fast.for_sampled_game()) is None  # a sampled game used sampled_repeats: nothing to explain
     assert repeats_note(fast.with_(num_repeats=4)) is None  # with_(num_repeats=...) drops sampled_repeats

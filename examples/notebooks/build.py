@@ -60,12 +60,13 @@ result"""
         ),
         code("result.plot();"),
         md(
-            "## The privacy–valuation trade-off (Fig. 2a)\n\nParty 2 releases at a growing ε₂ (the same noise draw, "
-            "scaled: nested noise, as the paper's sweep). At the small budget (the default) and above, its Shapley "
-            "value rises with ε₂ (from 0.67 to 4.4 nats over ε₂ = 0.004 to 12.5 at the small budget, each sweep point "
-            "converged: max R-hat ≤ 1.005) and the others' drift down a little. At the tiny budget (CI's smoke test, 100 draws per chain) the chains do not converge: the "
-            "cell prints each valuation's largest R-hat (wanted ≤ 1.01), the warnings say the same, and the values "
-            "are then not ordered. Read the figure at the small budget or above."
+            "## The privacy–valuation trade-off (Fig. 2a)\n\nParty 2 releases at a growing ε₂ (the same noise "
+            "draw, scaled: nested noise, as the paper's sweep). At the small budget (the default) and above, its "
+            "Shapley value rises with ε₂ (from 0.67 to 4.4 nats over ε₂ = 0.004 to 12.5 at the small budget, "
+            "each sweep point converged: max R-hat ≤ 1.005) and the others' drift down a little. At the tiny "
+            "budget (CI's smoke test, 100 draws per chain) the chains do not converge: the cell prints each "
+            "valuation's largest R-hat (wanted ≤ 1.01), the warnings say the same, and the values are then not "
+            "ordered. Read the figure at the small budget or above."
         ),
         code(
             """epsilons = [0.004, 0.1, 2.5] if BUDGET == "tiny" else [0.004, 0.02, 0.1, 0.5, 2.5, 12.5]
