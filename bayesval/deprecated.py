@@ -1,5 +1,5 @@
-"""Old import paths, kept for one release after the package moved into its wings (docs/architecture.md, "Moved
-names"): importing an old module, or reading a moved name from its old package, warns with a `DeprecationWarning`
+"""Old import paths, kept for one release after the package moved into its wings (docs/architecture.md, "Old
+import paths"): importing an old module, or reading a moved name from its old package, warns with a `DeprecationWarning`
 and gives the object at its new home. Everything here resolves by name, so that no layer imports upward."""
 
 from __future__ import annotations

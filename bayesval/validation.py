@@ -224,6 +224,19 @@ def check_finite_array(
     return values
 
 
+def check_magnitude(name: str, values: np.ndarray, bound: float, why: str) -> np.ndarray:
+    """`values` (finite), or a ValueError naming `name`, the first entry above `bound` in absolute value, its index,
+    the bound and `why` the arithmetic behind it needs the bound (inputs that would overflow it to inf or NaN)."""
+    large = np.abs(values) > bound
+    if large.any():
+        index = _first_index(large)
+        raise ValueError(
+            f"{name} has {int(large.sum())} entries above {bound:g} in absolute value (first {values[tuple(index)]:g} "
+            f"at index {index}): {why}; rescale them"
+        )
+    return values
+
+
 def check_count_array(name: str, array, ndim: int = 1, maximum: int | None = None) -> np.ndarray:
     """`array` as int64 of the given rank, every entry a count: a whole number >= 0 (and <= maximum where given).
 

@@ -4,13 +4,15 @@ A data-point estimator (anything with `fit` and `value`, e.g. `bayesval.estimato
 training data and values each point against the validation data; a party model (`bayesval.models`) values parties
 from their releases by the Bayesian surprise of coalitions (Sim et al. 2023, Algorithm 2), which
 `bayesval.parties.valuation` carries out step by step. This module only checks what applies to both paths and
-hands every argument on unchanged.
+hands every argument on by name, unchanged.
 """
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -20,7 +22,7 @@ from bayesval.parties import valuation
 from bayesval.parties.boundary import PerturbedStatistic
 from bayesval.parties.party import Party
 from bayesval.parties.rewards.control import NoiseAddition, Tempering
-from bayesval.parties.valuation import value_parties
+from bayesval.parties.valuation import PartyArguments, value_parties
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool
@@ -77,7 +79,19 @@ def valuate(
         the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
     All arguments are checked before any release, compilation or sampling.
     """
-    arguments = dict(locals())  # every argument by name, first thing: handed on unchanged to the chosen path
+    _check_both_paths(model, ledger, progress_bar)
+    # the party arguments, in the order of the signature and of PartyArguments' fields
+    party = (key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, progress_bar, rewards, rho, control_variate)
+    arguments = PartyArguments(*party)
+    if _is_estimator(model):
+        return _valuate_points(model, parties, validation, ledger, arguments)
+    return value_parties(
+        model, parties, validation=validation, resume_from=resume_from, ledger=ledger, arguments=arguments
+    )
+
+
+def _check_both_paths(model, ledger, progress_bar) -> None:
+    """What applies to both paths: a model instance, not its class; a `PrivacyLedger` or None; a bool or None."""
     if isinstance(model, type):
         raise TypeError(
             f"model must be an instance of a party model or data-point estimator, e.g. {model.__name__}(), "
@@ -87,24 +101,40 @@ def valuate(
         raise TypeError(f"ledger must be a bayesval.PrivacyLedger or None, got {type(ledger).__name__}")
     if progress_bar is not None:
         check_bool("progress_bar", progress_bar)
-    return (_valuate_points if _is_estimator(model) else value_parties)(**arguments)
+
+
+def _samples(model) -> str:
+    """What an estimator samples from, for the error that refuses party arguments: its own `key` where it takes one
+    (`LayeredShapley(key=...)` samples permutations or layers), else nothing; and where its privacy noise comes
+    from."""
+    noise = "its privacy noise, if any, comes from its own noise_seed / OS entropy"
+    if "key" in inspect.signature(type(model)).parameters:
+        name = type(model).__name__
+        return f"it samples from its own key: pass {name}(key=...); {noise}"
+    return f"it samples nothing; {noise}"
+
+
+@runtime_checkable
+class DataPointEstimator(Protocol):
+    """The data-point contract: an estimator is fitted (`fit(X, y)`) and then values points (`value(X, y)`)."""
+
+    def fit(self, X, y): ...
+
+    def value(self, X, y): ...
 
 
 def _is_estimator(model) -> bool:
-    """The data-point contract: an estimator is fitted (`fit(X, y)`) and then values points (`value(X, y)`)."""
-    return hasattr(model, "fit") and hasattr(model, "value")
+    """Whether `model` keeps the data-point contract (`DataPointEstimator`) rather than the party model's."""
+    return isinstance(model, DataPointEstimator)
 
 
-def _valuate_points(model, parties, validation, *, stop, resume_from, ledger, **party_only) -> ValuationResult:
+def _valuate_points(model, parties, validation, ledger, party_only: PartyArguments) -> ValuationResult:
     """A data-point estimator: fit on the training data (`parties`), value against the validation data. The
-    arguments of party models are refused when given (`stop` and `resume_from` are not looked at); the estimator's
-    releases, if any, are recorded in `ledger`."""
-    given = sorted(name for name, value in party_only.items() if value is not None)
+    arguments of party models (`party_only`) are refused when given (`stop` and `resume_from` are not looked at);
+    the estimator's releases, if any, are recorded in `ledger`."""
+    given = sorted(name for name, value in party_only._asdict().items() if value is not None and name != "stop")
     if given:
-        raise ValueError(
-            f"{', '.join(given)} apply to party models, not to {type(model).__name__} (it samples nothing; "
-            "its privacy noise, if any, comes from its own noise_seed / OS entropy)"
-        )
+        raise ValueError(f"{', '.join(given)} apply to party models, not to {type(model).__name__} ({_samples(model)})")
     for name, pair in (("parties", parties), ("validation", validation)):
         if pair is None:
             raise ValueError(f"{type(model).__name__} values data points: pass validation=(X_val, y_val)")

@@ -13,7 +13,7 @@ lengths.
     python benchmarks/bench_permutation_calls.py --budgets 800:1600 400:1200 --parties 12 --permutations 24  # chains
 
 `--cuts off on` values the batch twice in this tree, with every call padded to a full call and with each width's
-last call cut to its rows (`surprise.cuts_calls` forced either way), to measure where a cut pays on an accelerator,
+last call cut to its rows (`plan.cuts_calls` forced either way), to measure where a cut pays on an accelerator,
 where the package does not cut calls.
 
 `--designs plain latin` values a batch of plain permutations and one of Latin blocks (the permutations a multiple of
@@ -30,7 +30,7 @@ preset's 4 chains and the Gibbs presets' sampled repeats, 2), as the package pac
 coalitions, and prints, for each run after the first, the mean difference of the coalition values both runs valued by
 coalition size, with its error: a mean that departs from zero is a bias of one budget against the other
 (docs/benchmarks.md, "Shorter chains where coalitions are sampled"). With `--packing off on` each budget is valued
-with members packed and (on CPU) calls cut, forced off and on (`surprise.worth_packing`; docs/benchmarks.md, "Where
+with members packed and (on CPU) calls cut, forced off and on (`plan.worth_packing`; docs/benchmarks.md, "Where
 packing starts to pay").
 
 These modes print each run's smallest degrees of freedom of a standard error (`TRUSTED_DOF` decides convergence) and
@@ -72,36 +72,37 @@ def child(
     epsilon 0.5, `LogisticRegression`, the NUTS fast preset). `cut`: 'package' (the package decides), 'on' or 'off';
     `design`: 'plain' permutations or 'latin' blocks; `repeats`: the sampled repeats (None: the preset's);
     `budget`: (warm-up, kept) sweeps of a chain (None: the preset's); `packing`: 'package' (the package decides,
-    `surprise.worth_packing`), 'on' or 'off' (members packed and calls cut, or neither)."""
+    `plan.worth_packing`), 'on' or 'off' (members packed and calls cut, or neither)."""
     import jax
 
     import bayesval as bv
     from bayesval.games.samplers import PermutationSampler
     from bayesval.games.stopping import MaxEvaluations
-    from bayesval.parties import surprise
+    from bayesval.parties import plan
     from bayesval.parties import valuation as party_valuation
-    from bayesval.parties.surprise import CoalitionSurprise
+    from bayesval.parties.execute import CallExecutor
 
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_scale import releases_of
     from bench_valuation import diab_parties
 
     widths, calls = [], []  # the rows of each width sampled, and the rows each sampler call was padded to
-    sample_batches, sample_batch = CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch
+    run_plan, run = CallExecutor.run_plan, CallExecutor.run
 
-    def recording_width(self, rows):
-        widths.append(len(rows.keys))
-        return sample_batches(self, rows)
+    def recording_plan(self, planned, rows):
+        for width in dict.fromkeys(call.width for call in planned):
+            widths.append(sum(len(call.rows) for call in planned if call.width == width))
+        return run_plan(self, planned, rows)
 
-    def recording_call(self, batch, keep_draws):
-        calls.append(len(batch.keys))
-        return sample_batch(self, batch, keep_draws)
+    def recording_call(self, call, rows):
+        calls.append(call.size)
+        return run(self, call, rows)
 
-    CoalitionSurprise._sample_batches, CoalitionSurprise._sample_batch = recording_width, recording_call
+    CallExecutor.run_plan, CallExecutor.run = recording_plan, recording_call
     if cut != "package":
-        surprise.cuts_calls = lambda config: cut == "on"
+        plan.cuts_calls = lambda config: cut == "on"
     if packing != "package":
-        surprise.worth_packing = lambda config: packing == "on"
+        plan.worth_packing = lambda config: packing == "on"
     # plain: the workload the cut was first measured on; a package before Latin blocks knows no `latin` option
     sampler = PermutationSampler(latin=True) if design == "latin" else PermutationSampler()
     party_valuation.permutation_sampler = lambda num_parties, resumed=None: (sampler, permutations)

@@ -21,7 +21,7 @@ from bayesval.divergence import _mixture_kl, batched_mixture_kl, nig_kl
 from bayesval.games.shapley import coalition_masks
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import release_all
-from bayesval.parties.surprise import summarise
+from bayesval.parties.execute import summarise
 
 
 def timed(fn, compile_first=True):

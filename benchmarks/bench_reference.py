@@ -27,7 +27,7 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import release_all
-from bayesval.parties.surprise import summarise
+from bayesval.parties.execute import summarise
 
 COALITIONS = ((0,), (3,), (0, 1), (2, 4, 5), (0, 1, 2, 3), tuple(range(6)))
 

@@ -35,19 +35,19 @@ def child(setting: dict, repeats: int) -> None:
     """One valuation in this process; prints a JSON line."""
     import bayesval as bv
     from bayesval.games.shapley import exact_shapley_per_repeat
-    from bayesval.parties import surprise
+    from bayesval.parties import keys, surprise
 
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_valuation import syn_parties
 
     if setting["keys"] == "common":
-        row_keys = surprise.coalition_keys
-        surprise.coalition_keys = lambda key, codes, repeats: row_keys(key, [0] * len(codes), repeats)
+        row_keys = keys.coalition_keys
+        keys.coalition_keys = lambda key, codes, repeats: row_keys(key, [0] * len(codes), repeats)
     estimates, file = {}, surprise.CoalitionSurprise._file
 
-    def filing(self, code, run, num_parties):
+    def filing(self, code, run):
         estimates[code] = np.asarray(run.kl)
-        return file(self, code, run, num_parties)
+        return file(self, code, run)
 
     surprise.CoalitionSurprise._file = filing
     config = bv.SamplerConfig.preset("fast").with_(

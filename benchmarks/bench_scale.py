@@ -39,8 +39,9 @@ import numpy as np
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.data import NoiseAwareData
-from bayesval.parties import surprise as party_surprise
-from bayesval.parties.surprise import CoalitionSurprise, member_width
+from bayesval.parties import plan as party_plan
+from bayesval.parties.plan import member_width
+from bayesval.parties.surprise import CoalitionSurprise
 from bayesval.parties.valuation import coalitions_rerun
 
 CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=200, num_repeats=2, progress_bar=False)
@@ -221,7 +222,7 @@ def main() -> None:
                 command += ["--tolerance", str(args.tolerance)]
             subprocess.run(command, check=True)
         return
-    party_surprise.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question
+    party_plan.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question
     print(f"{CONFIG.num_chains} chains x {CONFIG.num_warmup + CONFIG.num_samples} sweeps, {CONFIG.num_repeats} repeats")
     print("  n   k   all parties ms   members only ms   ratio   (first call s: all / members)")
     for num_parties in args.parties:

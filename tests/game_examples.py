@@ -84,3 +84,11 @@ def averaging_shapley(scores, c: float = 1.0) -> np.ndarray:
     harmonic = np.sum(1.0 / np.arange(1, num_players + 1))
     others = scores.sum() - scores
     return c * (scores * harmonic / num_players - others * (harmonic - 1) / (num_players * (num_players - 1)))
+
+
+def assert_flags_agree(result) -> None:
+    """Every index's converged flag says what its verdict says (both from `bayesval.results.variance.judged`): a
+    flag set exactly where the verdict is 'exact' or 'converged'."""
+    verdicts = result.diagnostics["indices"]["verdict"]
+    said = [verdict in ("exact", "converged") for verdict in verdicts]
+    assert result.converged.tolist() == said, list(zip(result.converged.tolist(), verdicts))

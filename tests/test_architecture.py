@@ -122,3 +122,62 @@ def test_importing_the_package_leaves_scikit_learn_for_the_functions_that_use_it
         check=True,
     )
     assert loaded.stdout.strip() == "False"
+
+
+def architecture_layers() -> list[str]:
+    """The layers of the code block under "The house" in docs/architecture.md, top down: each line's names before
+    its description (a line that starts with spaces continues the description above)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("## The house", 1)[1].split("```\n", 2)[1]
+    return [" ".join(line.split("  ", 1)[0].split()) for line in block.splitlines() if line and line[0] != " "]
+
+
+def test_the_architecture_page_draws_the_layers_that_import_linter_keeps():
+    """The page's layers are pyproject.toml's import-linter layers, in order (a layer added to one is added to both:
+    `compilation` was missing from the page)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [layers] = [c["layers"] for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "layers"]
+    assert architecture_layers() == layers
+
+
+def test_the_architecture_page_counts_the_model_contracts_required_members():
+    """ "`valuate()` asks a model for N things": N is the number of `REQUIRED_MEMBERS`, each named in that paragraph."""
+    from bayesval.models.protocol import REQUIRED_MEMBERS
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    paragraph = text.split("### The model protocol", 1)[1].split("\n\n", 2)[1]
+    numbers = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+    count = re.search(r"asks a model for (\w+) things", paragraph).group(1)
+    assert numbers[count] == len(REQUIRED_MEMBERS)
+    assert all(f"`{name}" in paragraph for name in REQUIRED_MEMBERS)
+
+
+def cited_sections() -> list[tuple[str, str, str]]:
+    """(module, page, title) of every citation `docs/PAGE.md, "Title"` in the package's source, lines joined."""
+    cited = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = re.sub(r"\s*\n\s*(#\s*)?", " ", path.read_text())
+        for page, title in re.findall(r'docs/([\w/]+\.md), "([^"]+)"', text):
+            cited.append((path.relative_to(ROOT).as_posix(), page, title))
+    return cited
+
+
+def section_titles(page: str) -> list[str]:
+    """A docs page's headings and bold paragraph leads (`**Title.**`), without markup."""
+    text = (ROOT / "docs" / page).read_text()
+    headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+    return [title.replace("`", "") for title in headings + re.findall(r"\*\*(.+?)\*\*", text)]
+
+
+def test_every_section_the_code_cites_exists():
+    """A docstring that sends the reader to `docs/page.md, "Title"` finds a heading or a bold paragraph lead that
+    begins with that title (a heading may go on: "Programs compiled ahead (issue 30)")."""
+    cited = cited_sections()
+    assert len(cited) > 50  # the pattern still finds the package's citations
+    titles = {page: section_titles(page) for page in {page for _, page, _ in cited}}
+    missing = [
+        (module, page, title) for module, page, title in cited if not any(t.startswith(title) for t in titles[page])
+    ]
+    assert not missing, missing

@@ -17,6 +17,7 @@ from bayesval.games.stopping import MaxEvaluations, StandardError
 from bayesval.inference import gibbs
 from bayesval.inference.batching import coalition_keys
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import plan as party_plan
 from bayesval.parties import surprise as party_surprise
 from bayesval.parties import valuation as party_valuation
 
@@ -77,10 +78,14 @@ def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exact
     assert np.isfinite(whole.values).all() and np.isfinite(whole.stderr).all()
     assert np.all(whole.coalition_stderr > 0)  # every sampled coalition has repeats, so a standard error
     assert whole.state.noise.masks.shape[1] == 2  # its coalitions' cached estimates, under two bytes of members
+    indices = whole.diagnostics["indices"]  # each party's draws, degrees of freedom and verdict, as the README says
+    assert indices["draws"] == whole.counts.tolist() and len(indices["dof"]) == num_parties
+    assert [verdict in ("exact", "converged") for verdict in indices["verdict"]] == whole.converged.tolist()
 
     first = _valuate(releases, stop=one_batch, **options)
     np.testing.assert_array_equal(first.counts, batch + 4)
     loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
+    assert loaded.diagnostics["indices"] == first.diagnostics["indices"]  # saved with the result
     resumed = _valuate(releases, stop=two_batches, resume_from=loaded, **options)
     np.testing.assert_array_equal(resumed.values, whole.values)
     np.testing.assert_array_equal(resumed.stderr, whole.stderr)
@@ -119,8 +124,8 @@ def test_a_call_holds_more_rows_on_an_accelerator_within_the_memory_limit(monkey
     model, data = bv.models.LinearRegression(), NoiseAwareData.from_releases(_releases(12))
     config = bv.SamplerConfig.preset("fast")  # 6,400 draws of 4 coordinates a row, 32 bytes each: 2,621 rows in 2 GiB
     assert party_surprise.batch_rows(model, data, config, 4095 * 3) == 256
-    monkeypatch.setattr(party_surprise.jax, "default_backend", lambda: "gpu")
-    assert party_surprise.max_rows_per_process("gpu") == party_surprise.max_rows_per_process("tpu") == 16384
+    monkeypatch.setattr(party_plan.jax, "default_backend", lambda: "gpu")
+    assert party_plan.max_rows_per_process("gpu") == party_plan.max_rows_per_process("tpu") == 16384
     assert party_surprise.batch_rows(model, data, config, 793 * 3) == 2379  # every coalition of width 4
     assert party_surprise.batch_rows(model, data, config, 4095 * 3) == 2**31 // (6400 * 4 * 32)  # memory binds
     wide = config.with_(memory_limit_mb=65536)  # 83,886 rows
@@ -132,10 +137,10 @@ def test_a_widths_last_call_is_cut_to_its_rows_rounded_up_to_a_step_on_cpu_at_a_
     """A call is padded to its rows rounded up to a multiple of CALL_ROWS_STEP (itself rounded up to the devices
     times a posterior's repeats, so every process's block starts a posterior), never beyond a full call; calls are
     cut on CPU at a budget where packing pays, and never on an accelerator."""
-    assert party_surprise.CALL_ROWS_STEP == 64
+    assert party_plan.CALL_ROWS_STEP == 64
 
     def rows(held, full=256, multiple=1):
-        return party_surprise.call_rows(held, full, multiple)
+        return party_plan.call_rows(held, full, multiple)
 
     held = (1, 14, 64, 65, 128, 129, 192, 193, 256)
     assert [rows(count) for count in held] == [64, 64, 64, 128, 128, 192, 192, 256, 256]
@@ -144,10 +149,60 @@ def test_a_widths_last_call_is_cut_to_its_rows_rounded_up_to_a_step_on_cpu_at_a_
     assert rows(130, full=189) == 189 and rows(3, full=21) == 21  # no call beyond a full one
 
     fast = bv.SamplerConfig.preset("fast")
-    assert party_surprise.cuts_calls(fast) and not party_surprise.cuts_calls(TINY)  # 28,800 chain-sweeps against 120
+    assert party_plan.cuts_calls(fast) and not party_plan.cuts_calls(TINY)  # 28,800 chain-sweeps against 120
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(party_surprise.jax, "default_backend", lambda: "gpu")
-        assert not party_surprise.cuts_calls(fast)
+        patch.setattr(party_plan.jax, "default_backend", lambda: "gpu")
+        assert not party_plan.cuts_calls(fast)
+
+
+def _sizes_and_repeats(codes, repeats: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows (code, repeat) of every repeat of each coalition `codes`: their sizes and repeats, as planned."""
+    sizes = np.repeat([code.bit_count() for code in codes], repeats)
+    return sizes, np.tile(np.arange(repeats), len(codes))
+
+
+def test_the_plan_of_a_game_holds_every_row_once_in_calls_of_whole_posteriors():
+    """The planner alone (no sampling): 3 parties at the NUTS fast preset (3 repeats; calls cut on CPU) lay their
+    7 coalitions x 3 repeats = 21 rows out in one call of 21; with at most 9 rows a call (3 posteriors), in calls of
+    9, 9 and 3, the last cut to its rows (`call_rows` at a step of 64, no larger than a full call: 9); 12 parties
+    packed into widths 4, 8 and 12 give 3 widths, ascending, every row once, no posterior split between calls."""
+    fast = bv.SamplerConfig.preset("fast", "nuts")
+    sizes, repeats = _sizes_and_repeats(range(1, 8), 3)
+    whole = party_plan.CallLayout(3, fast, batch_rows=21, packs_members=False).plan(sizes, repeats)
+    assert [(len(call.rows), call.size, call.width, call.group) for call in whole] == [(21, 21, 3, 3)]
+    narrow = party_plan.CallLayout(3, fast, batch_rows=9, packs_members=False).plan(sizes, repeats)
+    assert [(len(call.rows), call.size) for call in narrow] == [(9, 9), (9, 9), (3, 9)]
+    sizes, repeats = _sizes_and_repeats(range(1, 2**12), 3)
+    packed = party_plan.CallLayout(12, fast, batch_rows=256, packs_members=True).plan(sizes, repeats)
+    assert sorted({call.width for call in packed}) == [4, 8, 12] and packed == sorted(packed, key=lambda c: c.width)
+    rows = np.concatenate([call.rows for call in packed])
+    assert sorted(rows.tolist()) == list(range(len(sizes)))
+    assert all(len(call.rows) % 3 == 0 and repeats[call.rows[0]] == 0 for call in packed)
+    # 4,095 x 3 rows: widths 4, 8 and 12 hold 793, 3,003 and 299 coalitions, in calls of at most 255 rows
+    assert len(packed) == sum(-(-count * 3 // 255) for count in (793, 3003, 299)) == 50
+
+
+def test_a_rerun_of_one_coalition_plans_that_coalitions_rows_alone():
+    """A rerun of one unconverged coalition of three parties sampled 21 posteriors (a full call of the game's rows,
+    padded to its compiled size, though a rerun's budget compiles programs of its own). Its plan now holds that
+    coalition's 3 repeats in one call of 3 rows (CPU, where calls are cut), two coalitions 6 rows and three 12 (whole
+    posteriors rounded up to a power of two, so a sampled game's reruns compile few sizes), never more than a full
+    call; on an accelerator (calls not cut) a rerun's call is padded as the game's are. The rows' keys are folded
+    from (coalition, repeat) alone (`bayesval.parties.keys.row_keys`), so the call's size moves no key."""
+    fast = bv.SamplerConfig.preset("fast", "nuts")
+    layout = party_plan.CallLayout(3, fast, batch_rows=21, packs_members=False)
+    rerun = fast.rerun(1)
+
+    def planned(failed: int) -> list[tuple[int, int]]:
+        sizes, repeats = _sizes_and_repeats([3] * failed, 3)
+        calls = layout.plan(sizes, repeats, rerun, width=3, rerun=True)
+        assert all(call.config == rerun and call.width == 3 for call in calls)
+        return [(len(call.rows), call.size) for call in calls]
+
+    assert [planned(failed) for failed in (1, 2, 3, 7)] == [[(3, 3)], [(6, 6)], [(9, 12)], [(21, 21)]]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(party_plan.jax, "default_backend", lambda: "gpu")
+        assert planned(1) == [(3, 21)]
 
 
 def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
@@ -157,12 +212,12 @@ def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
     alone (up to rounding: XLA may vectorise a program of another shape differently; 1.7e-14 apart on 12 parties,
     docs/benchmarks.md)."""
     releases = _releases(3)
-    monkeypatch.setattr(party_surprise, "MAX_BATCH_ROWS", 12)
-    monkeypatch.setattr(party_surprise, "PACK_FROM_CHAIN_SWEEPS", 0)
+    monkeypatch.setattr(party_plan, "MAX_BATCH_ROWS", 12)
+    monkeypatch.setattr(party_plan, "PACK_FROM_CHAIN_SWEEPS", 0)
     calls = record_sampler_calls(monkeypatch.setattr)
     results, sizes = {}, {}
     for step in (1, 10**6):
-        monkeypatch.setattr(party_surprise, "CALL_ROWS_STEP", step)
+        monkeypatch.setattr(party_plan, "CALL_ROWS_STEP", step)
         calls.clear()
         results[step] = _valuate(releases, key=0, config=TINY)
         sizes[step] = list(calls)
@@ -175,16 +230,17 @@ def test_a_short_last_call_samples_the_rows_a_full_one_would(monkeypatch):
 
 
 def test_row_keys_are_folded_from_code_and_repeat_in_one_program_for_any_number_of_parties():
-    """`coalition_keys` gives each (code, repeat) row key(code low bits, [high bits,] repeat) by fold_in, the keys
-    of codes below 2**32 unchanged from folding one row at a time, and codes past 32 parties keep their high bits:
-    a coalition of party 33 alone is not the empty coalition's key."""
+    """`coalition_keys` gives each (code, repeat) row key(code, repeat) by fold_in, the keys of codes below 2**32
+    unchanged from folding one row at a time, and codes past 32 parties (0, 0, low bits, high bits, repeat) keep
+    their high bits: a coalition of party 33 alone is not the empty coalition's key (tests/test_keys.py)."""
     key = jax.random.key(7)
     codes, repeats = [0, 5, 2**32 - 1, 2**32, 2**32 + 5, 2**49 + 5], [1, 0, 2, 1, 0, 0]
     rows = np.asarray(jax.random.key_data(coalition_keys(key, codes, repeats)))
     for row, code, repeat in zip(rows[:3], codes[:3], repeats[:3]):
         expected = jax.random.fold_in(jax.random.fold_in(key, code), repeat)
         np.testing.assert_array_equal(row, jax.random.key_data(expected))
-    high = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 5), 2**17), 0)
+    wide = jax.random.fold_in(jax.random.fold_in(key, 0), 0)  # codes past 32 bits: a branch of their own
+    high = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(wide, 5), 2**17), 0)
     np.testing.assert_array_equal(rows[5], jax.random.key_data(high))
     assert len({tuple(row) for row in rows.tolist()}) == len(codes)
 

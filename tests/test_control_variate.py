@@ -5,7 +5,7 @@ and a run with one resumes, merges and saves only with the same surrogate (issue
 import jax
 import numpy as np
 import pytest
-from game_examples import random_table, table_utility
+from game_examples import assert_flags_agree, random_table, table_utility
 
 from bayesval.games import SHAPLEY, Airport, ControlVariate, PermutationSampler, exact_semivalue, semivalue
 from bayesval.games.masks import coalition_masks
@@ -22,7 +22,7 @@ def rough_surrogate(table: np.ndarray, seed: int, error: float = 0.05) -> np.nda
 
 
 def sampled(table, key, control=None, evaluations=9 * 64, **options):
-    return semivalue(
+    result = semivalue(
         table_utility(table),
         N,
         key,
@@ -32,6 +32,8 @@ def sampled(table, key, control=None, evaluations=9 * 64, **options):
         control=control,
         **options,
     )
+    assert_flags_agree(result)
+    return result
 
 
 @pytest.mark.parametrize("weights", [SHAPLEY, BANZHAF])

@@ -11,6 +11,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from game_examples import assert_flags_agree
 
 from bayesval.games import (
     BANZHAF,
@@ -119,6 +120,7 @@ def test_an_index_whose_draws_are_all_equal_does_not_converge():
     np.testing.assert_allclose(result.values, 1.0)
     assert result.diagnostics["indices"]["range"] == [0.0] * 8
     assert all("all draws equal" in verdict for verdict in result.diagnostics["indices"]["verdict"])
+    assert_flags_agree(result)
 
 
 def test_an_exact_value_has_stderr_zero_and_converges_at_once():
@@ -128,6 +130,7 @@ def test_an_exact_value_has_stderr_zero_and_converges_at_once():
     np.testing.assert_allclose(result.values, UNANIMITY.semivalue(LEAVE_ONE_OUT), rtol=1e-12, atol=1e-12)
     assert np.all(result.stderr == 0) and result.converged.all() and result.diagnostics["batches"] == 1
     assert set(result.diagnostics["indices"]["verdict"]) == {"exact"}
+    assert_flags_agree(result)
 
 
 def test_a_rare_marginal_never_seen_still_has_an_error():
@@ -204,6 +207,7 @@ def test_an_index_whose_draws_varied_rarely_is_not_converged_until_they_vary_oft
     assert not few.converged[members].any()
     assert np.all(np.array(few.diagnostics["indices"]["dof"])[members] < 10)
     assert all("varied too rarely" in few.diagnostics["indices"]["verdict"][i] for i in members)
+    assert_flags_agree(few)
     many = semivalue(game.utility, 40, 0, stop=StandardError(0.05) | MaxEvaluations(100_000), batch_size=256)
     assert many.converged[members].all() and np.all(np.array(many.diagnostics["indices"]["dof"])[members] >= 10)
     assert not many.converged[12:].any()  # non-members: every draw 0, never seen to vary

@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from game_examples import random_table, table_utility
+from game_examples import assert_flags_agree, random_table, table_utility
 
 import bayesval as bv
+from bayesval.games.fingerprint import PROBES
 from bayesval.games.samplers import PermutationSampler, StratifiedSampler, UniformSampler
 from bayesval.games.semivalues import semivalue
 from bayesval.games.stopping import (
@@ -37,7 +38,9 @@ def run(utility, key, evaluations, **options):
     """A run of 16 draws a batch, to `evaluations` utility evaluations unless `stop` says otherwise."""
     options = {"batch_size": 16, "names": NAMES} | options
     options.setdefault("stop", MaxEvaluations(evaluations) if evaluations else None)
-    return semivalue(utility, N, key, **options)
+    result = semivalue(utility, N, key, **options)
+    assert_flags_agree(result)
+    return result
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: s.name)
@@ -130,12 +133,13 @@ def counting_utility(traces: list):
 
 
 def test_a_jitted_utility_compiles_once_across_batches_and_resumes():
+    """Once for the batches, and once for the 4 probe coalitions of the game's fingerprint (games/fingerprint.py)."""
     for sampler in SAMPLERS:
         traces = []
         counted = counting_utility(traces)
         first = semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(600))
         semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(1500), resume_from=first)
-        assert len(traces) == 1 and first.diagnostics["batches"] > 1, (sampler, traces)
+        assert len(traces) == 2 and traces[0] == (PROBES, N) and first.diagnostics["batches"] > 1, (sampler, traces)
 
 
 def test_repeated_estimates_per_coalition_are_averaged(utility):

@@ -112,3 +112,47 @@ def test_gibbs_driver_returns_coalition_draws_and_takes_settings_either_way():
     )
     assert isinstance(draws, CoalitionDraws) and draws.draws.shape == (2, 2, 3, 3) and draws.kept_chains.all()
     np.testing.assert_array_equal(draws.draws, legacy.draws)
+
+
+def test_a_models_capabilities_are_read_once_into_one_record():
+    """`capabilities(model)`: each optional member bound where the model has it, None (packs_members False) where
+    it does not; the NUTS kernel settings a run uses only for a model that owns a NUTS kernel."""
+    from bayesval.models.protocol import OPTIONAL_MEMBERS, Capabilities, capabilities
+
+    gibbs = capabilities(bv.models.LinearRegression())
+    assert gibbs.packs_members and gibbs.conjugate_prior is not None and gibbs.run_kernel_settings is None
+    assert gibbs.surrogate_surprises is not None and gibbs.prior_log_density is not None
+    logistic = bv.models.LogisticRegression()
+    nuts = capabilities(logistic)
+    assert not nuts.packs_members and nuts.conjugate_prior is None and nuts.check is not None
+    assert nuts.run_kernel_settings(SamplerConfig()) == logistic.kernel
+
+    class Bare:  # the required members only
+        name, sampler = "bare", "nuts"
+        statistic = prior_draws = posterior_draws = staticmethod(lambda *args: None)
+
+    bare = capabilities(Bare())
+    assert bare == Capabilities(*[False if name == "packs_members" else None for name in OPTIONAL_MEMBERS], None)
+    with pytest.raises(TypeError, match="lacks \\['posterior_draws'\\]"):
+        capabilities(type("Half", (), {"name": "half", "sampler": "nuts", "statistic": 0, "prior_draws": 0})())
+
+
+@pytest.mark.parametrize("preset", ["fast", "paper"])
+def test_a_result_records_the_kernel_settings_that_ran(preset):
+    """`diagnostics["sampler"]` (`sampler_record`) holds the target acceptance the NUTS kernel used: a
+    LogisticRegression run records its own 0.65 at the fast preset (it recorded the config's unused 0.8 before), and
+    the paper preset's forwarded 0.86; a Gibbs model's record keeps the config's fields."""
+    from bayesval.parties.surprise import CoalitionSurprise
+    from bayesval.parties.valuation import sampler_record
+
+    logistic = bv.models.LogisticRegression()
+    config = SamplerConfig.preset(preset, "nuts")
+    size = logistic.statistic(2).size
+    data = NoiseAwareData(jnp.ones((3, size)), jnp.full(3, 50.0), jnp.full(3, 2.0))
+    record = sampler_record(CoalitionSurprise(logistic, data, config, 4, jax.random.key(0), 7))
+    assert record["target_accept_prob"] == {"fast": 0.65, "paper": 0.86}[preset]
+    assert record["min_bfmi"] == logistic.kernel.min_bfmi and record["num_chains"] == config.num_chains
+    gibbs = sampler_record(
+        CoalitionSurprise(bv.models.LinearRegression(), _tiny_data(3), SamplerConfig(), 4, jax.random.key(0), 7)
+    )
+    assert gibbs == vars(SamplerConfig())

@@ -11,8 +11,8 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.divergence import nig_kl
 from bayesval.inference.data import NoiseAwareData
-from bayesval.parties import surprise
-from bayesval.parties.surprise import PACK_FROM_PARTIES, member_width, worth_packing
+from bayesval.parties import plan, surprise
+from bayesval.parties.plan import PACK_FROM_PARTIES, member_width, worth_packing
 
 
 def _data(num_parties: int) -> NoiseAwareData:
@@ -67,8 +67,8 @@ def test_members_only_chains_match_the_closed_form_at_negligible_noise(monkeypat
         for i, (X, y) in enumerate(syn.parties)
     ]
     releases = [party.release() for party in parties]
-    monkeypatch.setattr(surprise, "PACK_FROM_PARTIES", 4)
-    monkeypatch.setattr(surprise, "PACK_FROM_CHAIN_SWEEPS", 4_400)  # this test's budget: 2 x 1,100 x 2
+    monkeypatch.setattr(plan, "PACK_FROM_PARTIES", 4)
+    monkeypatch.setattr(plan, "PACK_FROM_CHAIN_SWEEPS", 4_400)  # this test's budget: 2 x 1,100 x 2
     model = _Recording()
     config = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=1000, num_repeats=2, progress_bar=False)
     with warnings.catch_warnings():
@@ -117,8 +117,8 @@ def test_a_lone_slow_coalition_is_rerun_in_the_width_whose_calls_carry_the_fewes
         for i, (X, y) in enumerate(syn.parties)
     ]
     data = NoiseAwareData.from_releases([party.release() for party in parties])
-    monkeypatch.setattr(surprise, "PACK_FROM_PARTIES", 5)
-    monkeypatch.setattr(surprise, "PACK_FROM_CHAIN_SWEEPS", 0)
+    monkeypatch.setattr(plan, "PACK_FROM_PARTIES", 5)
+    monkeypatch.setattr(plan, "PACK_FROM_CHAIN_SWEEPS", 0)
     config = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, num_repeats=2, progress_bar=False)
     slow, whole = 0b00111, 0b11111  # three members (width 4), and the grand coalition (width 5)
     masks = ((np.array([slow, whole])[:, None] >> np.arange(5)) & 1).astype(bool)
@@ -159,19 +159,19 @@ def test_the_rerun_width_depends_on_the_game_not_on_the_batch_size(monkeypatch, 
         bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=30 + i).release()
         for i, (X, y) in enumerate(syn.parties)
     ]
-    monkeypatch.setattr(surprise, "PACK_FROM_CHAIN_SWEEPS", 0)
+    monkeypatch.setattr(plan, "PACK_FROM_CHAIN_SWEEPS", 0)
     config = bv.SamplerConfig(num_chains=4, num_samples=1600, num_repeats=3, memory_limit_mb=memory_limit_mb)
     game = surprise.CoalitionSurprise(
         bv.models.LinearRegression(), NoiseAwareData.from_releases(releases), config, 4, jax.random.key(0), 63
     )
     every = list(range(1, 64))
     of_size = {size: [code for code in every if code.bit_count() == size] for size in range(1, 7)}
-    assert {width: game._coalitions_of_width(width) for width in (2, 4, 6)} == {2: 21, 4: 35, 6: 7}
+    assert {width: game.layout.coalitions_of_width(width) for width in (2, 4, 6)} == {2: 21, 4: 35, 6: 7}
     # one slow coalition of 3 members: 7 x 6 party slots at width 6 against 35 x 4 at width 4
-    assert game._rerun_width(of_size[3][:1], every) == 6
+    assert game.layout.rerun_width(of_size[3][:1], every) == 6
     # eight of them: two width-6 calls' worth (2 x 7 x 6 = 84) still against 140
-    assert game._rerun_width(of_size[3][:8], every) == 6
+    assert game.layout.rerun_width(of_size[3][:8], every) == 6
     # one of a single member: 21 x 2 at width 2 ties 7 x 6 at width 6; the narrower width wins the tie
-    assert game._rerun_width(of_size[1][:1], every) == 2
+    assert game.layout.rerun_width(of_size[1][:1], every) == 2
     # only the widths of the call's own coalitions (their programs compiled) are candidates
-    assert game._rerun_width(of_size[3][:1], of_size[3] + of_size[4]) == 4
+    assert game.layout.rerun_width(of_size[3][:1], of_size[3] + of_size[4]) == 4

@@ -1,7 +1,7 @@
 """One valuation split over two processes (`jax.distributed`, CPU collectives by gloo, docs/multihost.md): each
 process samples its block of the global device mesh and gets every row back, so both return the values of one
 process with the same key, with a row count the processes do not divide padded, and with a last call cut to its
-rows (`surprise.call_rows`)."""
+rows (`plan.call_rows`)."""
 
 import json
 import os
@@ -19,7 +19,7 @@ from sampler_calls import record_sampler_calls
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.batching import process_block
-from bayesval.parties import surprise
+from bayesval.parties import plan
 
 # the valuation of tests/test_coalition_batches.py's device test: the single process reuses its compiled program
 CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False)
@@ -30,6 +30,7 @@ KEY = 3
 # the global mesh's layout of 22 rows, a gather, a valuation and a game that differs in one process.
 _WORKER = """
 import json, sys, warnings
+from typing import NamedTuple
 import jax
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 port, process, out, cache = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -40,11 +41,13 @@ jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processe
 import numpy as np
 import bayesval as bv
 from bayesval.inference.batching import gather_rows, process_block
+class Block(NamedTuple):  # gather_rows takes named per-row outputs
+    rows: object
 from tests.test_multiprocess import CONFIG, CUT_REPORT, KEY, MODEL, releases, valuation_in_cut_calls
 report = {"process": jax.process_index(), "devices": jax.device_count(), "local": jax.local_device_count()}
 block = process_block(22)
 report["block"] = [block.start, block.stop]
-report["gathered"] = gather_rows({"rows": np.arange(22)[block] * 10})["rows"].tolist()
+report["gathered"] = gather_rows(Block(np.arange(22)[block] * 10)).rows.tolist()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)
     result = bv.valuate(MODEL, releases(), key=KEY, config=CONFIG)
@@ -78,7 +81,7 @@ def valuation_in_cut_calls(set_attribute) -> tuple[bv.ValuationResult, list[tupl
     processes in calls of 18 and 3, the second cut to 6 (the step rounded up to 2 devices x 3 repeats), so that each
     process's block of 3 rows starts a posterior's run of repeats and R-hat pools their chains."""
     for name, value in (("MAX_BATCH_ROWS", 9), ("PACK_FROM_CHAIN_SWEEPS", 0), ("CALL_ROWS_STEP", 1)):
-        set_attribute(surprise, name, value)
+        set_attribute(plan, name, value)
     calls = record_sampler_calls(set_attribute)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -241,9 +241,13 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
     from types import SimpleNamespace
 
     from bayesval.inference.data import NoiseAwareData
+    from bayesval.models.protocol import Capabilities, capabilities
+
+    def surprise_of(model) -> SimpleNamespace:  # what surrogate_control reads of a CoalitionSurprise
+        return SimpleNamespace(model=model, data=data, capabilities=capabilities(model))
 
     data = NoiseAwareData.from_releases(releases)
-    game = SimpleNamespace(model=MODEL, data=data)
+    game = surprise_of(MODEL)
     on, off = (
         valuation.party_settings(MODEL, control_variate=True),
         valuation.party_settings(MODEL, control_variate=False),
@@ -255,8 +259,8 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
         assert control.name == "the Laplace surprise" and control.num_players == 3
         np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
     assert valuation.surrogate_control(game, off, 3, None) is None
-    shared = SimpleNamespace(model=bv.models.LinearRegression(shared_data_model=True), data=data)
-    logistic = SimpleNamespace(model=bv.models.LogisticRegression(), data=data)
+    shared = surprise_of(bv.models.LinearRegression(shared_data_model=True))
+    logistic = surprise_of(bv.models.LogisticRegression())
     for chosen, n, resumed, reason in (
         (game, valuation.MAX_CONTROL_PARTIES + 1, None, "13 parties are more than 12"),
         (shared, 3, None, "LinearRegression gives no surrogate here"),
@@ -276,7 +280,8 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
             return SimpleNamespace(values=np.zeros(7))
 
     with pytest.raises(ValueError, match=r"Broken.surrogate_surprises\(data\) gave no usable surrogate: .*2\^n values"):
-        valuation.surrogate_control(SimpleNamespace(model=Broken(), data=data), on, 3, None)
+        broken = Capabilities(None, None, None, False, None, None, Broken().surrogate_surprises, None)
+        valuation.surrogate_control(SimpleNamespace(model=Broken(), data=data, capabilities=broken), on, 3, None)
 
 
 def test_the_coalitions_error_is_estimated_from_their_estimates_unless_the_kl_correlates_them():

@@ -1,15 +1,15 @@
 """Reruns of coalition posteriors that fail the convergence flags (`SamplerConfig.reruns`): a lone slow posterior is
-sampled again with twice the sweeps thinned by 2, through the programs already compiled, and its estimates and
+sampled again with twice the sweeps thinned by 2, in a call of its own rows, and its estimates and
 diagnostics replace the failed ones; a budget that most coalitions fail is reported, not rerun."""
 
 import warnings
 
 import numpy as np
 import pytest
+from sampler_calls import record_sampler_calls
 
 import bayesval as bv
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
-from bayesval.inference.gibbs import driver
 from bayesval.parties.surprise import game_fingerprint
 
 # Syn's parties with fixed noise seeds, 4 chains x (200 + 800) sweeps x 3 repeats: with key 0 exactly one of the
@@ -44,13 +44,15 @@ def _failing(result) -> np.ndarray:
     return (r_hat > R_HAT_THRESHOLD) | (ess < ESS_THRESHOLD)
 
 
-def test_a_lone_unconverged_coalition_is_sampled_again_with_longer_chains(syn):
+def test_a_lone_unconverged_coalition_is_sampled_again_with_longer_chains(syn, monkeypatch):
     first, warned = _valuate(syn, key=0, reruns=0)
     assert _failing(first).sum() == 1 and warned and not first.diagnostics["converged"]
-    compiled = driver._advance._cache_size()
 
+    calls = record_sampler_calls(monkeypatch.setattr)
     rerun, warned = _valuate(syn, key=0, reruns=1)
-    assert driver._advance._cache_size() == compiled  # the longer, thinner chains ran through the same programs
+    # the game's 7 coalitions x 3 repeats in one call of 21 rows, then the rerun: the failed coalition's 3 repeats
+    # alone, in a call of 3 rows (a full call of 21 before: 18 posteriors of padding at twice the sweeps)
+    assert calls == [(21, 21), (3, 3)]
     failed = _failing(first)
     assert rerun.diagnostics["reruns"] == failed.astype(int).tolist()
     # the rerun's diagnostics replace the first run's, and its longer chains mixed better (R-hat 1.018 -> 1.005, bulk

@@ -7,7 +7,7 @@ spread, 1 degree of freedom, is not), and a run with the record resumes, merges 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from game_examples import random_table
+from game_examples import assert_flags_agree, random_table
 
 from bayesval.games import SHAPLEY, ControlVariate, PermutationSampler, SemivalueSampler, UniformSampler, semivalue
 from bayesval.games.masks import coalition_masks, mask_codes
@@ -37,7 +37,9 @@ def cached_utility(estimates: np.ndarray):
 
 def sampled(utility, num_players: int, key, evaluations: int, **options):
     options = dict(sampler=PermutationSampler(latin=True), batch_size=2 * num_players) | options
-    return semivalue(utility, num_players, key, stop=MaxEvaluations(evaluations), **options)
+    result = semivalue(utility, num_players, key, stop=MaxEvaluations(evaluations), **options)
+    assert_flags_agree(result)
+    return result
 
 
 @pytest.mark.parametrize(
@@ -156,8 +158,11 @@ def test_a_utility_that_does_not_cache_or_a_run_estimated_otherwise_is_refused()
     with pytest.raises(ValueError, match="cannot merge the results of different games: the utility's error"):
         record + spread
     other_estimates = cached_utility(noisy_tables(table, 3, 0.1))
-    with pytest.raises(ValueError, match="has two different sets of estimates: independent_estimates=True is for"):
+    with pytest.raises(ValueError, match="resume_from is a result of a different game: it sampled"):
         sampled(other_estimates, 6, 9, 2 * 12 * 7, resume_from=record, independent_estimates=True)
+    named = sampled(utility, 6, 9, 12 * 7, independent_estimates=True, game_id="same")  # the caller vouches for it
+    with pytest.raises(ValueError, match="two different sets of estimates: independent_estimates=True is for"):
+        sampled(other_estimates, 6, 9, 2 * 12 * 7, resume_from=named, independent_estimates=True, game_id="same")
     one_estimate = sampled(lambda key, masks: utility(key, masks)[0], 6, 9, 12 * 7, independent_estimates=True)
     assert one_estimate.state.noise is None and one_estimate.diagnostics["utility_error"].startswith("none")
     with pytest.raises(TypeError, match="independent_estimates must be True or False, got 1"):

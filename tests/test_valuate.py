@@ -265,6 +265,16 @@ def test_bad_keep_draws_is_refused_before_any_release(syn, result, rng):
         bv.valuate(bv.estimators.KNNShapley(3), (X, y), validation=(X, y), keep_draws=True)
 
 
+def test_a_party_key_given_to_an_estimator_says_where_that_estimator_samples_from(rng):
+    """A key passed to `valuate` is a party model's; an estimator that samples (LayeredShapley draws its layers and
+    permutations) is told to take it in its own constructor, one that samples nothing (KNN-Shapley) is told so."""
+    X, y = rng.normal(size=(12, 2)), np.arange(12) % 2
+    with pytest.raises(ValueError, match=re.escape("it samples from its own key: pass LayeredShapley(key=...)")):
+        bv.valuate(bv.estimators.LayeredShapley(), (X, y), validation=(X, y), key=1)
+    with pytest.raises(ValueError, match="key apply to party models, not to KNNShapley \\(it samples nothing;"):
+        bv.valuate(bv.estimators.KNNShapley(3), (X, y), validation=(X, y), key=1)
+
+
 def test_every_public_subpackage_is_reachable_from_a_fresh_import():
     """`import bayesval as bv` is enough for bv.models, bv.estimators and bv.games (no import order to know)."""
     import subprocess

@@ -3,6 +3,7 @@ stopping rules, and results that merge and resume (docs/games.md); games with cl
 
 from bayesval.games.analytic import Airport, Miner, Shoes, SymmetricVoting, UnanimitySum, WeightedVoting
 from bayesval.games.control import ControlVariate
+from bayesval.games.regression import RegressionSampler
 from bayesval.games.samplers import PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
 from bayesval.games.semivalues import Utility, exact_semivalue, semivalue
 from bayesval.games.stopping import MaxEvaluations, MaxTime, RankStability, StandardError, When
@@ -19,6 +20,7 @@ __all__ = [
     "Miner",
     "PermutationSampler",
     "RankStability",
+    "RegressionSampler",
     "SemivalueSampler",
     "Semivalue",
     "Shoes",

@@ -16,6 +16,8 @@ import numpy as np
 
 from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.weights import Semivalue, coalition_coefficients
+from bayesval.results.variance import MAX_VALUE
+from bayesval.validation import check_magnitude
 
 MAX_CONTROL_PLAYERS = 20  # a surrogate's table holds 2^n values, and its semivalue sums over them
 
@@ -42,6 +44,7 @@ class ControlVariate:
             )
         if not np.isfinite(table).all():
             raise ValueError(f"a control variate's table must be finite; {np.sum(~np.isfinite(table))} values are not")
+        check_magnitude("a control variate's table", table, MAX_VALUE, "its differences from the game would overflow")
         object.__setattr__(self, "table", table)
 
     @property

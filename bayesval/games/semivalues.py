@@ -21,13 +21,38 @@ from tqdm.auto import tqdm
 
 from bayesval.batching import batches, pad_rows
 from bayesval.games.control import ControlVariate
+from bayesval.games.fingerprint import (
+    check_game_id,
+    evaluated,
+    fingerprint,
+    probe_key,
+    probe_masks,
+    utility_name,
+)
 from bayesval.games.masks import code_masks, members
+from bayesval.games.regression import RegressionSampler
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
-from bayesval.games.stopping import DEFAULT_MAX_EVALUATIONS, MaxEvaluations, Progress, StandardError, capped, verdicts
+from bayesval.games.stopping import (
+    DEFAULT_MAX_EVALUATIONS,
+    MaxEvaluations,
+    Progress,
+    StandardError,
+    capped,
+    judgement,
+)
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
-from bayesval.results.state import SemivalueState, describe_control, describe_error, same_control
+from bayesval.results.state import (
+    SemivalueState,
+    describe_control,
+    describe_error,
+    describe_game,
+    renamed,
+    same_control,
+    same_game,
+)
+from bayesval.results.variance import MAX_VALUE
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
 
 
@@ -56,10 +81,13 @@ def semivalue(
     control: ControlVariate | None = None,
     independent_estimates: bool = False,
     progress_bar: bool = False,
+    game_id: str | None = None,
 ) -> ValuationResult:
     """Sample the semivalue `weights` of `utility` over `num_players` players until `stop` holds.
 
-    sampler      `PermutationSampler`, `UniformSampler`, `StratifiedSampler` or `SemivalueSampler` (default:
+    sampler      `PermutationSampler`, `UniformSampler`, `StratifiedSampler`, `SemivalueSampler` or, for Shapley,
+                 `RegressionSampler` (every evaluation serves every player: docs/games.md, "Regression sampling"; its
+                 batch_size counts coalitions, at least n) (default:
                  permutations for Shapley, uniform with maximum sample reuse for Banzhaf, the semivalue's own
                  distribution for Beta semivalues and leave-one-out). A sampler whose importance weights are
                  heavy-tailed for this semivalue at this n (standard errors that lie) gets a warning naming a better one
@@ -68,6 +96,10 @@ def semivalue(
     batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling)
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
                  run goes on at the next batch, with another key it adds new batches; it must have the same control
+                 and the same game: the same game_id, or a utility of the same values on fixed probe coalitions
+    game_id      the caller's own name for the game, kept in the state instead of the utility's fingerprint (its
+                 values on `bayesval.games.fingerprint.PROBES` fixed coalitions, valued once a run): for a utility
+                 whose values are not a pure function of (key, masks), or that is costly to value
     control      a `ControlVariate`, a surrogate u known on every coalition: the draws are of v - u and phi(u), exact,
                  is added back (unbiased whatever u is; docs/games.md, "Control variates")
     independent_estimates  for a utility of R > 1 estimates per coalition: True where it caches them (a coalition
@@ -78,8 +110,9 @@ def semivalue(
                  errors correlate between coalitions (common random numbers; docs/games.md, "The utility's own error")
 
     Returns a ValuationResult with values, stderr (the Monte Carlo error of the sampling: 0 only where a value is
-    exact, docs/games.md), counts per index, the stopping rule's converged flag per index (never on an index whose
-    draws were all equal unless its value is exact), per index in `diagnostics["indices"]` the draws, their range,
+    exact, inf where nothing in the game has varied, docs/games.md), counts per index, the converged flag per index
+    (never on an index whose draws were all equal unless its value is exact: `bayesval.results.variance.judged`,
+    which gives the verdicts too), per index in `diagnostics["indices"]` the draws, their range,
     whether the value is exact and why it is or is not converged, and the state to resume or merge (`a + b`).
     """
     _check_utility(utility)
@@ -87,6 +120,7 @@ def semivalue(
     key = check_key("key", key)
     batch_size = check_count("batch_size", batch_size, minimum=1)
     check_bool("progress_bar", progress_bar)
+    game_id = check_game_id(game_id)
     check_bool("independent_estimates", independent_estimates)
     semivalue = as_semivalue(weights)
     sampler = default_sampler(semivalue) if sampler is None else _check_sampler(sampler)
@@ -96,7 +130,9 @@ def semivalue(
     plan = sampler.plan(num_players, batch_size, semivalue)
     _warn_unreliable(plan, semivalue, sampler, num_players)
     stream = jax.random.key_data(key).tobytes().hex()
+    game = _fingerprint(utility, num_players, game_id, names)
     state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control)
+    _check_same_game(state, game)
     _check_estimated_alike(state, independent_estimates)
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
@@ -106,19 +142,20 @@ def semivalue(
     while progress is None or not (stop.holds(progress) and state.every_group_drawn):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
-        values = checked_values(utility(utility_key, masks), masks, names)
+        values = checked_values(evaluated(utility, utility_key, masks, num_players, state is None), masks, names)
         if control is not None:
             values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)
         if state is None:
             state = _first_state(semivalue, sampler, plan, len(values), num_players, control, independent_estimates)
+            state.game = game
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
             )
         state.add(batch_draws, values)
         if state.noise is not None:
-            state.noise = state.noise.added(np.asarray(masks), np.asarray(values))
+            state.noise = state.noise.added(np.asarray(masks), np.asarray(values), names)
         batch += 1
         state.streams[stream] = [batch_size, batch]
         progress = _progress(state, started, stop.history)
@@ -132,7 +169,7 @@ def semivalue(
 def _sampled_result(method: str, names, state: SemivalueState, progress: Progress, stop, batches: dict):
     """The result of a sampled run: values, standard errors and the stopping rule's verdicts from its last
     `progress`, its state, and the diagnostics (`batches`: the batches drawn and their size)."""
-    converged = stop.converged(progress)
+    judged = judgement(progress, stop)
     return ValuationResult(
         method=method,
         values=progress.values,
@@ -144,16 +181,10 @@ def _sampled_result(method: str, names, state: SemivalueState, progress: Progres
             **batches,
             "seconds": progress.elapsed,
             "utility_error": describe_error(state),
-            "indices": {
-                "draws": progress.counts.tolist(),
-                "range": progress.ranges.tolist(),
-                "exact": progress.exact.tolist(),
-                "dof": progress.dof.tolist(),
-                "verdict": verdicts(progress, converged),
-            },
+            "indices": state.index_diagnostics(progress.dof, judged.verdicts),
         },
         counts=progress.counts,
-        converged=converged,
+        converged=judged.converged,
         state=state,
     )
 
@@ -182,7 +213,8 @@ def exact_semivalue(
     for chunk in batches(total, rows):  # codes are made per batch: 2^n of them need not fit in memory
         codes = pad_rows(np.arange(chunk.start, chunk.stop), rows, fill=0)
         masks = code_masks(jnp.asarray(codes), num_players)
-        values = np.asarray(checked_values(utility(jax.random.fold_in(key, chunk.index), masks), masks, names))
+        values = evaluated(utility, jax.random.fold_in(key, chunk.index), masks, num_players, chunk.index == 0)
+        values = np.asarray(checked_values(values, masks, names))
         values = values[:, : chunk.count]
         phi = values @ coalition_coefficients(np.asarray(masks)[: chunk.count], semivalue)
         per_repeat = phi if per_repeat is None else per_repeat + phi
@@ -222,15 +254,28 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
         )
     values = jnp.atleast_2d(values).astype(jnp.float64)
     if not bool(jnp.isfinite(values).all()):
-        bad = np.asarray(masks)[~np.isfinite(np.asarray(values)).all(axis=0)]
-        bad = bad[np.sort(np.unique(bad, axis=0, return_index=True)[1])]  # each coalition once, in batch order
-        coalitions = [members(mask, names) for mask in bad[:SHOWN_COALITIONS]]
-        more = f" and {len(bad) - SHOWN_COALITIONS} more" if len(bad) > SHOWN_COALITIONS else ""
+        count, coalitions = _listed(~np.isfinite(np.asarray(values)).any(axis=0), masks, names)
         raise ValueError(
-            f"utility returned NaN or inf for {len(bad)} coalitions (members listed): {coalitions}{more}; a "
-            "coalition's value must be a finite number (give the empty coalition a value too, e.g. 0)"
+            f"utility returned NaN or inf for {count} coalitions (members listed): {coalitions}; a coalition's value "
+            "must be a finite number (give the empty coalition a value too, e.g. 0)"
+        )
+    if float(jnp.abs(values).max(initial=0.0)) > MAX_VALUE:
+        count, coalitions = _listed((np.abs(np.asarray(values)) > MAX_VALUE).any(axis=0), masks, names)
+        raise ValueError(
+            f"utility returned values above {MAX_VALUE:g} in absolute value for {count} coalitions (members listed): "
+            f"{coalitions}; the sums of powers of their marginal contributions behind the standard errors would "
+            "overflow: rescale the utility (divide it by a constant; semivalues scale with it)"
         )
     return values
+
+
+def _listed(bad: np.ndarray, masks, names: list[str]) -> tuple[int, str]:
+    """How many distinct coalitions of `masks` (B, n) the flags `bad` (B,) mark, and the first few by members."""
+    rows = np.asarray(masks)[bad]
+    rows = rows[np.sort(np.unique(rows, axis=0, return_index=True)[1])]  # each coalition once, in batch order
+    coalitions = [members(mask, names) for mask in rows[:SHOWN_COALITIONS]]
+    more = f" and {len(rows) - SHOWN_COALITIONS} more" if len(rows) > SHOWN_COALITIONS else ""
+    return len(rows), f"{coalitions}{more}"
 
 
 def _check_utility(utility) -> None:
@@ -239,10 +284,10 @@ def _check_utility(utility) -> None:
 
 
 def _check_sampler(sampler) -> Sampler:
-    if not isinstance(sampler, SAMPLERS):
+    if not isinstance(sampler, (*SAMPLERS, RegressionSampler)):
         raise TypeError(
-            "sampler must be a PermutationSampler, UniformSampler, StratifiedSampler or SemivalueSampler, got "
-            f"{type(sampler).__name__}"
+            "sampler must be a PermutationSampler, UniformSampler, StratifiedSampler, SemivalueSampler or "
+            f"RegressionSampler, got {type(sampler).__name__}"
         )
     return sampler
 
@@ -275,6 +320,45 @@ def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, c
         control_semivalue=None if control is None else control.semivalue(semivalue),
         weights=semivalue.weights(num_players) if cached else None,
     )
+
+
+def _fingerprint(utility, num_players: int, game_id: str | None, names: list[str]) -> dict:
+    """The game's fingerprint (`bayesval.games.fingerprint`): the caller's game_id, else the utility's name and its
+    values on the probe coalitions."""
+    if game_id is not None:
+        return fingerprint(game_id, "", None)
+    masks = jnp.asarray(probe_masks(num_players))
+    values = checked_values(evaluated(utility, probe_key(), masks, num_players), masks, names)
+    return fingerprint(None, utility_name(utility), np.asarray(values))
+
+
+def _check_same_game(state: SemivalueState | None, game: dict) -> None:
+    """A resumed state is of this game (its fingerprint is `game`), or a ValueError naming both; a state saved
+    before fingerprints takes this one's, with a warning where the game was not named by the caller."""
+    if state is None:
+        return
+    if state.game is None:
+        if "id" not in game:
+            warnings.warn(
+                "resume_from was saved before results kept their game's fingerprint, so bayesval cannot check that it "
+                f"is of this game; it now carries this run's ({describe_game(game)})",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
+        state.game = game
+    elif not same_game(state.game, game):
+        raise ValueError(
+            f"resume_from is a result of a different game: it sampled {describe_game(state.game)}, this run "
+            f"{describe_game(game)}; resume with the utility it sampled (or, for a utility that is not a pure "
+            "function of (key, masks), pass the same game_id= to both runs)"
+        )
+    elif renamed(state.game, game):
+        warnings.warn(
+            f"resume_from sampled a utility named {state.game['utility']}, this run {game['utility']}; they agree on "
+            "the probe coalitions, so the run resumes as the same game",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
 
 
 def _check_estimated_alike(state: SemivalueState | None, independent_estimates: bool) -> None:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bayesval.results.variance import TRUSTED_DOF, trusted
+from bayesval.results.variance import Judgement, judged, trusted
 from bayesval.validation import check_int, check_non_negative, check_positive, user_stacklevel
 
 DEFAULT_MAX_EVALUATIONS = 1_000_000
@@ -177,24 +177,11 @@ class _Either(_Both):
         return f"({self.first!r} | {self.second!r})"
 
 
-def verdicts(progress: Progress, converged: np.ndarray) -> list[str]:
-    """Why each index is or is not converged, in words (a result's `diagnostics["indices"]["verdict"]`)."""
-    words = []
-    for exact, is_trusted, varied, dof, done in zip(
-        progress.exact, progress.trusted, progress.ranges > 0, progress.dof, converged
-    ):
-        if exact:
-            words.append("exact")
-        elif not varied:
-            words.append("not converged: all draws equal, so the error is unknown (a floor from the game's range)")
-        elif not is_trusted:
-            words.append(
-                f"not converged: the draws varied too rarely to show their spread ({dof:.1f} degrees of freedom, "
-                f"fewer than {TRUSTED_DOF:g}), so the standard error is a rough guess"
-            )
-        else:
-            words.append("converged" if done else "not converged: the rule did not hold before the run stopped")
-    return words
+def judgement(progress: Progress, rule: StoppingRule) -> Judgement:
+    """Whether each index is converged under `rule` and why, in words: a result's `converged` flags and its
+    `diagnostics["indices"]["verdict"]`, both from `bayesval.results.variance.judged` (an index whose draws were all
+    equal never converges unless its value is exact)."""
+    return judged(progress.exact, progress.ranges, progress.dof, progress.stderr, rule.converged(progress))
 
 
 def _check_rule(rule) -> StoppingRule:

@@ -16,6 +16,7 @@ every process values the same game, which the gathered rows assume.
 from __future__ import annotations
 
 from functools import partial
+from typing import TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -23,11 +24,19 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+RowBlocks = TypeVar("RowBlocks", bound=tuple)
+
+
+WIDE_CODES = (0, 0)  # folded into the key before a code past 32 bits: the empty coalition's code, then 0
+
 
 def coalition_keys(key: jax.Array, codes, repeats) -> jax.Array:
     """The keys (R,) of coalitions `codes` (their bitmasks, any number of parties) in repeats `repeats`, one per
-    (code, repeat) pair, derived in one program: `key` folded with the code's low 32 bits, then with its high 32
-    bits where there are any, then with the repeat."""
+    (code, repeat) pair, derived in one program: `key` folded with the code (a code below 2^32: its value; beyond:
+    WIDE_CODES, then its low and its high 32 bits), then with the repeat. So every row key is one path of folds
+    from `key` that is no prefix of another row's: a code below 2^32 is never 0 (the empty coalition is not
+    sampled), and the codes past 32 bits start on the branch of 0 (before, a code whose low bits are 0 passed
+    through the key that other coalitions' rows and reruns are folded from)."""
     codes = np.asarray(codes, np.uint64).reshape(-1)
     low, high = (codes & np.uint64(0xFFFFFFFF)).astype(np.uint32), (codes >> np.uint64(32)).astype(np.uint32)
     return _coalition_keys(key, low, high, np.asarray(repeats, np.uint32).reshape(-1))
@@ -36,8 +45,11 @@ def coalition_keys(key: jax.Array, codes, repeats) -> jax.Array:
 @jax.jit
 @partial(jax.vmap, in_axes=(None, 0, 0, 0))
 def _coalition_keys(key: jax.Array, low, high, repeat) -> jax.Array:
-    key = jax.random.fold_in(key, low)
-    key = jax.lax.cond(high > 0, lambda: jax.random.fold_in(key, high), lambda: key)
+    def wide():
+        branch = jax.random.fold_in(jax.random.fold_in(key, WIDE_CODES[0]), WIDE_CODES[1])
+        return jax.random.fold_in(jax.random.fold_in(branch, low), high)
+
+    key = jax.lax.cond(high > 0, wide, lambda: jax.random.fold_in(key, low))
     return jax.random.fold_in(key, repeat)
 
 
@@ -90,22 +102,27 @@ def process_block(num_rows: int) -> slice:
     return slice(mine[0] * per_device, (mine[-1] + 1) * per_device)
 
 
-def gather_rows(blocks: dict) -> dict[str, np.ndarray]:
-    """Named per-row outputs of this process's block (`process_block`), each (block rows, ...), as the whole
-    batch's rows in every process, on the host (NumPy): each block placed where the global mesh put it
-    (`jax.make_array_from_process_local_data`) and the global array gathered
-    (`jax.experimental.multihost_utils.process_allgather`). One process: its blocks, as NumPy arrays."""
+def gather_rows(blocks: RowBlocks) -> RowBlocks:
+    """Per-row outputs of this process's block (`process_block`), a NamedTuple of arrays each (block rows, ...)
+    or None, as the whole batch's rows in every process, on the host (NumPy), in a NamedTuple of the same type: each
+    block placed where the global mesh put it (`jax.make_array_from_process_local_data`) and the global array
+    gathered (`jax.experimental.multihost_utils.process_allgather`), field by field in order. One process: its
+    blocks, as NumPy arrays."""
     if jax.process_count() == 1:
-        return {name: np.asarray(block) for name, block in blocks.items()}
+        return type(blocks)(*(None if block is None else np.asarray(block) for block in blocks))
     sharding = row_sharding()
-    return {
-        name: np.asarray(
-            multihost_utils.process_allgather(
-                jax.make_array_from_process_local_data(sharding, np.asarray(block)), tiled=True
+    return type(blocks)(
+        *(
+            None
+            if block is None
+            else np.asarray(
+                multihost_utils.process_allgather(
+                    jax.make_array_from_process_local_data(sharding, np.asarray(block)), tiled=True
+                )
             )
+            for block in blocks
         )
-        for name, block in blocks.items()
-    }
+    )
 
 
 def same_in_every_process(what: str, digest: bytes) -> None:

@@ -59,10 +59,10 @@ class SamplerConfig:
 
     reruns: how many times a coalition posterior whose chains fail the convergence flags (R-hat over its repeats'
     chains > 1.01, or a repeat's bulk ESS < 400) is sampled again, from fresh chains, each time with twice the
-    sweeps of the time before thinned twice as much (`rerun`), so that its draws per chain, and with them the
-    compiled sampler and summary programs, stay the same. Only where those coalitions are few among the ones
-    sampled together (`bayesval.parties.surprise.RERUN_SHARE`): when most fail, the budget is short for the game,
-    and the valuation warns instead. A rerun's estimates replace the failed ones.
+    sweeps of the time before thinned twice as much (`rerun`), so that its draws per chain stay the same, in calls
+    of its own rows where calls are cut (`bayesval.parties.plan.rerun_rows`). Only where those coalitions are few
+    among the ones sampled together (`bayesval.parties.reruns.RERUN_SHARE`): when most fail, the budget is short for
+    the game, and the valuation warns instead. A rerun's estimates replace the failed ones.
 
     sampled_repeats: the repeats of a coalition where the Shapley values are sampled rather than enumerated
     (`for_sampled_game()`; None: num_repeats, >= 2 like it). There a Shapley value's standard error comes from the

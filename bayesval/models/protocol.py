@@ -17,13 +17,17 @@ batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of eve
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
 by default (`control_variate`), docs/games.md, "Control variates") are optional (`OPTIONAL_MEMBERS`).
 
+The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
+`Capabilities`), and asks that record, never the model, what it offers.
+
 `LinearRegression` keeps the contract with its Gibbs kernel, `NumPyroModel` (and `LogisticRegression`) with
 batched NUTS; a user's class needs no base class, only these members (structural typing, PEP 544).
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -78,3 +82,29 @@ def check_party_model(model) -> None:
             f"model must be a party model (bayesval.models.LinearRegression(), LogisticRegression(), NumPyroModel) "
             f"or a data-point estimator (bayesval.estimators.*); {model!r} lacks {missing}"
         )
+
+
+class Capabilities(NamedTuple):
+    """What a party model offers beyond the required members, read once by `capabilities`: each optional member
+    (`OPTIONAL_MEMBERS`) bound to the model, or None where it lacks it (`packs_members`: False), and
+    `run_kernel_settings`, the NUTS kernel settings a run under a `SamplerConfig` uses, where the model owns a NUTS
+    kernel (`NumPyroModel.kernel_settings`; None for a Gibbs model, whose kernel settings are no config's)."""
+
+    check: Callable | None
+    prior_log_density: Callable | None
+    parameter_names: Callable | None
+    packs_members: bool
+    conjugate_prior: Callable | None
+    posterior_programs: Callable | None
+    surrogate_surprises: Callable | None
+    run_kernel_settings: Callable | None
+
+
+def capabilities(model) -> Capabilities:
+    """`model`'s `Capabilities`, after `check_party_model`: the one place the party path asks a model which optional
+    members it has."""
+    check_party_model(model)
+    members = {name: getattr(model, name, None) for name in OPTIONAL_MEMBERS}
+    members["packs_members"] = bool(members["packs_members"])
+    nuts = model.kernel_settings if hasattr(model, "kernel") and hasattr(model, "kernel_settings") else None
+    return Capabilities(**members, run_kernel_settings=nuts)

@@ -22,8 +22,9 @@ The file is one JSON object. Its fields:
   a file whose `required` names a field it does not know. Every field listed here is required in version 2.
 - `owner` (str): the party's name, as in the ledger.
 - `statistic` (object or null): which statistic `perturbed` holds: {"kind": "linear_regression" or
-  "logistic_regression", "num_features": w} for the built-in ones (entry order: docs/architecture.md, "Sufficient
-  statistics"), {"kind": "module.Class", "size": P} for a user statistic, null when unknown.
+  "logistic_regression", "num_features": w} for the built-in ones (entry order: docs/sensitivity.md, "Linear
+  regression" and "Logistic regression"), {"kind": "module.Class", "size": P} for a user statistic, null when
+  unknown.
 - `bounds` (object or null): the declared bounds {"x_norm": float, "y_abs": float or null} every record was clipped
   to before the statistic was computed; the sensitivity derives from them.
 - `count` (int >= 1): the number of records c_i.

@@ -43,7 +43,9 @@ from bayesval.games.weights import SHAPLEY
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
+from bayesval.models.protocol import capabilities, check_party_model
 from bayesval.parties.boundary import PerturbedStatistic, check_distinct_releases, describe_statistic
+from bayesval.parties.keys import rewards_key
 from bayesval.parties.party import Party
 from bayesval.parties.rewards.allocation import Rewards, allocate
 from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
@@ -54,6 +56,7 @@ from bayesval.parties.surprise import (
     CoalitionSurprise,
     batch_rows,
     conjugate_prior,
+    kernel_settings_that_run,
     per_repeat,
     prior_density,
 )
@@ -193,27 +196,18 @@ def sampler_config(model, config, progress_bar: bool | None) -> SamplerConfig:
     return config if progress_bar is None else config.with_(progress_bar=progress_bar)
 
 
-def check_party_model(model) -> None:
-    """A party model has what the party path reads (the protocol of `bayesval.models`, docs/user_models.md)."""
-    missing = [a for a in ("statistic", "prior_draws", "posterior_draws", "sampler", "name") if not hasattr(model, a)]
-    if missing:
-        raise TypeError(
-            f"model must be a party model (bayesval.models.LinearRegression(), LogisticRegression(), NumPyroModel) "
-            f"or a data-point estimator (bayesval.estimators.*); {model!r} lacks {missing}"
-        )
-
-
 def check_valuation(model, parties, settings: PartyValuationSettings, resume_from) -> list[str]:
     """The parties' names, after every check that needs the parties (once each), on placeholder data of the
     releases' shapes: nothing is released, compiled or sampled here."""
     names = check_parties(model, parties)
     placeholder = _placeholder_data(model, parties)
-    if hasattr(model, "check"):
-        model.check(placeholder)
+    caps = capabilities(model)
+    if caps.check is not None:
+        caps.check(placeholder)
     if settings.kl != "auto":  # the estimator asked for is available
-        prior_density(model, placeholder, settings.kl)
-        conjugate_prior(model, placeholder, settings.kl)
-    batch_rows(model, placeholder, settings.config, 1, settings.kl)  # memory_limit_mb fits one posterior
+        prior_density(caps, model.name, placeholder, settings.kl)
+        conjugate_prior(caps, model.name, placeholder, settings.kl)
+    batch_rows(model, placeholder, settings.config, 1, settings.kl, caps=caps)  # memory_limit_mb fits one posterior
     _check_resume_source(resume_from, names, settings)
     return names
 
@@ -373,18 +367,18 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
             raise ValueError(
                 "resume_from is a result of a different game: its model, releases, parties, sampler settings, k or "
                 "KL estimator differ from this valuation's"
-                + _sampler_differences(resume_from.diagnostics, surprise.config)
+                + _sampler_differences(resume_from.diagnostics, sampler_record(surprise))
             )
         surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
     return surprise
 
 
-def _sampler_differences(diagnostics: dict, config: SamplerConfig) -> str:
-    """The sampler settings in which a saved result's game differs from one valued with `config`, for an error ('' if
-    none), with the config that resumes it where only the repeats differ (the Gibbs presets value a coalition twice
-    where the Shapley values are sampled, unless the parties are also rewarded: `PartyValuationSettings.for_parties`).
-    """
-    saved, today = diagnostics.get("sampler", {}), vars(config)
+def _sampler_differences(diagnostics: dict, today: dict) -> str:
+    """The sampler settings in which a saved result's game differs from one valued with the settings `today`
+    (`sampler_record`), for an error ('' if none), with the config that resumes it where only the repeats differ
+    (the Gibbs presets value a coalition twice where the Shapley values are sampled, unless the parties are also
+    rewarded: `PartyValuationSettings.for_parties`)."""
+    saved = diagnostics.get("sampler", {})
     differing = {
         name: (saved[name], value)
         for name, value in today.items()
@@ -397,6 +391,14 @@ def _sampler_differences(diagnostics: dict, config: SamplerConfig) -> str:
         return f": {listed}" if differing else ""
     repeats = differing["num_repeats"][0]
     return f": {listed} (config=...with_(num_repeats={repeats}) resumes a result of {repeats} repeats)"
+
+
+def sampler_record(surprise: CoalitionSurprise) -> dict:
+    """The sampler settings a result records (`diagnostics["sampler"]`): the config's fields, with the kernel
+    settings as the run used them where the model owns a NUTS kernel (`kernel_settings_that_run`: a
+    `LogisticRegression` run at the fast preset records its own target_accept_prob 0.65, not the config's 0.8 that
+    it never read)."""
+    return vars(surprise.config) | kernel_settings_that_run(surprise.capabilities, surprise.config)
 
 
 PER_REPEAT = "the spread of the Shapley values of each repeat alone"  # exact values: the utility's error only
@@ -439,6 +441,7 @@ def shapley_values(
         control=control,
         independent_estimates=independent_estimates(surprise, resumed),
         progress_bar=settings.config.progress_bar,
+        game_id=f"party game {surprise.fingerprint}",
     )
     count = sampled.state.batch_draws
     if surprise.num_sampled == 2**n - 1:
@@ -476,8 +479,8 @@ def surrogate_control(
             _warn_no_control(asked, "resume_from was sampled without one, and goes on without")
             return None
         return ControlVariate(resumed.control_table, SURROGATE)
-    model = surprise.model
-    if n > MAX_CONTROL_PARTIES or not hasattr(model, "surrogate_surprises"):
+    model, surrogate_surprises = surprise.model, surprise.capabilities.surrogate_surprises
+    if n > MAX_CONTROL_PARTIES or surrogate_surprises is None:
         _warn_no_control(
             asked,
             f"{n} parties are more than {MAX_CONTROL_PARTIES}"
@@ -486,7 +489,7 @@ def surrogate_control(
         )
         return None
     with progress.stage(f"valuation: the model's surrogate of {2**n - 1} coalitions (a control variate)"):
-        table = model.surrogate_surprises(surprise.data)
+        table = surrogate_surprises(surprise.data)
     if table is None:
         _warn_no_control(asked, f"{type(model).__name__} gives no surrogate here")
         return None
@@ -606,13 +609,14 @@ def assemble_result(
     codes = list(estimates.estimates)
     masks = ((np.array(codes)[:, None] >> np.arange(n)) & 1).astype(bool)
     mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
-    settings = {"sampler": vars(surprise.config), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
+    settings = {"sampler": sampler_record(surprise), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
     settings["like_the_prior"] = like_the_prior(names, masks, mean, stderr)
     if repeats_note(surprise.config):
         settings["repeats_note"] = repeats_note(surprise.config)
     sampled = shapley.sampled
-    if sampled is not None:  # how the standard errors hold the coalitions' own error
+    if sampled is not None:  # how the standard errors hold the coalitions' own error, and each party's verdict
         settings["utility_error"] = shapley.utility_error
+        settings["indices"] = sampled.diagnostics["indices"]
     return ValuationResult(
         method=f"{model.name}, Bayesian surprise, {shapley.method}",
         values=shapley.values,
@@ -633,17 +637,41 @@ def assemble_result(
     )
 
 
+class PartyArguments(NamedTuple):
+    """`valuate`'s keyword arguments that only a party valuation reads, as the caller gave them (None: the default);
+    `party_settings` checks them. A data-point estimator refuses any that is given."""
+
+    key: int | jax.Array | None = None
+    config: SamplerConfig | str | None = None
+    k: int | None = None
+    kl: str | None = None
+    exact_up_to: int | None = None
+    tolerance: float | None = None
+    stop: StoppingRule | None = None
+    keep_draws: bool | None = None
+    progress_bar: bool | None = None
+    rewards: str | Tempering | NoiseAddition | None = None
+    rho: float | None = None
+    control_variate: bool | None = None
+
+
 def value_parties(
-    model, parties, *, validation=None, resume_from=None, ledger: PrivacyLedger | None = None, **options
+    model,
+    parties,
+    *,
+    validation=None,
+    resume_from=None,
+    ledger: PrivacyLedger | None = None,
+    arguments: PartyArguments | None = None,
 ) -> ValuationResult:
-    """`bayesval.valuate` of a party model: the steps of this module's docstring, in order. `options` are
-    `valuate`'s other keyword arguments (`party_settings`)."""
+    """`bayesval.valuate` of a party model: the steps of this module's docstring, in order, with `valuate`'s
+    keyword arguments of a party valuation (`arguments`, checked by `party_settings`)."""
     check_party_model(model)
     if validation is not None:
         raise ValueError(
             f"validation= applies to data-point estimators; {model.name} values parties from their releases"
         )
-    settings = party_settings(model, **options)
+    settings = party_settings(model, **(arguments or PartyArguments())._asdict())
     names = check_valuation(model, parties, settings, resume_from)
     settings = settings.for_parties(len(names))
     releases = release_parties(model, parties, ledger)
@@ -651,7 +679,7 @@ def value_parties(
     surprise = coalition_game(model, releases, settings, key_values, resume_from)
     shapley = shapley_values(surprise, names, settings, key_permutations, resume_from)
     warn_if_unconverged(surprise.diagnostics)
-    key_rewards = jax.random.fold_in(settings.key, 2)
+    key_rewards = rewards_key(settings.key)
     rewards = reward_parties(surprise, settings, names, releases, shapley.values, key_rewards)
     return assemble_result(model, parties, names, surprise, shapley, releases, rewards)
 
@@ -659,10 +687,10 @@ def value_parties(
 def _parameter_names(model, parties) -> list[str] | None:
     """The names of theta's coordinates where the model gives them (`parameter_names(num_features)`) and the
     parties' feature count is known."""
-    num_features = parties[0].num_features
-    if num_features is None or not hasattr(model, "parameter_names"):
+    num_features, parameter_names = parties[0].num_features, capabilities(model).parameter_names
+    if num_features is None or parameter_names is None:
         return None
-    return list(model.parameter_names(num_features))
+    return list(parameter_names(num_features))
 
 
 def _provenance(model, parties) -> dict[str, str]:

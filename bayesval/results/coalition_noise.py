@@ -81,30 +81,50 @@ class CoalitionNoise:
     def num_coalitions(self) -> int:
         return len(self.estimates)
 
-    def added(self, masks: np.ndarray, values: np.ndarray) -> CoalitionNoise:
-        """With one batch's masks (M, n) boolean and their values (R, M) filed."""
+    def added(self, masks: np.ndarray, values: np.ndarray, names: list[str] | None = None) -> CoalitionNoise:
+        """With one batch's masks (M, n) boolean and their values (R, M) filed; a ValueError, naming the coalition by
+        its players' `names`, where a coalition valued before got other estimates (the utility does not cache)."""
         batch = CoalitionNoise(self.weights, np.packbits(np.asarray(masks, bool), axis=1), np.asarray(values).T)
-        return self.merged(batch)
+        joined, differing = self._joined(batch)
+        if differing is not None:
+            raise ValueError(
+                f"the utility gave {self._members(differing, names)} two different sets of estimates: "
+                "independent_estimates=True is for a utility that caches each coalition's estimates (one that values "
+                "a coalition afresh each time has its whole error in the draws' spread: leave it False)"
+            )
+        return joined
 
-    def merged(self, other: CoalitionNoise) -> CoalitionNoise:
-        """Both records' coalitions, each once; a ValueError where a coalition has different estimates in the two
-        (the utility did not cache them: its errors are then in the draws' spread, and this record does not hold)."""
+    def merged(self, other: CoalitionNoise, names: list[str] | None = None) -> CoalitionNoise:
+        """Both records' coalitions, each once; a ValueError, naming the coalition by its players' `names`, where a
+        coalition has different estimates in the two (two runs that estimated their coalitions apart value two
+        different noisy games, which do not merge)."""
+        joined, differing = self._joined(other)
+        if differing is not None:
+            raise ValueError(
+                f"cannot merge the results: {self._members(differing, names)} has different estimates "
+                "in the two, so each run valued its coalitions apart (each a noisy game of its own, whose errors the "
+                "merged standard errors would not hold); to sample more, continue the first run with "
+                "resume_from=<that result> instead, which reuses its coalitions' estimates"
+            )
+        return joined
+
+    def _joined(self, other: CoalitionNoise) -> tuple[CoalitionNoise, np.ndarray | None]:
+        """Both records' coalitions, each once, and the packed mask of a coalition whose estimates differ (None)."""
         masks = np.concatenate([self.masks, other.masks])
         estimates = np.concatenate([self.estimates, other.estimates])
         rows = np.ascontiguousarray(masks).view(f"V{masks.shape[1]}").ravel()
         _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
         inverse = inverse.ravel()
         differ = ~(estimates == estimates[first[inverse]]).all(axis=1)
-        if differ.any():
-            coalition = np.flatnonzero(np.unpackbits(masks[differ][0], count=self.num_players)).tolist()
-            raise ValueError(
-                f"the coalition of players {coalition} has two different sets of estimates: independent_estimates=True "
-                "is for a utility that caches each coalition's estimates (one that values a coalition afresh each time "
-                "has its whole error in the draws' spread), and two runs that estimated their coalitions apart do not "
-                "merge with it"
-            )
         kept = np.sort(first)
-        return CoalitionNoise(self.weights, masks[kept], estimates[kept])
+        return CoalitionNoise(self.weights, masks[kept], estimates[kept]), masks[differ][0] if differ.any() else None
+
+    def _members(self, packed: np.ndarray, names: list[str] | None) -> str:
+        """A packed coalition mask in words: its players, by name where `names` are given (else by index)."""
+        players = np.flatnonzero(np.unpackbits(packed, count=self.num_players)).tolist()
+        if not players:
+            return "the empty coalition"
+        return f"the coalition {players if names is None else [names[player] for player in players]}"
 
     def variance(self) -> tuple[np.ndarray, np.ndarray]:
         """Var(phi(vbar) - phi(v)) (n,) estimated over the 2n + 2 classes of coalitions, and its Satterthwaite

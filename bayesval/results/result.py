@@ -30,7 +30,7 @@ from bayesval.results.serialisation import (
     write_archive,
 )
 from bayesval.results.state import CoalitionEstimates, SemivalueState, describe_error
-from bayesval.results.variance import trusted
+from bayesval.results.variance import judged
 from bayesval.validation import (
     check_bool,
     check_count_array,
@@ -222,19 +222,21 @@ class ValuationResult:
             mine, theirs = getattr(self.state, label), getattr(other.state, label)
             if mine != theirs:
                 raise ValueError(f"cannot merge the results of different games: {label} {mine!r} != {theirs!r}")
-        state = self.state.merged(other.state)
+        state = self.state.merged(other.state, self.names)
         values, variances, dof = state.estimate()
         privacy = type(self.privacy)().merge(self.privacy).merge(other.privacy)
-        converged = None
+        stderr = np.sqrt(variances)
+        converged, diagnostics = None, self.diagnostics | {"evaluations": state.evaluations, "merged": True}
         if self.converged is not None and other.converged is not None:  # more draws than a run that converged,
-            converged = (self.converged | other.converged) & trusted(state.exact_indices, dof)  # a variance to trust
-        diagnostics = self.diagnostics | {"evaluations": state.evaluations, "merged": True}
+            held = self.converged | other.converged  # where a variance to trust says so (`judged`)
+            converged, verdicts = judged(state.exact_indices, state.ranges, dof, stderr, held)
+            diagnostics["indices"] = state.index_diagnostics(dof, verdicts)
         if "utility_error" in diagnostics:
             diagnostics["utility_error"] = describe_error(state)
         return ValuationResult(
             self.method,
             values,
-            np.sqrt(variances),
+            stderr,
             self.names,
             privacy=privacy,
             diagnostics=diagnostics,

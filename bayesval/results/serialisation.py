@@ -15,7 +15,7 @@ in the envelope. So a `ValuationResult` (this layer) holds the privacy ledger (`
 rewards (`bayesval.parties.rewards`) without importing either. The kinds bayesval registers:
 
     bayesval.valuation_result   ValuationResult (version 2; version 1 is the file layout before this module)
-    bayesval.semivalue_state    SemivalueState, a sampled semivalue's running sums (version 3)
+    bayesval.semivalue_state    SemivalueState, a sampled semivalue's running sums (version 4)
     bayesval.privacy_ledger     PrivacyLedger, every DP release behind a result (version 1)
     bayesval.rewards            Rewards, the model rewards of Sim et al. (2023), Sec. 4 (version 1)
 

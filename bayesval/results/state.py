@@ -72,6 +72,9 @@ class SemivalueState:
     control_semivalue     (n,) phi(u), exact (None without a control variate)
     noise                 the cached estimates of every coalition valued (`CoalitionNoise`), from which the utility's
                           error is estimated; None: it is the spread of the R per-estimate semivalues (none if R = 1)
+    game                  the game's fingerprint (`bayesval.games.semivalues.fingerprint`): {"id": the caller's
+                          game_id} or {"utility": its qualified name, "probes": its values (R, P) on fixed probe
+                          coalitions}; None in a state saved before fingerprints (its game cannot be checked)
     """
 
     semivalue: str
@@ -94,10 +97,11 @@ class SemivalueState:
     control_table: np.ndarray | None = None
     control_semivalue: np.ndarray | None = None
     noise: CoalitionNoise | None = None
+    game: dict | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
     CONTROL = ("control_table", "control_semivalue")
-    version = 3  # of its record (`to_record`; 2 before `noise`, 1 before control variates); the kind: `register`
+    version = 4  # of its record (`to_record`; 3 before `game`, 2 before `noise`, 1 before control variates)
 
     @classmethod
     def empty(
@@ -110,10 +114,11 @@ class SemivalueState:
         control_table: np.ndarray | None = None,
         control_semivalue: np.ndarray | None = None,
         weights: np.ndarray | None = None,
+        game: dict | None = None,
     ):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
-        with the control variate's table and semivalue where one is used, and, given the semivalue's `weights` w(s),
-        an empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`)."""
+        with the control variate's table and semivalue where one is used, given the semivalue's `weights` w(s) an
+        empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
@@ -132,6 +137,7 @@ class SemivalueState:
             control_table=control_table,
             control_semivalue=control_semivalue,
             noise=None if weights is None or num_repeats == 1 else CoalitionNoise.empty(weights, num_repeats),
+            game=game,
         )
 
     @property
@@ -168,6 +174,17 @@ class SemivalueState:
     def exact_indices(self) -> np.ndarray:
         """Indices whose value is exact (every weighted group a single coalition with equal draws)."""
         return exact_indices(self)
+
+    def index_diagnostics(self, dof: np.ndarray, verdicts: list[str]) -> dict[str, list]:
+        """Per index, a result's `diagnostics["indices"]`: its draws, their range (0: all equal), whether its value
+        is exact, the degrees of freedom `dof` of its standard error and its verdict (`variance.judged`)."""
+        return {
+            "draws": self.index_counts.tolist(),
+            "range": self.ranges.tolist(),
+            "exact": self.exact_indices.tolist(),
+            "dof": np.asarray(dof).tolist(),
+            "verdict": list(verdicts),
+        }
 
     def add(self, batch, values) -> None:
         """File one batch's `BatchStatistics` (sums (R, G, n), m2, counts, low, high (G, n)) and its coalitions'
@@ -209,17 +226,27 @@ class SemivalueState:
         for label, a, b in zip(labels, mine, theirs):
             if a != b:
                 return f"{label} {a!r} != {b!r}"
+        if not same_game(self.game, other.game):
+            return f"game {describe_game(self.game)} != {describe_game(other.game)}"
         if not same_control(self.control_table, other.control_table):
             return f"control variate {describe_control(self.control_table)} != {describe_control(other.control_table)}"
         if (self.noise is None) != (other.noise is None):
             return f"the utility's error {describe_error(self)} != {describe_error(other)}"
         return None
 
-    def merged(self, other: SemivalueState) -> SemivalueState:
-        """The state of both runs' draws together (the same game, no key stream in both)."""
+    def merged(self, other: SemivalueState, names: list[str] | None = None) -> SemivalueState:
+        """The state of both runs' draws together (the same game, no key stream in both); `names`, the players',
+        name a coalition in an error."""
         difference = self.same_game(other)
         if difference is not None:
             raise ValueError(f"cannot merge the results of different games: {difference}")
+        if renamed(self.game, other.game):
+            warnings.warn(
+                f"merging the results of utilities named {self.game['utility']} and {other.game['utility']}, which "
+                "agree on the probe coalitions: merged as one game",
+                UserWarning,
+                stacklevel=3,
+            )
         if set(self.streams) & set(other.streams):
             raise ValueError(
                 "cannot merge two results sampled from the same key: their first batches are the same draws, which "
@@ -241,7 +268,7 @@ class SemivalueState:
             value_high=max(self.value_high, other.value_high),
             streams=self.streams | other.streams,
             rankings=np.zeros((0, self.num_players), np.int64),
-            noise=None if self.noise is None else self.noise.merged(other.noise),
+            noise=None if self.noise is None else self.noise.merged(other.noise, names),
         )
 
     def copy(self) -> SemivalueState:
@@ -254,8 +281,8 @@ class SemivalueState:
         return replace(self, streams={k: list(v) for k, v in self.streams.items()}, noise=noise, **arrays)
 
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The state as a record of `bayesval.results.serialisation` (version 3): meta the scalars (semivalue,
-        sampler, evaluations, value_low, value_high, streams), arrays `ARRAYS` (rankings only when kept), with a
+        """The state as a record of `bayesval.results.serialisation` (version 4): meta the scalars (semivalue,
+        sampler, evaluations, value_low, value_high, streams, game), arrays `ARRAYS` (rankings only when kept), with a
         control variate `CONTROL`, and with a `CoalitionNoise` record its arrays, named noise_ and theirs."""
         meta = {
             "semivalue": self.semivalue,
@@ -264,6 +291,7 @@ class SemivalueState:
             "value_low": self.value_low,
             "value_high": self.value_high,
             "streams": self.streams,
+            "game": self.game,
         }
         kept = self.ARRAYS + self.CONTROL
         arrays = {name: getattr(self, name) for name in kept if getattr(self, name) is not None}
@@ -272,9 +300,10 @@ class SemivalueState:
         return meta, arrays
 
     @classmethod
-    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 3) -> SemivalueState:
-        """The state `to_record` wrote, at version 3, 2 (before `noise`: the utility's error is the per-estimate
-        spread) or 1 (before control variates: its draws are of the game itself). A state saved before m3 and m4
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 4) -> SemivalueState:
+        """The state `to_record` wrote, at version 4, 3 (before `game`: its game has no fingerprint, None), 2 (before
+        `noise`: the utility's error is the per-estimate spread) or 1 (before control variates: its draws are of the
+        game itself). A state saved before m3 and m4
         were kept (version 1: they were added as optional arrays) gets the moments of normal draws (m3 = 0,
         m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of freedom."""
         noise_names = tuple(NOISE + name for name in CoalitionNoise.ARRAYS)
@@ -311,6 +340,35 @@ class SemivalueState:
         """Deprecated: `from_record`."""
         warnings.warn("SemivalueState.from_json is deprecated: use from_record", DeprecationWarning, stacklevel=2)
         return cls.from_record(meta, arrays)
+
+
+def same_game(game: dict | None, other: dict | None) -> bool:
+    """Whether two fingerprints (`SemivalueState.game`) may be of the same game: equal game_ids, or the same probe
+    values (to a relative 1e-6: the same utility on another machine may round otherwise); True where either is
+    unknown (a state saved before fingerprints). The utility's name is not compared here (`renamed`)."""
+    if game is None or other is None:
+        return True
+    if game.get("id") is not None or other.get("id") is not None:
+        return game.get("id") == other.get("id")
+    mine, theirs = np.asarray(game["probes"], np.float64), np.asarray(other["probes"], np.float64)
+    return mine.shape == theirs.shape and bool(np.allclose(mine, theirs, rtol=1e-6, atol=1e-12))
+
+
+def renamed(game: dict | None, other: dict | None) -> bool:
+    """Whether two fingerprints of the same game name their utilities differently (worth a warning, not a refusal:
+    a function renamed or wrapped in a lambda values the same game)."""
+    names = [None if fingerprint is None else fingerprint.get("utility") for fingerprint in (game, other)]
+    return None not in names and names[0] != names[1]
+
+
+def describe_game(game: dict | None) -> str:
+    """A fingerprint in a few words, for errors."""
+    if game is None:
+        return "unknown (saved before results kept their game's fingerprint)"
+    if game.get("id") is not None:
+        return f"game_id={game['id']!r}"
+    probes = np.asarray(game["probes"], np.float64).mean(axis=0)
+    return f"{game['utility']} (values {np.array2string(probes, precision=6)} on the probe coalitions)"
 
 
 def same_control(table: np.ndarray | None, other: np.ndarray | None) -> bool:

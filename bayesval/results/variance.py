@@ -32,16 +32,20 @@ were made. A group's nu is that of its own draws (kappa from m4, the sample kurt
 its priors (p + g draws); an index's standard error combines its groups' by Welch-Satterthwaite (Satterthwaite 1946),
 nu_i = (sum_g t_g)^2 / sum_g (t_g^2 / nu_g) with t_g = c_g^2 sigma~_g^2 / m_g. Below `TRUSTED_DOF` the standard error
 is a rough guess (a handful of hits decide it, and z-scores have heavy tails: docs/games.md, "Calibration"), and the
-index does not count as converged.
+index does not count as converged. `judged` is the one place that says whether an index is converged and why: a
+result's flags and its verdicts in words both come from it.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 PRIOR_DRAWS = 1.0  # k: the prior's weight in draws
 TRUSTED_DOF = 10.0  # degrees of freedom from which a standard error is an estimate, not a guess
 ROUNDING = 1e-12  # draws closer than this, relative to their size, are equal: a marginal v(S u i) - v(S) rounds
+MAX_VALUE = 1e60  # |v| of a coalition: the fourth powers of marginals (m4) over 1e12 draws stay below 1.8e308
 
 
 def spread(low, high):
@@ -90,6 +94,51 @@ def trusted(exact: np.ndarray, dof: np.ndarray) -> np.ndarray:
     return exact | (dof >= TRUSTED_DOF)
 
 
+class Judgement(NamedTuple):
+    """Per index of a sampled semivalue: whether it is converged (n,) and why, in words (n,)."""
+
+    converged: np.ndarray
+    verdicts: list[str]
+
+
+ALL_EQUAL = "not converged: all draws equal, so the error is unknown (a floor from the game's range)"
+
+
+def judged(exact, ranges, dof, stderr, held) -> Judgement:
+    """Whether each index is converged, and why in words: the flags and the verdicts of every sampled result.
+
+    exact   (n,) values exact by construction (every weighted group one coalition, valued the same each time)
+    ranges  (n,) the range of each index's draws (0: all equal)
+    dof     (n,) the degrees of freedom of each standard error
+    stderr  (n,) the standard errors
+    held    (n,) the stopping rule's own flags (`StoppingRule.converged`)
+
+    An exact value with no error left (stderr 0) is converged whatever the rule; any other index only where the rule
+    says so, its draws varied and its standard error is trusted (`TRUSTED_DOF`). Draws that were all equal never
+    converge an index that is not exact: they show nothing of the coalitions not drawn (docs/games.md, "Stopping")."""
+    exact, held = np.asarray(exact, bool), np.asarray(held, bool)
+    known = exact & (np.asarray(stderr) == 0)
+    varied = np.asarray(ranges) > 0
+    is_trusted = trusted(exact, np.asarray(dof))
+    converged = known | (held & (exact | (varied & is_trusted)))
+    words = []
+    for i, index_dof in enumerate(np.asarray(dof, np.float64)):
+        if known[i]:
+            words.append("exact")
+        elif converged[i]:
+            words.append("converged")
+        elif not exact[i] and not varied[i]:
+            words.append(ALL_EQUAL)
+        elif not is_trusted[i]:
+            words.append(
+                f"not converged: the draws varied too rarely to show their spread ({index_dof:.1f} degrees of "
+                f"freedom, fewer than {TRUSTED_DOF:g}), so the standard error is a rough guess"
+            )
+        else:
+            words.append("not converged: the rule did not hold before the run stopped")
+    return Judgement(converged, words)
+
+
 def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
     """sigma~^2 (G, n), the weight in draws of its priors (G, n), and the degrees of freedom of the exact groups'
     pooled noise variance (inf for a deterministic utility)."""
@@ -99,10 +148,7 @@ def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
     squares = np.where(free, state.m2, 0.0)
     other_dof, other_squares = dof.sum(axis=0) - dof, squares.sum(axis=0) - squares
     ranges = index_ranges(state)
-    game = ranges.max(initial=0.0)
-    if game == 0:  # no index's draws varied: the scale of the values seen
-        game = spread(np.array(state.value_low), np.array(state.value_high)) if state.value_high > -np.inf else 0.0
-    index_guard = np.where(ranges > 0, ranges, game)  # (n,)
+    index_guard = np.where(ranges > 0, ranges, game_scale(state, ranges))  # (n,)
     own = spread(state.low, state.high)  # a layer's own range where it varied: its spread is within one size
     guard = (np.where(state.layers[:, None] & (own > 0), own, index_guard[None]) / 2) ** 2  # (G, n)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -110,7 +156,8 @@ def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
         pooling = ((other_dof > 0) & (other_squares > 0)).astype(np.float64)
         pooled = np.where(pooling > 0, other_squares / other_dof, 0.0)
         guarded = PRIOR_DRAWS * share
-        shrunk = (state.m2 + pooling * pooled + guarded * guard) / (counts - 1 + pooling + guarded)
+        prior = np.where(guarded > 0, guarded * guard, 0.0)  # an inf guard (no scale known) only where it weighs
+        shrunk = (state.m2 + pooling * pooled + prior) / (counts - 1 + pooling + guarded)
         single = state.exact[:, None] & (counts >= 2)  # one coalition each: their spread is the utility's noise
         noise_squares, noise_dof = np.where(single, state.m2, 0.0).sum(), np.where(single, counts - 1, 0.0).sum()
         noise = noise_squares / noise_dof
@@ -119,10 +166,24 @@ def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
     return np.where(counts >= 2, variances, np.inf), prior_weight, noise_dof if noise_squares > 0 else np.inf
 
 
+def game_scale(state, ranges: np.ndarray) -> float:
+    """The range that guards an index whose draws never varied (module docstring): the largest range of any index's
+    draws, else of the coalition values seen, else of the control variate's surrogate, else inf (no scale known)."""
+    game = ranges.max(initial=0.0)
+    if game == 0 and state.value_high > -np.inf:  # no index's draws varied: the scale of the values seen
+        game = float(spread(np.array(state.value_low), np.array(state.value_high)))
+    control = getattr(state, "control_table", None)
+    if game == 0 and control is not None:  # v - u was the same everywhere seen: the surrogate's own scale
+        game = float(spread(np.array(control.min()), np.array(control.max())))
+    return game if game > 0 else np.inf
+
+
 def satterthwaite_dof(terms: np.ndarray, dofs: np.ndarray) -> np.ndarray:
     """nu (n,) of a sum of independent variance estimates `terms` (K, n) with degrees of freedom `dofs` (K, n)
-    (Satterthwaite 1946): (sum t)^2 / sum (t^2 / nu); inf where every term is 0 (an exact value)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
+    (Satterthwaite 1946): (sum t)^2 / sum (t^2 / nu); inf where every term is 0 (an exact value), 0 where a term is
+    inf (nothing is known of that variance)."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         parts = np.where(terms > 0, terms**2 / dofs, 0.0)
         total = terms.sum(axis=0)
-        return np.where(total > 0, total**2 / parts.sum(axis=0), np.inf)
+        dof = np.where(total > 0, total**2 / parts.sum(axis=0), np.inf)
+        return np.where(np.isfinite(total), dof, 0.0)

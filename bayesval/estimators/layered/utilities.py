@@ -27,11 +27,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayesval.validation import check_bool, check_count, check_finite_array, check_labels, check_positive, row_norms
+from bayesval.validation import (
+    check_bool,
+    check_count,
+    check_finite_array,
+    check_labels,
+    check_magnitude,
+    check_positive,
+    row_norms,
+)
 
 METRICS = ("log_loss", "accuracy")
 PENALTIES = ("mean", "sum")
 MAX_MARGIN_STEP = 4.0  # the most a Newton step may move any training margin x_j w
+MAX_FEATURE = 1e100  # |x| of a feature: the Hessian sums x_j x_j^T over the rows, finite while n d |x|^2 < 1.8e308
+OVERFLOW = "a model fitted on them sums squared features over the rows (a Newton step, a solver), which overflows"
 
 
 def _binary_codes(name: str, labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -61,6 +71,12 @@ class _CoalitionData:
     @property
     def num_players(self) -> int:
         return self.x.shape[0]
+
+    def check_magnitudes(self, x: np.ndarray, x_val: np.ndarray, clipped: str = "") -> None:
+        """Refuse features `x`, `x_val` (as the model will see them: `clipped` says how) of which a model's sums of
+        squares would overflow (`MAX_FEATURE`)."""
+        check_magnitude(f"X{clipped}", x, MAX_FEATURE, OVERFLOW)
+        check_magnitude(f"X_val{clipped}", x_val, MAX_FEATURE, OVERFLOW)
 
     def fallback_value(self, metric: str) -> float:
         """The score of an uninformed model: predict 1/2 (log-loss -ln 2), or the validation majority class."""
@@ -138,6 +154,9 @@ class LogisticRegressionUtility:
         x, x_val = data.x, data.x_val
         if self.norm_bound is not None:
             x, x_val = self._clip(x), self._clip(x_val)
+        data.check_magnitudes(
+            x, x_val, "" if self.norm_bound is None else f" (rows clipped to norm_bound={norm_bound:g})"
+        )
         if self.fit_intercept:
             x, x_val = (np.hstack([a, np.ones((len(a), 1))]) for a in (x, x_val))
         self._features = x.shape[1]
@@ -326,6 +345,7 @@ class SklearnUtility:
         self.metric = _check_metric(metric)
         self.estimator = _check_classifier(estimator, self.metric)
         data = _CoalitionData(X, y, X_val, y_val)
+        data.check_magnitudes(data.x, data.x_val)
         self.num_players, self.classes = data.num_players, data.classes
         self.fallback = data.fallback_value(self.metric)
         self._data = data

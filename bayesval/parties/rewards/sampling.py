@@ -13,6 +13,7 @@ import numpy as np
 
 from bayesval import progress
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties.keys import reward_call_key, reward_prior_key
 from bayesval.parties.surprise import CoalitionSurprise, per_repeat
 
 
@@ -27,7 +28,8 @@ class Evaluation(NamedTuple):
 
 class RewardSampler:
     """Samples p(theta | inputs) under modified inputs for many trials at once: a sampler call holds `slots` trials,
-    each with every repeat, in the valuation's batch of rows. Call j draws from fold_in(key, j).
+    each with every repeat, in the valuation's batch of rows. Call j draws from `reward_call_key(key, j)`
+    (`bayesval.parties.keys`).
 
     Everything it needs of the valuation's `CoalitionSurprise` is read here, once, through its public surface: the
     game (`surprise.game`: the releases, the k of its KL estimator, the repeats and chain length of its
@@ -67,12 +69,11 @@ class RewardSampler:
             masks = np.ones((len(inputs), self.num_parties), bool)
         rows = len(inputs) * self.num_repeats
         with progress.stage(stage, calls=math.ceil(rows / self.batch_rows)):
-            values, draws = self._of_inputs(jax.random.fold_in(self.key, self.calls), inputs, masks)
+            values, draws = self._of_inputs(reward_call_key(self.key, self.calls), inputs, masks)
         self.calls += math.ceil(len(inputs) / self.slots)
         mean, stderr = per_repeat(values)
         return [Evaluation(float(p), float(m), float(s), d) for p, m, s, d in zip(parameters, mean, stderr, draws)]
 
     def prior(self, num_draws: int) -> np.ndarray:
         """Draws of p(theta): the reward of a party whose target is 0."""
-        key = jax.random.fold_in(self.key, 2**31 - 1)
-        return self._prior_draws(key, num_draws)
+        return self._prior_draws(reward_prior_key(self.key), num_draws)
