@@ -39,7 +39,7 @@ MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
 FEATURES_HELP = "comma-separated feature columns (default: all others)"
 EPSILON_HELP = (
     "privacy budget of the release: epsilon of (RDP_ORDER, epsilon)-Renyi DP (with --delta: of (epsilon, delta)-DP); "
-    "smaller is more private and noisier (docs/own_data.md, 'What epsilon buys')"
+    "smaller is more private and noisier (docs/own_data.md, section 3)"
 )
 DELTA_HELP = "declare (epsilon, delta)-DP with this delta instead of Renyi DP (default: Renyi DP, no delta)"
 RDP_ORDER_HELP = "the order lambda of the (lambda, epsilon)-Renyi DP guarantee (default 2, as in Sim et al. 2023)"
@@ -47,7 +47,7 @@ BOUNDS_HELP = (
     "declared bounds X_NORM or X_NORM,Y_ABS: every row's features are scaled onto ||x||_2 <= X_NORM and the target "
     "clipped to |y| <= Y_ABS before the statistic is computed; the noise grows with X_NORM^2, so scale the features "
     "(with public constants) to norms of a few units. Y_ABS is needed for linear and ignored for logistic (labels "
-    "are +-1). All parties declare the same bounds (docs/own_data.md, 'Choosing bounds')"
+    "are +-1). All parties declare the same bounds (docs/own_data.md, section 2)"
 )
 
 

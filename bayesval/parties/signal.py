@@ -1,5 +1,5 @@
 """How much of a party's statistic survives its privacy noise, shown to the party on its own machine at release time
-(docs/own_data.md, "Is my release informative?").
+(docs/own_data.md, "3. What epsilon buys at a given count").
 
 Per block of a built-in statistic (Sim et al. 2023, App. A.1; the layout of `bayesval.statistics`) the figure is
 the block's signal-to-noise ratio: the root mean square of its exact entries over the noise standard deviation, so
