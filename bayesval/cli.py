@@ -17,6 +17,7 @@ import argparse
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,18 @@ SPREAD_RELEASES = 6
 SPREAD_PHI = "0.10 to 0.19 nats, against ± of about 0.01"
 MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
 FEATURES_HELP = "comma-separated feature columns (default: all others)"
+EPSILON_HELP = (
+    "privacy budget of the release: epsilon of (RDP_ORDER, epsilon)-Renyi DP (with --delta: of (epsilon, delta)-DP); "
+    "smaller is more private and noisier (docs/own_data.md, section 3)"
+)
+DELTA_HELP = "declare (epsilon, delta)-DP with this delta instead of Renyi DP (default: Renyi DP, no delta)"
+RDP_ORDER_HELP = "the order lambda of the (lambda, epsilon)-Renyi DP guarantee (default 2, as in Sim et al. 2023)"
+BOUNDS_HELP = (
+    "declared bounds X_NORM or X_NORM,Y_ABS: every row's features are scaled onto ||x||_2 <= X_NORM and the target "
+    "clipped to |y| <= Y_ABS before the statistic is computed; the noise grows with X_NORM^2, so scale the features "
+    "(with public constants) to norms of a few units. Y_ABS is needed for linear and ignored for logistic (labels "
+    "are +-1). All parties declare the same bounds (docs/own_data.md, section 2)"
+)
 
 
 def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.ValuationResult:
@@ -105,7 +118,9 @@ def release(
         )
     output_path = _release_output(output or f"{name}.release.json", force)
     statistic = _model(model).statistic(party.num_features)
-    released = party.release(statistic)
+    with warnings.catch_warnings(record=True) as caught:  # shown after the release line, in the party's words
+        warnings.simplefilter("always")
+        released = party.release(statistic)
     output_path = released.save(output_path, experiment=experiment, signing_key=signing_key)
     print(
         f"{name}: released a {MODELS[model]} statistic of {released.count} records under "
@@ -113,7 +128,25 @@ def release(
         f"{', an experiment' if experiment else ''}) to {output_path}"
     )
     print(f"{name}: {PerturbedStatistic.load(output_path).integrity}")
+    if released.release.floating_point_safe:
+        print("\n".join(_grid_meaning([released.release.grid])))
+    report = party.signal_report(statistic)
+    if report is not None:
+        print("\n".join(report.lines()))
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
     return output_path
+
+
+def _grid_meaning(grids: list[float]) -> list[str]:
+    """What 'discrete Gaussian on grid G (floating-point safe)' means (docs/privacy.md)."""
+    grid = " / ".join(f"{g:g}" for g in grids)
+    text = (
+        f"  grid {grid}: the statistic is rounded to multiples of the grid and integer multiples of it are added as "
+        "noise (a discrete Gaussian), so no floating-point rounding of the noise can leak the data "
+        "(floating-point safe; Canonne, Kamath & Steinke 2020); the grid is chosen from the sensitivity, --grid sets it"
+    )
+    return textwrap.wrap(text, width=116, subsequent_indent="  ")
 
 
 def keygen(path: str, owner: str | None = None) -> Path:
@@ -140,11 +173,17 @@ def valuate_files(
     plot: str | None = None,
     table_options: dict | None = None,
     verify: list[str] | None = None,
+    rewards: str | None = None,
+    rho: float | None = None,
 ) -> bv.ValuationResult:
     """Mediator side: value the parties of release files, or of CSV / Parquet tables released here in-process (a
     trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` is the parsed
     flags of `SamplerConfig.add_arguments` (default: the fast preset). `verify`: the parties' public key files,
-    keyring files or folders; every release file must then be signed by the key of the party it names."""
+    keyring files or folders; every release file must then be signed by the key of the party it names. `rewards`
+    ('tempering' or 'noise', with the targets' `rho`) also rewards each party (Sim et al. 2023, Sec. 5), printed and
+    saved with the result."""
+    if rho is not None and rewards is None:
+        raise ValueError(f"--rho {rho:g} sets the reward targets: pass --rewards tempering or --rewards noise with it")
     _check_outputs(save=save, plot=plot)
     tables = [f for f in files if is_table(f)]
     if tables and len(tables) != len(files):
@@ -173,7 +212,8 @@ def valuate_files(
     for released in [] if tables else parties:
         print(f"  {released.owner} ({released.source_file.path}): {released.integrity}")
     model = _model(model)
-    result = _valuate_and_report(model, parties, seed, _config(budget, model), progress_bar, save)
+    config = _config(budget, model)
+    result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards, rho)
     _plot(result, plot)
     return result
 
@@ -248,9 +288,11 @@ def _config(budget, model) -> bv.SamplerConfig:
 PLUS_MINUS = "± MC s.e."
 
 
-def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, save: str | None, rewards=None):
+def _valuate_and_report(
+    model, parties, seed: int, config, progress_bar: bool, save: str | None, rewards=None, rho: float | None = None
+):
     start = time.perf_counter()
-    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards)
+    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards, rho=rho)
     elapsed = time.perf_counter() - start
     sources = f"the sampler's {result.diagnostics['sampler']['num_repeats']} repeats"
     if result.counts is not None:  # permutation sampling: the permutations' own error is in the ± too
@@ -262,10 +304,13 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
     print(result.to_dataframe().rename(columns={"stderr": PLUS_MINUS}).to_string(**table))
     print("\n".join(_plus_minus_meaning(sources)))
     print("\nPrivacy: each party's declared guarantee, then its conversion to the other notion (dp-accounting):")
-    print("\n".join(_privacy_lines(result)))
+    print("\n".join(_privacy_lines(result) + _delta_meaning(result)))
     print("\nNoise of each release:")
     for released in result.privacy.releases:
         print(f"  {released.owner}: {released.mechanism_label}")
+    grids = sorted({r.grid for r in result.privacy.releases if r.floating_point_safe})
+    if grids:
+        print("\n".join(_grid_meaning(grids)))
     for party in parties:
         for note in getattr(party, "caveats", []):
             print(f"  note: {party.owner}'s release file: {note}")
@@ -278,14 +323,15 @@ def _valuate_and_report(model, parties, seed: int, config, progress_bar: bool, s
         )
         frame = result.rewards.to_dataframe().rename(columns={"stderr": PLUS_MINUS})
         print(frame.to_string(**table))
-        print("\n".join(_reward_legend(symbol)))
+        print("\n".join(_reward_legend(symbol, repaired=result.rewards.repair_weight > 0)))
     r_hat, ess = max(result.diagnostics["r_hat"]), min(result.diagnostics["ess"])
     rerun = coalitions_rerun(result.diagnostics)
     print(
         f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= {R_HAT_THRESHOLD}), min bulk ESS {ess:.0f} (wanted >= "
         f"{ESS_THRESHOLD}) over the coalition posteriors"
         + (f", {rerun} of them sampled again with longer chains" if rerun else "")
-        + f"; {elapsed:.1f} s"
+        + f".\nWall-clock time of the valuation{' and rewards' if result.rewards is not None else ''}: {elapsed:.1f} s "
+        "(sampling and compiling; reading the data and this report not included)"
     )
     if save:
         print(f"saved to {result.save(save)}")
@@ -325,8 +371,27 @@ def _privacy_lines(result: bv.ValuationResult) -> list[str]:
     return lines
 
 
-def _reward_legend(symbol: str) -> list[str]:
-    """What each column of the reward table means (Sim et al. 2023, Sec. 5 and 5.4)."""
+def _delta_meaning(result: bv.ValuationResult) -> list[str]:
+    """Where the delta of a Renyi DP owner's conversion comes from: nobody declared it (`PrivacyLedger.spent`)."""
+    converted = [o for o in result.privacy.owners if all(g.is_rdp for g in _guarantees(result, o))]
+    if not converted:
+        return []
+    delta = result.privacy_spent()[converted[0]].delta
+    text = (
+        f"  delta = {delta:g} in the conversions was declared by nobody: a Renyi DP guarantee has no delta, and its "
+        f"conversion to (epsilon, delta)-DP must pick one; bayesval states it at delta = {delta:g} "
+        "(result.privacy_spent(delta=...) states it at another). The declared guarantee is the one that holds."
+    )
+    return textwrap.wrap(text, width=116, subsequent_indent="  ")
+
+
+def _guarantees(result: bv.ValuationResult, owner: str) -> list:
+    return [r.guarantee for r in result.privacy.releases if r.owner == owner]
+
+
+def _reward_legend(symbol: str, repaired: bool) -> list[str]:
+    """What each column of the reward table means (Sim et al. 2023, Sec. 5 and 5.4); `repaired`: whether negative
+    Shapley values were repaired (`bayesval.rewards.nonnegative_shapley`)."""
     parameter = {
         "kappa": "kappa      the tempering factor of the party's reward posterior: 1 is the grand coalition's "
         "posterior, smaller is flatter (less information)",
@@ -335,7 +400,8 @@ def _reward_legend(symbol: str) -> list[str]:
     }[symbol]
     return [
         "Columns:",
-        "  shapley    phi_i, the Shapley value the target is computed from (negative values repaired)",
+        "  shapley    phi_i, the Shapley value the target is computed from"
+        + (" (negative values repaired: phi' = (1 - w) phi + w v_i, see the warning above)" if repaired else ""),
         "  own value  v_i, the surprise of the party's own posterior p(theta | o_i)",
         "  target     r*_i = v_N (phi_i / max phi)^rho, the surprise the party's reward should have",
         f"  reward     r_i, the surprise of the reward's posterior samples, with its {PLUS_MINUS}",
@@ -509,21 +575,46 @@ def _add_demo(commands) -> None:
 
 
 def _add_release(commands) -> None:
-    out = commands.add_parser("release", help="party side: release a statistic of a CSV file")
-    out.add_argument("data", help="CSV file of the party's records (one column the target, the rest features)")
-    out.add_argument("--model", required=True, choices=sorted(MODELS), help="which statistic to release")
+    out = commands.add_parser(
+        "release",
+        help="party side: release a statistic of a CSV file",
+        description="Release the party's noisy sufficient statistic to a file, and show (here only) how much of it "
+        "survives the noise: a signal-to-noise figure per block, with a warning when it carries little information.",
+    )
+    out.add_argument(
+        "data", help="CSV / Parquet file of the party's records (one column the target, the rest features)"
+    )
+    out.add_argument(
+        "--model",
+        required=True,
+        choices=sorted(MODELS),
+        help="which model's statistic to release: linear (Bayesian linear regression) or logistic (labels 0/1)",
+    )
     out.add_argument("--target", required=True, help="the target column (regression target or 0/1 label)")
     out.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
-    out.add_argument("--epsilon", type=float, required=True)
-    out.add_argument("--delta", type=float, default=None, help="(epsilon, delta)-DP instead of RDP")
-    out.add_argument("--rdp-order", type=float, default=2.0, help="RDP order lambda (default 2, Sim et al.)")
-    out.add_argument("--bounds", type=_bounds, required=True, help="declared bounds X_NORM or X_NORM,Y_ABS")
-    out.add_argument("--name", default=None, help="the party's name (default: the file's name)")
-    out.add_argument("--noise-seed", type=int, default=None, help="reproducible noise, for experiments only")
+    out.add_argument("--epsilon", type=float, required=True, help=EPSILON_HELP)
+    out.add_argument("--delta", type=float, default=None, help=DELTA_HELP)
+    out.add_argument("--rdp-order", type=float, default=2.0, help=RDP_ORDER_HELP)
+    out.add_argument("--bounds", type=_bounds, required=True, help=BOUNDS_HELP)
+    out.add_argument(
+        "--name", default=None, help="the party's name in the release and the results (default: the file's)"
+    )
+    out.add_argument(
+        "--noise-seed",
+        type=int,
+        default=None,
+        help="seed the privacy noise: reproducible but removable, experiments only",
+    )
     out.add_argument(
         "--experiment", action="store_true", help="mark the release as an experiment (needed with --noise-seed)"
     )
-    out.add_argument("--grid", type=float, default=None, help="grid step of the noise, a power of two (default: auto)")
+    out.add_argument(
+        "--grid",
+        type=float,
+        default=None,
+        help="step of the grid the statistic is rounded to before integer (discrete Gaussian) noise, a power of two "
+        "(default: chosen from the sensitivity)",
+    )
     out.add_argument("-o", "--output", default=None, help="release file (default NAME.release.json)")
     out.add_argument("--sign", default=None, metavar="KEYFILE", help="sign the file with this private key (keygen)")
     out.add_argument("--force", action="store_true", help="overwrite the release file if it exists")
@@ -551,8 +642,13 @@ def _add_release(commands) -> None:
 def _add_valuate(commands) -> None:
     value = commands.add_parser("valuate", help="mediator side: value the parties of release files or data tables")
     value.add_argument("files", nargs="+", help="release files (`bayesval release`), or one CSV / Parquet per party")
-    value.add_argument("--model", default=None, choices=sorted(MODELS), help="default: from the releases")
-    value.add_argument("--seed", type=int, default=0, help="sampler seed")
+    value.add_argument(
+        "--model",
+        default=None,
+        choices=sorted(MODELS),
+        help="the model the parties are valued under (default: read from the release files; needed for data tables)",
+    )
+    value.add_argument("--seed", type=int, default=0, help="sampler seed (privacy noise never comes from it)")
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
@@ -565,14 +661,28 @@ def _add_valuate(commands) -> None:
         help="the parties' public keys: .pub files, keyring files or folders of .pub files; every release file must "
         "then be signed by its party's key",
     )
+    value.add_argument(
+        "--rewards",
+        default=None,
+        choices=["tempering", "noise"],
+        help="also reward each party with posterior samples that meet its rho-Shapley target (Sim et al. 2023, "
+        "Sec. 5): by likelihood tempering or by noise addition; printed, and saved with --save",
+    )
+    value.add_argument(
+        "--rho",
+        type=float,
+        default=None,
+        help="rho of the reward targets r*_i = v_N (phi_i / max phi)^rho, in (0, 1]: smaller gives more equal rewards "
+        "(default 0.2; needs --rewards)",
+    )
     bv.SamplerConfig.add_arguments(value)
     tables = value.add_argument_group("data tables, released here in-process (one trusted machine)")
     tables.add_argument("--target", default=None, help="the target column")
     tables.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
-    tables.add_argument("--epsilon", type=float, default=None, help="each party's privacy budget")
-    tables.add_argument("--delta", type=float, default=None, help="(epsilon, delta)-DP instead of RDP")
-    tables.add_argument("--rdp-order", type=float, default=None, help="RDP order lambda (default 2)")
-    tables.add_argument("--bounds", type=_bounds, default=None, help="declared bounds X_NORM or X_NORM,Y_ABS")
+    tables.add_argument("--epsilon", type=float, default=None, help="each party's " + EPSILON_HELP)
+    tables.add_argument("--delta", type=float, default=None, help=DELTA_HELP)
+    tables.add_argument("--rdp-order", type=float, default=None, help=RDP_ORDER_HELP)
+    tables.add_argument("--bounds", type=_bounds, default=None, help=BOUNDS_HELP)
     table_options = ("target", "features", "epsilon", "delta", "rdp_order", "bounds")
     value.set_defaults(
         run=lambda args: valuate_files(
@@ -585,6 +695,8 @@ def _add_valuate(commands) -> None:
             plot=args.plot,
             table_options={option: getattr(args, option) for option in table_options},
             verify=args.verify,
+            rewards=args.rewards,
+            rho=args.rho,
         )
     )
 
@@ -598,8 +710,10 @@ def _add_knn(commands) -> None:
     points.add_argument("--method", default="knn", choices=["knn", "tknn"], help="KNN-Shapley or TKNN-Shapley")
     points.add_argument("--k", type=_at_least_one, default=5, help="neighbours (knn)")
     points.add_argument("--tau", type=float, default=-0.5, help="threshold on cosine distance - 1 (tknn)")
-    points.add_argument("--epsilon", type=float, default=None, help="DP-TKNN-Shapley (with --delta)")
-    points.add_argument("--delta", type=float, default=None)
+    points.add_argument(
+        "--epsilon", type=float, default=None, help="epsilon of (epsilon, delta)-DP: DP-TKNN-Shapley (with --delta)"
+    )
+    points.add_argument("--delta", type=float, default=None, help="delta of (epsilon, delta)-DP (with --epsilon)")
     points.add_argument("--save", default=None, help="write the result to this .npz file")
     points.add_argument("--plot", default=None, help="write the result's figure to this file")
     points.set_defaults(

@@ -169,3 +169,39 @@ def test_dp_tknn_prints_the_declared_guarantee_first_and_no_zero_column(rng, tmp
         line.index("declared (1, 1e-05)-DP") < line.index("conversion to Renyi DP") < line.index("-RDP")
         for line in lines
     ), lines
+
+
+def test_demo_explains_every_number_it_prints(demo_output):
+    """The trailing time, the delta nobody declared, the grid, and the repair of negative Shapley values only where
+    one was made (tracker issue 59)."""
+    out, _, result = demo_output
+    text = " ".join(out.split())
+    assert re.search(r"Wall-clock time of the valuation and rewards: \d+\.\d s \(sampling and compiling", text)
+    assert "delta = 1e-05 in the conversions was declared by nobody: a Renyi DP guarantee has no delta" in text
+    grid = result.privacy.releases[0].grid
+    assert f"grid {grid:g}: the statistic is rounded to multiples of the grid" in text and "floating-point safe" in text
+    assert ("negative values repaired" in out) == (result.rewards.repair_weight > 0)
+
+
+def test_valuate_rewards_release_files(syn, tmp_path, capsys):
+    """`bayesval valuate --rewards tempering --rho 0.5` on Syn's release files prints the reward table as the demo
+    does and saves it with the result; every target is reached."""
+    files = []
+    for i, ((X, y), epsilon) in enumerate(zip(syn.parties, (0.2, 0.1, 0.2))):
+        party = bv.Party(X, y, epsilon=epsilon, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=21 + i)
+        files.append(str(party.release().save(tmp_path / f"p{i + 1}.release.json", experiment=True)))
+    arguments = ["valuate", *files, "--rewards", "tempering", "--rho", "0.5", "--save", str(tmp_path / "r.npz")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # tiny budget: convergence
+        main([*arguments, *TINY, "--no-progress"])
+    out = capsys.readouterr().out
+    result = bv.ValuationResult.load(tmp_path / "r.npz")
+    assert result.rewards is not None and result.rewards.mechanism == "tempering" and result.rewards.rho == 0.5
+    assert "Model rewards by tempering (rho = 0.5" in out and "kappa      the tempering factor" in out
+    assert result.rewards.reached.all(), result.rewards.to_dataframe()
+    assert result.diagnostics["like_the_prior"] == []  # Syn's releases inform every coalition
+    phi = result.values
+    np.testing.assert_allclose(result.rewards.targets, result.rewards.grand_value * (phi / phi.max()) ** 0.5)
+    with pytest.raises(SystemExit):
+        main(["valuate", *files, "--rho", "0.5"])
+    assert "--rho 0.5 sets the reward targets: pass --rewards tempering or --rewards noise" in capsys.readouterr().err

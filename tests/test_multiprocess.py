@@ -139,10 +139,12 @@ def test_two_processes_split_one_valuation_and_both_return_the_values_of_one(two
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         single = bv.valuate(MODEL, releases(), key=KEY, config=CONFIG)
-    for name in ("values", "stderr", "coalition_values"):
+    for name, rtol in (("values", 1e-13), ("stderr", 1e-11), ("coalition_values", 1e-13)):
         np.testing.assert_array_equal(first[name], second[name])  # the processes agree to the last bit
-        # and with one process to float64 round-off: a block of 11 rows is summed in another order than 21 rows
-        np.testing.assert_allclose(first[name], getattr(single, name), rtol=1e-13, atol=0)
+        # and with one process to float64 round-off: a block of 11 rows is summed in another order than 21 rows.
+        # Ten times the largest disagreement measured (docs/multihost.md): 9.5e-15 on the values, 1.0e-12 on the
+        # standard errors, whose few repeats' spread keeps fewer correct digits
+        np.testing.assert_allclose(first[name], getattr(single, name), rtol=rtol, atol=0)
     assert first["sampled"] == single.diagnostics["coalitions"]
     assert "processes [1] have another game, reruns or key than process 0" in first["other_key"]
     assert first["other_key"] == second["other_key"]

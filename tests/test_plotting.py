@@ -50,8 +50,29 @@ def test_party_plot_writes_a_png_of_values_coalitions_and_privacy(rng, tmp_path)
     points = coalitions.lines[0].get_ydata()
     np.testing.assert_allclose(points, result.coalition_values)
     spent = result.privacy_spent()
-    np.testing.assert_allclose([bar.get_height() for bar in privacy.patches], [spent[o].epsilon for o in spent])
+    declared, converted = privacy.containers  # the declared guarantee first, then the conversion
+    np.testing.assert_allclose([bar.get_height() for bar in declared], [0.2, 0.1, 1.0])
+    np.testing.assert_allclose([bar.get_height() for bar in converted], [spent[o].epsilon for o in spent])
+    assert declared.get_label() == "declared (2, epsilon)-RDP"
+    assert converted.get_label() == "converted to (epsilon, delta = 1e-05)-DP"
     assert spent["p3"].epsilon > spent["p1"].epsilon > spent["p2"].epsilon
+    assert privacy.get_subplotspec().colspan == range(0, 2)  # the third panel spans the last row: no empty cell
+    plt.close(figure)
+
+
+def test_coalition_labels_are_set_apart_and_inside_the_axes(rng, tmp_path):
+    """Each coalition's label, "{1}", "{1,2}", ..., is centred above its own error bar; the coalitions of one size are
+    spread 0.6 apart at most, so no two labels of one size share a position, and every label lies inside the axes."""
+    result = party_result(rng)
+    figure = result.plot(tmp_path / "parties.png")
+    coalitions = figure.axes[1]
+    texts = coalitions.texts
+    assert [t.get_text() for t in texts] == ["{1}", "{2}", "{1,2}", "{3}", "{1,3}", "{2,3}", "{1,2,3}"]
+    renderer = figure.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    inside = coalitions.get_window_extent(renderer)
+    assert all(inside.x0 <= box.x0 and box.x1 <= inside.x1 and box.y1 <= inside.y1 for box in boxes)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
     plt.close(figure)
 
 

@@ -181,13 +181,24 @@ class SamplerConfig:
         --num-warmup, --num-samples, --thinning, --num-repeats, --reruns, --sampled-repeats overriding the preset's
         fields."""
         group = parser.add_argument_group("sampler budget")
-        group.add_argument("--preset", default="fast", choices=["fast", "paper"], help="the preset to start from")
+        group.add_argument(
+            "--preset",
+            default="fast",
+            choices=["fast", "paper"],
+            help="the budget to start from: fast (the default) or paper (Sim et al.'s precision, several times slower)",
+        )
         helps = {
-            "num_repeats": "overrides the preset, in every game (without --sampled-repeats)",
-            "sampled_repeats": "repeats of a coalition where the Shapley values are sampled; overrides the preset",
+            "num_chains": "Markov chains per coalition posterior",
+            "num_warmup": "warm-up steps per chain (discarded)",
+            "num_samples": "draws kept per chain after warm-up (before thinning)",
+            "thinning": "keep every THINNING-th draw",
+            "num_repeats": "independent samplings of each coalition posterior (the ± comes from their spread), in "
+            "every game (without --sampled-repeats)",
+            "reruns": "times an unconverged coalition posterior is sampled again with twice the sweeps",
+            "sampled_repeats": "repeats of a coalition where the Shapley values are sampled rather than enumerated",
         }
         for name in cls.BUDGET_FIELDS:
-            flag, help_text = f"--{name.replace('_', '-')}", helps.get(name, "overrides the preset")
+            flag, help_text = f"--{name.replace('_', '-')}", f"{helps[name]}; overrides the preset"
             group.add_argument(flag, type=int, default=None, help=help_text)
 
     @classmethod

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bayesval.parties.boundary import PerturbedStatistic, describe_statistic
+from bayesval.parties.signal import SignalReport, signal_report
 from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, PrivacyLedger
 from bayesval.privacy.accounting import zcdp_multiplier_for
 from bayesval.privacy.sensitivity import check_sensitivity_claim
@@ -41,6 +42,8 @@ class Party:
 
     epsilon (with rdp_order, default 2 as in Sim et al.) asks for (rdp_order, epsilon)-Renyi DP per
     release; with delta set, (epsilon, delta)-DP. A party is frozen: its guarantee cannot go stale.
+    At each release it warns when the release carries almost no information, naming the likely cause, and
+    `signal_report` gives the signal-to-noise of each block of the statistic (for the party's eyes only).
     It releases each statistic once (`release`); asking again returns the same release, and a new one
     must be asked for with `fresh=True`, which spends privacy again and composes in `ledger`.
     Privacy noise comes from OS entropy, or from `noise_seed` for reproducible experiments only (the
@@ -102,6 +105,7 @@ class Party:
         object.__setattr__(self, "_noise", noise)
         object.__setattr__(self, "_current", {})
         object.__setattr__(self, "_mechanisms", {})
+        object.__setattr__(self, "_signal", {})
 
     @property
     def num_features(self) -> int:
@@ -167,7 +171,19 @@ class Party:
             self.name, perturbed, len(X), record, description, self.bounds, seeded=self._noise.is_seeded
         )
         self._current[key] = released
+        self._signal[key] = signal_report(
+            self.name, statistic, exact, released.noise_std, self.X, self.y, self.bounds, self.guarantee
+        )
+        if self._signal[key] is not None and self._signal[key].warning:
+            warnings.warn(self._signal[key].warning, stacklevel=user_stacklevel())
         return released
+
+    def signal_report(self, statistic=None) -> SignalReport | None:
+        """How much of the last release of `statistic` survives its noise, per block (`bayesval.parties.signal`):
+        computed from the party's exact statistic, for the party's eyes only (never released); None before a release
+        or for a user statistic."""
+        statistic = statistic or LinearRegressionStatistic(self.num_features)
+        return self._signal.get(_statistic_key(statistic, self.name, self.num_features))
 
     def _checked_sensitivity(self, statistic) -> float:
         try:

@@ -68,6 +68,8 @@ SURROGATE = "the model's surrogate"  # the control variate's name in results, wh
 DEFAULT_K = 4  # neighbours of the k-NN KL estimator
 DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
 DEFAULT_TOLERANCE = 0.05  # the default stopping rule's standard error, in nats
+# A coalition whose surprise is within this many standard errors of 0 is reported as indistinguishable from the prior.
+PRIOR_LIKE_STDERRS = 2.0
 DEFAULT_RHO = 0.2  # the reward targets' rho (Sim et al. 2023, Sec. 6)
 MIN_PERMUTATIONS = 64  # before the default rule may stop on the standard error
 MAX_PERMUTATIONS = 10_000  # the default rule's cap, as MaxEvaluations(MAX_PERMUTATIONS * (n + 1))
@@ -567,6 +569,36 @@ def warn_if_unconverged(diagnostics: dict) -> None:
     )
 
 
+def like_the_prior(names, masks: np.ndarray, values: np.ndarray, stderr: np.ndarray) -> list[str]:
+    """The coalitions whose posterior the valuation cannot tell from the prior: a surprise within
+    `PRIOR_LIKE_STDERRS` standard errors of 0, or below it (a KL divergence is >= 0, so a negative estimate is 0 plus
+    Monte Carlo error). Warns, naming them and the likely cause; the empty coalition is left out."""
+    close = (values <= PRIOR_LIKE_STDERRS * stderr) & masks.any(axis=1)
+    labels = ["{" + ", ".join(str(names[i]) for i in np.flatnonzero(mask)) + "}" for mask in masks[close]]
+    if labels:
+        warnings.warn(
+            f"the posteriors of {len(labels)} coalition(s) cannot be told from the prior (Bayesian surprise within "
+            f"{PRIOR_LIKE_STDERRS:g} standard errors of 0, or negative): {', '.join(labels)}. Their releases carry "
+            "little information: bounds far above the data or too small an epsilon for the count (each party's "
+            "`bayesval release` shows its signal-to-noise; docs/own_data.md); their Shapley values are noise. Listed "
+            "in result.diagnostics['like_the_prior']",
+            stacklevel=user_stacklevel(),
+        )
+    return labels
+
+
+def repeats_note(config: SamplerConfig) -> str | None:
+    """What the diagnostics' `num_repeats` and `sampled_repeats` mean where they differ (None where they do not): the
+    first is what this game used, the second what a sampled game would (`SamplerConfig.for_sampled_game`)."""
+    if config.sampled_repeats is None or config.sampled_repeats == config.num_repeats:
+        return None
+    return (
+        f"each coalition posterior was sampled num_repeats = {config.num_repeats} times (independent runs; the "
+        f"standard errors come from their spread); sampled_repeats = {config.sampled_repeats} is what a game whose "
+        "coalitions are sampled rather than enumerated would use instead (SamplerConfig.for_sampled_game): not this one"
+    )
+
+
 def assemble_result(
     model, parties, names, surprise: CoalitionSurprise, shapley: ShapleyValues, releases: Releases, rewards
 ) -> ValuationResult:
@@ -578,6 +610,9 @@ def assemble_result(
     masks = ((np.array(codes)[:, None] >> np.arange(n)) & 1).astype(bool)
     mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
     settings = {"sampler": sampler_record(surprise), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
+    settings["like_the_prior"] = like_the_prior(names, masks, mean, stderr)
+    if repeats_note(surprise.config):
+        settings["repeats_note"] = repeats_note(surprise.config)
     sampled = shapley.sampled
     if sampled is not None:  # how the standard errors hold the coalitions' own error, and each party's verdict
         settings["utility_error"] = shapley.utility_error

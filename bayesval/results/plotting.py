@@ -66,16 +66,15 @@ PANEL_HEIGHT_IN = 3.2
 
 
 def _panel_grid(plt, panels: int):
-    """A figure of `panels` axes, two per row, FIGURE_WIDTH_IN wide; an unused cell of the last row is removed.
-    Returns the figure and the flat list of the used axes."""
+    """A figure of `panels` axes, two per row, FIGURE_WIDTH_IN wide; an odd last panel spans the whole last row, so
+    that no cell is left empty. Returns the figure and the flat list of the axes."""
     rows = -(-panels // 2)
-    figure, grid = plt.subplots(
-        rows, 2, figsize=(FIGURE_WIDTH_IN, PANEL_HEIGHT_IN * rows + 0.5), constrained_layout=True, squeeze=False
-    )
-    cells = list(grid.flat)
-    for unused in cells[panels:]:
-        unused.remove()
-    return figure, cells[:panels]
+    figure = plt.figure(figsize=(FIGURE_WIDTH_IN, PANEL_HEIGHT_IN * rows + 0.5), constrained_layout=True)
+    grid = figure.add_gridspec(rows, 2)
+    axes = [figure.add_subplot(grid[i // 2, i % 2]) for i in range(panels - panels % 2)]
+    if panels % 2:
+        axes.append(figure.add_subplot(grid[rows - 1, :]))
+    return figure, axes
 
 
 def _party_values(ax, result) -> None:
@@ -89,32 +88,65 @@ def _party_values(ax, result) -> None:
 
 def _coalition_values(ax, result) -> None:
     sizes = result.coalition_masks.sum(axis=1)
-    jitter = (np.arange(len(sizes)) % 5 - 2) * 0.06  # coalitions of one size side by side
-    ax.errorbar(sizes + jitter, result.coalition_values, yerr=result.coalition_stderr, fmt="o", capsize=3, ms=4)
-    if len(sizes) <= 16:
-        for size, value, members in zip(sizes + jitter, result.coalition_values, result.coalition_masks):
-            label = "+".join(str(i + 1) for i in np.flatnonzero(members))
-            ax.annotate(label, (size, value), textcoords="offset points", xytext=(5, 0), fontsize=7)
+    positions = sizes + _spread_within_size(sizes)
+    values, errors = result.coalition_values, result.coalition_stderr
+    ax.errorbar(positions, values, yerr=errors, fmt="o", capsize=3, ms=4)
+    if len(sizes) <= 16:  # each label centred above its own error bar: {1} and {2} stay apart, none leaves the axes
+        for position, top, members in zip(positions, values + errors, result.coalition_masks):
+            label = "{" + ",".join(str(i + 1) for i in np.flatnonzero(members)) + "}"
+            ax.annotate(label, (position, top), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
+        ax.margins(y=0.15)
     ax.set_xticks(np.unique(sizes))
+    ax.set_xlim(sizes.min() - 0.5, sizes.max() + 0.5)
     ax.set_xlabel("coalition size (labels: member numbers)")
     ax.set_ylabel("coalition value v_C (nats, ± MC s.e.)")
     ax.set_title(f"{len(sizes)} valued coalitions")
 
 
+def _spread_within_size(sizes: np.ndarray) -> np.ndarray:
+    """Offsets that spread the coalitions of each size evenly over [-0.3, 0.3] around it (0 for a size's only one)."""
+    offsets = np.zeros(len(sizes))
+    for size in np.unique(sizes):
+        members = np.flatnonzero(sizes == size)
+        if len(members) > 1:
+            offsets[members] = np.linspace(-0.3, 0.3, len(members))
+    return offsets
+
+
 def _privacy_spent(ax, result) -> None:
+    """Each owner's declared guarantee first (its epsilon, composed over its releases in the declared notion), then
+    dp-accounting's conversion to the other notion, lighter and labelled as one."""
     spent = result.privacy_spent()
     if not spent:
         ax.text(0.5, 0.5, "no releases recorded", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return
     owners = list(spent)
-    epsilons = [spent[owner].epsilon for owner in owners]
+    rdp = [all(r.guarantee.is_rdp for r in result.privacy.releases if r.owner == owner) for owner in owners]
+    declared = [spent[o].rdp_epsilon if is_rdp else spent[o].epsilon for o, is_rdp in zip(owners, rdp)]
+    converted = [spent[o].epsilon if is_rdp else spent[o].rdp_epsilon for o, is_rdp in zip(owners, rdp)]
     positions = np.arange(len(owners))
-    ax.bar(positions, epsilons, color="tab:red", alpha=0.7)
+    orders = {spent[o].rdp_order for o, is_rdp in zip(owners, rdp) if is_rdp}
+    notion = {
+        (True,): f"({orders.pop():g}, epsilon)-RDP" if len(orders) == 1 else "RDP",
+        (False,): "(epsilon, delta)-DP",
+    }
+    declared_label = f"declared {notion.get(tuple(set(rdp)), 'guarantee')}"
+    converted_label = {(True,): f"converted to (epsilon, delta = {spent[owners[0]].delta:g})-DP", (False,): "as RDP"}
+    converted_label = converted_label.get(tuple(set(rdp)), "converted to the other notion")
+    shown = ((-0.2, declared, declared_label, {}), (0.2, converted, converted_label, CONVERTED_STYLE))
+    for offset, heights, label, style in shown:
+        bars = ax.bar(positions + offset, heights, width=0.4, color="tab:red", label=label, **style)
+        ax.bar_label(bars, [f"{e:.3g}" for e in heights], fontsize=7, padding=2)
     ax.set_xticks(positions, owners, rotation=30 if len(owners) > 4 else 0, ha="right")
-    delta = spent[owners[0]].delta
-    ax.set_ylabel(f"epsilon at delta = {delta:g} (a conversion)")
-    ax.set_title("privacy spent per owner")
+    ax.set_yscale("log")
+    ax.set_ylim(min(declared + converted) / 2, max(declared + converted) * 30)  # room for the legend
+    ax.set_ylabel("epsilon (log scale)")
+    ax.set_title("privacy: declared, then converted")
+    ax.legend(loc="upper left", fontsize=7)
+
+
+CONVERTED_STYLE = {"alpha": 0.3, "hatch": "//"}
 
 
 def _rewards(ax, rewards) -> None:
