@@ -178,12 +178,14 @@ def test_truncated_prior_draws_follow_the_truncated_chi_square():
     assert float(log_prob) == pytest.approx(-dim / 2 * np.log(2 * np.pi) - np.log(stats.chi2.cdf(cap, dim)))
 
 
-def test_covariance_gaussian_density_and_gradient_match_scipy_and_multivariate_normal(rng):
+@pytest.mark.parametrize("size", [6, 53])
+def test_covariance_gaussian_density_and_gradient_match_scipy_and_multivariate_normal(rng, size):
     """The closed-form gradient against autodiff through NumPyro's Cholesky-based MultivariateNormal, the density
-    against scipy, batched as the logistic likelihood batches it (parties, and draws in front)."""
-    factors = rng.normal(size=(3, 6, 6))
-    cov = jnp.asarray(factors @ factors.transpose(0, 2, 1) + 0.5 * np.eye(6))
-    mean, value = jnp.asarray(rng.normal(size=(3, 6))), jnp.asarray(rng.normal(size=(2, 3, 6)))
+    against scipy, batched as the logistic likelihood batches it (parties, and draws in front); 53 entries (8
+    features) take the triangular inverse by halves (`TRIANGULAR_SOLVE_LIMIT`)."""
+    factors = rng.normal(size=(3, size, size))
+    cov = jnp.asarray(factors @ factors.transpose(0, 2, 1) + 0.5 * np.eye(size))
+    mean, value = jnp.asarray(rng.normal(size=(3, size))), jnp.asarray(rng.normal(size=(2, 3, size)))
     ours = CovarianceGaussian(mean, cov).log_prob(value)
     assert ours.shape == (2, 3)
     scipy = [[stats.multivariate_normal(mean[i], cov[i]).logpdf(value[s, i]) for i in range(3)] for s in range(2)]

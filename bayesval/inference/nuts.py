@@ -204,6 +204,9 @@ def sample_coalition_posteriors_nuts(
     for length, transitions in phases:
         states, trace = program.run(states, trace, data, chain_masks, begin, begin + length, transitions)
         begin += length
+        # `run` returns once the phase is dispatched (JAX's asynchronous dispatch), before its sweeps are done: the
+        # bar advances when they are. The next phase needs this one's states, so waiting costs no sampling time.
+        jax.block_until_ready(states)
         bar.update(length * transitions)
     bar.close()
     return _coalition_draws(
