@@ -21,6 +21,7 @@ from bayesval import compilation
 from bayesval.compilation import compile_ahead
 from bayesval.datasets.synthetic import make_syn
 from bayesval.inference.data import NoiseAwareData
+from bayesval.parties import plan as party_plan
 from bayesval.parties import release_all
 from bayesval.parties import surprise as party_surprise
 from bayesval.statistics import Bounds
@@ -154,7 +155,7 @@ def test_the_next_widths_programs_compile_while_one_width_samples_with_the_same_
     width's programs compile as before; the second's and third's start, sweep and summary programs are lowered
     once each, in the `bayesval-compile-later` thread while the width before samples, and the values equal those
     of the path that compiles every program when it is called."""
-    monkeypatch.setattr(party_surprise, "PACK_FROM_CHAIN_SWEEPS", 0)  # pack at this test's budget
+    monkeypatch.setattr(party_plan, "PACK_FROM_CHAIN_SWEEPS", 0)  # pack at this test's budget
     syn = make_syn(seed=0, sizes=(40,) * 6)
     parties = [
         bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=320 + i)
