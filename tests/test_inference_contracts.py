@@ -61,8 +61,8 @@ def test_sampler_config_leaves_kernel_settings_to_the_model_without_warning():
     assert vars(config)["target_accept_prob"] == 0.8 and "target_accept_prob=0.8," in repr(config)
     assert config == SamplerConfig(num_chains=2)
     model = bv.models.LogisticRegression(max_tree_depth=4, min_bfmi=0.2)
-    assert model.kernel_settings(config) == NUTSSettings(0.65, 4, 0.2)  # the logistic model's own target
-    assert model.kernel_settings(paper) == NUTSSettings(0.86, 4, 0.2)  # the paper preset still forwards 0.86
+    assert config.overriding(model.kernel_settings(None)) == NUTSSettings(0.65, 4, 0.2)  # the model's own target
+    assert paper.overriding(model.kernel_settings(None)) == NUTSSettings(0.86, 4, 0.2)  # the paper preset's 0.86
 
 
 def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
@@ -77,7 +77,39 @@ def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
         SamplerConfig().with_(min_bfmi=0.5)
     model = bv.models.NumPyroModel(_mean_model, ["mean"], target_accept_prob=0.7)
     assert model.kernel == NUTSSettings(0.7, 10, 0.3)
-    assert model.kernel_settings(config) == NUTSSettings(0.9, 10, 0.1)
+    assert config.overriding(model.kernel_settings(_tiny_data())) == NUTSSettings(0.9, 10, 0.1)
+
+
+def test_kernel_settings_have_one_signature_and_the_old_calls_warn_for_one_release():
+    """kernel_settings(data) for every model; LinearRegression's kernel_settings(num_features), NumPyroModel's
+    kernel_settings(config) and a user model written with either still give what they gave, with a warning."""
+    from bayesval.models.protocol import capabilities
+
+    gibbs, logistic, data = bv.models.LinearRegression(collapsed_moves=3), bv.models.LogisticRegression(), _tiny_data()
+    with pytest.warns(DeprecationWarning, match=r"kernel_settings\(num_features\) is deprecated"):
+        assert gibbs.kernel_settings(1) == gibbs.kernel_settings(data)
+    assert gibbs.kernel_settings(data).statistic.size == data.perturbed.shape[1]
+    with pytest.warns(DeprecationWarning, match="kernel settings belong to the model"):
+        config = SamplerConfig(target_accept_prob=0.9)
+    with pytest.warns(DeprecationWarning, match=r"kernel_settings\(config\) is deprecated"):
+        assert logistic.kernel_settings(config) == NUTSSettings(0.9, 3, 0.3)
+    assert logistic.kernel_settings(data) == NUTSSettings(0.65, 3, 0.3)
+
+    class OldNUTS:  # a user model written against the old NUTS signature
+        name, sampler = "old", "nuts"
+        statistic = prior_draws = posterior_draws = staticmethod(lambda *args: None)
+
+        def kernel_settings(self, config):
+            return NUTSSettings(0.7, 5, 0.1)._replace(**config.kernel_overrides)
+
+    class OldGibbs(OldNUTS):
+        def kernel_settings(self, num_features):
+            return gibbs.kernel_settings(num_features)
+
+    with pytest.warns(DeprecationWarning, match=r"OldNUTS.kernel_settings\(config\) has the signature"):
+        assert capabilities(OldNUTS()).kernel_settings(data) == NUTSSettings(0.7, 5, 0.1)
+    with pytest.warns(DeprecationWarning, match=r"OldGibbs.kernel_settings\(num_features\) has the signature"):
+        assert capabilities(OldGibbs()).kernel_settings is None
 
 
 @pytest.mark.parametrize(("field", "value"), [("target_accept_prob", 1.0), ("min_bfmi", -1.0)])
@@ -90,7 +122,7 @@ def test_gibbs_step_is_a_pure_function_of_its_named_inputs():
     from bayesval.inference.gibbs import GibbsInputs, init, step
 
     model, data = bv.models.LinearRegression(collapsed_moves=0), _tiny_data()
-    priors, settings = model.priors(1), model.kernel_settings(1)
+    priors, settings = model.priors(1), model.kernel_settings(data)
     state = init(jax.random.key(0), priors, 2)
     inputs = GibbsInputs(data, jnp.array([True, False]), priors)
     one, two = (step(jax.random.key(1), state, inputs, settings) for _ in range(2))
@@ -105,7 +137,7 @@ def test_gibbs_driver_returns_coalition_draws_and_takes_settings_either_way():
     model, data = bv.models.LinearRegression(collapsed_moves=0), _tiny_data()
     masks = np.array([[True, False], [True, True]])
     budget = dict(num_chains=2, num_warmup=4, num_samples=6, thinning=2, progress_bar=False)
-    priors, settings = model.priors(1), model.kernel_settings(1)
+    priors, settings = model.priors(1), model.kernel_settings(data)
     draws = sample_coalition_posteriors(jax.random.key(2), data, masks, priors, settings, **budget)
     legacy = sample_coalition_posteriors(
         jax.random.key(2), data, masks, priors, settings.statistic, collapsed_moves=0, **budget
@@ -120,19 +152,20 @@ def test_a_models_capabilities_are_read_once_into_one_record():
     from bayesval.models.protocol import OPTIONAL_MEMBERS, Capabilities, capabilities
 
     gibbs = capabilities(bv.models.LinearRegression())
-    assert gibbs.packs_members and gibbs.conjugate_prior is not None and gibbs.run_kernel_settings is None
+    assert gibbs.packs_members and gibbs.conjugate_prior is not None
+    assert gibbs.kernel_settings(_tiny_data()).collapsed_moves == 8  # one signature: kernel_settings(data)
     assert gibbs.surrogate_surprises is not None and gibbs.prior_log_density is not None
     logistic = bv.models.LogisticRegression()
     nuts = capabilities(logistic)
     assert not nuts.packs_members and nuts.conjugate_prior is None and nuts.check is not None
-    assert nuts.run_kernel_settings(SamplerConfig()) == logistic.kernel
+    assert nuts.kernel_settings(_tiny_data()) == logistic.kernel
 
     class Bare:  # the required members only
         name, sampler = "bare", "nuts"
         statistic = prior_draws = posterior_draws = staticmethod(lambda *args: None)
 
     bare = capabilities(Bare())
-    assert bare == Capabilities(*[False if name == "packs_members" else None for name in OPTIONAL_MEMBERS], None)
+    assert bare == Capabilities(*[False if name == "packs_members" else None for name in OPTIONAL_MEMBERS])
     with pytest.raises(TypeError, match="lacks \\['posterior_draws'\\]"):
         capabilities(type("Half", (), {"name": "half", "sampler": "nuts", "statistic": 0, "prior_draws": 0})())
 

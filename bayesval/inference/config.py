@@ -146,6 +146,13 @@ class SamplerConfig:
             name: getattr(self, name) for name in KERNEL_FIELDS if not isinstance(getattr(self, name), ModelDefault)
         }
 
+    def overriding(self, kernel_settings):
+        """A model's `kernel_settings` (a NamedTuple, e.g. `NUTSSettings`) as a run under this config uses them:
+        with every kernel field this config was passed (deprecated, `kernel_overrides`) that they hold over theirs."""
+        fields_there = getattr(type(kernel_settings), "_fields", ())
+        overrides = {name: value for name, value in self.kernel_overrides.items() if name in fields_there}
+        return kernel_settings._replace(**overrides) if overrides else kernel_settings
+
     @property
     def chain_settings(self) -> dict:
         """The per-call settings every coalition sampler takes (num_chains ... progress_bar)."""

@@ -130,14 +130,15 @@ class SurpriseGame(NamedTuple):
         return int(self.data.counts.shape[0])
 
 
-def kernel_settings_that_run(caps: Capabilities, config: SamplerConfig) -> dict[str, float]:
-    """The kernel settings of `SamplerConfig` (`KERNEL_FIELDS`) as a run under `config` uses them, where the model
-    owns a NUTS kernel (`Capabilities.run_kernel_settings`: its own, or a deprecated config field that overrides
-    it), else {} (a Gibbs kernel reads none of them)."""
-    if caps.run_kernel_settings is None:
+def kernel_settings_that_run(caps: Capabilities, data, config: SamplerConfig) -> dict[str, float]:
+    """The kernel settings of `SamplerConfig` (`KERNEL_FIELDS`) as a run of the releases `data` under `config` uses
+    them, where the model's kernel has them (`Capabilities.kernel_settings`, a NUTS kernel's: the model's own, or a
+    deprecated config field over them, `SamplerConfig.overriding`), else {} (a Gibbs kernel has none of them)."""
+    if caps.kernel_settings is None:
         return {}
-    ran = caps.run_kernel_settings(config)
-    return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS}
+    ran = config.overriding(caps.kernel_settings(data))
+    held = getattr(type(ran), "_fields", ())
+    return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS if name in held}
 
 
 UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats")  # sampler settings two runs of one game may differ in
@@ -150,7 +151,7 @@ def game_fingerprint(game: SurpriseGame) -> str:
     same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
     game ran are its num_repeats (`SamplerConfig.for_sampled_game`)."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
-    settings |= kernel_settings_that_run(capabilities(game.model), game.config)
+    settings |= kernel_settings_that_run(capabilities(game.model), game.data, game.config)
     simple = (int, float, str, bool, type(None))
     model_settings = {
         name: value

@@ -398,7 +398,7 @@ def sampler_record(surprise: CoalitionSurprise) -> dict:
     settings as the run used them where the model owns a NUTS kernel (`kernel_settings_that_run`: a
     `LogisticRegression` run at the fast preset records its own target_accept_prob 0.65, not the config's 0.8 that
     it never read)."""
-    return vars(surprise.config) | kernel_settings_that_run(surprise.capabilities, surprise.config)
+    return vars(surprise.config) | kernel_settings_that_run(surprise.capabilities, surprise.data, surprise.config)
 
 
 PER_REPEAT = "the spread of the Shapley values of each repeat alone"  # exact values: the utility's error only
