@@ -27,6 +27,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -36,7 +37,7 @@ import numpy as np
 from bayesval import progress
 from bayesval.games.control import ControlVariate
 from bayesval.games.samplers import PermutationSampler
-from bayesval.games.semivalues import semivalue
+from bayesval.games.semivalues import KeylessUtility, semivalue
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
 from bayesval.games.stopping import MaxEvaluations, StandardError, StoppingRule, When, capped
 from bayesval.games.weights import SHAPLEY
@@ -429,7 +430,7 @@ def shapley_values(
     sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
     control = surrogate_control(surprise, settings, n, resumed)
     sampled = semivalue(
-        lambda _, masks: _sampled_coalitions(surprise, masks),
+        KeylessUtility(partial(_sampled_coalitions, surprise)),
         n,
         key,
         weights=SHAPLEY,
