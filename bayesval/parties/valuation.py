@@ -229,6 +229,11 @@ def _check_resume_source(resume_from, names: list[str], settings: PartyValuation
         raise TypeError(
             f"resume_from must be the ValuationResult of an earlier party valuation (saved and loaded too), got {got}"
         )
+    if resume_from.coalition_estimates.diagnostics is None:
+        raise ValueError(
+            "resume_from's coalition estimates carry no coalition diagnostics (a CoalitionEstimates built without "
+            "them, or loaded from a result whose diagnostics lost them): value the parties again without resume_from"
+        )
     if list(resume_from.names) != names:
         raise ValueError(
             f"resume_from is a result of a different game: its parties are {list(resume_from.names)}, these {names}"
@@ -370,7 +375,7 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
                 "KL estimator differ from this valuation's"
                 + _sampler_differences(resume_from.diagnostics, sampler_record(surprise))
             )
-        surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
+        surprise.restore(resume_from.coalition_estimates)
     return surprise
 
 
