@@ -62,7 +62,12 @@ def test_sampler_config_leaves_kernel_settings_to_the_model_without_warning():
     assert config == SamplerConfig(num_chains=2)
     model = bv.models.LogisticRegression(max_tree_depth=4, min_bfmi=0.2)
     assert config.overriding(model.kernel_settings(None)) == NUTSSettings(0.65, 4, 0.2)  # the model's own target
-    assert paper.overriding(model.kernel_settings(None)) == NUTSSettings(0.86, 4, 0.2)  # the paper preset's 0.86
+    with pytest.warns(DeprecationWarning, match=r"'paper' preset sets the NUTS kernel's target_accept_prob 0.86 over"):
+        assert paper.overriding(model.kernel_settings(None)) == NUTSSettings(0.86, 4, 0.2)  # for one release
+    paper_kernel = bv.models.LogisticRegression(target_accept_prob=0.86)  # the paper's kernel, on the model
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert paper.overriding(paper_kernel.kernel_settings(None)) == paper_kernel.kernel
 
 
 def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
@@ -171,20 +176,32 @@ def test_a_models_capabilities_are_read_once_into_one_record():
 
 
 @pytest.mark.parametrize("preset", ["fast", "paper"])
-def test_a_result_records_the_kernel_settings_that_ran(preset):
-    """`diagnostics["sampler"]` (`sampler_record`) holds the target acceptance the NUTS kernel used: a
-    LogisticRegression run records its own 0.65 at the fast preset (it recorded the config's unused 0.8 before), and
-    the paper preset's forwarded 0.86; a Gibbs model's record keeps the config's fields."""
+def test_a_saved_result_records_the_kernel_settings_that_ran(preset, monkeypatch, tmp_path):
+    """`diagnostics["sampler"]` (`sampler_record`), saved and loaded, holds the target acceptance and BFMI floor that
+    the NUTS driver is handed: a LogisticRegression run records its own 0.65 at the fast preset (it recorded the
+    config's unused 0.8 before), and the paper preset's 0.86 (set over the model's for one release, with a
+    warning); a Gibbs model's record keeps the config's fields."""
+    from bayesval.models import numpyro_model
     from bayesval.parties.surprise import CoalitionSurprise
     from bayesval.parties.valuation import sampler_record
 
+    handed = {}
+    monkeypatch.setattr(
+        numpyro_model, "sample_coalition_posteriors_nuts", lambda *args, **kwargs: handed.update(kwargs)
+    )
     logistic = bv.models.LogisticRegression()
     config = SamplerConfig.preset(preset, "nuts")
     size = logistic.statistic(2).size
     data = NoiseAwareData(jnp.ones((3, size)), jnp.full(3, 50.0), jnp.full(3, 2.0))
-    record = sampler_record(CoalitionSurprise(logistic, data, config, 4, jax.random.key(0), 7))
-    assert record["target_accept_prob"] == {"fast": 0.65, "paper": 0.86}[preset]
-    assert record["min_bfmi"] == logistic.kernel.min_bfmi and record["num_chains"] == config.num_chains
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the paper preset's target acceptance, for one release
+        logistic.posterior_draws(jax.random.key(0), data, np.ones((1, 3), bool), config)  # what the driver gets
+        record = sampler_record(CoalitionSurprise(logistic, data, config, 4, jax.random.key(0), 7))
+    result = bv.ValuationResult("nuts", np.zeros(3), np.zeros(3), ["a", "b", "c"], diagnostics={"sampler": record})
+    saved = bv.ValuationResult.load(result.save(tmp_path / "result.npz")).diagnostics["sampler"]
+    assert saved["target_accept_prob"] == handed["target_accept_prob"] == {"fast": 0.65, "paper": 0.86}[preset]
+    assert saved["min_bfmi"] == handed["min_bfmi"] == logistic.kernel.min_bfmi
+    assert saved["num_chains"] == handed["num_chains"] == config.num_chains
     gibbs = sampler_record(
         CoalitionSurprise(bv.models.LinearRegression(), _tiny_data(3), SamplerConfig(), 4, jax.random.key(0), 7)
     )
