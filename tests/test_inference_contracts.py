@@ -70,6 +70,24 @@ def test_sampler_config_leaves_kernel_settings_to_the_model_without_warning():
         assert paper.overriding(paper_kernel.kernel_settings(None)) == paper_kernel.kernel
 
 
+def test_a_config_is_a_run_budget_and_a_valuation_policy_and_holds_no_kernel_setting_of_its_own():
+    """Every field of `SamplerConfig` is in exactly one of `RunBudget` (what a sampler call reads), `ValuationPolicy`
+    (what the party valuation reads) and the deprecated kernel fields; a rerun changes the budget's sweeps and
+    thinning, a sampled game the policy's repeats."""
+    from dataclasses import fields
+
+    from bayesval.inference.config import KERNEL_FIELDS, RunBudget, ValuationPolicy
+
+    parts = [RunBudget._fields, ValuationPolicy._fields, KERNEL_FIELDS]
+    assert sorted(name for part in parts for name in part) == sorted(field.name for field in fields(SamplerConfig))
+    config = SamplerConfig.preset("fast").with_(num_chains=2, memory_limit_mb=512.0, reruns=2)
+    assert config.budget == RunBudget(2, 800, 1600, 1, 512.0) and config.policy == ValuationPolicy(3, 2, 2, True)
+    rerun = config.rerun(2)
+    assert rerun.budget == config.budget._replace(num_samples=6400, thinning=4)
+    assert rerun.policy == config.policy._replace(reruns=0)
+    assert config.for_sampled_game().policy.num_repeats == 2 and config.for_sampled_game().budget == config.budget
+
+
 def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
     with pytest.warns(DeprecationWarning, match="kernel settings belong to the model"):
         config = SamplerConfig(target_accept_prob=0.9, min_bfmi=0.1)

@@ -15,6 +15,7 @@ import re
 import warnings
 from dataclasses import dataclass, fields, replace
 from difflib import get_close_matches
+from typing import NamedTuple
 
 from bayesval.validation import (
     check_bool,
@@ -54,6 +55,29 @@ class PresetKernel(float):
         return (PresetKernel, (float(self),))
 
 
+class RunBudget(NamedTuple):
+    """What a sampler call spends on each coalition posterior (`SamplerConfig.budget`): its chains, warm-up
+    sweeps, sweeps after warm-up and thinning (as NumPyro's `MCMC` takes them), and the memory one device may use for
+    the draws of one batch of posteriors."""
+
+    num_chains: int
+    num_warmup: int
+    num_samples: int
+    thinning: int
+    memory_limit_mb: float
+
+
+class ValuationPolicy(NamedTuple):
+    """How a party valuation spends those budgets (`SamplerConfig.policy`): the independent repeats of each
+    coalition posterior (`sampled_repeats` where the Shapley values are sampled, None: num_repeats), the reruns of
+    an unconverged one, and whether progress is shown (the one field a sampler call is handed too)."""
+
+    num_repeats: int
+    sampled_repeats: int | None
+    reruns: int
+    progress_bar: bool
+
+
 def _kernel_field_warning(names, stacklevel: int) -> None:
     warnings.warn(
         f"SamplerConfig({', '.join(f'{name}=...' for name in names)}): kernel settings belong to the model now "
@@ -66,7 +90,10 @@ def _kernel_field_warning(names, stacklevel: int) -> None:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """How much MCMC one coalition posterior gets, and how many independent repeats value it.
+    """How much MCMC one coalition posterior gets, and how many independent repeats value it: two typed parts in
+    one config, the run budget of each sampler call (`budget`, a `RunBudget`: chains, warm-up, samples, thinning,
+    memory) and the valuation policy (`policy`, a `ValuationPolicy`: repeats, sampled repeats, reruns, progress bar).
+    Kernel settings are neither: they are the model's (`kernel_settings(data)`).
 
     num_samples sweeps follow num_warmup burn-in sweeps; every thinning-th is kept (NumPyro's
     convention), so one repeat yields num_chains * num_samples / thinning draws. Each repeat runs
@@ -191,6 +218,16 @@ class SamplerConfig:
                 stacklevel=user_stacklevel(),
             )
         return kernel_settings._replace(**overrides) if overrides else kernel_settings
+
+    @property
+    def budget(self) -> RunBudget:
+        """The run budget of a sampler call: `RunBudget`, the fields a model's `posterior_draws` reads."""
+        return RunBudget(*(getattr(self, name) for name in RunBudget._fields))
+
+    @property
+    def policy(self) -> ValuationPolicy:
+        """The valuation policy: `ValuationPolicy`, the fields the party valuation reads."""
+        return ValuationPolicy(*(getattr(self, name) for name in ValuationPolicy._fields))
 
     @property
     def chain_settings(self) -> dict:
