@@ -142,6 +142,22 @@ def test_a_jitted_utility_compiles_once_across_batches_and_resumes():
         assert len(traces) == 2 and traces[0] == (PROBES, N) and first.diagnostics["batches"] > 1, (sampler, traces)
 
 
+def test_a_keyless_utility_gets_no_key_and_the_coalitions_of_any_utility():
+    """`KeylessUtility(values_of)`: values_of sees the masks alone (as NumPy), and a run draws the coalitions, and so
+    the values, that the same function wrapped as utility(key, masks) gives with that key, to the last bit."""
+    seen = []
+
+    def values_of(masks):
+        seen.append(type(masks))
+        return np.asarray(masks, np.float64) @ TABLE[1 : N + 1] + np.asarray(masks).all(axis=1)
+
+    keyless = semivalue(bv.games.KeylessUtility(values_of), N, 3, batch_size=16, stop=MaxEvaluations(400))
+    keyed = semivalue(lambda key, masks: values_of(np.asarray(masks)), N, 3, batch_size=16, stop=MaxEvaluations(400))
+    np.testing.assert_array_equal(keyless.values, keyed.values)
+    np.testing.assert_array_equal(keyless.stderr, keyed.stderr)
+    assert set(seen) == {np.ndarray} and keyless.state.evaluations == keyed.state.evaluations >= 400
+
+
 def test_repeated_estimates_per_coalition_are_averaged(utility):
     """A utility of R identical estimates (R, B) gives the values of R = 1: the spread over repeats is 0."""
     single = run(utility, 5, 800)

@@ -5,7 +5,7 @@ from bayesval.games.analytic import Airport, Miner, Shoes, SymmetricVoting, Unan
 from bayesval.games.control import ControlVariate
 from bayesval.games.regression import RegressionSampler
 from bayesval.games.samplers import PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
-from bayesval.games.semivalues import Utility, exact_semivalue, semivalue
+from bayesval.games.semivalues import KeylessUtility, Utility, exact_semivalue, semivalue
 from bayesval.games.stopping import MaxEvaluations, MaxTime, RankStability, StandardError, When
 from bayesval.games.weights import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, Semivalue, beta_shapley
 
@@ -15,6 +15,7 @@ __all__ = [
     "SHAPLEY",
     "Airport",
     "ControlVariate",
+    "KeylessUtility",
     "MaxEvaluations",
     "MaxTime",
     "Miner",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import jax
@@ -62,6 +64,21 @@ class Utility(Protocol):
     repeat). Any plain function with this signature is one."""
 
     def __call__(self, key: jax.Array, masks: jax.Array) -> jax.Array: ...
+
+
+@dataclass(frozen=True)
+class KeylessUtility:
+    """A utility that takes no key: `values_of(masks)` -> values, masks (B, n) a NumPy boolean array, values (B,) or
+    (R, B). Its signature says what `semivalue` may rely on: the coalitions' values come from the masks alone, so no
+    key goes down to it (each batch's key is still split, and the coalitions drawn are those of any utility with
+    that key). For a deterministic utility, or one that keys its own randomness by coalition, as the party
+    surprise derives each coalition posterior's chains from the coalition and the repeat
+    (`bayesval.parties.keys`). Callable as a `Utility` (the key it is handed is not read)."""
+
+    values_of: Callable[[np.ndarray], np.ndarray]
+
+    def __call__(self, key: jax.Array | None, masks) -> np.ndarray:
+        return self.values_of(np.asarray(masks))
 
 
 SHOWN_COALITIONS = 5  # coalitions named in a NaN error
