@@ -10,7 +10,7 @@ Four tables (docs/games.md, "Regression sampling"):
 2. Mean squared error at equal evaluations: about 50 Latin permutations' worth (one batch of whole Latin blocks,
    the coalitions counted) on unanimity games of 50 and 12 players (`unanimity12`: 15 terms of sizes 1..5), at
    noise 0, 5 % and 50 %; regression sampling spends the same evaluations in 12 batches, and the default sampler
-   (`semivalue` with no sampler: it probes the utility, then runs batches of 4n coalitions, all within the budget);
+   (`semivalue` with no sampler: it probes the utility, then runs batches of 4.5n coalitions, all within the budget);
    the ratios Latin / regression and Latin / default.
 3. StandardError(t): runs to StandardError(t max |phi|) | MaxEvaluations(cap) on unanimity50 at noise 5 % and
    50 %: of the converged indices, the share within 2 t.
@@ -53,6 +53,7 @@ from bayesval.games import (
     WeightedVoting,
     semivalue,
 )
+from bayesval.games.choice import default_regression_batch
 from bayesval.games.fingerprint import PROBES
 from bayesval.results.variance import TRUSTED_DOF
 
@@ -172,8 +173,15 @@ def mse_table(names: list[str], keys: int, shapiq_python: str | None) -> None:
             plain = run(game, utility, PermutationSampler(), permutations, stop, keys)
             within = MaxEvaluations(12 * (regression_batch + 2))  # 12 batches, no more evaluations than Latin's
             regression = run(game, utility, RegressionSampler(), regression_batch, within, keys)
-            default_batches = (budget - PROBES) // (4 * n + 2)  # the probes, then batches of 4n + 2 within budget
-            default = run(game, utility, None, None, MaxEvaluations(PROBES + default_batches * (4 * n + 2)), keys)
+            default_batch = default_regression_batch(n) + 2  # the probes, then whole batches within the budget
+            default = run(
+                game,
+                utility,
+                None,
+                None,
+                MaxEvaluations(PROBES + (budget - PROBES) // default_batch * default_batch),
+                keys,
+            )
             mse = {
                 label: float(np.mean((r["estimates"] - exact) ** 2))
                 for label, r in (("latin", latin), ("plain", plain), ("regression", regression), ("default", default))

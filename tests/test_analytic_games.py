@@ -12,7 +12,6 @@ from bayesval.games import (
     SHAPLEY,
     Airport,
     Miner,
-    MinimumSpanningTree,
     Shoes,
     SymmetricVoting,
     UnanimitySum,
@@ -20,6 +19,7 @@ from bayesval.games import (
     beta_shapley,
     exact_semivalue,
 )
+from bayesval.games.analytic import MinimumSpanningTree
 
 SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), beta_shapley(16, 1), beta_shapley(1, 4), LEAVE_ONE_OUT]
 TIED_COSTS = (3.0, 1.0, 3.0, 2.0, 5.0, 1.0, 2.0, 5.0, 4.0, -0.5, 4.0)  # ties at every level, one negative cost

@@ -13,23 +13,17 @@ import numpy as np
 import pytest
 from game_examples import random_table, table_utility
 
-from bayesval.games import (
-    MaxEvaluations,
-    MinimumSpanningTree,
-    NoisyValues,
-    PermutationSampler,
-    RegressionSampler,
-    UnanimitySum,
-    WeightedVoting,
-    exact_semivalue,
-    semivalue,
-)
+from bayesval.games import MaxEvaluations, NoisyValues, PermutationSampler, RegressionSampler, semivalue
+from bayesval.games.analytic import MinimumSpanningTree, UnanimitySum, WeightedVoting
+from bayesval.games.choice import default_regression_batch
 from bayesval.games.fingerprint import PROBES
+from bayesval.games.semivalues import exact_semivalue
 
 N = 8
 TABLE = random_table(3, N)
 EXACT = exact_semivalue(table_utility(TABLE), N, 0).values
 LOOKUP = table_utility(TABLE)
+BATCH = default_regression_batch(N)  # 36 coalitions: 4.5 n
 
 
 def cached_estimates(key, masks):
@@ -64,16 +58,16 @@ def test_an_exact_utility_gets_permutations_and_the_result_says_why():
     ],
     ids=["fresh noise", "cached estimates", "told variances"],
 )
-def test_a_noisy_utility_gets_regression_sampling_at_four_n_coalitions_a_batch(utility, reason):
-    result = semivalue(utility, N, 0, stop=MaxEvaluations(12 * (4 * N + 2)))
+def test_a_noisy_utility_gets_regression_sampling_at_four_and_a_half_n_coalitions_a_batch(utility, reason):
+    result = semivalue(utility, N, 0, stop=MaxEvaluations(12 * (BATCH + 2)))
     assert result.method == "shapley by regression (sqrt sizes) sampling"
     assert result.diagnostics["sampler"].startswith(f"regression: the utility is noisy ({reason}")
-    assert result.diagnostics["batch_size"] == 4 * N
-    assert result.state.evaluations == PROBES + 12 * (4 * N + 2)
+    assert result.diagnostics["batch_size"] == BATCH
+    assert result.state.evaluations == PROBES + 12 * (BATCH + 2)
 
 
 def test_a_named_game_is_probed_under_both_keys_and_counts_both():
-    budget = 2 * PROBES + 12 * (4 * N + 2)
+    budget = 2 * PROBES + 12 * (BATCH + 2)
     result = semivalue(table_utility(TABLE, noise=0.1), N, 0, stop=MaxEvaluations(budget), game_id="my game")
     assert "regression" in result.method and result.state.evaluations == budget
 
@@ -87,9 +81,9 @@ def test_other_semivalues_keep_their_own_default():
 
 def test_a_run_resumed_without_a_sampler_goes_on_with_its_own():
     utility = table_utility(TABLE, noise=0.1)
-    first = semivalue(utility, N, 1, stop=MaxEvaluations(5 * (4 * N + 2)))
-    resumed = semivalue(utility, N, 1, stop=MaxEvaluations(12 * (4 * N + 2)), resume_from=first)
-    whole = semivalue(utility, N, 1, stop=MaxEvaluations(12 * (4 * N + 2)))
+    first = semivalue(utility, N, 1, stop=MaxEvaluations(5 * (BATCH + 2)))
+    resumed = semivalue(utility, N, 1, stop=MaxEvaluations(12 * (BATCH + 2)), resume_from=first)
+    whole = semivalue(utility, N, 1, stop=MaxEvaluations(12 * (BATCH + 2)))
     assert resumed.diagnostics["sampler"] == "the sampler of resume_from (regression (sqrt sizes))"
     np.testing.assert_array_equal(resumed.values, whole.values)
     np.testing.assert_array_equal(resumed.stderr, whole.stderr)
@@ -127,7 +121,7 @@ def test_standard_errors_hold_where_the_noise_differs_twentyfold_between_coaliti
         sd = jnp.where(masks[:, 0], 1.0, 0.05)
         return NoisyValues(values + sd * jax.random.normal(key, values.shape), sd**2)
 
-    runs = [semivalue(utility, N, key, stop=MaxEvaluations(PROBES + 12 * (4 * N + 2))) for key in range(30)]
+    runs = [semivalue(utility, N, key, stop=MaxEvaluations(PROBES + 12 * (BATCH + 2))) for key in range(30)]
     assert all("regression" in r.method for r in runs)
     errors = np.array([r.values for r in runs]) - EXACT
     z = errors / np.array([r.stderr for r in runs])
@@ -141,14 +135,14 @@ def test_standard_errors_hold_where_the_noise_differs_twentyfold_between_coaliti
         (
             {"batch_size": 9},
             r"the default sampler here is RegressionSampler \(regression: the utility is noisy .*"
-            r"an even number, at least the 8 players, so the minimum is 8; got batch_size=9. Pass batch_size=32",
+            r"an even number, at least the 8 players, so the minimum is 8; got batch_size=9. Pass batch_size=36",
         ),
         (
             {"stop": MaxEvaluations(50)},
             r"stop caps the run at MaxEvaluations\(50\), below what RegressionSampler "
-            r"\(the default here: .*PermutationSampler\(\) needs no pilot\) needs .* two batches of 32 \+ 2 "
+            r"\(the default here: .*PermutationSampler\(\) needs no pilot\) needs .* two batches of 36 \+ 2 "
             r"coalitions .*"
-            r"after the 4 evaluations that probed the utility, so the minimum is 72",
+            r"after the 4 evaluations that probed the utility, so the minimum is 80",
         ),
         (
             {"stop": MaxEvaluations(15), "sampler": RegressionSampler(), "batch_size": 8},
@@ -191,7 +185,7 @@ def test_bad_variances_are_refused_naming_the_coalitions(variances, message):
     ids=["minimum spanning tree, 50 players, 50 % noise", "weighted voting, 51 players, 5 % noise"],
 )
 def test_on_pydvls_games_the_defaults_standard_errors_hold(game, sd):
-    """pyDVL's analytic games, noisy, so the default runs regression sampling: 20 keys of 16 batches of 4n coalitions;
+    """pyDVL's analytic games, noisy, so the default runs regression sampling: 20 keys of 16 batches of 4.5n coalitions;
     on the players worth at least 1 % of the largest value, RMS z in [0.8, 1.2], at most 1 % of |z| above 4 and none
     above 8, median stderr / spread over keys in [0.85, 1.15] (benchmarks/bench_regression.py measures more)."""
     n, exact = game.num_players, game.semivalue("shapley")
@@ -202,7 +196,10 @@ def test_on_pydvls_games_the_defaults_standard_errors_hold(game, sd):
             size=len(values)
         )
 
-    runs = [semivalue(noisy, n, key, stop=MaxEvaluations(PROBES + 16 * (4 * n + 2))) for key in range(20)]
+    runs = [
+        semivalue(noisy, n, key, stop=MaxEvaluations(PROBES + 16 * (default_regression_batch(n) + 2)))
+        for key in range(20)
+    ]
     assert all("regression" in r.method for r in runs)
     worth = np.abs(exact) >= 0.01 * np.abs(exact).max()
     estimates, stderr = np.array([r.values for r in runs])[:, worth], np.array([r.stderr for r in runs])[:, worth]
@@ -210,3 +207,21 @@ def test_on_pydvls_games_the_defaults_standard_errors_hold(game, sd):
     ratio = np.median(stderr.mean(axis=0) / estimates.std(axis=0, ddof=1))
     assert 0.8 <= np.sqrt(np.mean(z**2)) <= 1.2 and np.mean(np.abs(z) > 4) <= 0.01 and np.abs(z).max() <= 8
     assert 0.85 <= ratio <= 1.15
+
+
+def test_exact_semivalues_carry_the_error_of_the_variances_a_utility_returns():
+    """Enumerating every coalition of a utility that tells its variances: the standard error is sqrt(sum_c C_c^2
+    sigma_c^2), here with sigma_c^2 = 0.01 (1 + |c|), checked against the error over 200 noise draws."""
+    from bayesval.games.masks import code_masks
+    from bayesval.games.weights import SHAPLEY, coalition_coefficients
+
+    def utility(key, masks):
+        values, variances = LOOKUP(key, masks), 0.01 * (1 + masks.sum(axis=1))
+        return NoisyValues(values + jnp.sqrt(variances) * jax.random.normal(key, values.shape), variances)
+
+    result = exact_semivalue(utility, N, 0)
+    masks = np.asarray(code_masks(np.arange(2**N), N))
+    expected = np.sqrt(0.01 * (1 + masks.sum(axis=1)) @ coalition_coefficients(masks, SHAPLEY) ** 2)
+    np.testing.assert_allclose(result.stderr, expected, rtol=1e-12)
+    spread = np.array([exact_semivalue(utility, N, key).values for key in range(200)]).std(axis=0, ddof=1)
+    np.testing.assert_allclose(spread, expected, rtol=0.2)

@@ -24,7 +24,6 @@ from bayesval.games.samplers import PermutationSampler, Sampler, default_sampler
 from bayesval.games.weights import Semivalue
 
 DEFAULT_BATCH_SIZE = 64  # draws a batch of every sampler but the regression chosen by default
-REGRESSION_BATCH_PER_PLAYER = 4  # the default regression's coalitions a batch, per player (docs/games.md)
 SAME_VALUE = 1e-9  # relative difference under which two probe values are the same value
 
 
@@ -88,20 +87,29 @@ def default_choice(
 
 def regression_batch(num_players: int, batch_size: int | None, why: str) -> int:
     """The default regression's coalitions a batch: the caller's batch_size where given (even, at least n, else a
-    ValueError that says why regression runs), else `REGRESSION_BATCH_PER_PLAYER` n, from which its own cost is
-    below 5 % of a run whose utility costs 1 ms an evaluation at n = 100 (docs/games.md, "Regression sampling")."""
+    ValueError that says why regression runs), else `default_regression_batch`."""
     minimum = num_players + num_players % 2
     if batch_size is not None:
         if batch_size < minimum or batch_size % 2:
             raise ValueError(
                 f"the default sampler here is RegressionSampler ({why}), whose batch_size counts coalitions drawn in "
                 f"pairs: an even number, at least the {num_players} players, so the minimum is {minimum}; got "
-                f"batch_size={batch_size}. Pass batch_size={REGRESSION_BATCH_PER_PLAYER * num_players} (or leave it "
+                f"batch_size={batch_size}. Pass batch_size={default_regression_batch(num_players)} (or leave it "
                 "out), or "
                 "sampler=PermutationSampler() for permutations"
             )
         return batch_size
-    return REGRESSION_BATCH_PER_PLAYER * num_players
+    return default_regression_batch(num_players)
+
+
+def default_regression_batch(num_players: int) -> int:
+    """4.5 n coalitions a batch, rounded up to even: the largest with which 50 permutations' worth of evaluations
+    (50 (n + 1), and the 4 (n + 1) of the exact sizes twice a batch: 54 n + 54) holds the 4 probes, the pilot and the
+    11 counted batches whose standard error `StandardError` trusts (4 + 12 (4.5 n + 3) <= 54 n + 54), so that
+    at the budget of the acceptance table (docs/games.md, "The default sampler") the run has an error bar to stop on;
+    from 4 n on, the estimator's own cost is below 5 % of a run whose utility costs 1 ms an evaluation at n = 100."""
+    half = -(-9 * num_players // 4)  # ceil(4.5 n / 2)
+    return 2 * half
 
 
 def why_noisy(first: Probed, second: Probed) -> str | None:

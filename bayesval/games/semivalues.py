@@ -106,7 +106,7 @@ def semivalue(
     stop         a stopping rule (`bayesval.games.stopping`); one without an evaluation or time cap gets a warning
                  and a default cap. Default: StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)
     batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling); default
-                 64 (4n coalitions for the regression chosen by default), or resume_from's on its key
+                 64 (4.5n coalitions, even, for the regression chosen by default), or resume_from's on its key
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
                  run goes on at the next batch, with another key it adds new batches; it must have the same control
                  and the same game: the same game_id, or a utility of the same values on fixed probe coalitions
@@ -216,7 +216,8 @@ def exact_semivalue(
     """The semivalue `weights` of `utility` from all 2^n coalitions, valued in chunks of `batch_size` masks (the last
     chunk padded with the empty coalition), phi = sum_c C[c] v(c) (`weights.coalition_coefficients`). Chunk c's
     utility key is fold_in(key, c). With R estimates per coalition the standard error is the spread of the R
-    semivalues over sqrt(R), else 0."""
+    semivalues over sqrt(R); with one, the error of the variances a utility returns as `NoisyValues`,
+    sqrt(sum_c C[c]^2 sigma_c^2); else 0."""
     _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1, maximum=30)
     key = check_key("key", key)
@@ -224,18 +225,20 @@ def exact_semivalue(
     semivalue = as_semivalue(weights)
     names = _check_names(names, num_players)
     total, rows = 2**num_players, min(batch_size, 2**num_players)
-    per_repeat, coalition_values = None, []
+    per_repeat, coalition_values, noise = None, [], np.zeros(num_players)
     for chunk in batches(total, rows):  # codes are made per batch: 2^n of them need not fit in memory
         codes = pad_rows(np.arange(chunk.start, chunk.stop), rows, fill=0)
         masks = code_masks(jnp.asarray(codes), num_players)
-        values = evaluated(utility, jax.random.fold_in(key, chunk.index), masks, num_players, chunk.index == 0)
-        values = np.asarray(checked_values(values, masks, names))
-        values = values[:, : chunk.count]
-        phi = values @ coalition_coefficients(np.asarray(masks)[: chunk.count], semivalue)
+        output = evaluated(utility, jax.random.fold_in(key, chunk.index), masks, num_players, chunk.index == 0)
+        values = np.asarray(checked_values(output, masks, names))[:, : chunk.count]
+        coefficients = coalition_coefficients(np.asarray(masks)[: chunk.count], semivalue)
+        phi = values @ coefficients
+        if isinstance(output, NoisyValues):  # the variance of phi from each coalition's own error
+            noise += checked_variances(output, masks, names)[:, : chunk.count].mean(axis=0) @ coefficients**2
         per_repeat = phi if per_repeat is None else per_repeat + phi
         coalition_values.append(values.mean(axis=0))
     repeats = len(per_repeat)
-    stderr = per_repeat.std(axis=0, ddof=1) / np.sqrt(repeats) if repeats > 1 else np.zeros(num_players)
+    stderr = per_repeat.std(axis=0, ddof=1) / np.sqrt(repeats) if repeats > 1 else np.sqrt(noise)
     keep = num_players <= 16  # the coalitions' values, where they fit a result
     return ValuationResult(
         method=f"exact {semivalue.name}",
