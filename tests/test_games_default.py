@@ -225,3 +225,16 @@ def test_exact_semivalues_carry_the_error_of_the_variances_a_utility_returns():
     np.testing.assert_allclose(result.stderr, expected, rtol=1e-12)
     spread = np.array([exact_semivalue(utility, N, key).values for key in range(200)]).std(axis=0, ddof=1)
     np.testing.assert_allclose(spread, expected, rtol=0.2)
+
+
+@pytest.mark.parametrize(
+    "sampler", [RegressionSampler("kernel"), PermutationSampler(latin=True)], ids=lambda sampler: sampler.name
+)
+def test_a_run_of_another_shapley_sampler_resumes_with_it_when_none_is_given(sampler):
+    utility = table_utility(TABLE, noise=0.1)
+    batch = 16 if isinstance(sampler, RegressionSampler) else 2 * N
+    first = semivalue(utility, N, 2, sampler=sampler, batch_size=batch, stop=MaxEvaluations(100))
+    resumed = semivalue(utility, N, 2, stop=MaxEvaluations(400), resume_from=first)
+    whole = semivalue(utility, N, 2, sampler=sampler, batch_size=batch, stop=MaxEvaluations(400))
+    assert resumed.state.sampler == sampler.name and resumed.diagnostics["batch_size"] == batch
+    np.testing.assert_array_equal(resumed.values, whole.values)

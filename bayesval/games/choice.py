@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from bayesval.games.fingerprint import PROBES, probe_key, probe_masks
-from bayesval.games.regression import RegressionSampler
+from bayesval.games.regression import DESIGNS, RegressionSampler
 from bayesval.games.samplers import PermutationSampler, Sampler, default_sampler
 from bayesval.games.weights import Semivalue
 
@@ -70,9 +70,9 @@ def default_choice(
         sampler = default_sampler(semivalue)
         return SamplerChoice(sampler, size, f"the default for the {semivalue.name} semivalue", 0, None)
     if resumed_sampler is not None:
-        regression = RegressionSampler()
-        sampler = regression if resumed_sampler == regression.name else PermutationSampler()
-        return SamplerChoice(sampler, size, f"the sampler of resume_from ({resumed_sampler})", 0, None)
+        return SamplerChoice(
+            shapley_sampler(resumed_sampler), size, f"the sampler of resume_from ({resumed_sampler})", 0, None
+        )
     masks = probe_masks(num_players)
     first = value(probe_key(), masks)
     second = value(jax.random.fold_in(probe_key(), 1), masks)
@@ -83,6 +83,14 @@ def default_choice(
         return SamplerChoice(PermutationSampler(), size, why, spent, first.values)
     why = f"regression: the utility is noisy ({noise}), where regression sampling needs fewest evaluations"
     return SamplerChoice(RegressionSampler(), regression_batch(num_players, batch_size, why), why, spent, first.values)
+
+
+def shapley_sampler(name: str) -> Sampler:
+    """The Shapley sampler called `name` (a resumed state's), or plain permutations (which a resume then refuses,
+    naming both, where the state's sampler was another)."""
+    candidates = [PermutationSampler(antithetic=True), PermutationSampler(latin=True)]
+    candidates += [RegressionSampler(design) for design in DESIGNS]
+    return next((sampler for sampler in candidates if sampler.name == name), PermutationSampler())
 
 
 def regression_batch(num_players: int, batch_size: int | None, why: str) -> int:
