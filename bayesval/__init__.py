@@ -10,6 +10,7 @@ wing not yet imported loads it when the file is read (`results.serialisation.set
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 import jax
 
@@ -21,6 +22,17 @@ from bayesval.results import serialisation  # noqa: E402
 # eager, and light (the party path loads on its first call): a later import of the module `bayesval.valuate` would
 # rebind the package's name to the module, which a name loaded on first use could not win back
 from bayesval.valuate import valuate  # noqa: E402, F401
+
+if TYPE_CHECKING:  # what the names below are, for type checkers and the API pages (read, never run)
+    from bayesval import estimators, experiments, games, models
+    from bayesval.inference.config import SamplerConfig
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.parties import Party, PerturbedStatistic, rewards
+    from bayesval.parties.signing import Keyring, generate_keys
+    from bayesval.privacy import DPGuarantee, PrivacyLedger
+    from bayesval.results import ValuationResult
+    from bayesval.results.plotting import plot_privacy_tradeoff
+    from bayesval.statistics import Bounds
 
 # Each public name and the module it is read from; subpackages are their own module.
 _PUBLIC = {
@@ -45,7 +57,25 @@ _PUBLIC = {
 # The modules that register record kinds (`results.serialisation.register`) beyond the results layer's own.
 _RECORD_MODULES = ("bayesval.privacy.ledger", "bayesval.parties.rewards.allocation")
 
-__all__ = sorted([*_PUBLIC, "valuate"])
+__all__ = [
+    "Bounds",
+    "DPGuarantee",
+    "Keyring",
+    "NoiseAwareData",
+    "Party",
+    "PerturbedStatistic",
+    "PrivacyLedger",
+    "SamplerConfig",
+    "ValuationResult",
+    "estimators",
+    "experiments",
+    "games",
+    "generate_keys",
+    "models",
+    "plot_privacy_tradeoff",
+    "rewards",
+    "valuate",
+]  # every name of _PUBLIC, and valuate
 
 
 def __getattr__(name: str):

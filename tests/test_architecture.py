@@ -133,6 +133,7 @@ def test_importing_the_package_loads_jax_and_not_the_samplers():
     code = f"import sys, bayesval; print(sorted(m for m in {heavy} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
+    assert sorted(bv.__all__) == sorted([*bv._PUBLIC, "valuate"])  # every public name loads on first use
 
 
 def test_a_result_reads_its_ledger_in_a_process_that_never_imported_privacy(tmp_path):
