@@ -15,7 +15,10 @@ kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the comp
 those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
 batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of every coalition's surprise, an object
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
-by default (`control_variate`), docs/games.md, "Control variates") are optional (`OPTIONAL_MEMBERS`).
+by default (`control_variate`), docs/games.md, "Control variates") and `surrogate_game(data)` (the same
+surrogate of given coalitions: a function of masks (B, n) giving `bayesval.games.control.SurrogateValues`, or
+None; the control variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control variates") are
+optional (`OPTIONAL_MEMBERS`).
 
 The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
 `Capabilities`), and asks that record, never the model, what it offers.
@@ -44,6 +47,7 @@ OPTIONAL_MEMBERS = (
     "conjugate_prior",
     "posterior_programs",
     "surrogate_surprises",
+    "surrogate_game",
 )
 
 
@@ -98,6 +102,7 @@ class Capabilities(NamedTuple):
     posterior_programs: Callable | None
     surrogate_surprises: Callable | None
     run_kernel_settings: Callable | None
+    surrogate_game: Callable | None = None
 
 
 def capabilities(model) -> Capabilities:
