@@ -14,10 +14,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from bayesval.games.masks import mask_codes
+from bayesval.games.control import surrogate_values
+from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.parties.valuation import Surrogates
 from bayesval.validation import check_int
 
@@ -96,13 +98,17 @@ class ReplayedGame:
         return 0
 
     def surrogates(self) -> Surrogates:
-        """The policy's surrogates of this game (`shapley_values(..., surrogates=...)`): a table where the surrogate is
-        one, and the surrogate of given coalitions in any case; none without a surrogate."""
+        """The policy's surrogates of this game (`shapley_values(..., surrogates=...)`): its table (a function's
+        values on every coalition, which the policy asks for up to 12 parties only; 0 where it is not finite), and the
+        surrogate of given coalitions; none without a surrogate."""
         if self.surrogate is None:
             return Surrogates("the replayed game")
-        surrogate = self.surrogate
-        table = None if not isinstance(surrogate, np.ndarray) else (lambda: _Table(surrogate))
-        return Surrogates("the replayed game", table, lambda: lambda masks: _of(surrogate, masks))
+        surrogate, n = self.surrogate, self.num_parties
+        return Surrogates(
+            "the replayed game",
+            lambda: _Table(surrogate_values(partial(_of, surrogate), coalition_masks(n, include_empty=True))),
+            lambda: lambda masks: _of(surrogate, masks),
+        )
 
 
 @dataclass(frozen=True)
