@@ -488,13 +488,16 @@ def shapley_values(
     blocks and a party's marginals are averaged by position (`permutation_sampler`): a party's marginal contribution
     shrinks as the coalition grows, and that spread between positions was most of a plain permutation's variance
     (docs/games.md, "Latin permutations"). Sampled, the game is valued against a control variate from `surrogates`
-    (`surrogate_control`; phi(u) estimated from `surrogate_key` beyond MAX_CONTROL_PARTIES parties). `game` is any
+    (`surrogate_control`; phi(u) estimated from `surrogate_key`, by default split from `key`, beyond
+    MAX_CONTROL_PARTIES parties). `game` is any
     `CoalitionGame`: the coalition surprise, or a replayed table of coalition values."""
     n = len(names)
     if settings.enumerates(n):
         return ShapleyValues(*_exact_shapley(game, n, settings), "exact Shapley", None)
     resumed = resume_from.state if resume_from is not None and resume_from.state is not None else None
     sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
+    if surrogate_key is None:  # a stream apart from the batches' fold_in(key, batch)
+        surrogate_key = jax.random.split(key)[1]
     control = surrogate_control(surrogates or Surrogates("the game"), settings, n, resumed, surrogate_key)
     sampled = semivalue(
         lambda _, masks: _sampled_coalitions(game, masks),
