@@ -71,8 +71,8 @@ def valuate(
         k-NN, or 'rao-blackwell' (from the Gibbs sampler's conjugate conditionals; `LinearRegression` only).
     exact_up_to: the most parties valued by enumerating all 2^n coalitions (default 10); beyond it, permutation
         sampling (in Latin blocks up to 32 parties, docs/games.md, "Latin permutations") until `stop` holds (a rule
-        of `bayesval.games.stopping`; default: every stderr <= `tolerance`, 0.05, after 64 permutations, at most
-        10,000) or every coalition is known.
+        of `bayesval.games.stopping`; default: every stderr <= `tolerance`, 0.05, and trusted, from 10 degrees of
+        freedom or more, at most 10,000 permutations) or every coalition is known.
     resume_from: a result of the same game to continue: its coalition estimates are not sampled again.
     keep_draws: keep every coalition's posterior draws (`result.to_inference_data()`); off by default.
     progress_bar: show progress bars (default: as the sampler config says).
@@ -81,7 +81,8 @@ def valuate(
         Sec. 5): 'tempering', 'noise' or a configured `bayesval.rewards.Tempering` / `NoiseAddition`.
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
     control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
-        the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
+        the model has one: its table up to 12 parties, beyond it with estimated Shapley values; True warns where it
+        cannot; docs/games.md, "Control variates" and "Multi-fidelity control variates").
     All arguments are checked before any release, compilation or sampling.
     """
     from bayesval.parties.valuation import PartyArguments, value_parties

@@ -291,20 +291,20 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
 
 def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):
     """`surrogate_control`: the Laplace surprise of every coalition for LinearRegression (per-party data models)
-    by default and with control_variate=True (never with False), unless the parties are more than
-    MAX_CONTROL_PARTIES, the model has no surrogate, or the run resumes one (which goes on with its own, or with
-    none): then without a word by default, with a warning that says why where it was asked for. A user model's
-    unusable surrogate is named."""
+    by default and with control_variate=True (never with False), up to MAX_CONTROL_PARTIES parties; beyond, the
+    surrogate of given coalitions with its Shapley values estimated (`estimated_control`). Where the model has no
+    surrogate (or none beyond 12 parties), or the run resumes one sampled without: without a word by default, with a
+    warning that says why where it was asked for. A user model's unusable surrogate is named."""
     from types import SimpleNamespace
 
     from bayesval.inference.data import NoiseAwareData
     from bayesval.models.protocol import Capabilities, capabilities
 
-    def surprise_of(model) -> SimpleNamespace:  # what surrogate_control reads of a CoalitionSurprise
-        return SimpleNamespace(model=model, data=data, capabilities=capabilities(model))
+    def surrogates_of(model) -> valuation.Surrogates:  # what the policy gets of a CoalitionSurprise
+        return valuation.model_surrogates(SimpleNamespace(model=model, data=data, capabilities=capabilities(model)))
 
     data = NoiseAwareData.from_releases(releases)
-    game = surprise_of(MODEL)
+    game = surrogates_of(MODEL)
     on, off = (
         valuation.party_settings(MODEL, control_variate=True),
         valuation.party_settings(MODEL, control_variate=False),
@@ -316,10 +316,17 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
         assert control.name == "the Laplace surprise" and control.num_players == 3
         np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
     assert valuation.surrogate_control(game, off, 3, None) is None
-    shared = surprise_of(bv.models.LinearRegression(shared_data_model=True))
-    logistic = surprise_of(bv.models.LogisticRegression())
+    shared = surrogates_of(bv.models.LinearRegression(shared_data_model=True))
+    logistic = surrogates_of(bv.models.LogisticRegression())
+    beyond = valuation.MAX_CONTROL_PARTIES + 1
     for chosen, n, resumed, reason in (
-        (game, valuation.MAX_CONTROL_PARTIES + 1, None, "13 parties are more than 12"),
+        (logistic, beyond, None, "13 parties are more than 12 and LogisticRegression has no surrogate_game"),
+        (
+            shared,
+            beyond,
+            None,
+            "13 parties are more than 12 and LinearRegression gives no surrogate of coalitions here",
+        ),
         (shared, 3, None, "LinearRegression gives no surrogate here"),
         (logistic, 3, None, "LogisticRegression has no surrogate_surprises"),
         (game, 3, SimpleNamespace(control_table=None), "resume_from was sampled without one"),
@@ -338,7 +345,22 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
 
     with pytest.raises(ValueError, match=r"Broken.surrogate_surprises\(data\) gave no usable surrogate: .*2\^n values"):
         broken = Capabilities(None, None, None, False, None, None, Broken().surrogate_surprises, None)
-        valuation.surrogate_control(SimpleNamespace(model=Broken(), data=data, capabilities=broken), on, 3, None)
+        model = SimpleNamespace(model=Broken(), data=data, capabilities=broken)
+        valuation.surrogate_control(valuation.model_surrogates(model), on, 3, None)
+
+
+def test_the_laplace_surrogate_of_given_coalitions_is_the_table_where_both_exist(releases):
+    """`LinearRegression.surrogate_game`, the surrogate beyond 12 parties, gives each coalition the value of the
+    table `surrogate_surprises` fits (from the prior's mode: both converge here), 0 for the empty coalition, with a
+    flag per fit."""
+    from bayesval.games.masks import coalition_masks
+    from bayesval.inference.data import NoiseAwareData
+
+    data = NoiseAwareData.from_releases(releases)
+    given = MODEL.surrogate_game(data)(coalition_masks(3, include_empty=True))
+    assert given.usable.all()
+    np.testing.assert_allclose(given.values, MODEL.surrogate_surprises(data).values, rtol=1e-9, atol=1e-12)
+    assert bv.models.LinearRegression(shared_data_model=True).surrogate_game(data) is None
 
 
 def test_the_coalitions_error_is_estimated_from_their_estimates_unless_the_kl_correlates_them():

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from bayesval.batching import batches, pad_rows
 from bayesval.games.choice import Probed, SamplerChoice, default_choice, given_sampler
-from bayesval.games.control import ControlVariate
+from bayesval.games.control import ControlVariate, EstimatedControl
 from bayesval.games.fingerprint import (
     check_game_id,
     evaluated,
@@ -107,7 +107,7 @@ def semivalue(
     batch_size: int | None = None,
     names: list[str] | None = None,
     resume_from: ValuationResult | None = None,
-    control: ControlVariate | None = None,
+    control: ControlVariate | EstimatedControl | None = None,
     independent_estimates: bool = False,
     progress_bar: bool = False,
     game_id: str | None = None,
@@ -131,7 +131,9 @@ def semivalue(
                  values on `bayesval.games.fingerprint.PROBES` fixed coalitions, valued once a run): for a utility
                  whose values are not a pure function of (key, masks), or that is costly to value
     control      a `ControlVariate`, a surrogate u known on every coalition: the draws are of v - u and phi(u), exact,
-                 is added back (unbiased whatever u is; docs/games.md, "Control variates")
+                 is added back (unbiased whatever u is; docs/games.md, "Control variates"); or an
+                 `EstimatedControl`, u a function of the coalition whose phi(u) was estimated from another key: its
+                 variance adds to the run's (docs/games.md, "Multi-fidelity control variates")
     independent_estimates  for a utility of R > 1 estimates per coalition: True where it caches them (a coalition
                  asked for again gets the same estimates) and different coalitions' errors are independent. The
                  utility's own error is then estimated as the exact semivalue's, from the estimates of every coalition
@@ -372,15 +374,18 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
 def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, control, cached) -> SemivalueState:
     """The state before a new run's first batch, with the control variate's table and exact semivalue if any, and a
     record of the coalitions' estimates where the utility caches them (`cached`: independent_estimates)."""
+    estimated = isinstance(control, EstimatedControl)
     return SemivalueState.empty(
         semivalue.name,
         sampler.name,
         plan,
         num_repeats,
         num_players,
-        control_table=None if control is None else control.table,
+        control_table=None if control is None or estimated else control.table,
         control_semivalue=None if control is None else control.semivalue(semivalue),
         weights=semivalue.weights(num_players) if cached else None,
+        control_variance=control.variances if estimated else None,
+        control_dof=control.dof if estimated else None,
     )
 
 
@@ -465,8 +470,11 @@ def _check_estimated_alike(state: SemivalueState | None, independent_estimates: 
 
 
 def _check_control(control, num_players: int) -> ControlVariate | None:
-    if control is not None and not isinstance(control, ControlVariate):
-        raise TypeError(f"control must be a bayesval.games.ControlVariate(table), got {type(control).__name__}")
+    if control is not None and not isinstance(control, (ControlVariate, EstimatedControl)):
+        raise TypeError(
+            "control must be a bayesval.games.ControlVariate(table) or an EstimatedControl (estimated_control(...)), "
+            f"got {type(control).__name__}"
+        )
     if control is not None and control.num_players != num_players:
         raise ValueError(f"control is a game of {control.num_players} players, this one has {num_players}")
     return control
@@ -501,11 +509,15 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             raise ValueError(
                 f"resume_from is a result of a different game: its {label} is {theirs!r}, this run's {mine!r}"
             )
-    table = None if control is None else control.table
-    if not same_control(state.control_table, table):
+    table = getattr(control, "table", None)
+    estimate = getattr(control, "estimate", None)
+    if not (same_control(state.control_table, table) and _same_estimate(state, estimate)):
+        estimated = state.control_variance is not None
+        there = "an estimated surrogate" if estimated else describe_control(state.control_table)
+        here = "an estimated surrogate" if estimate is not None else describe_control(table)
         raise ValueError(
-            f"resume_from sampled with control variate {describe_control(state.control_table)}, this run with "
-            f"{describe_control(table)}: its draws are of another difference v - u; resume with the same control"
+            f"resume_from sampled with control variate {there}, this run with {here}: its draws are of another "
+            "difference v - u, or phi(u) was estimated otherwise; resume with the same control"
         )
     used_batch_size, done = state.streams.get(stream, (batch_size, 0))
     if used_batch_size != batch_size:
@@ -514,6 +526,13 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             f"(or use another key), got batch_size={batch_size}"
         )
     return state.copy(), done
+
+
+def _same_estimate(state: SemivalueState, estimate: np.ndarray | None) -> bool:
+    """Whether a resumed state's estimated phi(u) is `estimate` (both none where phi(u) is exact or absent)."""
+    if state.control_variance is None or estimate is None:
+        return state.control_variance is None and estimate is None
+    return np.array_equal(state.control_semivalue, estimate)
 
 
 def _progress(state: SemivalueState, started: float, history: int, record: bool = True) -> Progress:

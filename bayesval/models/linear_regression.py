@@ -25,12 +25,13 @@ import numpyro.distributions as dist
 from jax.tree_util import Partial
 
 from bayesval.compilation import Program
+from bayesval.games.control import SurrogateValues
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
-from bayesval.inference.laplace import SurpriseTable, surprise_table
+from bayesval.inference.laplace import CONVERGED, SurpriseTable, laplace_surprises, surprise_table
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.validation import check_bool, check_count, user_stacklevel
 
@@ -215,6 +216,18 @@ class LinearRegression:
         priors = self.priors(num_features)
         return surprise_table(data, priors.model, priors.data, self.statistic(num_features))
 
+    def surrogate_game(self, data: NoiseAwareData):
+        """The Laplace surprise of given coalitions, `surrogate(masks (B, n)) -> SurrogateValues` (B,) with a flag
+        per coalition whose fit converged (`bayesval.inference.laplace.laplace_surprises`, from the prior's mode):
+        the control variate of a sampled party valuation beyond the parties whose every coalition is fitted
+        (docs/games.md, "Multi-fidelity control variates"). A deterministic function of the releases and the
+        coalition; None with a shared data model, which the fit does not model."""
+        if self.shared_data_model:
+            return None
+        num_features = _num_features(data)
+        priors = self.priors(num_features)
+        return partial(_laplace_surrogate, data, priors.model, priors.data, self.statistic(num_features))
+
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False
     ) -> CoalitionDraws:
@@ -275,3 +288,13 @@ def _num_features(data: NoiseAwareData) -> int:
             f"(w + 2)(w + 3)/2 - 1 for w >= 1 features ({valid}, ...)"
         )
     return num_features
+
+
+def _laplace_surrogate(data, prior: NIG, data_prior: NIW, statistic, masks) -> SurrogateValues:
+    """The Laplace surprise of each coalition of `masks` (B, n), 0 for the empty one, and whether its fit converged."""
+    masks = np.asarray(masks, bool)
+    fit = laplace_surprises(data, masks, prior, data_prior, statistic)
+    values, gradient = np.asarray(fit.surprise, np.float64), np.asarray(fit.gradient)
+    empty = ~masks.any(axis=1)
+    usable = empty | ((gradient <= CONVERGED) & np.isfinite(values))
+    return SurrogateValues(np.where(empty, 0.0, values), usable)

@@ -15,10 +15,12 @@ kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the comp
 those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
 batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of every coalition's surprise, an object
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
-by default (`control_variate`), docs/games.md, "Control variates") and `kernel_settings(data)` (the settings of
-the model's own sampler kernel for these releases, one signature for every model: `LinearRegression`'s
-`GibbsSettings`, `NumPyroModel`'s `NUTSSettings`, whose target_accept_prob and min_bfmi a result records as
-they ran) are optional (`OPTIONAL_MEMBERS`).
+by default (`control_variate`), docs/games.md, "Control variates"), `surrogate_game(data)` (the same surrogate of
+given coalitions: a function of masks (B, n) giving `bayesval.games.control.SurrogateValues`, or None; the control
+variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control variates") and
+`kernel_settings(data)` (the settings of the model's own sampler kernel for these releases, one signature for every
+model: `LinearRegression`'s `GibbsSettings`, `NumPyroModel`'s `NUTSSettings`, whose target_accept_prob and min_bfmi
+a result records as they ran) are optional (`OPTIONAL_MEMBERS`).
 
 The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
 `Capabilities`), and asks that record, never the model, what it offers.
@@ -50,6 +52,7 @@ OPTIONAL_MEMBERS = (
     "conjugate_prior",
     "posterior_programs",
     "surrogate_surprises",
+    "surrogate_game",
     "kernel_settings",
 )
 # the parameter names of `kernel_settings` before its one signature, kernel_settings(data): LinearRegression's
@@ -107,6 +110,7 @@ class Capabilities(NamedTuple):
     posterior_programs: Callable | None
     surrogate_surprises: Callable | None
     kernel_settings: Callable | None
+    surrogate_game: Callable | None = None
 
 
 def capabilities(model) -> Capabilities:

@@ -69,7 +69,10 @@ class SemivalueState:
     rankings              (H, n) the last rankings (index order, best first), for rank-stability rules
     control_table         (2^n,) the control variate's surrogate u of every coalition in code order, or None: the
                           draws are then of v - u, and the estimate adds phi(u) (`bayesval.games.control`)
-    control_semivalue     (n,) phi(u), exact (None without a control variate)
+    control_semivalue     (n,) phi(u), exact (None without a control variate), or estimated
+    control_variance      (n,) the variance of an estimated phi(u) (a multi-fidelity control: u known as a function
+                          of the coalition, no table), None where phi(u) is exact; the estimate adds it
+    control_dof           (n,) that variance's degrees of freedom
     noise                 the cached estimates of every coalition valued (`CoalitionNoise`), from which the utility's
                           error is estimated; None: it is the spread of the R per-estimate semivalues (none if R = 1)
     game                  the game's fingerprint (`bayesval.games.semivalues.fingerprint`): {"id": the caller's
@@ -98,10 +101,15 @@ class SemivalueState:
     control_semivalue: np.ndarray | None = None
     noise: CoalitionNoise | None = None
     game: dict | None = None
+    control_variance: np.ndarray | None = None
+    control_dof: np.ndarray | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
     CONTROL = ("control_table", "control_semivalue")
-    version = 4  # of its record (`to_record`; 3 before `game`, 2 before `noise`, 1 before control variates)
+    ESTIMATED = ("control_variance", "control_dof")  # an estimated control's, in place of a table
+    # of its record (`to_record`; 3 before `game`, 2 before `noise`, 1 before control variates; an estimated control's
+    # arrays are optional within version 4: a state without one writes none)
+    version = 4
 
     @classmethod
     def empty(
@@ -115,10 +123,13 @@ class SemivalueState:
         control_semivalue: np.ndarray | None = None,
         weights: np.ndarray | None = None,
         game: dict | None = None,
+        control_variance: np.ndarray | None = None,
+        control_dof: np.ndarray | None = None,
     ):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
         with the control variate's table and semivalue where one is used, given the semivalue's `weights` w(s) an
-        empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint."""
+        empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint; an
+        estimated control has no table, and its phi(u)'s variance and degrees of freedom instead."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
@@ -138,6 +149,8 @@ class SemivalueState:
             control_semivalue=control_semivalue,
             noise=None if weights is None or num_repeats == 1 else CoalitionNoise.empty(weights, num_repeats),
             game=game,
+            control_variance=control_variance,
+            control_dof=control_dof,
         )
 
     @property
@@ -199,7 +212,7 @@ class SemivalueState:
     def estimate(self) -> Estimate:
         """Values (n,), their variances (n,) and the variances' degrees of freedom (n,); inf variance where a
         weighted group has fewer than 2 draws (`bayesval.results.variance`). With a control variate the draws are of
-        v - u and phi(u), exact, is added: it adds no variance."""
+        v - u and phi(u) is added: exact, it adds no variance; estimated, its variance with its degrees of freedom."""
         used = self.coefficients != 0
         counts = self.counts[used].astype(np.float64)
         coefficients = self.coefficients[used][:, None]
@@ -213,6 +226,9 @@ class SemivalueState:
         elif self.num_repeats > 1:  # the utility's own error, from R - 1 degrees of freedom
             terms = np.concatenate([terms, per_repeat.var(axis=0, ddof=1)[None] / self.num_repeats])
             dofs = np.concatenate([dofs, np.full((1, self.num_players), self.num_repeats - 1.0)])
+        if self.control_variance is not None:  # an estimated phi(u), from a key of its own: independent
+            terms = np.concatenate([terms, self.control_variance[None]])
+            dofs = np.concatenate([dofs, self.control_dof[None]])
         values = per_repeat.mean(axis=0)
         if self.control_semivalue is not None:
             values = values + self.control_semivalue
@@ -228,7 +244,9 @@ class SemivalueState:
                 return f"{label} {a!r} != {b!r}"
         if not same_game(self.game, other.game):
             return f"game {describe_game(self.game)} != {describe_game(other.game)}"
-        if not same_control(self.control_table, other.control_table):
+        if not same_control(self.control_table, other.control_table) or not same_control(
+            self.control_semivalue, other.control_semivalue
+        ):
             return f"control variate {describe_control(self.control_table)} != {describe_control(other.control_table)}"
         if (self.noise is None) != (other.noise is None):
             return f"the utility's error {describe_error(self)} != {describe_error(other)}"
@@ -274,7 +292,7 @@ class SemivalueState:
     def copy(self) -> SemivalueState:
         arrays = {
             name: np.array(getattr(self, name))
-            for name in self.ARRAYS + self.CONTROL
+            for name in self.ARRAYS + self.CONTROL + self.ESTIMATED
             if getattr(self, name) is not None
         }
         noise = None if self.noise is None else self.noise.copy()
@@ -283,7 +301,8 @@ class SemivalueState:
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The state as a record of `bayesval.results.serialisation` (version 4): meta the scalars (semivalue,
         sampler, evaluations, value_low, value_high, streams, game), arrays `ARRAYS` (rankings only when kept), with a
-        control variate `CONTROL`, and with a `CoalitionNoise` record its arrays, named noise_ and theirs."""
+        control variate `CONTROL` (an estimated one: control_semivalue and `ESTIMATED`, no table), and with a
+        `CoalitionNoise` record its arrays, named noise_ and theirs."""
         meta = {
             "semivalue": self.semivalue,
             "sampler": self.sampler,
@@ -293,7 +312,7 @@ class SemivalueState:
             "streams": self.streams,
             "game": self.game,
         }
-        kept = self.ARRAYS + self.CONTROL
+        kept = self.ARRAYS + self.CONTROL + self.ESTIMATED
         arrays = {name: getattr(self, name) for name in kept if getattr(self, name) is not None}
         if self.noise is not None:
             arrays |= {NOISE + name: getattr(self.noise, name) for name in CoalitionNoise.ARRAYS}
@@ -301,23 +320,21 @@ class SemivalueState:
 
     @classmethod
     def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 4) -> SemivalueState:
-        """The state `to_record` wrote, at version 4, 3 (before `game`: its game has no fingerprint, None), 2 (before
-        `noise`: the utility's error is the per-estimate spread) or 1 (before control variates: its draws are of the
-        game itself). A state saved before m3 and m4
-        were kept (version 1: they were added as optional arrays) gets the moments of normal draws (m3 = 0,
-        m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of freedom."""
+        """The state `to_record` wrote, at version 4 (with an estimated control's arrays or without), 3 (before `game`:
+        its game has no fingerprint, None), 2 (before `noise`: the utility's error is the per-estimate spread) or 1
+        (before control variates: its draws are of the game itself). A state saved before m3 and m4 were kept (version
+        1: they were added as optional arrays) gets the moments of normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances
+        count as estimated from m - 1 degrees of freedom."""
         noise_names = tuple(NOISE + name for name in CoalitionNoise.ARRAYS)
         known = cls.ARRAYS + (cls.CONTROL if version >= 2 else ()) + (noise_names if version >= 3 else ())
+        known += cls.ESTIMATED if version >= 4 else ()
         unknown = sorted(set(arrays) - set(known))
         if unknown:
             raise ValueError(f"it holds arrays no semivalue state has: {['state_' + name for name in unknown[:5]]}")
         if "m4" not in arrays:
             counts = np.maximum(arrays["counts"], 1)
             arrays = arrays | {"m3": np.zeros_like(arrays["m2"]), "m4": 3 * arrays["m2"] ** 2 / counts}
-        if ("control_table" in arrays) != ("control_semivalue" in arrays):
-            raise ValueError(
-                "it holds half a control variate: state_control_table and state_control_semivalue go together"
-            )
+        _check_control_arrays(arrays)
         players = np.shape(arrays["counts"])[-1]
         if "control_table" in arrays and (
             np.shape(arrays["control_table"]) != (2**players,) or np.shape(arrays["control_semivalue"]) != (players,)
@@ -393,6 +410,19 @@ def describe_error(state: SemivalueState) -> str:
 
 
 NOISE = "noise_"  # the prefix of the `CoalitionNoise` arrays in a state's record
+
+
+def _check_control_arrays(arrays: dict[str, np.ndarray]) -> None:
+    """A record's control variate is whole: none, a table with its phi(u), or an estimated phi(u) with its variance
+    and degrees of freedom (no table)."""
+    present = {name for name in SemivalueState.CONTROL + SemivalueState.ESTIMATED if name in arrays}
+    wholes = (set(), {"control_table", "control_semivalue"}, {"control_semivalue", *SemivalueState.ESTIMATED})
+    if present not in wholes:
+        raise ValueError(
+            f"it holds part of a control variate ({sorted('state_' + name for name in present)}): "
+            "state_control_table and state_control_semivalue go together, and an estimated control's "
+            "state_control_semivalue, state_control_variance and state_control_dof"
+        )
 
 
 def _noise_of(arrays: dict[str, np.ndarray], names: tuple[str, ...], players: int) -> CoalitionNoise | None:
