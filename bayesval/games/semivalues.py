@@ -181,10 +181,7 @@ def semivalue(
         if state is None:
             state = _first_state(semivalue, sampler, plan, len(values), num_players, control, independent_estimates)
             state.game, state.evaluations = game, choice.evaluations
-        elif len(values) != state.num_repeats:
-            raise ValueError(
-                f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
-            )
+        _check_same_repeats(values, state)
         state.add(batch_draws, values)
         if state.noise is not None:
             state.noise = state.noise.added(np.asarray(masks), np.asarray(values), names)
@@ -198,6 +195,14 @@ def semivalue(
     return _sampled_result(
         method, names, state, progress, stop, {"batches": batch, "batch_size": batch_size, "sampler": choice.why}
     )
+
+
+def _check_same_repeats(values, state: SemivalueState) -> None:
+    """A batch's estimates per coalition (R of the values (R, B)) are the run's so far."""
+    if len(values) != state.num_repeats:
+        raise ValueError(
+            f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
+        )
 
 
 def _sampled_result(method: str, names, state: SemivalueState, progress: Progress, stop, batches: dict):
