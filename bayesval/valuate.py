@@ -50,6 +50,7 @@ def valuate(
     rewards: str | Tempering | NoiseAddition | None = None,
     rho: float | None = None,
     control_variate: bool | None = None,
+    surprise: str | None = None,
 ) -> ValuationResult:
     """Value each party by the Shapley value of its Bayesian surprise v_C = KL(p(theta | o_C) || p(theta)) (Sim et
     al. 2023), or, given a data-point estimator, each training point. docs/api/valuate.md gives the details.
@@ -77,12 +78,16 @@ def valuate(
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
     control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
         the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
+    surprise: how each coalition posterior is drawn: 'auto' (the default: by importance sampling from its Laplace
+        fit where the model offers it and kl is 'auto', a coalition whose Pareto k-hat is too high by MCMC;
+        docs/importance.md), 'importance' (the same, with a warning where the model does not offer it) or 'mcmc'
+        (every coalition by the model's chains).
     All arguments are checked before any release, compilation or sampling.
     """
     _check_both_paths(model, ledger, progress_bar)
     # the party arguments, in the order of the signature and of PartyArguments' fields
     party = (key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, progress_bar, rewards, rho, control_variate)
-    arguments = PartyArguments(*party)
+    arguments = PartyArguments(*party, surprise)
     if _is_estimator(model):
         return _valuate_points(model, parties, validation, ledger, arguments)
     return value_parties(

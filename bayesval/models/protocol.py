@@ -15,7 +15,10 @@ kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the comp
 those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
 batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of every coalition's surprise, an object
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
-by default (`control_variate`), docs/games.md, "Control variates") are optional (`OPTIONAL_MEMBERS`).
+by default (`control_variate`), docs/games.md, "Control variates") and `importance_draws(keys, data, masks,
+num_draws)` (resampled draws of each row's coalition posterior by importance sampling, with their Pareto k-hat,
+effective sample size and whether the proposal's fit converged, or None: the route without chains,
+docs/importance.md) are optional (`OPTIONAL_MEMBERS`).
 
 The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
 `Capabilities`), and asks that record, never the model, what it offers.
@@ -44,6 +47,7 @@ OPTIONAL_MEMBERS = (
     "conjugate_prior",
     "posterior_programs",
     "surrogate_surprises",
+    "importance_draws",
 )
 
 
@@ -97,6 +101,7 @@ class Capabilities(NamedTuple):
     conjugate_prior: Callable | None
     posterior_programs: Callable | None
     surrogate_surprises: Callable | None
+    importance_draws: Callable | None
     run_kernel_settings: Callable | None
 
 
