@@ -113,7 +113,7 @@ def test_k_hat_over_the_threshold_sends_coalitions_to_mcmc(syn, monkeypatch):
     k-hat)."""
     monkeypatch.setattr(importance, "k_hat_threshold", lambda num_draws: -np.inf)
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
-    game = CoalitionSurprise(bv.models.LinearRegression(), data, SMOKE, 4, jax.random.key(2), 1, surprise="auto")
+    game = CoalitionSurprise(bv.models.LinearRegression(), data, SMOKE, 4, jax.random.key(2), 1, surprise="importance")
     game(coalition_masks(3)[:1])
     assert game.diagnostics["route"] == ["mcmc, after importance"] and game.num_sampled == 1
 
@@ -122,13 +122,33 @@ def test_a_model_without_the_structure_keeps_the_chains_with_a_note(syn):
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
     with pytest.warns(UserWarning, match="surprise='importance': .* offers no importance_draws"):
         game = CoalitionSurprise(_NoStructure(), data, SMOKE, 4, jax.random.key(3), 1, surprise="importance")
-    assert "offers no importance_draws" in game.diagnostics["surprise_note"]
+    assert "offers no importance_draws" in game.diagnostics["surprise_note"] and game.importance is None
+    with pytest.warns(UserWarning, match="kl='two-sample' reads MCMC chains"):
+        CoalitionSurprise(
+            bv.models.LinearRegression(), data, SMOKE, 4, jax.random.key(3), 1, kl="two-sample", surprise="importance"
+        )
+    six, fast = (
+        NoiseAwareData(*(np.concatenate([part, part]) for part in data)),
+        bv.SamplerConfig.preset("fast", "gibbs"),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # 'auto' notes it in the diagnostics, without a warning
-        quiet = CoalitionSurprise(_NoStructure(), data, SMOKE, 4, jax.random.key(3), 1, surprise="auto")
-    assert quiet.importance is None and "route" not in quiet.diagnostics
-    kl_asked = CoalitionSurprise(bv.models.LinearRegression(), data, SMOKE, 4, jax.random.key(3), 1, kl="two-sample")
-    assert kl_asked.importance is None and "reads MCMC chains" in kl_asked.diagnostics["surprise_note"]
+        quiet = CoalitionSurprise(_NoStructure(), six, fast, 4, jax.random.key(3), 1, surprise="auto")
+    assert quiet.importance is None and "offers no importance_draws" in quiet.diagnostics["surprise_note"]
+    assert "route" not in quiet.diagnostics
+
+
+def test_auto_takes_the_route_from_six_parties(syn):
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    model = bv.models.LinearRegression()
+    three = CoalitionSurprise(model, data, SMOKE, 4, jax.random.key(3), 1, surprise="auto")
+    six = CoalitionSurprise(
+        model, NoiseAwareData(*(np.concatenate([p, p]) for p in data)), SMOKE, 4, jax.random.key(3), 1, surprise="auto"
+    )
+    assert importance.AUTO_FROM_PARTIES == 6 and three.importance is None and six.importance is None  # smoke budget
+    fast = bv.SamplerConfig.preset("fast", "gibbs")
+    six_fast = CoalitionSurprise(model, six.data, fast, 4, jax.random.key(3), 1, surprise="auto")
+    assert "surprise_note" not in three.diagnostics and six_fast.importance.num_draws == importance.IMPORTANCE_DRAWS
 
 
 def test_a_shared_data_model_gives_no_importance_draws(syn):

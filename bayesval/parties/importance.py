@@ -5,9 +5,9 @@ surprise the k-NN KL estimate of those draws against the prior's density, as the
 most `bayesval.inference.psis.k_hat_threshold` and its KL is finite; `bayesval.parties.surprise` samples the others
 by MCMC (docs/importance.md).
 
-Which route runs is `valuate(surprise=...)`: 'auto' (the default) takes this one where the model offers it, the KL
-estimator is 'auto' and the coalition's draws are not kept (`keep_draws`, rewards); 'importance' asks for it;
-'mcmc' keeps the chains (`route`).
+Which route runs is `valuate(surprise=...)`: 'auto' (the default) takes this one from AUTO_FROM_PARTIES parties on,
+where the model offers it, the KL estimator is 'auto' and the coalition's draws are not kept (`keep_draws`,
+rewards); 'importance' asks for it at any number of parties; 'mcmc' keeps the chains (`route`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ from bayesval.validation import user_stacklevel
 
 ROUTES = ("auto", "importance", "mcmc")
 ROWS_PER_CALL = 16  # rows a call of the model's importance_draws holds (one compiled program serves every size)
+AUTO_FROM_PARTIES = 6  # 'auto' takes the route from this many parties on (docs/importance.md, "When it runs")
+# ... and where a coalition's chains would sweep at least this many times (chains x (warm-up + samples) x repeats,
+# the fast preset's 28,800): a smoke-test budget of a few hundred sweeps costs less than the route's programs
+AUTO_FROM_CHAIN_SWEEPS = 4_000
+IMPORTANCE_DRAWS = 2048  # weighted draws a repeat at most (fewer where the config's draws per repeat are fewer)
 
 
 class ImportanceRows(NamedTuple):
@@ -42,13 +47,18 @@ class ImportanceRows(NamedTuple):
     trusted: np.ndarray
 
 
-def route(caps: Capabilities, name: str, asked: str, kl: str) -> tuple[bool, str | None]:
-    """Whether a game takes the importance route, and the one-line note where it was asked for ('importance') or
-    would have been taken by default ('auto') but is not: the model offers no `importance_draws`, or the KL
-    estimator asked for is one the route does not give. 'mcmc': never, no note."""
+def route(
+    caps: Capabilities, name: str, asked: str, kl: str, num_parties: int, config: SamplerConfig
+) -> tuple[bool, str | None]:
+    """Whether a game of `num_parties` parties under the budget `config` takes the importance route, and the
+    one-line note where it was asked for ('importance') or would have been taken by default ('auto': from
+    AUTO_FROM_PARTIES parties on, at a budget of AUTO_FROM_CHAIN_SWEEPS chain-sweeps a coalition or more) but is not:
+    the model offers no `importance_draws`, or the KL estimator asked for is one the route does not give. 'mcmc',
+    and 'auto' for fewer parties or a smaller budget: never, no note."""
     if asked not in ROUTES:
         raise ValueError(f"surprise must be one of {ROUTES}, got {asked!r}")
-    if asked == "mcmc":
+    sweeps = config.num_chains * (config.num_warmup + config.num_samples) * config.num_repeats
+    if asked == "mcmc" or (asked == "auto" and (num_parties < AUTO_FROM_PARTIES or sweeps < AUTO_FROM_CHAIN_SWEEPS)):
         return False, None
     if caps.importance_draws is None:
         note = f"{name} offers no importance_draws: every coalition posterior is sampled by MCMC"
@@ -63,12 +73,14 @@ def route(caps: Capabilities, name: str, asked: str, kl: str) -> tuple[bool, str
 
 class ImportanceExecutor:
     """Draws rows by the model's `importance_draws` (`draw`) and estimates each row's KL from them: `num_parties`,
-    the game's budget `config` (each row draws `config.draws_per_repeat` weighted and resampled draws, rounded up
-    to even), the k-NN estimator's `k` and the prior's log density (`log_density`)."""
+    the game's budget `config` (each row draws IMPORTANCE_DRAWS weighted and resampled draws, or the config's
+    `draws_per_repeat` where fewer, rounded up to even), the k-NN estimator's `k` and the prior's log density
+    (`log_density`)."""
 
     def __init__(self, draw: Callable, num_parties: int, config: SamplerConfig, k: int, log_density) -> None:
         self.draw, self.num_parties, self.k, self.log_density = draw, num_parties, k, log_density
-        self.num_draws = config.draws_per_repeat + config.draws_per_repeat % 2
+        draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
+        self.num_draws = max(draws + draws % 2, 20)
 
     def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData) -> ImportanceRows:
         """Every row: its key (rows,), coalition mask (rows, n), the game's releases; its members packed to the
