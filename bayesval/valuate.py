@@ -78,8 +78,8 @@ def valuate(
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
     control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
         the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
-    surprise: 'auto' (default), 'importance' or 'mcmc': coalition posteriors drawn by importance sampling from their
-        Laplace fits (from 6 parties on by default) or by the model's chains (docs/importance.md).
+    surprise: 'importance' draws coalition posteriors by importance sampling from their Laplace fits; 'auto' (the
+        default) and 'mcmc' by the model's chains (docs/importance.md).
     All arguments are checked before any release, compilation or sampling.
     """
     _check_both_paths(model, ledger, progress_bar)

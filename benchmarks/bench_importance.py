@@ -6,8 +6,13 @@ compiles, then the timed call on other keys) and their ratio.
     python benchmarks/bench_importance.py --setting syn                    # Syn's 7 coalitions, its epsilons
     python benchmarks/bench_importance.py --setting syn --epsilon 1e7      # negligible noise: also the closed form
     python benchmarks/bench_importance.py --setting scale --parties 12 --coalitions 16
-                                                                           # bench_scale.py's releases (100 points,
-                                                                           # epsilon 0.5), coalitions of each size
+                                                                           # Syn parties of 100 points at epsilon
+                                                                           # 0.5 (bench_reference.py's setting, n
+                                                                           # parties), coalitions of each size
+
+`--end-to-end` (Syn) runs `bv.valuate` with each route instead (exact Shapley over the 7 coalitions, --repeats
+repeats, compilation included, the importance route first) and prints the Shapley values, their largest standard
+error and each route's seconds.
 
 `--setting scale` values up to `--coalitions` coalitions of each size k in --sizes (default 1, n/2, n) and prints the
 milliseconds per coalition of each route (2 repeats, the sampled game's budget) and their ratio.
@@ -18,19 +23,23 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
 
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
-from bayesval.divergence import nig_kl
 from bayesval.games.shapley import coalition_masks
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import release_all
 from bayesval.parties.surprise import CoalitionSurprise, per_repeat
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_rao_blackwell import closed_forms  # noqa: E402
 
 
 def syn_releases(epsilon: float | None):
@@ -45,7 +54,7 @@ def syn_releases(epsilon: float | None):
 
 
 def scale_releases(num_parties: int):
-    """bench_scale.py's releases: Syn parties of 100 points at epsilon 0.5 (seed 3, noise seeds 7100 + i)."""
+    """Syn parties of 100 points at epsilon 0.5 (seed 3, noise seeds 7100 + i: bench_reference.py's setting)."""
     syn = make_syn(seed=3, sizes=(100,) * num_parties)
     parties = [
         bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=7100 + i)
@@ -99,16 +108,16 @@ def side_by_side(data, masks, warm, config, closed=None) -> None:
     print(f"Gibbs / importance time, timed calls: {ratio:.2f}  (load average {os.getloadavg()[0]:.1f})")
 
 
-def closed_forms(parties, masks) -> np.ndarray:
-    """The closed-form KL of each coalition's exact-statistics NIG posterior (the negligible-noise limit)."""
-    model = bv.models.LinearRegression()
-    prior = model.priors(2).model
-    values = []
-    for mask in masks:
-        members = [p for p, member in zip(parties, mask) if member]
-        statistic, count = sum(p.exact_statistic() for p in members), sum(len(p.X) for p in members)
-        values.append(nig_kl(model.exact_posterior(statistic, count, 2), prior))
-    return np.array(values)
+def end_to_end(releases, config) -> None:
+    """`bv.valuate` of the releases by each route, compilation included: values, largest stderr, seconds."""
+    seconds = {}
+    for route in ("importance", "mcmc"):
+        start = time.perf_counter()
+        result = bv.valuate(bv.models.LinearRegression(), releases, key=0, config=config, surprise=route)
+        seconds[route] = time.perf_counter() - start
+        values = ", ".join(f"{value:.4f} ± {error:.4f}" for value, error in zip(result.values, result.stderr))
+        print(f"{route}: {seconds[route]:.1f} s, phi {values}, max stderr {result.stderr.max():.4f}", flush=True)
+    print(f"mcmc / importance time: {seconds['mcmc'] / seconds['importance']:.2f} (load {os.getloadavg()[0]:.1f})")
 
 
 def main() -> None:
@@ -119,15 +128,20 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=None, help="scale: coalition sizes")
     parser.add_argument("--coalitions", type=int, default=8, help="scale: coalitions of each size")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--end-to-end", action="store_true", help="Syn: bv.valuate with each route")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
     config = bv.SamplerConfig.preset("fast", "gibbs").with_(num_repeats=args.repeats, progress_bar=False, reruns=0)
     print(f"jax {jax.__version__}, {jax.default_backend()}, load average {os.getloadavg()}, {time.ctime()}")
+    if args.setting == "syn" and args.end_to_end:
+        end_to_end(syn_releases(args.epsilon)[1], config)
+        return
     if args.setting == "syn":
         parties, releases = syn_releases(args.epsilon)
         data = NoiseAwareData.from_releases(releases)
         masks = coalition_masks(3)
-        closed = closed_forms(parties, masks) if args.epsilon is not None and args.epsilon >= 1e5 else None
+        model = bv.models.LinearRegression()
+        closed = closed_forms(model, parties, masks) if args.epsilon is not None and args.epsilon >= 1e5 else None
         side_by_side(data, masks, masks[[0, 6]], config, closed)
         return
     n = args.parties

@@ -5,9 +5,9 @@ surprise the k-NN KL estimate of those draws against the prior's density, as the
 most `bayesval.inference.psis.k_hat_threshold` and its KL is finite; `bayesval.parties.surprise` samples the others
 by MCMC (docs/importance.md).
 
-Which route runs is `valuate(surprise=...)`: 'auto' (the default) takes this one from AUTO_FROM_PARTIES parties on,
-where the model offers it, the KL estimator is 'auto' and the coalition's draws are not kept (`keep_draws`,
-rewards); 'importance' asks for it at any number of parties; 'mcmc' keeps the chains (`route`).
+Which route runs is `valuate(surprise=...)`: 'importance' takes this one where the model offers it, the KL estimator
+is 'auto' and the coalition's draws are not kept (`keep_draws`, rewards); 'auto' (the default) and 'mcmc' keep the
+chains (`route`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,6 @@ from bayesval.validation import user_stacklevel
 
 ROUTES = ("auto", "importance", "mcmc")
 ROWS_PER_CALL = 16  # rows a call of the model's importance_draws holds (one compiled program serves every size)
-AUTO_FROM_PARTIES = 6  # 'auto' takes the route from this many parties on (docs/importance.md, "When it runs")
-# ... and where a coalition's chains would sweep at least this many times (chains x (warm-up + samples) x repeats,
-# the fast preset's 28,800): a smoke-test budget of a few hundred sweeps costs less than the route's programs
-AUTO_FROM_CHAIN_SWEEPS = 4_000
 IMPORTANCE_DRAWS = 2048  # weighted draws a repeat at most (fewer where the config's draws per repeat are fewer)
 
 
@@ -47,18 +43,15 @@ class ImportanceRows(NamedTuple):
     trusted: np.ndarray
 
 
-def route(
-    caps: Capabilities, name: str, asked: str, kl: str, num_parties: int, config: SamplerConfig
-) -> tuple[bool, str | None]:
-    """Whether a game of `num_parties` parties under the budget `config` takes the importance route, and the
-    one-line note where it was asked for ('importance') or would have been taken by default ('auto': from
-    AUTO_FROM_PARTIES parties on, at a budget of AUTO_FROM_CHAIN_SWEEPS chain-sweeps a coalition or more) but is not:
-    the model offers no `importance_draws`, or the KL estimator asked for is one the route does not give. 'mcmc',
-    and 'auto' for fewer parties or a smaller budget: never, no note."""
+def route(caps: Capabilities, name: str, asked: str, kl: str) -> tuple[bool, str | None]:
+    """Whether a game takes the importance route, and the one-line note (also warned) where it was asked for
+    ('importance') but is not taken: the model offers no `importance_draws`, or the KL estimator asked for is one the
+    route does not give. 'auto' (the default) and 'mcmc' keep the chains: at 12 parties the route's estimates of
+    6-member coalitions came out above the chains' by 0.03-0.27 nats (docs/benchmarks.md, "Coalition posteriors by
+    importance sampling"), so it is not the default anywhere yet."""
     if asked not in ROUTES:
         raise ValueError(f"surprise must be one of {ROUTES}, got {asked!r}")
-    sweeps = config.num_chains * (config.num_warmup + config.num_samples) * config.num_repeats
-    if asked == "mcmc" or (asked == "auto" and (num_parties < AUTO_FROM_PARTIES or sweeps < AUTO_FROM_CHAIN_SWEEPS)):
+    if asked != "importance":
         return False, None
     if caps.importance_draws is None:
         note = f"{name} offers no importance_draws: every coalition posterior is sampled by MCMC"
@@ -66,8 +59,7 @@ def route(
         note = f"kl={kl!r} reads MCMC chains: every coalition posterior is sampled by MCMC"
     else:
         return True, None
-    if asked == "importance":
-        warnings.warn(f"surprise='importance': {note}", UserWarning, stacklevel=user_stacklevel())
+    warnings.warn(f"surprise='importance': {note}", UserWarning, stacklevel=user_stacklevel())
     return False, note
 
 

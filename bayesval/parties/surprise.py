@@ -308,8 +308,8 @@ class CoalitionSurprise:
 
     def _importance_route(self, asked: str, kl: str, log_density) -> tuple[ImportanceExecutor | None, str | None]:
         """The importance route's executor where this game takes it (`bayesval.parties.importance.route`), with
-        the note of a route asked for or defaulted to and not taken."""
-        takes, note = route(self.capabilities, self.model.name, asked, kl, self.layout.num_parties, self.config)
+        the note of a route asked for and not taken."""
+        takes, note = route(self.capabilities, self.model.name, asked, kl)
         if not takes:
             return None, note
         self.diagnostics |= {"route": [], "k_hat": []}
