@@ -5,6 +5,7 @@ the front door."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import warnings
 
@@ -15,7 +16,7 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.parties import valuation
 from bayesval.parties.surprise import CoalitionSurprise
-from bayesval.results.state import CoalitionEstimates
+from bayesval.results.state import PER_COALITION, CoalitionDiagnostics, CoalitionEstimates
 
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
 MODEL = bv.models.LinearRegression(interweaving_moves=0)  # the smallest program: the quickest to compile
@@ -119,6 +120,8 @@ def _as_saved_before_the_typed_state(path):
     archive = json.loads(str(arrays.pop("_meta")))
     meta = archive["meta"]  # the result's record inside the archive's envelope
     codes, values = arrays.pop("coalition_estimates_codes"), arrays.pop("coalition_estimates_values")
+    for name in PER_COALITION:  # the coalitions' diagnostics were in the result's diagnostics only
+        del arrays[f"coalition_estimates_{name}"]
     meta["diagnostics"]["game"] = meta.pop("coalition_estimates")["meta"]["game"]
     meta["diagnostics"]["coalition_estimates"] = {str(c): row.tolist() for c, row in zip(codes.tolist(), values)}
     with path.open("wb") as handle:
@@ -147,6 +150,54 @@ def test_a_result_saved_before_the_typed_state_loads_converted_and_resumes_witho
     assert resumed.diagnostics == valued.diagnostics
 
 
+def _as_saved_at_version_1(path):
+    """Rewrite a result file as results were saved at version 1 of `CoalitionEstimates`: the coalitions'
+    diagnostics in the result's diagnostics only."""
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    archive = json.loads(str(arrays.pop("_meta")))
+    envelope = archive["meta"]["coalition_estimates"]
+    envelope["version"] = 1
+    del envelope["meta"]["converged"]
+    for name in PER_COALITION:
+        del arrays[f"coalition_estimates_{name}"]
+    with path.open("wb") as handle:
+        np.savez(handle, _meta=np.array(json.dumps(archive)), **arrays)
+    return path
+
+
+def test_a_resume_reads_the_typed_record_alone_and_a_version_1_record_loads_migrated(
+    valued, releases, tmp_path, monkeypatch
+):
+    """The coalitions' diagnostics travel in `CoalitionEstimates` (version 2): a result stripped of every key a
+    resume once read from its `diagnostics` still resumes, to the same values and diagnostics; a file written at
+    version 1 loads with them read from its diagnostics."""
+    typed = valued.coalition_estimates.diagnostics
+    assert typed == CoalitionDiagnostics(*(valued.diagnostics[name] for name in CoalitionDiagnostics._fields))
+    assert len(typed.coalitions) == 7 and typed.coalitions[0] in ([1, 0, 0], [0, 1, 0], [0, 0, 1])
+    old = bv.ValuationResult.load(_as_saved_at_version_1(valued.save(tmp_path / "v1.npz")))
+    assert old.coalition_estimates.diagnostics == typed
+    stripped = dataclasses.replace(
+        valued, diagnostics={k: v for k, v in valued.diagnostics.items() if k not in CoalitionDiagnostics._fields}
+    )
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a coalition was sampled again")
+
+    monkeypatch.setattr(CoalitionSurprise, "_sample", no_sampling)
+    for earlier in (stripped, old):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            resumed = bv.valuate(MODEL, releases, key=3, config=TINY, resume_from=earlier)
+        np.testing.assert_array_equal(resumed.values, valued.values)
+        assert resumed.diagnostics == valued.diagnostics
+    untyped = dataclasses.replace(
+        stripped, coalition_estimates=dataclasses.replace(valued.coalition_estimates, diagnostics=None)
+    )
+    with pytest.raises(ValueError, match="resume_from's coalition estimates carry no coalition diagnostics"):
+        bv.valuate(MODEL, releases, key=3, config=TINY, resume_from=untyped)
+
+
 def test_resume_from_needs_coalition_estimates_of_the_same_game(valued, releases):
     without = bv.ValuationResult(valued.method, valued.values, valued.stderr, valued.names)
     with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
@@ -171,6 +222,12 @@ def test_coalition_estimates_round_trip_as_a_record():
     assert again.game == "abc" and list(again.estimates) == [1, 3]
     np.testing.assert_array_equal(again.estimates[3], [0.5, 0.25])
     assert CoalitionEstimates.from_diagnostics({"converged": True}) == (None, {"converged": True})
+    assert "converged" not in meta and again.diagnostics is None  # built without diagnostics: none written
+    sampled = CoalitionDiagnostics([[1, 0], [1, 1]], [1.002, 1.5], [812.5, 40.0], [0, 1], [0, 3], [0, 1], False)
+    meta, arrays = dataclasses.replace(state, diagnostics=sampled).to_record()
+    assert arrays["coalitions"].shape == (2, 2) and arrays["r_hat"].dtype == np.float64
+    assert CoalitionEstimates.from_record(meta, arrays).diagnostics == sampled
+    assert CoalitionEstimates.from_record(meta, arrays, version=1).diagnostics is None  # version 1 kept none
 
 
 def test_check_parties_and_release_all_moved_to_parties_and_the_old_path_warns():

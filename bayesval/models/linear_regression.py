@@ -13,6 +13,7 @@ noise-naive baselines.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import partial
 
@@ -32,7 +33,7 @@ from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_co
 from bayesval.inference.importance import ImportanceDraws, importance_draws
 from bayesval.inference.laplace import SurpriseTable, surprise_table
 from bayesval.statistics import LinearRegressionStatistic
-from bayesval.validation import check_bool, check_count
+from bayesval.validation import check_bool, check_count, user_stacklevel
 
 
 # Each default prior is one compiled program (0.1 s on a first call; built op by op, its arrays compiled a dozen
@@ -180,9 +181,21 @@ class LinearRegression:
         `Partial`: the prior is its traced argument, so one compiled program serves every prior)."""
         return Partial(_nig_theta_log_density, self.priors(_num_features(data)).model)
 
-    def kernel_settings(self, num_features: int) -> GibbsSettings:
-        """The Gibbs kernel's settings this model owns (its statistic's layout, shared data model, moves): the
-        static part of the kernel, as NumPyro's kernels own theirs while `SamplerConfig` holds the run budget."""
+    def kernel_settings(self, data: NoiseAwareData) -> GibbsSettings:
+        """The Gibbs kernel's settings this model owns for the releases `data` (its statistic's layout, shared data
+        model, moves): the static part of the kernel, as NumPyro's kernels own theirs while `SamplerConfig` holds
+        the run budget. The one signature of a party model's `kernel_settings` (`bayesval.models.protocol`);
+        kernel_settings(num_features), the earlier one, works for one release with a DeprecationWarning."""
+        if isinstance(data, NoiseAwareData):
+            num_features = _num_features(data)
+        else:
+            num_features = check_count("LinearRegression.kernel_settings: num_features", data, minimum=1)
+            warnings.warn(
+                "LinearRegression.kernel_settings(num_features) is deprecated: pass the releases, "
+                "kernel_settings(data), the one signature of every party model (docs/user_models.md)",
+                DeprecationWarning,
+                stacklevel=user_stacklevel(),
+            )
         return GibbsSettings(
             self.statistic(num_features), self.shared_data_model, self.interweaving_moves, self.collapsed_moves
         )
@@ -232,10 +245,9 @@ class LinearRegression:
         return self._gibbs_run(key, data, masks, config, conditionals).programs()
 
     def _gibbs_run(self, key, data: NoiseAwareData, masks, config: SamplerConfig, conditionals: bool) -> GibbsRun:
-        num_features = _num_features(data)
-        settings = self.kernel_settings(num_features)
+        priors, settings = self.priors(_num_features(data)), self.kernel_settings(data)
         return plan_coalition_posteriors(
-            key, data, masks, self.priors(num_features), settings, **config.chain_settings, conditionals=conditionals
+            key, data, masks, priors, settings, **config.chain_settings, conditionals=conditionals
         )
 
     def exact_posterior(self, statistics: np.ndarray, count: float, num_features: int) -> NIG:

@@ -39,7 +39,7 @@ from bayesval.parties.importance import ImportanceExecutor, route
 from bayesval.parties.keys import rerun_key
 from bayesval.parties.plan import CallLayout, rows_that_fit
 from bayesval.parties.reruns import to_rerun
-from bayesval.results.state import CoalitionEstimates
+from bayesval.results.state import CoalitionDiagnostics, CoalitionEstimates
 
 
 def draw_dimension(model, data) -> int:
@@ -131,14 +131,15 @@ class SurpriseGame(NamedTuple):
         return int(self.data.counts.shape[0])
 
 
-def kernel_settings_that_run(caps: Capabilities, config: SamplerConfig) -> dict[str, float]:
-    """The kernel settings of `SamplerConfig` (`KERNEL_FIELDS`) as a run under `config` uses them, where the model
-    owns a NUTS kernel (`Capabilities.run_kernel_settings`: its own, or a deprecated config field that overrides
-    it), else {} (a Gibbs kernel reads none of them)."""
-    if caps.run_kernel_settings is None:
+def kernel_settings_that_run(caps: Capabilities, data, config: SamplerConfig) -> dict[str, float]:
+    """The kernel settings of `SamplerConfig` (`KERNEL_FIELDS`) as a run of the releases `data` under `config` uses
+    them, where the model's kernel has them (`Capabilities.kernel_settings`, a NUTS kernel's: the model's own, or a
+    deprecated config field over them, `SamplerConfig.overriding`), else {} (a Gibbs kernel has none of them)."""
+    if caps.kernel_settings is None:
         return {}
-    ran = caps.run_kernel_settings(config)
-    return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS}
+    ran = config.overriding(caps.kernel_settings(data))
+    held = getattr(type(ran), "_fields", ())
+    return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS if name in held}
 
 
 UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats")  # sampler settings two runs of one game may differ in
@@ -151,7 +152,7 @@ def game_fingerprint(game: SurpriseGame) -> str:
     same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
     game ran are its num_repeats (`SamplerConfig.for_sampled_game`)."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
-    settings |= kernel_settings_that_run(capabilities(game.model), game.config)
+    settings |= kernel_settings_that_run(capabilities(game.model), game.data, game.config)
     simple = (int, float, str, bool, type(None))
     model_settings = {
         name: value
@@ -234,7 +235,7 @@ def unestimated(kl_estimator: str) -> str:
     )
 
 
-DIAGNOSTICS_PER_COALITION = ("coalitions", "r_hat", "ess", "dropped_chains", "divergences", "reruns")
+DIAGNOSTICS_PER_COALITION = CoalitionDiagnostics._fields[:-1]  # coalitions, r_hat, ess, ..., reruns
 
 
 class CoalitionSurprise:
@@ -345,25 +346,24 @@ class CoalitionSurprise:
         return len(self.layout.plan(np.repeat(sizes, repeats), np.tile(np.arange(repeats), len(sizes))))
 
     def estimates(self) -> CoalitionEstimates:
-        """Every sampled coalition's estimates with this game's fingerprint: the state a result carries so that a
-        later valuation of the same game resumes (`restore`) instead of sampling them again."""
+        """Every sampled coalition's estimates and diagnostics with this game's fingerprint: the state a result
+        carries so that a later valuation of the same game resumes (`restore`) instead of sampling them again."""
         codes = sorted(set(self.values) - {0})
-        return CoalitionEstimates(self.fingerprint, {code: self.values[code] for code in codes})
+        lists = [list(self.diagnostics[name]) for name in DIAGNOSTICS_PER_COALITION]
+        sampled = CoalitionDiagnostics(*lists, bool(self.diagnostics["converged"]))
+        return CoalitionEstimates(self.fingerprint, {code: self.values[code] for code in codes}, sampled)
 
-    def restore(self, state: CoalitionEstimates, diagnostics: dict) -> None:
-        """Take the coalition estimates (`state`, of this game: the caller compares fingerprints) and the
-        per-coalition diagnostics of an earlier valuation (its result's `diagnostics`, saved and loaded or not):
-        those coalitions are not sampled again, and the diagnostics go on from theirs."""
+    def restore(self, state: CoalitionEstimates) -> None:
+        """Take the coalition estimates and diagnostics of an earlier valuation (`state`, of this game: the caller
+        compares fingerprints; with its `CoalitionDiagnostics`), a typed record alone: those coalitions are not
+        sampled again, and the diagnostics go on from theirs."""
         self.values.update({int(code): np.asarray(value, np.float64) for code, value in state.estimates.items()})
-        for name in DIAGNOSTICS_PER_COALITION[:-1]:
-            self.diagnostics[name] = list(diagnostics[name])
-        # a result saved before reruns existed: none of its coalitions was rerun
-        self.diagnostics["reruns"] = list(diagnostics.get("reruns", [0] * len(diagnostics["coalitions"])))
-        self.diagnostics["converged"] = bool(diagnostics["converged"])
-        if self.importance is not None:  # a result valued by the chains alone: every coalition by MCMC
-            count = len(diagnostics["coalitions"])
-            self.diagnostics["route"] = list(diagnostics.get("route", ["mcmc"] * count))
-            self.diagnostics["k_hat"] = list(diagnostics.get("k_hat", [float("nan")] * count))
+        for name in DIAGNOSTICS_PER_COALITION:
+            self.diagnostics[name] = list(getattr(state.diagnostics, name))
+        self.diagnostics["converged"] = bool(state.diagnostics.converged)
+        if self.importance is not None:  # the typed record holds no route: the resumed coalitions say so
+            count = len(self.diagnostics["coalitions"])
+            self.diagnostics["route"], self.diagnostics["k_hat"] = ["resumed"] * count, [float("nan")] * count
 
     @property
     def num_sampled(self) -> int:

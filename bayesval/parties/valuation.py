@@ -27,6 +27,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -36,7 +37,7 @@ import numpy as np
 from bayesval import progress
 from bayesval.games.control import ControlVariate
 from bayesval.games.samplers import PermutationSampler
-from bayesval.games.semivalues import semivalue
+from bayesval.games.semivalues import KeylessUtility, semivalue
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
 from bayesval.games.stopping import MaxEvaluations, StandardError, StoppingRule, When, capped
 from bayesval.games.weights import SHAPLEY
@@ -235,6 +236,11 @@ def _check_resume_source(resume_from, names: list[str], settings: PartyValuation
         raise TypeError(
             f"resume_from must be the ValuationResult of an earlier party valuation (saved and loaded too), got {got}"
         )
+    if resume_from.coalition_estimates.diagnostics is None:
+        raise ValueError(
+            "resume_from's coalition estimates carry no coalition diagnostics (a CoalitionEstimates built without "
+            "them, or loaded from a result whose diagnostics lost them): value the parties again without resume_from"
+        )
     if list(resume_from.names) != names:
         raise ValueError(
             f"resume_from is a result of a different game: its parties are {list(resume_from.names)}, these {names}"
@@ -377,7 +383,7 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
                 "KL estimator differ from this valuation's"
                 + _sampler_differences(resume_from.diagnostics, sampler_record(surprise))
             )
-        surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
+        surprise.restore(resume_from.coalition_estimates)
     return surprise
 
 
@@ -406,7 +412,7 @@ def sampler_record(surprise: CoalitionSurprise) -> dict:
     settings as the run used them where the model owns a NUTS kernel (`kernel_settings_that_run`: a
     `LogisticRegression` run at the fast preset records its own target_accept_prob 0.65, not the config's 0.8 that
     it never read)."""
-    return vars(surprise.config) | kernel_settings_that_run(surprise.capabilities, surprise.config)
+    return vars(surprise.config) | kernel_settings_that_run(surprise.capabilities, surprise.data, surprise.config)
 
 
 PER_REPEAT = "the spread of the Shapley values of each repeat alone"  # exact values: the utility's error only
@@ -437,7 +443,7 @@ def shapley_values(
     sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
     control = surrogate_control(surprise, settings, n, resumed)
     sampled = semivalue(
-        lambda _, masks: _sampled_coalitions(surprise, masks),
+        KeylessUtility(partial(_sampled_coalitions, surprise)),
         n,
         key,
         weights=SHAPLEY,
@@ -647,7 +653,8 @@ def assemble_result(
 
 class PartyArguments(NamedTuple):
     """`valuate`'s keyword arguments that only a party valuation reads, as the caller gave them (None: the default);
-    `party_settings` checks them. A data-point estimator refuses any that is given."""
+    `party_settings` checks them. A data-point estimator refuses any that is given. Fields in the order of
+    `valuate`'s signature, which builds them positionally."""
 
     key: int | jax.Array | None = None
     config: SamplerConfig | str | None = None

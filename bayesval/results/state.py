@@ -457,46 +457,101 @@ def _combined(state: SemivalueState, sums, m2, m3, m4, counts, low, high):
     return state.sums + sums, new_m2, new_m3, new_m4, total.astype(np.int64), low, high
 
 
+class CoalitionDiagnostics(NamedTuple):
+    """Each coalition a party valuation sampled, with its convergence diagnostics, in the order they were sampled:
+    its members (one 0/1 per party), the worst R-hat and bulk ESS over its repeats, its dropped chains and
+    divergences, the rerun that sampled it (0: the first call), and whether every coalition converged. The names
+    are those of a result's `diagnostics`, which shows the same lists."""
+
+    coalitions: list[list[int]]
+    r_hat: list[float]
+    ess: list[float]
+    dropped_chains: list[int]
+    divergences: list[int]
+    reruns: list[int]
+    converged: bool
+
+
+PER_COALITION = CoalitionDiagnostics._fields[:-1]  # the per-coalition lists, without the flag
+# the arrays of each list in a record, with the type of its entries
+PER_COALITION_ARRAYS = dict(zip(PER_COALITION, (np.int64, np.float64, np.float64, np.int64, np.int64, np.int64)))
+
+
 @register("bayesval.coalition_estimates")
 @dataclass(frozen=True)
 class CoalitionEstimates:
     """What resuming a party valuation needs, and what identifies its game: the estimates of every coalition it
     sampled, so that a later valuation of the same game (`valuate(..., resume_from=result)`) takes them over instead
-    of sampling those coalition posteriors again (Sim et al. 2023, Algorithm 2, lines 4-13, is the costly part).
+    of sampling those coalition posteriors again (Sim et al. 2023, Algorithm 2, lines 4-13, is the costly part),
+    and their diagnostics, from which the later valuation's go on.
 
-    game       the game's fingerprint (hex SHA-256 of the model, the releases and every setting that shapes an
-               estimate, `bayesval.parties.surprise.game_fingerprint`); a valuation resumes only the same game
-    estimates  coalition bitmask (bit i: party i is a member) -> its (R,) estimates of v_C, one per repeat
+    game         the game's fingerprint (hex SHA-256 of the model, the releases and every setting that shapes an
+                 estimate, `bayesval.parties.surprise.game_fingerprint`); a valuation resumes only the same game
+    estimates    coalition bitmask (bit i: party i is a member) -> its (R,) estimates of v_C, one per repeat
+    diagnostics  the sampled coalitions' `CoalitionDiagnostics`; None where none were kept (a state built by hand,
+                 or one whose result lacks them), which does not resume
 
-    A result saved before this state existed kept both in its `diagnostics` ("game", "coalition_estimates");
-    `from_diagnostics` turns them into this state when such a result is loaded.
+    A result saved before this state existed kept the game and the estimates in its `diagnostics` ("game",
+    "coalition_estimates"), and one saved at version 1 of this record its diagnostics there only: `from_diagnostics`
+    and `with_diagnostics_of` turn them into this state when such a result is loaded, the one place where a resume
+    reads a result's `diagnostics`.
     """
 
     game: str
     estimates: dict[int, np.ndarray]
+    diagnostics: CoalitionDiagnostics | None = None
 
-    version = 1  # of its record (`to_record`); the kind is set by `register`
+    version = 2  # of its record (`to_record`); the kind is set by `register`
 
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The state as a record of `bayesval.results.serialisation` (version 1): meta the game, arrays codes (C,)
-        int64 bitmasks in increasing order and values (C, R) float64, their estimates."""
+        """The state as a record of `bayesval.results.serialisation` (version 2): meta the game (and "converged",
+        where the diagnostics are kept), arrays codes (C,) int64 bitmasks in increasing order and values (C, R)
+        float64, their estimates, and the diagnostics' lists in the order sampled: coalitions (S, n) int64 and
+        r_hat, ess (S,) float64, dropped_chains, divergences, reruns (S,) int64 (version 1: no diagnostics)."""
         codes = sorted(self.estimates)
         values = [np.asarray(self.estimates[code], np.float64) for code in codes]
         arrays = {"codes": np.asarray(codes, np.int64), "values": np.stack(values) if values else np.zeros((0, 0))}
-        return {"game": self.game}, arrays
+        meta = {"game": self.game}
+        if self.diagnostics is not None:
+            meta["converged"] = bool(self.diagnostics.converged)
+            for name, kind in PER_COALITION_ARRAYS.items():
+                arrays[name] = np.asarray(getattr(self.diagnostics, name), kind)
+            if not len(arrays["coalitions"]):
+                arrays["coalitions"] = np.zeros((0, 0), np.int64)
+        return meta, arrays
 
     @classmethod
-    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 1) -> CoalitionEstimates:
-        """The state `to_record` wrote."""
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 2) -> CoalitionEstimates:
+        """The state `to_record` wrote; of version 1, without its diagnostics (`with_diagnostics_of` adds them from
+        its result's)."""
         codes, values = np.asarray(arrays["codes"]), np.asarray(arrays["values"], np.float64)
         if codes.ndim != 1 or len(values) != len(codes):
             raise ValueError(f"coalition estimates need one row of values per code, got {len(values)} for {len(codes)}")
-        return cls(str(meta["game"]), {int(code): row for code, row in zip(codes, values)})
+        diagnostics = None
+        if version >= 2 and "converged" in meta:
+            lists = [np.asarray(arrays[name], kind).tolist() for name, kind in PER_COALITION_ARRAYS.items()]
+            if len({len(entries) for entries in lists}) != 1:
+                raise ValueError(
+                    f"coalition diagnostics need one entry per sampled coalition in each of {PER_COALITION}"
+                )
+            diagnostics = CoalitionDiagnostics(*lists, bool(meta["converged"]))
+        return cls(str(meta["game"]), {int(code): row for code, row in zip(codes, values)}, diagnostics)
+
+    def with_diagnostics_of(self, diagnostics: dict) -> CoalitionEstimates:
+        """This state with the coalition diagnostics that a result saved before version 2 of this record kept in its
+        `diagnostics` only (`CoalitionDiagnostics`' names; "reruns" missing in a result saved before reruns existed:
+        none was rerun); as it is where it has them or the result lacks them."""
+        if self.diagnostics is not None or not all(name in diagnostics for name in (*PER_COALITION[:-1], "converged")):
+            return self
+        sampled = len(diagnostics["coalitions"])
+        lists = [list(diagnostics.get(name, [0] * sampled)) for name in PER_COALITION]
+        return replace(self, diagnostics=CoalitionDiagnostics(*lists, bool(diagnostics["converged"])))
 
     @classmethod
     def from_diagnostics(cls, diagnostics: dict) -> tuple[CoalitionEstimates | None, dict]:
         """The state a result saved before it existed kept in its diagnostics ("game" and "coalition_estimates",
-        bitmask -> estimates), and the diagnostics without those keys; (None, diagnostics) if it has none."""
+        bitmask -> estimates, and the coalitions' diagnostics), and the diagnostics without the first two; (None,
+        diagnostics) if it has none."""
         if "coalition_estimates" not in diagnostics or "game" not in diagnostics:
             return None, diagnostics
         rest = {name: value for name, value in diagnostics.items() if name not in ("game", "coalition_estimates")}
@@ -505,4 +560,4 @@ class CoalitionEstimates:
             str(diagnostics["game"]),
             {int(code): np.asarray(value, np.float64) for code, value in estimates.items()},
         )
-        return state, rest
+        return state.with_diagnostics_of(rest), rest
