@@ -110,7 +110,7 @@ class Capabilities(NamedTuple):
     posterior_programs: Callable | None
     surrogate_surprises: Callable | None
     kernel_settings: Callable | None
-    importance_draws: Callable | None
+    importance_draws: Callable | None = None  # last, with a default: records built before it still build
 
 
 def capabilities(model) -> Capabilities:
