@@ -55,6 +55,7 @@ def valuate(
     rewards: str | Tempering | NoiseAddition | None = None,
     rho: float | None = None,
     control_variate: bool | None = None,
+    surprise: str | None = None,
 ) -> ValuationResult:
     """Value each party by the Shapley value of its Bayesian surprise v_C = KL(p(theta | o_C) || p(theta)) (Sim et
     al. 2023), or, given a data-point estimator, each training point. docs/api/valuate.md gives the details.
@@ -83,14 +84,14 @@ def valuate(
     control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
         the model has one: its table up to 12 parties, beyond it with estimated Shapley values; True warns where it
         cannot; docs/games.md, "Control variates" and "Multi-fidelity control variates").
+    surprise: 'importance' draws posteriors by importance sampling, 'auto' / 'mcmc' by chains (docs/importance.md).
     All arguments are checked before any release, compilation or sampling.
     """
     from bayesval.parties.valuation import PartyArguments, value_parties
 
     _check_both_paths(model, ledger, progress_bar)
-    # the party arguments, in the order of the signature and of PartyArguments' fields
     party = (key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, progress_bar, rewards, rho, control_variate)
-    arguments = PartyArguments(*party)
+    arguments = PartyArguments(*party, surprise)
     if _is_estimator(model):
         return _valuate_points(model, parties, validation, ledger, arguments)
     return value_parties(

@@ -74,6 +74,7 @@ def rng():
 SLOWEST_FIRST = (
     "test_examples.py",  # ~450 before the examples shared the compilation cache
     "test_coalition_batches.py",  # ~240
+    "test_importance.py",  # ~480 at load 9 (2026-11-28), ~half of it compiling the importance and Gibbs programs
     "test_gibbs.py",  # ~140
     "test_notebooks.py",  # ~135
     "test_multiprocess.py",  # ~95 with the cut calls (2026-11-27)

@@ -59,6 +59,20 @@ class LaplaceFit(NamedTuple):
     steps: jnp.ndarray
 
 
+class JointMode(NamedTuple):
+    """A coalition's joint posterior mode in unconstrained coordinates: theta (T,) and each party's omega_i (n, W)
+    (a non-member's at 0), the gradient and arrow Hessian's blocks there (`_Terms.derivatives`: g_theta, g_omega,
+    A, B, D), the theta marginal's covariance (T, T), the largest absolute gradient left (inf where the precision is
+    not positive) and the steps taken."""
+
+    theta: jnp.ndarray
+    omegas: jnp.ndarray
+    derivatives: tuple
+    cov: jnp.ndarray
+    gradient: jnp.ndarray
+    steps: jnp.ndarray
+
+
 def laplace_surprises(
     data: NoiseAwareData,
     masks: np.ndarray,
@@ -104,6 +118,12 @@ def surprise_table(data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic:
         values[failed], gradient[failed] = np.asarray(refit.surprise), np.asarray(refit.gradient)
     values = np.where(np.isfinite(values), values, 0.0)
     return SurpriseTable(np.append(0.0, values), codes[~(gradient <= CONVERGED)])
+
+
+def coalition_terms(data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic) -> _Terms:
+    """The negative log posterior of a coalition of the parties of `data` in the fit's coordinates, term by term, with
+    its Levenberg-Marquardt steps (`mode`): what `bayesval.inference.importance` draws around and weighs by."""
+    return _Terms(data, prior, data_prior, statistic)
 
 
 @partial(jax.jit, static_argnames=("statistic",))
@@ -212,8 +232,15 @@ class _Terms:
         return theta, jnp.where(mask[:, None], omegas, 0.0)
 
     def fit(self, mask, theta_start) -> LaplaceFit:
+        """The Laplace fit at the mode `mode` finds."""
+        theta, _, _, cov, gradient, steps = self.mode(mask, theta_start)
+        return LaplaceFit(self.surprise(theta, cov), theta, cov, gradient, steps)
+
+    def mode(self, mask, theta_start) -> JointMode:
         """Levenberg-Marquardt steps from `start` until the gradient is below GRADIENT_TOLERANCE, the damping has
-        grown past MAX_DAMPING (no step lowers the potential) or MAX_STEPS were taken; then the Laplace fit there."""
+        grown past MAX_DAMPING (no step lowers the potential) or MAX_STEPS were taken: the mode there, with the
+        derivatives, the theta marginal's covariance, the largest gradient left (inf where the precision is not
+        positive) and the steps taken (`JointMode`)."""
 
         def gradient_size(derivatives):
             return jnp.maximum(jnp.abs(derivatives[0]).max(), jnp.abs(derivatives[1]).max())
@@ -248,7 +275,7 @@ class _Terms:
         cov = jax.scipy.linalg.cho_solve((factor, True), jnp.eye(self.theta_dim))
         cov = 0.5 * (cov + cov.T)
         gradient = jnp.where(jnp.isfinite(factor).all(), gradient_size(derivatives), jnp.inf)
-        return LaplaceFit(self.surprise(theta, cov), theta, cov, gradient, steps)
+        return JointMode(theta, omegas, derivatives, cov, gradient, steps)
 
     def surprise(self, mode, cov):
         """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2), in closed form (module docstring)."""

@@ -31,6 +31,7 @@ from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
+from bayesval.inference.importance import ImportanceDraws, importance_draws
 from bayesval.inference.laplace import CONVERGED, SurpriseTable, laplace_surprises, surprise_table
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.validation import check_bool, check_count, user_stacklevel
@@ -227,6 +228,20 @@ class LinearRegression:
         num_features = _num_features(data)
         priors = self.priors(num_features)
         return partial(_laplace_surrogate, data, priors.model, priors.data, self.statistic(num_features))
+
+    def importance_draws(
+        self, keys: jax.Array, data: NoiseAwareData, masks: np.ndarray, num_draws: int
+    ) -> ImportanceDraws | None:
+        """`num_draws` resampled draws of each row's coalition posterior by importance sampling from its Laplace fit
+        (`bayesval.inference.importance`; keys (B,), releases per row, masks (B, n)), with each row's Pareto k-hat,
+        effective sample size and whether its fit converged: the party path's route without chains
+        (docs/importance.md); None with a shared data model, which the fit does not model."""
+        if self.shared_data_model:
+            return None
+        num_features = _num_features(data)
+        priors = self.priors(num_features)
+        statistic = self.statistic(num_features)
+        return importance_draws(keys, data, masks, priors.model, priors.data, statistic, num_draws)
 
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False

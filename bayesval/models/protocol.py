@@ -17,10 +17,12 @@ batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of eve
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
 by default (`control_variate`), docs/games.md, "Control variates"), `surrogate_game(data)` (the same surrogate of
 given coalitions: a function of masks (B, n) giving `bayesval.games.control.SurrogateValues`, or None; the control
-variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control variates") and
+variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control variates"),
 `kernel_settings(data)` (the settings of the model's own sampler kernel for these releases, one signature for every
 model: `LinearRegression`'s `GibbsSettings`, `NumPyroModel`'s `NUTSSettings`, whose target_accept_prob and min_bfmi
-a result records as they ran) are optional (`OPTIONAL_MEMBERS`).
+a result records as they ran) and `importance_draws(keys, data, masks, num_draws)` (resampled draws of each row's
+coalition posterior by importance sampling, with their Pareto k-hat, effective sample size and whether the proposal's
+fit converged, or None: the route without chains, docs/importance.md) are optional (`OPTIONAL_MEMBERS`).
 
 The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
 `Capabilities`), and asks that record, never the model, what it offers.
@@ -54,6 +56,7 @@ OPTIONAL_MEMBERS = (
     "surrogate_surprises",
     "surrogate_game",
     "kernel_settings",
+    "importance_draws",
 )
 # the parameter names of `kernel_settings` before its one signature, kernel_settings(data): LinearRegression's
 # kernel_settings(num_features) and NumPyroModel's kernel_settings(config); a user model that kept one is read with a
@@ -111,6 +114,7 @@ class Capabilities(NamedTuple):
     surrogate_surprises: Callable | None
     kernel_settings: Callable | None
     surrogate_game: Callable | None = None
+    importance_draws: Callable | None = None  # last, with a default: records built before it still build
 
 
 def capabilities(model) -> Capabilities:

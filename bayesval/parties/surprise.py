@@ -35,6 +35,7 @@ from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.models.protocol import Capabilities, capabilities
 from bayesval.parties.execute import CallExecutor, Rows, RowSummary
+from bayesval.parties.importance import ImportanceExecutor, route
 from bayesval.parties.keys import rerun_key
 from bayesval.parties.plan import CallLayout, rows_that_fit
 from bayesval.parties.reruns import to_rerun
@@ -179,6 +180,8 @@ class CoalitionRun(NamedTuple):
     draws: np.ndarray | None
     kept: np.ndarray
     reruns: int
+    route: str = "mcmc"  # or 'importance' (`bayesval.parties.importance`)
+    k_hat: float = float("nan")  # the largest Pareto k-hat over its repeats, on the importance route
 
     @property
     def converged(self) -> bool:
@@ -262,6 +265,7 @@ class CoalitionSurprise:
         kl: str = "auto",
         keep_draws: bool = False,
         pooled_draws_of: Collection[int] = (),
+        surprise: str = "mcmc",
     ) -> None:
         self.model, self.data, self.config, self.k = model, data, config, k
         # with keep_draws, each sampled coalition's posterior draws (repeats, chains, kept, d), on the host
@@ -294,11 +298,24 @@ class CoalitionSurprise:
             names_programs,
             unestimated(self.kl_estimator),
         )
+        self.importance, note = self._importance_route(surprise, kl, log_density)
+        if note is not None:
+            self.diagnostics["surprise_note"] = note
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
             key_data = np.asarray(jax.random.key_data(key)).tobytes()
             # the reruns too: a process that reruns a coalition meets the others in its sampler calls
             game = f"{self.fingerprint}; reruns {config.reruns}".encode()
             same_in_every_process("game, reruns or key", hashlib.sha256(game + key_data).digest())
+
+    def _importance_route(self, asked: str, kl: str, log_density) -> tuple[ImportanceExecutor | None, str | None]:
+        """The importance route's executor where this game takes it (`bayesval.parties.importance.route`), with
+        the note of a route asked for and not taken."""
+        takes, note = route(self.capabilities, self.model.name, asked, kl)
+        if not takes:
+            return None, note
+        self.diagnostics |= {"route": [], "k_hat": []}
+        draw, n = self.capabilities.importance_draws, self.layout.num_parties
+        return ImportanceExecutor(draw, n, self.config, self.k, log_density), None
 
     @property
     def game(self) -> SurpriseGame:
@@ -344,6 +361,9 @@ class CoalitionSurprise:
         for name in DIAGNOSTICS_PER_COALITION:
             self.diagnostics[name] = list(getattr(state.diagnostics, name))
         self.diagnostics["converged"] = bool(state.diagnostics.converged)
+        if self.importance is not None:  # the typed record holds no route: the resumed coalitions say so
+            count = len(self.diagnostics["coalitions"])
+            self.diagnostics["route"], self.diagnostics["k_hat"] = ["resumed"] * count, [float("nan")] * count
 
     @property
     def num_sampled(self) -> int:
@@ -362,6 +382,46 @@ class CoalitionSurprise:
         (`bayesval.parties.reruns.to_rerun`, counted among these `codes`: the coalitions of one call), and file
         each one's estimates, draws and diagnostics. A rerun that loses every chain of some coalition (NUTS's BFMI
         rule, stuck chains) leaves the estimates before it standing, flagged unconverged."""
+        runs, fallen = self._by_importance(codes)
+        chained = [code for code in codes if code not in runs]
+        if chained:
+            by_mcmc = self._by_mcmc(chained)
+            runs |= {
+                code: run._replace(route="mcmc, after importance", k_hat=fallen[code]) if code in fallen else run
+                for code, run in by_mcmc.items()
+            }
+        for code in codes:
+            self._file(code, runs[code])
+
+    def _by_importance(self, codes: list[int]) -> tuple[dict[int, CoalitionRun], dict[int, float]]:
+        """The runs of the coalitions among `codes` that the importance route values and trusts, and the largest
+        k-hat of each it does not (none where the game does not take the route; a coalition whose draws are kept
+        is left to the chains)."""
+        wanted = [code for code in codes if self.draws is None and code not in self._pooled_codes]
+        if self.importance is None or not wanted:
+            return {}, {}
+        repeats = self.config.num_repeats
+        masks = (np.array(wanted)[:, None] >> np.arange(self.layout.num_parties)) & 1
+        rows = Rows.repeated(
+            self.key_posterior, wanted, masks, [self.data] * len(wanted), [False] * len(wanted), repeats
+        )
+        with progress.stage(f"importance draws of {len(wanted)} coalition posteriors x {repeats} repeats"):
+            done = self.importance.run(rows.keys, rows.masks, self.data)
+        by_code = (len(wanted), repeats)
+        trusted = done.trusted.reshape(by_code).all(axis=1)
+        kl, k_hat, ess = (part.reshape(by_code) for part in done[:3])
+        kept = np.ones((repeats, 1), bool)
+        runs = {
+            code: CoalitionRun(
+                kl[i], 1.0, float(ess[i].min()), 0, 0, None, kept, 0, "importance", float(k_hat[i].max())
+            )
+            for i, code in enumerate(wanted)
+            if trusted[i]
+        }
+        return runs, {code: float(k_hat[i].max()) for i, code in enumerate(wanted) if not trusted[i]}
+
+    def _by_mcmc(self, codes: list[int]) -> dict[int, CoalitionRun]:
+        """Every repeat of the coalitions `codes` by MCMC, the few that fail the convergence flags sampled again."""
         runs = self._sample_coalitions(codes, self.config, self.key_posterior)
         for attempt in range(1, self.config.reruns + 1):
             failed = to_rerun(runs, codes)
@@ -373,8 +433,7 @@ class CoalitionSurprise:
                 runs |= self._sample_coalitions(failed, self.config.rerun(attempt), key, attempt, width)
             except RuntimeError:  # the rerun lost every chain of some coalition: the first estimates stand, flagged
                 break
-        for code in codes:
-            self._file(code, runs[code])
+        return runs
 
     def _sample_coalitions(
         self, codes: list[int], config: SamplerConfig, key: jax.Array, attempt: int = 0, width: int | None = None
@@ -403,6 +462,9 @@ class CoalitionSurprise:
         members = ((code >> np.arange(self.layout.num_parties)) & 1).tolist()
         for name, value in zip(DIAGNOSTICS_PER_COALITION, (members, *run[1:5], run.reruns)):
             self.diagnostics[name].append(value)
+        if self.importance is not None:
+            self.diagnostics["route"].append(run.route)
+            self.diagnostics["k_hat"].append(run.k_hat)
         self.diagnostics["converged"] &= run.converged
 
     def of_inputs(self, key: jax.Array, inputs: list, masks: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -47,6 +47,7 @@ from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.models.protocol import capabilities, check_party_model
 from bayesval.parties.boundary import PerturbedStatistic, check_distinct_releases, describe_statistic
+from bayesval.parties.importance import ROUTES
 from bayesval.parties.keys import control_key, rewards_key
 from bayesval.parties.party import Party
 from bayesval.parties.rewards.allocation import Rewards, allocate
@@ -117,6 +118,7 @@ class PartyValuationSettings:
     control_variate  whether sampled Shapley values use the model's surrogate as a control variate: None (the
                  default) wherever it can be had, True the same with a warning where it cannot, False never
                  (docs/games.md, "Control variates")
+    surprise     how coalition posteriors are drawn: 'auto', 'importance' or 'mcmc' (docs/importance.md)
     """
 
     key: jax.Array
@@ -130,6 +132,7 @@ class PartyValuationSettings:
     mechanism: Tempering | NoiseAddition | None
     rho: float
     control_variate: bool | None = None
+    surprise: str = "auto"
 
     def enumerates(self, num_parties: int) -> bool:
         """Whether a game of `num_parties` parties is valued over every coalition (else by permutation sampling)."""
@@ -167,6 +170,7 @@ def party_settings(
     rewards=None,
     rho=None,
     control_variate=None,
+    surprise=None,
 ) -> PartyValuationSettings:
     """The settings of `valuate`'s keyword arguments (None: the default), each checked, in the order of the
     signature; errors name the argument."""
@@ -188,8 +192,11 @@ def party_settings(
     keep_draws = False if keep_draws is None else check_bool("keep_draws", keep_draws)
     kl = "auto" if kl is None else kl  # checked against the model in `check_valuation`
     control_variate = None if control_variate is None else check_bool("control_variate", control_variate)
+    surprise = "auto" if surprise is None else surprise
+    if surprise not in ROUTES:
+        raise ValueError(f"surprise must be one of {ROUTES}, got {surprise!r}")
     return PartyValuationSettings(
-        key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, mechanism, rho, control_variate
+        key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, mechanism, rho, control_variate, surprise
     )
 
 
@@ -375,6 +382,7 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
         kl=settings.kl,
         keep_draws=settings.keep_draws,
         pooled_draws_of=() if settings.mechanism is None else [2**n - 1] + [1 << i for i in range(n)],
+        surprise=settings.surprise,
     )
     if resume_from is not None:
         if resume_from.coalition_estimates.game != surprise.fingerprint:
@@ -756,7 +764,8 @@ def assemble_result(
 
 class PartyArguments(NamedTuple):
     """`valuate`'s keyword arguments that only a party valuation reads, as the caller gave them (None: the default);
-    `party_settings` checks them. A data-point estimator refuses any that is given."""
+    `party_settings` checks them. A data-point estimator refuses any that is given. Fields in the order of
+    `valuate`'s signature, which builds them positionally."""
 
     key: int | jax.Array | None = None
     config: SamplerConfig | str | None = None
@@ -770,6 +779,7 @@ class PartyArguments(NamedTuple):
     rewards: str | Tempering | NoiseAddition | None = None
     rho: float | None = None
     control_variate: bool | None = None
+    surprise: str | None = None
 
 
 def value_parties(

@@ -1,0 +1,115 @@
+"""The party path's route without chains: each row (coalition, repeat) drawn by importance sampling from the
+coalition's Laplace fit (a model's `importance_draws`, `LinearRegression`'s: `bayesval.inference.importance`), its
+surprise the k-NN KL estimate of those draws against the prior's density, as the chains' draws get it
+(`bayesval.divergence.batched_kl`). A coalition is trusted where every repeat's fit converged, its Pareto k-hat is at
+most `bayesval.inference.psis.k_hat_threshold` and its KL is finite; `bayesval.parties.surprise` samples the others
+by MCMC (docs/importance.md).
+
+Which route runs is `valuate(surprise=...)`: 'importance' takes this one where the model offers it, the KL estimator
+is 'auto' and the coalition's draws are not kept (`keep_draws`, rewards); 'auto' (the default) and 'mcmc' keep the
+chains (`route`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from bayesval.divergence import batched_kl
+from bayesval.inference.config import SamplerConfig
+from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.psis import k_hat_threshold
+from bayesval.models.protocol import Capabilities
+from bayesval.parties.plan import member_width
+from bayesval.validation import user_stacklevel
+
+ROUTES = ("auto", "importance", "mcmc")
+ROWS_PER_CALL = 16  # rows a call of the model's importance_draws holds (one compiled program serves every size)
+IMPORTANCE_DRAWS = 2048  # weighted draws a repeat at most (fewer where the config's draws per repeat are fewer)
+# Steps of the resampled sequence kept out of a draw's neighbours in the k-NN estimate (a Theiler window, as a chain's
+# `theiler_window`): a weighted draw's copies sit side by side after systematic resampling, and their conjugate draws
+# share (theta, omega). On a 6-member coalition of 12 parties (ESS a fifth of the draws) the estimate fell from 4.68
+# to 4.47 nats as the window grew from 10 to 50 steps and stayed there at 100 and 200 (docs/benchmarks.md).
+IMPORTANCE_WINDOW = 50
+
+
+class ImportanceRows(NamedTuple):
+    """What the importance route left for each row (rows,): KL, Pareto k-hat, the weights' effective sample size,
+    and whether the row can be trusted (fit converged, k-hat at most the threshold, finite KL)."""
+
+    kl: np.ndarray
+    k_hat: np.ndarray
+    ess: np.ndarray
+    trusted: np.ndarray
+
+
+def route(caps: Capabilities, name: str, asked: str, kl: str) -> tuple[bool, str | None]:
+    """Whether a game takes the importance route, and the one-line note (also warned) where it was asked for
+    ('importance') but is not taken: the model offers no `importance_draws`, or the KL estimator asked for is one the
+    route does not give. 'auto' (the default) and 'mcmc' keep the chains: at 12 parties the route's estimates of
+    6-member coalitions came out above the chains' by 0.03-0.27 nats (0.1 on one of them with the window of 50 steps;
+    docs/benchmarks.md, "Coalition posteriors by importance sampling"), so it is not the default anywhere yet."""
+    if asked not in ROUTES:
+        raise ValueError(f"surprise must be one of {ROUTES}, got {asked!r}")
+    if asked != "importance":
+        return False, None
+    if caps.importance_draws is None:
+        note = f"{name} offers no importance_draws: every coalition posterior is sampled by MCMC"
+    elif kl != "auto":
+        note = f"kl={kl!r} reads MCMC chains: every coalition posterior is sampled by MCMC"
+    else:
+        return True, None
+    warnings.warn(f"surprise='importance': {note}", UserWarning, stacklevel=user_stacklevel())
+    return False, note
+
+
+class ImportanceExecutor:
+    """Draws rows by the model's `importance_draws` (`draw`) and estimates each row's KL from them: `num_parties`,
+    the game's budget `config` (each row draws IMPORTANCE_DRAWS weighted and resampled draws, or the config's
+    `draws_per_repeat` where fewer, rounded up to even), the k-NN estimator's `k` and the prior's log density
+    (`log_density`)."""
+
+    def __init__(self, draw: Callable, num_parties: int, config: SamplerConfig, k: int, log_density) -> None:
+        self.draw, self.num_parties, self.k, self.log_density = draw, num_parties, k, log_density
+        draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
+        self.num_draws = max(draws + draws % 2, 20)
+
+    def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData) -> ImportanceRows:
+        """Every row: its key (rows,), coalition mask (rows, n), the game's releases; its members packed to the
+        planner's width (`member_width`: from 6 parties on, a third of the parties at a time, so at most three
+        compiled programs), ROWS_PER_CALL rows a call."""
+        masks = np.asarray(masks, bool)
+        widths = np.array([member_width(int(mask.sum()), self.num_parties) for mask in masks])
+        parts = [np.empty(len(masks)) for _ in ImportanceRows._fields]
+        for width in np.unique(widths):
+            rows = np.flatnonzero(widths == width)
+            for start in range(0, len(rows), ROWS_PER_CALL):
+                chunk = rows[start : start + ROWS_PER_CALL]
+                packed = [data.members(masks[row], int(width)) for row in chunk]
+                out = self.draw(
+                    keys[chunk],
+                    NoiseAwareData.per_row([inputs for inputs, _ in packed]),
+                    np.stack([mask for _, mask in packed]),
+                    self.num_draws,
+                )
+                if out is None:
+                    raise RuntimeError("the model's importance_draws gave no draws for a game it was chosen for")
+                window = min(IMPORTANCE_WINDOW, self.num_draws // 4)
+                kl = np.asarray(_kl(out.draws[:, None], self.k, self.log_density, window))
+                trusted = out.converged & (out.k_hat <= k_hat_threshold(self.num_draws)) & np.isfinite(kl)
+                for part, value in zip(parts, (kl, out.k_hat, out.ess, trusted)):
+                    part[chunk] = value
+        return ImportanceRows(parts[0], parts[1], parts[2], parts[3].astype(bool))
+
+
+@partial(jax.jit, static_argnames=("k", "window"))
+def _kl(draws, k: int, log_density, window: int):
+    """k-NN KL (B,) of single-chain draws (B, 1, S, d) against the prior's log density."""
+    log_prior = jax.vmap(jax.vmap(jax.vmap(log_density)))(draws)
+    kept = jax.numpy.ones(draws.shape[:2], bool)
+    return batched_kl(draws, kept, k, log_prior=log_prior, window=window)

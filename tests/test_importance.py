@@ -1,0 +1,190 @@
+"""The party path's route without chains (docs/importance.md): Pareto-smoothed importance sampling from each
+coalition's Laplace fit, checked against the closed-form KL at negligible noise, against today's Gibbs chains at Syn's
+noise, and falling back to MCMC where it cannot be trusted or the model does not offer it."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.divergence import nig_kl
+from bayesval.games.shapley import coalition_masks
+from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.psis import k_hat_threshold, pareto_smoothed, tail_length
+from bayesval.parties import importance, release_all
+from bayesval.parties.surprise import CoalitionSurprise, per_repeat
+
+# 2 repeats of 2,000 draws: the importance route draws `draws_per_repeat` weighted draws a repeat
+CONFIG = bv.SamplerConfig(num_chains=1, num_warmup=100, num_samples=2000, num_repeats=2, progress_bar=False)
+
+
+def _normal_ratio(scale: float, size: int, seed: int) -> np.ndarray:
+    """log weights of N(0, scale^2) against draws of N(0, 1): their tail has Pareto shape 1 - 1 / scale^2."""
+    draws = np.random.default_rng(seed).standard_normal(size)
+    return -0.5 * draws**2 / scale**2 - np.log(scale) + 0.5 * draws**2
+
+
+@pytest.mark.parametrize("scale", [1.2, 1.5, 2.0])
+def test_pareto_smoothing_matches_arviz(scale):
+    arviz = pytest.importorskip("arviz")
+    log_weights = _normal_ratio(scale, 4000, seed=int(10 * scale))
+    smoothed, k_hat = pareto_smoothed(jnp.asarray(log_weights))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference, reference_k = arviz.psislw(log_weights.copy(), reff=1.0)
+    smoothed = np.asarray(smoothed) - np.logaddexp.reduce(np.asarray(smoothed))
+    assert float(k_hat) == pytest.approx(float(reference_k), abs=1e-9)
+    np.testing.assert_allclose(smoothed, reference, atol=1e-9)
+
+
+def test_k_hat_tells_bounded_from_infinite_variance_weights():
+    """Weights of a wider proposal are bounded (k-hat < 0.5); of a proposal narrower than half the target's scale
+    they have infinite variance (shape 1 - 1/4 = 0.75 > 0.7): over 20,000 draws and 4 seeds."""
+    bounded = [float(pareto_smoothed(jnp.asarray(_normal_ratio(0.8, 20_000, seed)))[1]) for seed in range(4)]
+    heavy = [float(pareto_smoothed(jnp.asarray(_normal_ratio(2.0, 20_000, seed)))[1]) for seed in range(4)]
+    assert max(bounded) < 0.5
+    assert np.mean(heavy) == pytest.approx(0.75, abs=0.08) and min(heavy) > k_hat_threshold(20_000) - 0.1
+    assert k_hat_threshold(4000) == 0.7 and k_hat_threshold(100) == 0.5 and tail_length(4000) == 190
+
+
+def test_equal_weights_are_left_alone():
+    smoothed, k_hat = pareto_smoothed(jnp.zeros(100))
+    assert float(k_hat) == -np.inf and np.array_equal(np.asarray(smoothed), np.zeros(100))
+
+
+def _syn_data(syn, epsilons):
+    parties = [
+        bv.Party(X, y, epsilon=eps, rdp_order=2.0, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=900 + i)
+        for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
+    ]
+    return parties, NoiseAwareData.from_releases(release_all(bv.models.LinearRegression(), parties))
+
+
+def test_negligible_noise_gives_the_closed_form_kl(syn):
+    """At epsilon = 1e7 every coalition of Syn is within 1 % of the closed-form KL of its exact-statistics NIG
+    posterior, from importance draws alone (k-hat below the threshold)."""
+    parties, data = _syn_data(syn, (1e7,) * 3)
+    masks = coalition_masks(3)
+    game = CoalitionSurprise(bv.models.LinearRegression(), data, CONFIG, 4, jax.random.key(0), 7, surprise="importance")
+    values = game(masks).mean(axis=0)
+    model = bv.models.LinearRegression()
+    for mask, value in zip(masks, values):
+        members = [p for p, member in zip(parties, mask) if member]
+        statistic, count = sum(p.exact_statistic() for p in members), sum(len(p.X) for p in members)
+        closed = nig_kl(model.exact_posterior(statistic, count, 2), model.priors(2).model)
+        assert value == pytest.approx(closed, rel=0.01), mask
+    assert game.diagnostics["route"] == ["importance"] * 7
+    assert max(game.diagnostics["k_hat"]) <= 0.7
+
+
+class _Untrusted(bv.models.LinearRegression):
+    """LinearRegression whose importance draws of the first row of each call report an unconverged fit."""
+
+    def importance_draws(self, keys, data, masks, num_draws):
+        out = super().importance_draws(keys, data, masks, num_draws)
+        return out._replace(converged=np.arange(len(out.converged)) > 0)
+
+
+class _NoStructure(bv.models.LinearRegression):
+    """A linear regression without the importance route (as any user model)."""
+
+    importance_draws = None
+
+
+# a short chain of CONFIG's 2,000 draws a repeat, so that the importance route's programs are CONFIG's
+SMOKE = CONFIG.with_(num_warmup=50, reruns=0)
+
+
+def test_an_untrusted_coalition_is_sampled_by_mcmc(syn):
+    """The row whose fit did not converge sends its coalition, and only it, to the chains, with its k-hat kept."""
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    masks = coalition_masks(3)[:2]
+    game = CoalitionSurprise(_Untrusted(), data, SMOKE, 4, jax.random.key(1), 2, surprise="importance")
+    game(masks)
+    assert game.diagnostics["route"] == ["mcmc, after importance", "importance"]
+    assert np.isfinite(game.diagnostics["k_hat"]).all()
+    assert game.diagnostics["coalitions"] == [[1, 0, 0], [0, 1, 0]]
+
+
+def test_k_hat_over_the_threshold_sends_coalitions_to_mcmc(syn, monkeypatch):
+    """Any coalition whose k-hat passes the threshold is sampled by the chains (here a threshold below every
+    k-hat)."""
+    monkeypatch.setattr(importance, "k_hat_threshold", lambda num_draws: -np.inf)
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    game = CoalitionSurprise(bv.models.LinearRegression(), data, SMOKE, 4, jax.random.key(2), 1, surprise="importance")
+    game(coalition_masks(3)[:1])
+    assert game.diagnostics["route"] == ["mcmc, after importance"] and game.num_sampled == 1
+
+
+def test_a_model_without_the_structure_keeps_the_chains_with_a_note(syn):
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    with pytest.warns(UserWarning, match="surprise='importance': .* offers no importance_draws"):
+        game = CoalitionSurprise(_NoStructure(), data, SMOKE, 4, jax.random.key(3), 1, surprise="importance")
+    assert "offers no importance_draws" in game.diagnostics["surprise_note"] and game.importance is None
+    with pytest.warns(UserWarning, match="kl='two-sample' reads MCMC chains"):
+        CoalitionSurprise(
+            bv.models.LinearRegression(), data, SMOKE, 4, jax.random.key(3), 1, kl="two-sample", surprise="importance"
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 'auto' keeps the chains, without a note
+        quiet = CoalitionSurprise(_NoStructure(), data, SMOKE, 4, jax.random.key(3), 1, surprise="auto")
+    assert quiet.importance is None and "surprise_note" not in quiet.diagnostics and "route" not in quiet.diagnostics
+
+
+def test_auto_keeps_the_chains_until_the_route_agrees_at_many_parties(syn):
+    """The default is today's route at any number of parties and budget: at 12 parties the importance estimates of
+    6-member coalitions came out above the chains' (docs/benchmarks.md)."""
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    six = NoiseAwareData(*(np.concatenate([p, p]) for p in data))
+    fast = bv.SamplerConfig.preset("fast", "gibbs")
+    model = bv.models.LinearRegression()
+    assert CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="auto").importance is None
+    asked = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="importance")
+    assert asked.importance.num_draws == importance.IMPORTANCE_DRAWS
+    assert bv.valuate.__kwdefaults__["surprise"] is None  # None: 'auto'
+
+
+def test_a_shared_data_model_gives_no_importance_draws(syn):
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    model = bv.models.LinearRegression(shared_data_model=True)
+    assert model.importance_draws(jax.random.split(jax.random.key(0), 1), data, np.ones((1, 3), bool), 100) is None
+
+
+def test_an_unknown_route_is_refused_by_name(syn_parties):
+    with pytest.raises(ValueError, match=r"surprise must be one of \('auto', 'importance', 'mcmc'\), got 'fast'"):
+        bv.valuate(bv.models.LinearRegression(), syn_parties(), surprise="fast")
+
+
+def test_realistic_noise_agrees_with_the_gibbs_chains(syn):
+    """At Syn's epsilons (0.2, 0.1, 0.2) each coalition's importance estimate is within its error of today's Gibbs
+    chains at the fast preset: |z| < 3.5 for each, RMS z < 2 (3 repeats each)."""
+    _, data = _syn_data(syn, (0.2, 0.1, 0.2))
+    masks = coalition_masks(3)
+    config = bv.SamplerConfig.preset("fast", "gibbs").with_(progress_bar=False)
+    values = {}
+    for route in ("importance", "mcmc"):
+        game = CoalitionSurprise(bv.models.LinearRegression(), data, config, 4, jax.random.key(4), 7, surprise=route)
+        values[route] = per_repeat(game(masks))
+        if route == "importance":
+            assert "importance" in game.diagnostics["route"]
+    (ours, ours_se), (gibbs, gibbs_se) = values["importance"], values["mcmc"]
+    z = (ours - gibbs) / np.hypot(ours_se, gibbs_se)
+    assert np.abs(z).max() < 3.5 and np.sqrt(np.mean(z**2)) < 2.0, z
+
+
+def test_a_valuation_by_importance_records_its_routes_and_saves_them(syn, tmp_path):
+    """`valuate(surprise='importance')`: exact Shapley values from importance draws alone, efficient (they sum to the
+    grand coalition's value), with each coalition's route and k-hat in the diagnostics, kept through save and load."""
+    parties, _ = _syn_data(syn, (1e7,) * 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = bv.valuate(bv.models.LinearRegression(), parties, key=0, config=CONFIG, surprise="importance")
+    assert result.diagnostics["route"] == ["importance"] * 7 and len(result.diagnostics["k_hat"]) == 7
+    assert result.values.sum() == pytest.approx(result.coalition_value([p.name for p in parties]), abs=1e-9)
+    result.save(tmp_path / "result.npz")
+    loaded = bv.ValuationResult.load(tmp_path / "result.npz")
+    assert loaded.diagnostics["route"] == result.diagnostics["route"]
+    np.testing.assert_allclose(loaded.diagnostics["k_hat"], result.diagnostics["k_hat"])
