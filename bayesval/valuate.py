@@ -82,8 +82,7 @@ def valuate(
         Sec. 5): 'tempering', 'noise' or a configured `bayesval.rewards.Tempering` / `NoiseAddition`.
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
     control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
-        the model has one: its table up to 12 parties, beyond it with estimated Shapley values; True warns where it
-        cannot; docs/games.md, "Control variates" and "Multi-fidelity control variates").
+        the model has one, estimated beyond 12 parties; True warns where it cannot; docs/games.md).
     surprise: 'importance' draws posteriors by importance sampling, 'auto' / 'mcmc' by chains (docs/importance.md).
     All arguments are checked before any release, compilation or sampling.
     """
