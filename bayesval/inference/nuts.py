@@ -4,10 +4,14 @@ A model is a NumPyro function `model(data, mask)` of the released statistics and
 coalition mask (see `bayesval.models.NumPyroModel`). NumPyro's functional HMC interface takes a
 potential-function generator, so one compiled NUTS kernel serves every mask: `vmap` over
 (coalition, chain), `fori_loop` over iterations with traced bounds (warm-up and sampling share the
-kernel), warm-up adaptation per chain (NumPyro's windowed step size and diagonal mass matrix). All
-latent sites must be continuous. Chains whose energy Bayesian fraction of missing information
-(BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et al. (2023, App. H.1) drop them, and so are
-chains that stopped moving: more than `MAX_REPEATED_DRAWS` equal draws in a row (`longest_repeat`).
+kernel). By default each coalition's posterior is first fitted by Laplace's method in unconstrained space
+(`bayesval.inference.warm_start`, one fit per distinct coalition of a call): its chains start from draws of the fit,
+with its covariance as a dense inverse mass matrix, and warm-up adapts the step size only. Where a fit fails, the
+call's chains start from prior draws and adapt a diagonal mass matrix (NumPyro's windowed adaptation), as with
+`warm_start=False`. Either way NUTS targets the same posterior. All latent sites must be continuous. Chains whose
+energy Bayesian fraction of missing information (BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et
+al. (2023, App. H.1) drop them, and so are chains that stopped moving: more than `MAX_REPEATED_DRAWS` equal draws
+in a row (`longest_repeat`).
 """
 
 from __future__ import annotations
@@ -36,12 +40,28 @@ from bayesval.progress import describe, shown
 class NUTSSettings(NamedTuple):
     """The NUTS kernel's settings, owned by the model as NumPyro's `NUTS(target_accept_prob=, max_tree_depth=)`
     owns them (while `SamplerConfig` holds the run budget): the step-size adaptation's target acceptance (Hoffman
-    & Gelman 2014, Sec. 3.2), trees of at most 2^max_tree_depth - 1 leapfrog steps, and the E-BFMI below which a
-    chain is dropped (Betancourt 2016; Sim et al. 2023, App. H.1)."""
+    & Gelman 2014, Sec. 3.2), trees of at most 2^max_tree_depth - 1 leapfrog steps, the E-BFMI below which a
+    chain is dropped (Betancourt 2016; Sim et al. 2023, App. H.1), and whether chains start warm (`WARM_START`,
+    `bayesval.inference.warm_start`) or from prior draws (`COLD_START`)."""
 
     target_accept_prob: float = 0.8
     max_tree_depth: int = 10
     min_bfmi: float = 0.3
+    warm_start: bool = True
+
+    def describe_start(self) -> str:
+        """How chains start and what warm-up adapts, in words (a result's diagnostics record it)."""
+        if self.warm_start:
+            return WARM_START
+        return COLD_START
+
+
+WARM_START = (
+    "warm start: chains start from draws of a Laplace fit of their coalition posterior (mode and inverse Hessian in "
+    "unconstrained space), whose covariance is the dense inverse mass matrix; warm-up adapts the step size only "
+    "(a call whose fit fails starts from prior draws, with a warning)"
+)
+COLD_START = "chains start from prior draws; warm-up adapts the step size and a diagonal inverse mass matrix"
 
 
 def bfmi(energy: np.ndarray) -> np.ndarray:
@@ -202,9 +222,9 @@ def sample_coalition_posteriors_nuts(
 
     Returns draws (K, num_chains, num_samples / thinning, d), the chains kept (E-BFMI at least `min_bfmi`, at
     most `MAX_REPEATED_DRAWS` equal draws in a row) and, in info, per-chain 'bfmi', 'longest_repeat',
-    'divergences' and 'mean_accept_prob', as `CoalitionDraws` (as the Gibbs driver
-    does). Chains start from prior draws. The kernel's settings are those of `NUTSSettings` (a model passes
-    `**model.kernel_settings(config)._asdict()`).
+    'divergences', 'mean_accept_prob' and 'warm_start' (whether the chain started warm), as `CoalitionDraws` (as the
+    Gibbs driver does). Chains start warm (`warm_start`, the module's docstring) or from prior draws. The kernel's
+    settings are those of `NUTSSettings` (a model passes `**model.kernel_settings(config)._asdict()`).
     """
     masks = jnp.asarray(masks, bool)
     num_coalitions, num_parties = masks.shape

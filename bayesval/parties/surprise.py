@@ -140,7 +140,16 @@ def kernel_settings_that_run(caps: Capabilities, config: SamplerConfig) -> dict[
     return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS}
 
 
-UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats")  # sampler settings two runs of one game may differ in
+def start_that_runs(caps: Capabilities, config: SamplerConfig) -> dict[str, str]:
+    """How NUTS chains start and what their warm-up adapts in a run under `config`, in words ({"nuts_start": ...},
+    `bayesval.inference.nuts.NUTSSettings.describe_start`), where the model owns a NUTS kernel; else {}."""
+    if caps.run_kernel_settings is None:
+        return {}
+    return {"nuts_start": caps.run_kernel_settings(config).describe_start()}
+
+
+# sampler settings two runs of one game may differ in (a NUTS start changes how chains reach the posterior, not which)
+UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats", "nuts_start")
 
 
 def game_fingerprint(game: SurpriseGame) -> str:
