@@ -75,7 +75,7 @@ def test_warm_started_nuts_samples_the_closed_form_posterior():
         warnings.simplefilter("error")  # no fallback
         sampled = sample_coalition_posteriors_nuts(
             jax.random.key(3), _skewed_and_correlated, data, masks, ("tau", "theta"),
-            num_chains=4, num_warmup=150, num_samples=1500, progress_bar=False,
+            num_chains=4, num_warmup=150, num_samples=1500, warm_start=True, progress_bar=False,
         )  # fmt: skip
     assert sampled.info["warm_start"].all() and sampled.kept_chains.all()
     for draws, mask in zip(sampled.draws, masks):
@@ -105,7 +105,7 @@ def test_a_failed_fit_falls_back_to_prior_starts_with_a_one_line_warning():
     with pytest.warns(RuntimeWarning) as caught:
         sampled = sample_coalition_posteriors_nuts(
             jax.random.key(1), _kinked, data, masks, ("theta",),
-            num_chains=4, num_warmup=300, num_samples=1500, progress_bar=False,
+            num_chains=4, num_warmup=300, num_samples=1500, warm_start=True, progress_bar=False,
         )  # fmt: skip
     messages = [str(w.message) for w in caught if "warm start" in str(w.message)]
     assert len(messages) == 1 and "\n" not in messages[0] and "prior draws" in messages[0], messages
@@ -121,5 +121,19 @@ def test_a_failed_fit_falls_back_to_prior_starts_with_a_one_line_warning():
 
 
 def test_the_start_is_described_for_the_diagnostics():
-    assert NUTSSettings().describe_start() == WARM_START
-    assert NUTSSettings(warm_start=False).describe_start() == COLD_START
+    """Off by default (prior starts, as before); a model asks for it, and a result records which ran."""
+    import bayesval as bv
+
+    assert NUTSSettings().describe_start() == COLD_START
+    assert NUTSSettings(warm_start=True).describe_start() == WARM_START
+    assert bv.models.LogisticRegression(warm_start=True).kernel.warm_start
+    assert not bv.models.LogisticRegression().kernel.warm_start
+    with pytest.raises(TypeError, match="warm_start"):
+        bv.models.NumPyroModel(_kinked, ["theta"], warm_start="yes")
+    from bayesval.models.protocol import capabilities
+    from bayesval.parties.surprise import start_that_runs
+
+    config = bv.SamplerConfig.preset("fast", "nuts")
+    warm = capabilities(bv.models.LogisticRegression(warm_start=True))
+    assert start_that_runs(warm, config) == {"nuts_start": WARM_START}
+    assert start_that_runs(capabilities(bv.models.LinearRegression()), config) == {}  # no NUTS kernel

@@ -256,7 +256,7 @@ class SamplerConfig:
                 "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6, **sampled),
             },
             "nuts": {
-                "fast": cls(num_chains=4, num_warmup=100, num_samples=400, thinning=1, num_repeats=3),
+                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3),
                 "paper": cls(
                     num_chains=5, num_warmup=400, num_samples=2000, thinning=1, num_repeats=5, target_accept_prob=0.86
                 ),

@@ -4,11 +4,13 @@ A model is a NumPyro function `model(data, mask)` of the released statistics and
 coalition mask (see `bayesval.models.NumPyroModel`). NumPyro's functional HMC interface takes a
 potential-function generator, so one compiled NUTS kernel serves every mask: `vmap` over
 (coalition, chain), `fori_loop` over iterations with traced bounds (warm-up and sampling share the
-kernel). By default each coalition's posterior is first fitted by Laplace's method in unconstrained space
-(`bayesval.inference.warm_start`, one fit per distinct coalition of a call): its chains start from draws of the fit,
-with its covariance as a dense inverse mass matrix, and warm-up adapts the step size only. Where a fit fails, the
-call's chains start from prior draws and adapt a diagonal mass matrix (NumPyro's windowed adaptation), as with
-`warm_start=False`. Either way NUTS targets the same posterior. All latent sites must be continuous. Chains whose
+kernel). Chains start from prior draws and warm-up adapts the step size and a diagonal mass matrix (NumPyro's
+windowed adaptation); with `warm_start`, each coalition's posterior is first fitted by Laplace's method in
+unconstrained space (`bayesval.inference.warm_start`, one fit per distinct coalition of a call): its chains start
+from draws of the fit, with its covariance as a dense inverse mass matrix, and warm-up adapts the step size only
+(where a fit fails, the call starts from prior draws, with a warning). Either way NUTS targets the same posterior;
+the warm start pays where the posterior has many coordinates and a short warm-up is asked for (docs/benchmarks.md,
+"A warm start for NUTS"). All latent sites must be continuous. Chains whose
 energy Bayesian fraction of missing information (BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et
 al. (2023, App. H.1) drop them, and so are chains that stopped moving: more than `MAX_REPEATED_DRAWS` equal draws
 in a row (`longest_repeat`).
@@ -47,7 +49,7 @@ class NUTSSettings(NamedTuple):
     target_accept_prob: float = 0.8
     max_tree_depth: int = 10
     min_bfmi: float = 0.3
-    warm_start: bool = True
+    warm_start: bool = False
 
     def describe_start(self) -> str:
         """How chains start and what warm-up adapts, in words (a result's diagnostics record it)."""
@@ -212,7 +214,7 @@ def sample_coalition_posteriors_nuts(
     target_accept_prob: float = 0.8,
     max_tree_depth: int = 10,
     min_bfmi: float = 0.3,
-    warm_start: bool = True,
+    warm_start: bool = False,
     segments: int = 10,
     progress_bar: bool = True,
 ) -> CoalitionDraws:

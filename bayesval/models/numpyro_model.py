@@ -40,7 +40,9 @@ class NumPyroModel:
     in NumPyro's `NUTS(...)`; a `SamplerConfig` that still passes target_accept_prob or min_bfmi (deprecated)
     overrides them (`kernel_settings`).
     warm_start: start each coalition's chains from a Laplace fit of its posterior, with a dense mass matrix, warm-up
-    adapting the step size only (`bayesval.inference.nuts`); False: from prior draws, adapting a diagonal mass matrix.
+    adapting the step size only (`bayesval.inference.nuts`); False (the default): from prior draws, adapting a
+    diagonal mass matrix. It pays on posteriors of many coordinates with a short warm-up (docs/benchmarks.md,
+    "A warm start for NUTS").
     """
 
     sampler = "nuts"
@@ -54,7 +56,7 @@ class NumPyroModel:
         max_tree_depth: int = 10,
         target_accept_prob: float = 0.8,
         min_bfmi: float = 0.3,
-        warm_start: bool = True,
+        warm_start: bool = False,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"NumPyroModel: name must be a string, got {name!r} ({type(name).__name__})")
