@@ -35,6 +35,7 @@ from bayesval.batching import even_splits, pad_rows
 from bayesval.compilation import compile_ahead, sampler_jit
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
+from bayesval.inference.linalg import cholesky
 from bayesval.inference.warm_start import LaplaceFit, laplace_fit
 from bayesval.progress import describe, shown
 
@@ -141,7 +142,7 @@ class _NUTSProgram:
                 mass = {}
                 if warm:
                     flat, unravel = ravel_pytree(point)
-                    lower = jnp.linalg.cholesky(cov)
+                    lower = cholesky(cov)  # plain jax.numpy, not LAPACK (`bayesval.inference.warm_start`)
                     point = unravel(mode + lower @ jax.random.normal(key_start, flat.shape, flat.dtype))
                     mass = dict(inverse_mass_matrix=cov, dense_mass=True, adapt_mass_matrix=False)
                 return init_kernel(

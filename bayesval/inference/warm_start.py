@@ -21,6 +21,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from bayesval.inference.linalg import cholesky_and_inverse
+
 MAX_STEPS = 40  # Levenberg-Marquardt steps at most
 GRADIENT_TOLERANCE = 1e-6  # the steps stop once no partial derivative of the potential is larger
 CONVERGED = 1e-3  # a fit whose largest partial derivative of the potential is above this has not converged
@@ -69,7 +71,8 @@ def laplace_fit(potential: Callable, start: jnp.ndarray) -> LaplaceFit:
 
     def newton_step(carry):
         point, value, slope, hessian, damping, step = carry
-        move = -jnp.linalg.solve(hessian + damping * identity, slope)
+        _, inverse_lower = cholesky_and_inverse(hessian + damping * identity)  # NaN where not positive definite
+        move = -inverse_lower.T @ (inverse_lower @ slope)
         move = move * jnp.minimum(1.0, MAX_STEP / jnp.maximum(jnp.max(jnp.abs(move)), 1e-300))
         candidate = point + move
         new = derivatives_by_differences(potential, candidate)
@@ -82,8 +85,7 @@ def laplace_fit(potential: Callable, start: jnp.ndarray) -> LaplaceFit:
     infinite, zeros = jnp.asarray(jnp.inf, start.dtype), jnp.zeros_like(start)
     carry = (start, infinite, zeros, identity, jnp.asarray(INITIAL_DAMPING, start.dtype), 0)
     point, value, slope, hessian, _, steps = jax.lax.while_loop(going, newton_step, carry)
-    lower = jnp.linalg.cholesky(hessian)
-    inverse_lower = jax.scipy.linalg.solve_triangular(lower, identity, lower=True)
+    _, inverse_lower = cholesky_and_inverse(hessian)
     cov = inverse_lower.T @ inverse_lower
     largest = jnp.max(jnp.abs(slope))
     fitted = jnp.isfinite(value) & (largest <= CONVERGED) & jnp.all(jnp.isfinite(cov))
