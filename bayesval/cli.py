@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 import bayesval as bv
-from bayesval.datasets.synthetic import make_syn
 from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_table, read_table, read_tables
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
-from bayesval.parties.boundary import PerturbedStatistic
-from bayesval.parties.signing import Keyring, generate_keys, load_signing_key
-from bayesval.parties.valuation import coalitions_rerun
 from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
+
+# The samplers, the parties and the Syn data are imported inside the commands that use them, after the arguments and
+# the output paths are checked: a command that fails on them fails before NumPyro, the party path and the signing
+# library load (docs/architecture.md, "Importing on first use").
 
 # measured by benchmarks/bench_release_spread.py (docs/benchmarks.md): the spread of the demo's phi over fresh releases
 SPREAD_RELEASES = 6
@@ -60,6 +60,8 @@ def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.Val
     """
     _check_outputs(save=save)
     check_key("--seed", seed)
+    from bayesval.datasets.synthetic import make_syn
+
     syn = make_syn(seed=seed)
     epsilons = (0.2, 0.1, 0.2)
     parties = [
@@ -94,9 +96,13 @@ def release(
     floating-point safe), write the release file. A seeded release needs `experiment`, which the file records;
     `sign`, the party's private key file (`keygen`), signs it (read before anything is released); an existing
     release file is overwritten only with `force`, and the output path is checked before the release."""
-    signing_key = None if sign is None else load_signing_key(sign)
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
+    output_path = _release_output(output or f"{name}.release.json", force)
+    from bayesval.parties.boundary import PerturbedStatistic
+    from bayesval.parties.signing import load_signing_key
+
+    signing_key = None if sign is None else load_signing_key(sign)
     _check_bounds(model, bounds)
     X, y, _ = read_table(path, target, features)
     _check_target(model, [(path, y)], target)
@@ -116,7 +122,6 @@ def release(
             "--noise-seed makes noise anyone with the seed can remove: a seeded release leaves the machine only as an "
             "experiment; add --experiment (the release file records it) or drop --noise-seed"
         )
-    output_path = _release_output(output or f"{name}.release.json", force)
     statistic = _model(model).statistic(party.num_features)
     with warnings.catch_warnings(record=True) as caught:  # shown after the release line, in the party's words
         warnings.simplefilter("always")
@@ -152,6 +157,8 @@ def _grid_meaning(grids: list[float]) -> list[str]:
 def keygen(path: str, owner: str | None = None) -> Path:
     """Party side: a new Ed25519 key pair, PATH.key (private, mode 0600, stays with the party) and PATH.pub (the
     public key line for the mediator's keyring, naming the party `owner`, default the file name)."""
+    from bayesval.parties.signing import generate_keys
+
     keys = generate_keys(path, owner)
     print(f"{keys.owner}: private key {keys.private} (mode 0600: keep it on this machine, sign with --sign)")
     print(f"{keys.owner}: public key {keys.public}, fingerprint {keys.fingerprint}")
@@ -204,6 +211,9 @@ def valuate_files(
             names = [str(Path(f)) for f in tables]
         parties = [bv.Party(X, y, name=name, **options) for (X, y), name in zip(data, names)]
     else:
+        from bayesval.parties.boundary import PerturbedStatistic
+        from bayesval.parties.signing import Keyring
+
         _no_table_options(table_options or {})
         keyring = None if not verify else Keyring.load(verify)
         parties = [PerturbedStatistic.load(f, verify_with=keyring) for f in files]
@@ -325,6 +335,8 @@ def _valuate_and_report(
         print(frame.to_string(**table))
         print("\n".join(_reward_legend(symbol, repaired=result.rewards.repair_weight > 0)))
     r_hat, ess = max(result.diagnostics["r_hat"]), min(result.diagnostics["ess"])
+    from bayesval.parties.valuation import coalitions_rerun
+
     rerun = coalitions_rerun(result.diagnostics)
     print(
         f"\nConvergence: max split R-hat {r_hat:.3f} (wanted <= {R_HAT_THRESHOLD}), min bulk ESS {ess:.0f} (wanted >= "

@@ -12,20 +12,25 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import jax
 import numpy as np
 
-from bayesval.inference.config import SamplerConfig
-from bayesval.parties import valuation
-from bayesval.parties.boundary import PerturbedStatistic
-from bayesval.parties.party import Party
-from bayesval.parties.rewards.control import NoiseAddition, Tempering
-from bayesval.parties.valuation import PartyArguments, value_parties
-from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool
+
+if TYPE_CHECKING:
+    from bayesval.inference.config import SamplerConfig
+    from bayesval.parties.boundary import PerturbedStatistic
+    from bayesval.parties.party import Party
+    from bayesval.parties.rewards.control import NoiseAddition, Tempering
+    from bayesval.parties.valuation import PartyArguments
+    from bayesval.privacy import PrivacyLedger
+
+# The party path, the parties and the ledger are imported on the first call: `import bayesval` loads this module
+# (`bayesval.valuate` is this function), and a CLI command that fails on its arguments fails before them
+# (docs/architecture.md, "Importing on first use").
 
 # Moved to bayesval.parties (de facto API that lived here); importable from this module for one release.
 MOVED_TO_PARTIES = ("check_parties", "release_all")
@@ -66,8 +71,8 @@ def valuate(
         k-NN, or 'rao-blackwell' (from the Gibbs sampler's conjugate conditionals; `LinearRegression` only).
     exact_up_to: the most parties valued by enumerating all 2^n coalitions (default 10); beyond it, permutation
         sampling (in Latin blocks up to 32 parties, docs/games.md, "Latin permutations") until `stop` holds (a rule
-        of `bayesval.games.stopping`; default: every stderr <= `tolerance`, 0.05, after 64 permutations, at most
-        10,000) or every coalition is known.
+        of `bayesval.games.stopping`; default: every stderr <= `tolerance`, 0.05, and trusted, from 10 degrees of
+        freedom or more, at most 10,000 permutations) or every coalition is known.
     resume_from: a result of the same game to continue: its coalition estimates are not sampled again.
     keep_draws: keep every coalition's posterior draws (`result.to_inference_data()`); off by default.
     progress_bar: show progress bars (default: as the sampler config says).
@@ -76,9 +81,12 @@ def valuate(
         Sec. 5): 'tempering', 'noise' or a configured `bayesval.rewards.Tempering` / `NoiseAddition`.
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
     control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
-        the model has one, up to 12 parties; True warns where it cannot; docs/games.md, "Control variates").
+        the model has one: its table up to 12 parties, beyond it with estimated Shapley values; True warns where it
+        cannot; docs/games.md, "Control variates" and "Multi-fidelity control variates").
     All arguments are checked before any release, compilation or sampling.
     """
+    from bayesval.parties.valuation import PartyArguments, value_parties
+
     _check_both_paths(model, ledger, progress_bar)
     # the party arguments, in the order of the signature and of PartyArguments' fields
     party = (key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, progress_bar, rewards, rho, control_variate)
@@ -92,6 +100,8 @@ def valuate(
 
 def _check_both_paths(model, ledger, progress_bar) -> None:
     """What applies to both paths: a model instance, not its class; a `PrivacyLedger` or None; a bool or None."""
+    from bayesval.privacy import PrivacyLedger
+
     if isinstance(model, type):
         raise TypeError(
             f"model must be an instance of a party model or data-point estimator, e.g. {model.__name__}(), "
@@ -132,6 +142,9 @@ def _valuate_points(model, parties, validation, ledger, party_only: PartyArgumen
     """A data-point estimator: fit on the training data (`parties`), value against the validation data. The
     arguments of party models (`party_only`) are refused when given (`stop` and `resume_from` are not looked at);
     the estimator's releases, if any, are recorded in `ledger`."""
+    from bayesval.parties.boundary import PerturbedStatistic
+    from bayesval.parties.party import Party
+
     given = sorted(name for name, value in party_only._asdict().items() if value is not None and name != "stop")
     if given:
         raise ValueError(f"{', '.join(given)} apply to party models, not to {type(model).__name__} ({_samples(model)})")
@@ -161,4 +174,6 @@ def __getattr__(name: str):
         DeprecationWarning,
         stacklevel=2,
     )
+    from bayesval.parties import valuation
+
     return getattr(valuation, name)

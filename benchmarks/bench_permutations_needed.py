@@ -36,7 +36,12 @@ def noise_free_game(num_parties: int):
     syn = make_syn(seed=0, sizes=(100,) * num_parties)
     parties = [bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}") for i, (X, y) in enumerate(syn.parties)]
     statistics = np.stack([party.exact_statistic() for party in parties])
-    counts = np.array([len(party.X) for party in parties], np.float64)
+    return closed_form_game(statistics, np.array([len(party.X) for party in parties], np.float64))
+
+
+def closed_form_game(statistics: np.ndarray, counts: np.ndarray):
+    """v(masks (M, n)) -> (M,): the closed-form NIG surprise of each coalition's summed `statistics` (n, size) taken
+    as exact (the noise-naive posterior where they are perturbed, Sim et al. 2023, App. A.3), v(empty) = 0."""
     model = bv.models.LinearRegression()
     prior = model.priors(2).model
 

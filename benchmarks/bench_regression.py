@@ -9,7 +9,9 @@ Four tables (docs/games.md, "Regression sampling"):
    stderr / spread over keys, standard errors of 0, the pass verdict of benchmarks/bench_calibration.py.
 2. Mean squared error at equal evaluations: about 50 Latin permutations' worth (one batch of whole Latin blocks,
    the coalitions counted) on unanimity games of 50 and 12 players (`unanimity12`: 15 terms of sizes 1..5), at
-   noise 0, 5 % and 50 %; regression sampling spends the same evaluations in 12 batches; the ratio Latin / regression.
+   noise 0, 5 % and 50 %; regression sampling spends the same evaluations in 12 batches, and the default sampler
+   (`semivalue` with no sampler: it probes the utility, then runs batches of 4.5n coalitions, all within the budget);
+   the ratios Latin / regression and Latin / default.
 3. StandardError(t): runs to StandardError(t max |phi|) | MaxEvaluations(cap) on unanimity50 at noise 5 % and
    50 %: of the converged indices, the share within 2 t.
 4. The estimator's own cost at n = 100: a run's wall time less the utility's, against the run's evaluations at 1 ms.
@@ -21,6 +23,7 @@ it, shapiq runs only if importable here.
     python benchmarks/bench_regression.py                 # everything, 20 keys a cell
     python benchmarks/bench_regression.py --keys 4 --quick
     python benchmarks/bench_regression.py --shapiq-python /work/venv-shapiq/bin/python
+    python benchmarks/bench_regression.py --tables calibration --games mst100 weighted51 shoes50 voting51 miner51
 """
 
 from __future__ import annotations
@@ -39,13 +42,20 @@ from bench_calibration import calibration_metrics, calibration_verdict, coverage
 from bayesval.games import (
     Airport,
     MaxEvaluations,
+    Miner,
+    MinimumSpanningTree,
     PermutationSampler,
     RegressionSampler,
+    Shoes,
     StandardError,
+    SymmetricVoting,
     UnanimitySum,
+    WeightedVoting,
     semivalue,
 )
-from bayesval.games.stopping import TRUSTED_DOF
+from bayesval.games.choice import default_regression_batch
+from bayesval.games.fingerprint import PROBES
+from bayesval.results.variance import TRUSTED_DOF
 
 NOISE_LEVELS = (0.0, 0.05, 0.5)
 GAMES = {
@@ -53,14 +63,26 @@ GAMES = {
     "unanimity50": lambda: UnanimitySum.random(50, 40, 8, seed=0),
     "unanimity100": lambda: UnanimitySum.random(100, 80, 8, seed=0),
     "airport100": lambda: Airport.random(100, seed=0),
+    # pyDVL's analytic test games (bayesval.games.analytic), 50 to 100 players
+    "mst100": lambda: MinimumSpanningTree(100),
+    "weighted51": lambda: WeightedVoting(tuple(np.random.default_rng(0).integers(1, 20, 51)), quota=250.5),
+    "shoes50": lambda: Shoes(25, 25),
+    "voting51": lambda: SymmetricVoting(51),
+    "miner51": lambda: Miner(51),
 }
+PYDVL_GAMES = ["mst100", "weighted51", "shoes50", "voting51", "miner51"]
 
 
 def largest_marginal(game) -> float:
     """The largest marginal contribution v(S u i) - v(S) of the game: max_i sum_{T containing i} a_T for a sum of
-    unanimity games of positive coefficients (S = N minus i), the largest cost for the airport game (S empty)."""
+    unanimity games of positive coefficients (S = N minus i), the largest cost for the airport game (S empty), the
+    source edge for the spanning tree game, 1 for the games of wins and pairs."""
     if isinstance(game, Airport):
         return float(max(game.costs))
+    if isinstance(game, MinimumSpanningTree):  # a player with no neighbour in S joins it to the source
+        return float(max(abs(game.source_cost), abs(game.ring_cost - game.source_cost)))
+    if not isinstance(game, UnanimitySum):  # voting, shoes, miner: a player adds a win, a pair or nothing
+        return 1.0
     membership = game._membership().astype(np.float64)
     return float((membership.T @ np.abs(np.array(game.coefficients))).max())
 
@@ -78,9 +100,11 @@ def noisy(game, sd: float):
     return utility
 
 
-def run(game, utility, sampler, batch_size: int, stop, keys: int) -> dict:
-    """One run per key: estimates, stderr, trusted and converged flags (K, n), mean evaluations, seconds."""
+def run(game, utility, sampler, batch_size: int | None, stop, keys: int) -> dict:
+    """One run per key: estimates, stderr, trusted and converged flags (K, n), mean evaluations, seconds; the default
+    sampler and its batch size where `sampler` is None."""
     rows = {"estimates": [], "stderr": [], "trusted": [], "converged": [], "evaluations": []}
+    samplers = set()
     started = time.perf_counter()
     for key in range(keys):
         with warnings.catch_warnings():
@@ -94,9 +118,11 @@ def run(game, utility, sampler, batch_size: int, stop, keys: int) -> dict:
         rows["trusted"].append(np.array(indices["exact"]) | (np.array(indices["dof"]) >= TRUSTED_DOF))
         rows["converged"].append(np.asarray(result.converged, bool))
         rows["evaluations"].append(result.diagnostics["evaluations"])
+        samplers.add(result.diagnostics["sampler"].split(":")[0])
     out = {name: np.array(value) for name, value in rows.items()}
     out["evaluations"] = float(np.mean(rows["evaluations"]))
     out["seconds"] = time.perf_counter() - started
+    out["sampler"] = " / ".join(sorted(samplers))
     return out
 
 
@@ -130,8 +156,11 @@ def latin_budget(num_players: int) -> tuple[int, int]:
 def mse_table(names: list[str], keys: int, shapiq_python: str | None) -> None:
     print(f"\n## Mean squared error at equal evaluations ({keys} keys; mean over players)\n")
     shapiq_header = " shapiq KernelSHAP |" if shapiq_python or _shapiq_here() else ""
-    print(f"| game | noise | evaluations | Latin | plain | regression | Latin / regression |{shapiq_header}")
-    print("|---|---|---|---|---|---|---|" + ("---|" if shapiq_header else ""))
+    print(
+        f"| game | noise | evaluations (Latin / regression / default) | Latin | plain | regression | Latin / "
+        f"regression | default | Latin / default |{shapiq_header}"
+    )
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if shapiq_header else ""))
     for name in names:
         game = GAMES[name]()
         exact, scale, n = game.semivalue("shapley"), largest_marginal(game), game.num_players
@@ -144,17 +173,28 @@ def mse_table(names: list[str], keys: int, shapiq_python: str | None) -> None:
             plain = run(game, utility, PermutationSampler(), permutations, stop, keys)
             within = MaxEvaluations(12 * (regression_batch + 2))  # 12 batches, no more evaluations than Latin's
             regression = run(game, utility, RegressionSampler(), regression_batch, within, keys)
+            default_batch = default_regression_batch(n) + 2  # the probes, then whole batches within the budget
+            default = run(
+                game,
+                utility,
+                None,
+                None,
+                MaxEvaluations(PROBES + (budget - PROBES) // default_batch * default_batch),
+                keys,
+            )
             mse = {
                 label: float(np.mean((r["estimates"] - exact) ** 2))
-                for label, r in (("latin", latin), ("plain", plain), ("regression", regression))
+                for label, r in (("latin", latin), ("plain", plain), ("regression", regression), ("default", default))
             }
             cell = ""
             if shapiq_header:
                 shapiq_mse = shapiq_errors(game, level * scale, budget, keys, shapiq_python)
                 cell = f" {shapiq_mse:.3g} |" if shapiq_mse is not None else " — |"
             print(
-                f"| {name} | {level:.0%} | {budget} / {regression['evaluations']:.0f} | {mse['latin']:.3g} | "
-                f"{mse['plain']:.3g} | {mse['regression']:.3g} | {mse['latin'] / mse['regression']:.2f} |{cell}",
+                f"| {name} | {level:.0%} | {budget} / {regression['evaluations']:.0f} / {default['evaluations']:.0f} | "
+                f"{mse['latin']:.3g} | {mse['plain']:.3g} | {mse['regression']:.3g} | "
+                f"{mse['latin'] / mse['regression']:.2f} | {mse['default']:.3g} | {mse['latin'] / mse['default']:.2f} "
+                f"({default['sampler']}) |{cell}",
                 flush=True,
             )
 
@@ -274,18 +314,28 @@ def shapiq_errors(game, sd: float, budget: int, keys: int, python: str | None) -
     return float(json.loads(done.stdout))
 
 
+TABLES = ("calibration", "mse", "stop", "cost")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="only the 12- and 50-player unanimity games")
     parser.add_argument("--shapiq-python", default=None, help="a Python interpreter with shapiq installed")
     parser.add_argument("--threshold", type=float, default=0.02, help="StandardError threshold, times max |phi|")
+    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES), help="which tables")
+    parser.add_argument("--games", nargs="+", default=None, choices=list(GAMES), help="the calibration table's games")
     args = parser.parse_args(argv)
     print(f"# bench_regression: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, JAX {jax.__version__}")
-    calibration_table(["unanimity50"] if args.quick else ["unanimity50", "unanimity100", "airport100"], args.keys, 16)
-    mse_table(["unanimity50", "unanimity12"], args.keys, args.shapiq_python)
-    stop_rule_table(args.keys, args.threshold, cap=200_000)
-    cost_table(8)
+    games = args.games or (["unanimity50"] if args.quick else ["unanimity50", "unanimity100", "airport100"])
+    tables = {
+        "calibration": lambda: calibration_table(games, args.keys, 16),
+        "mse": lambda: mse_table(["unanimity50", "unanimity12"], args.keys, args.shapiq_python),
+        "stop": lambda: stop_rule_table(args.keys, args.threshold, cap=200_000),
+        "cost": lambda: cost_table(8),
+    }
+    for table in args.tables:
+        tables[table]()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from bayesval.games import (
     beta_shapley,
     exact_semivalue,
 )
+from bayesval.games.analytic import MinimumSpanningTree
 
 SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), beta_shapley(16, 1), beta_shapley(1, 4), LEAVE_ONE_OUT]
 TIED_COSTS = (3.0, 1.0, 3.0, 2.0, 5.0, 1.0, 2.0, 5.0, 4.0, -0.5, 4.0)  # ties at every level, one negative cost
@@ -32,6 +33,7 @@ GAMES = {
     "shoes, one left": lambda n: Shoes(1, n - 1),
     "miner": Miner,
     "weighted voting": lambda n: WeightedVoting(tuple(j % 5 for j in range(n)), quota=n + 0.5),  # weights 0..4
+    "minimum spanning tree": MinimumSpanningTree,
 }
 
 
@@ -72,6 +74,8 @@ def test_shapley_values_equal_the_formulas_of_the_literature_at_100_players():
     np.testing.assert_allclose(SymmetricVoting(n).semivalue(SHAPLEY), 1 / n, rtol=1e-10)
     np.testing.assert_allclose(Miner(n + 1).semivalue(SHAPLEY), (n // 2) / (n + 1), rtol=1e-10)
     np.testing.assert_allclose(Shoes(n // 2, n // 2).semivalue(SHAPLEY), 0.5, rtol=1e-10)  # symmetric: v(N) / n
+    # Castro, Gomez & Tejada 2009: the ring of 100 players, v(N) = 99 ring edges + 101 to the source, shared alike
+    np.testing.assert_allclose(MinimumSpanningTree(n).semivalue(SHAPLEY), (99 + 101) / n, rtol=1e-10)
 
 
 @pytest.mark.parametrize("name", GAMES)
@@ -86,7 +90,7 @@ def test_values_are_finite_at_150_players(name):
     for weights in SEMIVALUES:
         values = game.semivalue(weights)
         assert values.shape == (150,) and np.all(np.isfinite(values)), weights.name
-        assert np.all(values >= 0) or name.endswith("negative term") or "tied" in name, weights.name
+        assert np.all(values >= 0) or name.endswith("negative term") or "tied" in name or "tree" in name, weights.name
 
 
 def test_bad_games_are_refused():
@@ -102,5 +106,7 @@ def test_bad_games_are_refused():
         WeightedVoting((1, 2.5), 2)
     with pytest.raises(ValueError, match="left"):
         Shoes(0, 3)
+    with pytest.raises(ValueError, match="num_players"):
+        MinimumSpanningTree(2)
     with pytest.raises(ValueError, match="beta_shapley"):
         Miner(4).semivalue("beta")

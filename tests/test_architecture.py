@@ -11,6 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import bayesval as bv
@@ -122,6 +123,32 @@ def test_importing_the_package_leaves_scikit_learn_for_the_functions_that_use_it
         check=True,
     )
     assert loaded.stdout.strip() == "False"
+
+
+def test_importing_the_package_loads_jax_and_not_the_samplers():
+    """`import bayesval` is JAX and the results layer (docs/architecture.md, "Importing on first use"): NumPyro, the
+    party path and the privacy library load on first use, so a CLI command that fails on its arguments fails
+    before them."""
+    heavy = ("numpyro", "bayesval.parties", "bayesval.models", "dp_accounting")
+    code = f"import sys, bayesval; print(sorted(m for m in {heavy} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
+    assert sorted(bv.__all__) == sorted([*bv._PUBLIC, "valuate"])  # every public name loads on first use
+
+
+def test_a_result_reads_its_ledger_in_a_process_that_never_imported_privacy(tmp_path):
+    """A saved result holds a privacy ledger (a record of `bayesval.privacy`, registered when that module loads):
+    read back in a fresh process that imported only the results layer, the kind is still found."""
+    ledger = bv.PrivacyLedger()
+    result = bv.ValuationResult("exact", np.array([1.0, 2.0]), np.zeros(2), ["a", "b"], privacy=ledger)
+    path = result.save(tmp_path / "result.npz")
+    code = (
+        "import sys; from bayesval.results import ValuationResult; assert 'bayesval.privacy' not in sys.modules; "
+        f"r = ValuationResult.load({str(path)!r}); print(type(r.privacy).__name__)"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.strip() == "PrivacyLedger"
 
 
 def architecture_layers() -> list[str]:

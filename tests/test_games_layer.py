@@ -10,7 +10,7 @@ from game_examples import assert_flags_agree, random_table, table_utility
 
 import bayesval as bv
 from bayesval.games.fingerprint import PROBES
-from bayesval.games.samplers import PermutationSampler, StratifiedSampler, UniformSampler
+from bayesval.games.samplers import PermutationSampler, StratifiedSampler, UniformSampler, default_sampler
 from bayesval.games.semivalues import semivalue
 from bayesval.games.stopping import (
     DEFAULT_MAX_EVALUATIONS,
@@ -20,7 +20,7 @@ from bayesval.games.stopping import (
     RankStability,
     StandardError,
 )
-from bayesval.games.weights import beta_shapley
+from bayesval.games.weights import as_semivalue, beta_shapley
 from bayesval.results.variance import variances_and_dof
 
 N = 5
@@ -35,8 +35,11 @@ def utility():
 
 
 def run(utility, key, evaluations, **options):
-    """A run of 16 draws a batch, to `evaluations` utility evaluations unless `stop` says otherwise."""
-    options = {"batch_size": 16, "names": NAMES} | options
+    """A run of 16 draws a batch, to `evaluations` utility evaluations unless `stop` says otherwise; by the
+    semivalue's sampler of before the noise-probing default (permutations for Shapley: this utility is noisy), so
+    that the counts these tests pin stay those of the sampler they were written for."""
+    weights = as_semivalue(options.get("weights", "shapley"))
+    options = {"batch_size": 16, "names": NAMES, "sampler": default_sampler(weights)} | options
     options.setdefault("stop", MaxEvaluations(evaluations) if evaluations else None)
     result = semivalue(utility, N, key, **options)
     assert_flags_agree(result)
@@ -140,6 +143,22 @@ def test_a_jitted_utility_compiles_once_across_batches_and_resumes():
         first = semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(600))
         semivalue(counted, N, 0, sampler=sampler, batch_size=16, stop=MaxEvaluations(1500), resume_from=first)
         assert len(traces) == 2 and traces[0] == (PROBES, N) and first.diagnostics["batches"] > 1, (sampler, traces)
+
+
+def test_a_keyless_utility_gets_no_key_and_the_coalitions_of_any_utility():
+    """`KeylessUtility(values_of)`: values_of sees the masks alone (as NumPy), and a run draws the coalitions, and so
+    the values, that the same function wrapped as utility(key, masks) gives with that key, to the last bit."""
+    seen = []
+
+    def values_of(masks):
+        seen.append(type(masks))
+        return np.asarray(masks, np.float64) @ TABLE[1 : N + 1] + np.asarray(masks).all(axis=1)
+
+    keyless = semivalue(bv.games.KeylessUtility(values_of), N, 3, batch_size=16, stop=MaxEvaluations(400))
+    keyed = semivalue(lambda key, masks: values_of(np.asarray(masks)), N, 3, batch_size=16, stop=MaxEvaluations(400))
+    np.testing.assert_array_equal(keyless.values, keyed.values)
+    np.testing.assert_array_equal(keyless.stderr, keyed.stderr)
+    assert set(seen) == {np.ndarray} and keyless.state.evaluations == keyed.state.evaluations >= 400
 
 
 def test_repeated_estimates_per_coalition_are_averaged(utility):

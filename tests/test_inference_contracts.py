@@ -61,8 +61,31 @@ def test_sampler_config_leaves_kernel_settings_to_the_model_without_warning():
     assert vars(config)["target_accept_prob"] == 0.8 and "target_accept_prob=0.8," in repr(config)
     assert config == SamplerConfig(num_chains=2)
     model = bv.models.LogisticRegression(max_tree_depth=4, min_bfmi=0.2)
-    assert model.kernel_settings(config) == NUTSSettings(0.65, 4, 0.2)  # the logistic model's own target
-    assert model.kernel_settings(paper) == NUTSSettings(0.86, 4, 0.2)  # the paper preset still forwards 0.86
+    assert config.overriding(model.kernel_settings(None)) == NUTSSettings(0.65, 4, 0.2)  # the model's own target
+    with pytest.warns(DeprecationWarning, match=r"'paper' preset sets the NUTS kernel's target_accept_prob 0.86 over"):
+        assert paper.overriding(model.kernel_settings(None)) == NUTSSettings(0.86, 4, 0.2)  # for one release
+    paper_kernel = bv.models.LogisticRegression(target_accept_prob=0.86)  # the paper's kernel, on the model
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert paper.overriding(paper_kernel.kernel_settings(None)) == paper_kernel.kernel
+
+
+def test_a_config_is_a_run_budget_and_a_valuation_policy_and_holds_no_kernel_setting_of_its_own():
+    """Every field of `SamplerConfig` is in exactly one of `RunBudget` (what a sampler call reads), `ValuationPolicy`
+    (what the party valuation reads) and the deprecated kernel fields; a rerun changes the budget's sweeps and
+    thinning, a sampled game the policy's repeats."""
+    from dataclasses import fields
+
+    from bayesval.inference.config import KERNEL_FIELDS, RunBudget, ValuationPolicy
+
+    parts = [RunBudget._fields, ValuationPolicy._fields, KERNEL_FIELDS]
+    assert sorted(name for part in parts for name in part) == sorted(field.name for field in fields(SamplerConfig))
+    config = SamplerConfig.preset("fast").with_(num_chains=2, memory_limit_mb=512.0, reruns=2)
+    assert config.budget == RunBudget(2, 800, 1600, 1, 512.0) and config.policy == ValuationPolicy(3, 2, 2, True)
+    rerun = config.rerun(2)
+    assert rerun.budget == config.budget._replace(num_samples=6400, thinning=4)
+    assert rerun.policy == config.policy._replace(reruns=0)
+    assert config.for_sampled_game().policy.num_repeats == 2 and config.for_sampled_game().budget == config.budget
 
 
 def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
@@ -77,7 +100,39 @@ def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
         SamplerConfig().with_(min_bfmi=0.5)
     model = bv.models.NumPyroModel(_mean_model, ["mean"], target_accept_prob=0.7)
     assert model.kernel == NUTSSettings(0.7, 10, 0.3)
-    assert model.kernel_settings(config) == NUTSSettings(0.9, 10, 0.1)
+    assert config.overriding(model.kernel_settings(_tiny_data())) == NUTSSettings(0.9, 10, 0.1)
+
+
+def test_kernel_settings_have_one_signature_and_the_old_calls_warn_for_one_release():
+    """kernel_settings(data) for every model; LinearRegression's kernel_settings(num_features), NumPyroModel's
+    kernel_settings(config) and a user model written with either still give what they gave, with a warning."""
+    from bayesval.models.protocol import capabilities
+
+    gibbs, logistic, data = bv.models.LinearRegression(collapsed_moves=3), bv.models.LogisticRegression(), _tiny_data()
+    with pytest.warns(DeprecationWarning, match=r"kernel_settings\(num_features\) is deprecated"):
+        assert gibbs.kernel_settings(1) == gibbs.kernel_settings(data)
+    assert gibbs.kernel_settings(data).statistic.size == data.perturbed.shape[1]
+    with pytest.warns(DeprecationWarning, match="kernel settings belong to the model"):
+        config = SamplerConfig(target_accept_prob=0.9)
+    with pytest.warns(DeprecationWarning, match=r"kernel_settings\(config\) is deprecated"):
+        assert logistic.kernel_settings(config) == NUTSSettings(0.9, 3, 0.3)
+    assert logistic.kernel_settings(data) == NUTSSettings(0.65, 3, 0.3)
+
+    class OldNUTS:  # a user model written against the old NUTS signature
+        name, sampler = "old", "nuts"
+        statistic = prior_draws = posterior_draws = staticmethod(lambda *args: None)
+
+        def kernel_settings(self, config):
+            return NUTSSettings(0.7, 5, 0.1)._replace(**config.kernel_overrides)
+
+    class OldGibbs(OldNUTS):
+        def kernel_settings(self, num_features):
+            return gibbs.kernel_settings(num_features)
+
+    with pytest.warns(DeprecationWarning, match=r"OldNUTS.kernel_settings\(config\) has the signature"):
+        assert capabilities(OldNUTS()).kernel_settings(data) == NUTSSettings(0.7, 5, 0.1)
+    with pytest.warns(DeprecationWarning, match=r"OldGibbs.kernel_settings\(num_features\) has the signature"):
+        assert capabilities(OldGibbs()).kernel_settings is None
 
 
 @pytest.mark.parametrize(("field", "value"), [("target_accept_prob", 1.0), ("min_bfmi", -1.0)])
@@ -90,7 +145,7 @@ def test_gibbs_step_is_a_pure_function_of_its_named_inputs():
     from bayesval.inference.gibbs import GibbsInputs, init, step
 
     model, data = bv.models.LinearRegression(collapsed_moves=0), _tiny_data()
-    priors, settings = model.priors(1), model.kernel_settings(1)
+    priors, settings = model.priors(1), model.kernel_settings(data)
     state = init(jax.random.key(0), priors, 2)
     inputs = GibbsInputs(data, jnp.array([True, False]), priors)
     one, two = (step(jax.random.key(1), state, inputs, settings) for _ in range(2))
@@ -105,7 +160,7 @@ def test_gibbs_driver_returns_coalition_draws_and_takes_settings_either_way():
     model, data = bv.models.LinearRegression(collapsed_moves=0), _tiny_data()
     masks = np.array([[True, False], [True, True]])
     budget = dict(num_chains=2, num_warmup=4, num_samples=6, thinning=2, progress_bar=False)
-    priors, settings = model.priors(1), model.kernel_settings(1)
+    priors, settings = model.priors(1), model.kernel_settings(data)
     draws = sample_coalition_posteriors(jax.random.key(2), data, masks, priors, settings, **budget)
     legacy = sample_coalition_posteriors(
         jax.random.key(2), data, masks, priors, settings.statistic, collapsed_moves=0, **budget
@@ -120,38 +175,51 @@ def test_a_models_capabilities_are_read_once_into_one_record():
     from bayesval.models.protocol import OPTIONAL_MEMBERS, Capabilities, capabilities
 
     gibbs = capabilities(bv.models.LinearRegression())
-    assert gibbs.packs_members and gibbs.conjugate_prior is not None and gibbs.run_kernel_settings is None
+    assert gibbs.packs_members and gibbs.conjugate_prior is not None
+    assert gibbs.kernel_settings(_tiny_data()).collapsed_moves == 8  # one signature: kernel_settings(data)
     assert gibbs.surrogate_surprises is not None and gibbs.prior_log_density is not None
     logistic = bv.models.LogisticRegression()
     nuts = capabilities(logistic)
     assert not nuts.packs_members and nuts.conjugate_prior is None and nuts.check is not None
-    assert nuts.run_kernel_settings(SamplerConfig()) == logistic.kernel
+    assert nuts.kernel_settings(_tiny_data()) == logistic.kernel
 
     class Bare:  # the required members only
         name, sampler = "bare", "nuts"
         statistic = prior_draws = posterior_draws = staticmethod(lambda *args: None)
 
     bare = capabilities(Bare())
-    assert bare == Capabilities(*[False if name == "packs_members" else None for name in OPTIONAL_MEMBERS], None)
+    assert bare == Capabilities(*[False if name == "packs_members" else None for name in OPTIONAL_MEMBERS])
     with pytest.raises(TypeError, match="lacks \\['posterior_draws'\\]"):
         capabilities(type("Half", (), {"name": "half", "sampler": "nuts", "statistic": 0, "prior_draws": 0})())
 
 
 @pytest.mark.parametrize("preset", ["fast", "paper"])
-def test_a_result_records_the_kernel_settings_that_ran(preset):
-    """`diagnostics["sampler"]` (`sampler_record`) holds the target acceptance the NUTS kernel used: a
-    LogisticRegression run records its own 0.65 at the fast preset (it recorded the config's unused 0.8 before), and
-    the paper preset's forwarded 0.86; a Gibbs model's record keeps the config's fields."""
+def test_a_saved_result_records_the_kernel_settings_that_ran(preset, monkeypatch, tmp_path):
+    """`diagnostics["sampler"]` (`sampler_record`), saved and loaded, holds the target acceptance and BFMI floor that
+    the NUTS driver is handed: a LogisticRegression run records its own 0.65 at the fast preset (it recorded the
+    config's unused 0.8 before), and the paper preset's 0.86 (set over the model's for one release, with a
+    warning); a Gibbs model's record keeps the config's fields."""
+    from bayesval.models import numpyro_model
     from bayesval.parties.surprise import CoalitionSurprise
     from bayesval.parties.valuation import sampler_record
 
+    handed = {}
+    monkeypatch.setattr(
+        numpyro_model, "sample_coalition_posteriors_nuts", lambda *args, **kwargs: handed.update(kwargs)
+    )
     logistic = bv.models.LogisticRegression()
     config = SamplerConfig.preset(preset, "nuts")
     size = logistic.statistic(2).size
     data = NoiseAwareData(jnp.ones((3, size)), jnp.full(3, 50.0), jnp.full(3, 2.0))
-    record = sampler_record(CoalitionSurprise(logistic, data, config, 4, jax.random.key(0), 7))
-    assert record["target_accept_prob"] == {"fast": 0.65, "paper": 0.86}[preset]
-    assert record["min_bfmi"] == logistic.kernel.min_bfmi and record["num_chains"] == config.num_chains
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the paper preset's target acceptance, for one release
+        logistic.posterior_draws(jax.random.key(0), data, np.ones((1, 3), bool), config)  # what the driver gets
+        record = sampler_record(CoalitionSurprise(logistic, data, config, 4, jax.random.key(0), 7))
+    result = bv.ValuationResult("nuts", np.zeros(3), np.zeros(3), ["a", "b", "c"], diagnostics={"sampler": record})
+    saved = bv.ValuationResult.load(result.save(tmp_path / "result.npz")).diagnostics["sampler"]
+    assert saved["target_accept_prob"] == handed["target_accept_prob"] == {"fast": 0.65, "paper": 0.86}[preset]
+    assert saved["min_bfmi"] == handed["min_bfmi"] == logistic.kernel.min_bfmi
+    assert saved["num_chains"] == handed["num_chains"] == config.num_chains
     gibbs = sampler_record(
         CoalitionSurprise(bv.models.LinearRegression(), _tiny_data(3), SamplerConfig(), 4, jax.random.key(0), 7)
     )

@@ -90,7 +90,7 @@ def test_gibbs_program_calls_no_lapack_kernel():
 
     model, num_parties = LinearRegression(interweaving_moves=1, collapsed_moves=1), 3
     data = NoiseAwareData(jnp.ones((num_parties, 9)), jnp.full(num_parties, 100.0), jnp.ones(num_parties))
-    priors, settings = model.priors(2), model.kernel_settings(2)
+    priors, settings = model.priors(2), model.kernel_settings(data)
     init = jax.vmap(jax.vmap(lambda k: initial_state(k, priors, num_parties)))
     states = init(jax.random.split(jax.random.key(0), (2, 2)))
     row_keys = jax.random.split(jax.random.key(1), 2)

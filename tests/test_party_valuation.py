@@ -5,6 +5,7 @@ the front door."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import warnings
 
@@ -15,7 +16,7 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.parties import valuation
 from bayesval.parties.surprise import CoalitionSurprise
-from bayesval.results.state import CoalitionEstimates
+from bayesval.results.state import PER_COALITION, CoalitionDiagnostics, CoalitionEstimates
 
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
 MODEL = bv.models.LinearRegression(interweaving_moves=0)  # the smallest program: the quickest to compile
@@ -119,6 +120,8 @@ def _as_saved_before_the_typed_state(path):
     archive = json.loads(str(arrays.pop("_meta")))
     meta = archive["meta"]  # the result's record inside the archive's envelope
     codes, values = arrays.pop("coalition_estimates_codes"), arrays.pop("coalition_estimates_values")
+    for name in PER_COALITION:  # the coalitions' diagnostics were in the result's diagnostics only
+        del arrays[f"coalition_estimates_{name}"]
     meta["diagnostics"]["game"] = meta.pop("coalition_estimates")["meta"]["game"]
     meta["diagnostics"]["coalition_estimates"] = {str(c): row.tolist() for c, row in zip(codes.tolist(), values)}
     with path.open("wb") as handle:
@@ -147,6 +150,54 @@ def test_a_result_saved_before_the_typed_state_loads_converted_and_resumes_witho
     assert resumed.diagnostics == valued.diagnostics
 
 
+def _as_saved_at_version_1(path):
+    """Rewrite a result file as results were saved at version 1 of `CoalitionEstimates`: the coalitions'
+    diagnostics in the result's diagnostics only."""
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    archive = json.loads(str(arrays.pop("_meta")))
+    envelope = archive["meta"]["coalition_estimates"]
+    envelope["version"] = 1
+    del envelope["meta"]["converged"]
+    for name in PER_COALITION:
+        del arrays[f"coalition_estimates_{name}"]
+    with path.open("wb") as handle:
+        np.savez(handle, _meta=np.array(json.dumps(archive)), **arrays)
+    return path
+
+
+def test_a_resume_reads_the_typed_record_alone_and_a_version_1_record_loads_migrated(
+    valued, releases, tmp_path, monkeypatch
+):
+    """The coalitions' diagnostics travel in `CoalitionEstimates` (version 2): a result stripped of every key a
+    resume once read from its `diagnostics` still resumes, to the same values and diagnostics; a file written at
+    version 1 loads with them read from its diagnostics."""
+    typed = valued.coalition_estimates.diagnostics
+    assert typed == CoalitionDiagnostics(*(valued.diagnostics[name] for name in CoalitionDiagnostics._fields))
+    assert len(typed.coalitions) == 7 and typed.coalitions[0] in ([1, 0, 0], [0, 1, 0], [0, 0, 1])
+    old = bv.ValuationResult.load(_as_saved_at_version_1(valued.save(tmp_path / "v1.npz")))
+    assert old.coalition_estimates.diagnostics == typed
+    stripped = dataclasses.replace(
+        valued, diagnostics={k: v for k, v in valued.diagnostics.items() if k not in CoalitionDiagnostics._fields}
+    )
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a coalition was sampled again")
+
+    monkeypatch.setattr(CoalitionSurprise, "_sample", no_sampling)
+    for earlier in (stripped, old):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            resumed = bv.valuate(MODEL, releases, key=3, config=TINY, resume_from=earlier)
+        np.testing.assert_array_equal(resumed.values, valued.values)
+        assert resumed.diagnostics == valued.diagnostics
+    untyped = dataclasses.replace(
+        stripped, coalition_estimates=dataclasses.replace(valued.coalition_estimates, diagnostics=None)
+    )
+    with pytest.raises(ValueError, match="resume_from's coalition estimates carry no coalition diagnostics"):
+        bv.valuate(MODEL, releases, key=3, config=TINY, resume_from=untyped)
+
+
 def test_resume_from_needs_coalition_estimates_of_the_same_game(valued, releases):
     without = bv.ValuationResult(valued.method, valued.values, valued.stderr, valued.names)
     with pytest.raises(TypeError, match="resume_from must be the ValuationResult of an earlier party valuation"):
@@ -171,6 +222,12 @@ def test_coalition_estimates_round_trip_as_a_record():
     assert again.game == "abc" and list(again.estimates) == [1, 3]
     np.testing.assert_array_equal(again.estimates[3], [0.5, 0.25])
     assert CoalitionEstimates.from_diagnostics({"converged": True}) == (None, {"converged": True})
+    assert "converged" not in meta and again.diagnostics is None  # built without diagnostics: none written
+    sampled = CoalitionDiagnostics([[1, 0], [1, 1]], [1.002, 1.5], [812.5, 40.0], [0, 1], [0, 3], [0, 1], False)
+    meta, arrays = dataclasses.replace(state, diagnostics=sampled).to_record()
+    assert arrays["coalitions"].shape == (2, 2) and arrays["r_hat"].dtype == np.float64
+    assert CoalitionEstimates.from_record(meta, arrays).diagnostics == sampled
+    assert CoalitionEstimates.from_record(meta, arrays, version=1).diagnostics is None  # version 1 kept none
 
 
 def test_check_parties_and_release_all_moved_to_parties_and_the_old_path_warns():
@@ -234,20 +291,20 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
 
 def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):
     """`surrogate_control`: the Laplace surprise of every coalition for LinearRegression (per-party data models)
-    by default and with control_variate=True (never with False), unless the parties are more than
-    MAX_CONTROL_PARTIES, the model has no surrogate, or the run resumes one (which goes on with its own, or with
-    none): then without a word by default, with a warning that says why where it was asked for. A user model's
-    unusable surrogate is named."""
+    by default and with control_variate=True (never with False), up to MAX_CONTROL_PARTIES parties; beyond, the
+    surrogate of given coalitions with its Shapley values estimated (`estimated_control`). Where the model has no
+    surrogate (or none beyond 12 parties), or the run resumes one sampled without: without a word by default, with a
+    warning that says why where it was asked for. A user model's unusable surrogate is named."""
     from types import SimpleNamespace
 
     from bayesval.inference.data import NoiseAwareData
     from bayesval.models.protocol import Capabilities, capabilities
 
-    def surprise_of(model) -> SimpleNamespace:  # what surrogate_control reads of a CoalitionSurprise
-        return SimpleNamespace(model=model, data=data, capabilities=capabilities(model))
+    def surrogates_of(model) -> valuation.Surrogates:  # what the policy gets of a CoalitionSurprise
+        return valuation.model_surrogates(SimpleNamespace(model=model, data=data, capabilities=capabilities(model)))
 
     data = NoiseAwareData.from_releases(releases)
-    game = surprise_of(MODEL)
+    game = surrogates_of(MODEL)
     on, off = (
         valuation.party_settings(MODEL, control_variate=True),
         valuation.party_settings(MODEL, control_variate=False),
@@ -259,10 +316,17 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
         assert control.name == "the Laplace surprise" and control.num_players == 3
         np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
     assert valuation.surrogate_control(game, off, 3, None) is None
-    shared = surprise_of(bv.models.LinearRegression(shared_data_model=True))
-    logistic = surprise_of(bv.models.LogisticRegression())
+    shared = surrogates_of(bv.models.LinearRegression(shared_data_model=True))
+    logistic = surrogates_of(bv.models.LogisticRegression())
+    beyond = valuation.MAX_CONTROL_PARTIES + 1
     for chosen, n, resumed, reason in (
-        (game, valuation.MAX_CONTROL_PARTIES + 1, None, "13 parties are more than 12"),
+        (logistic, beyond, None, "13 parties are more than 12 and LogisticRegression has no surrogate_game"),
+        (
+            shared,
+            beyond,
+            None,
+            "13 parties are more than 12 and LinearRegression gives no surrogate of coalitions here",
+        ),
         (shared, 3, None, "LinearRegression gives no surrogate here"),
         (logistic, 3, None, "LogisticRegression has no surrogate_surprises"),
         (game, 3, SimpleNamespace(control_table=None), "resume_from was sampled without one"),
@@ -281,7 +345,22 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
 
     with pytest.raises(ValueError, match=r"Broken.surrogate_surprises\(data\) gave no usable surrogate: .*2\^n values"):
         broken = Capabilities(None, None, None, False, None, None, Broken().surrogate_surprises, None)
-        valuation.surrogate_control(SimpleNamespace(model=Broken(), data=data, capabilities=broken), on, 3, None)
+        model = SimpleNamespace(model=Broken(), data=data, capabilities=broken)
+        valuation.surrogate_control(valuation.model_surrogates(model), on, 3, None)
+
+
+def test_the_laplace_surrogate_of_given_coalitions_is_the_table_where_both_exist(releases):
+    """`LinearRegression.surrogate_game`, the surrogate beyond 12 parties, gives each coalition the value of the
+    table `surrogate_surprises` fits (from the prior's mode: both converge here), 0 for the empty coalition, with a
+    flag per fit."""
+    from bayesval.games.masks import coalition_masks
+    from bayesval.inference.data import NoiseAwareData
+
+    data = NoiseAwareData.from_releases(releases)
+    given = MODEL.surrogate_game(data)(coalition_masks(3, include_empty=True))
+    assert given.usable.all()
+    np.testing.assert_allclose(given.values, MODEL.surrogate_surprises(data).values, rtol=1e-9, atol=1e-12)
+    assert bv.models.LinearRegression(shared_data_model=True).surrogate_game(data) is None
 
 
 def test_the_coalitions_error_is_estimated_from_their_estimates_unless_the_kl_correlates_them():

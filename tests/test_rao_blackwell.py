@@ -163,7 +163,7 @@ def test_the_driver_returns_the_conditional_each_kept_theta_was_drawn_from(syn_p
     masks = np.array([[True, False, True], [True, True, True]])
     budget = dict(num_chains=2, num_warmup=10, num_samples=100, progress_bar=False)
     run = partial(
-        sample_coalition_posteriors, jax.random.key(2), data, masks, model.priors(2), model.kernel_settings(2)
+        sample_coalition_posteriors, jax.random.key(2), data, masks, model.priors(2), model.kernel_settings(data)
     )
     plain, with_conditionals = run(**budget), run(**budget, conditionals=True)
     np.testing.assert_allclose(with_conditionals.draws, plain.draws, rtol=1e-9)

@@ -135,5 +135,6 @@ def test_the_start_is_described_for_the_diagnostics():
 
     config = bv.SamplerConfig.preset("fast", "nuts")
     warm = capabilities(bv.models.LogisticRegression(warm_start=True))
-    assert start_that_runs(warm, config) == {"nuts_start": WARM_START}
-    assert start_that_runs(capabilities(bv.models.LinearRegression()), config) == {}  # no NUTS kernel
+    assert start_that_runs(warm, None, config) == {"nuts_start": WARM_START}
+    linear_releases = NoiseAwareData(jnp.zeros((2, 5)), jnp.ones(2), jnp.ones(2))  # one feature: 5 entries
+    assert start_that_runs(capabilities(bv.models.LinearRegression()), linear_releases, config) == {}  # Gibbs

@@ -14,8 +14,8 @@ Each game is a frozen dataclass with `num_players`, a deterministic `utility(key
 boolean, values (B,) float64; the key is ignored) for `bayesval.games.semivalue`, and `semivalue(weights)`. The
 utilities are NumPy: a few vector operations a batch, where a jitted utility compiled a program for every game and
 batch shape (about 50 ms each; 53 of them in the analytic-game and calibration tests).
-The games are those of the analytic test games of pyDVL (airport, shoes, miner, symmetric voting, asymmetric voting)
-plus sums of unanimity games, derived and written here from the definitions.
+The games are those of the analytic test games of pyDVL (airport, shoes, miner, symmetric voting, asymmetric voting,
+minimum spanning tree) plus sums of unanimity games, derived and written here from the definitions.
 """
 
 from __future__ import annotations
@@ -330,3 +330,47 @@ class WeightedVoting(AnalyticGame):
                 -log_binomial(self.num_players - 1, _sizes(self.num_players))
             )
         return marginals
+
+
+@dataclass(frozen=True)
+class MinimumSpanningTree(AnalyticGame):
+    """The minimum spanning tree (cost) game of Castro, Gómez & Tejada (2009, Sec. 4): the players are the nodes of a
+    ring, each joined to its two neighbours by an edge of cost `ring_cost` and to a source by one of cost
+    `source_cost` (no other edges), and v(S) is the cost of the cheapest tree that connects S to the source.
+
+    S's players form k arcs of the ring (maximal runs of neighbours); each arc of L players is joined along the ring
+    (L - 1 edges) and once to the source, so v(S) = ring_cost (|S| - k) + source_cost k, the ring whole (S = N) one
+    arc of n - 1 ring edges. A player i joining S adds one arc where neither neighbour is in S, none where one is, and
+    joins two arcs into one where both are, unless S is everyone else (then it closes the ring: still one arc):
+
+        m_i(s) = ring_cost + (source_cost - ring_cost) (P(neither) - P(both) + 1[s = n - 1]),
+
+    with P(neither) = binom(n-3, s) / binom(n-1, s) and P(both) = binom(n-3, s-2) / binom(n-1, s) for S uniform of
+    size s among the n - 1 others. Every player is alike, so the Shapley value is v(N) / n for each.
+
+    num_players  at least 3 (a ring)
+    """
+
+    num_players: int
+    ring_cost: float = 1.0
+    source_cost: float = 101.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_players", check_int("num_players", self.num_players, minimum=3))
+        object.__setattr__(self, "ring_cost", check_real("ring_cost", self.ring_cost))
+        object.__setattr__(self, "source_cost", check_real("source_cost", self.source_cost))
+
+    def utility(self, key, masks) -> np.ndarray:
+        masks = np.asarray(masks, bool)
+        members = masks.sum(axis=1)
+        arcs = (masks & ~np.roll(masks, 1, axis=1)).sum(axis=1)  # players whose left neighbour is out: arc starts
+        arcs = np.where(members == self.num_players, 1, arcs)  # the whole ring has no start, and is one arc
+        return self.ring_cost * (members - arcs) + self.source_cost * arcs
+
+    def expected_marginals(self) -> np.ndarray:
+        n, sizes = self.num_players, _sizes(self.num_players)
+        neither = hypergeometric_probability(n - 1, 2, sizes, 0)
+        both = hypergeometric_probability(n - 1, 2, sizes, 2)
+        closes = (sizes == n - 1).astype(np.float64)
+        marginal = self.ring_cost + (self.source_cost - self.ring_cost) * (neither - both + closes)
+        return np.tile(marginal, (n, 1))

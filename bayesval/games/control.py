@@ -6,11 +6,19 @@ coalition. Sampling the difference v - u and adding phi(u), computed exactly ove
 phi(v) without bias whatever u is; its variance is that of the sampled marginals of v - u, which is small as far as
 the marginals of u track those of v (Glasserman 2004, Sec. 4.1, with the coefficient fixed at 1). A surrogate that
 tracks v poorly costs precision, never correctness.
+
+Beyond the players a table holds, `EstimatedControl` replaces the exact phi(u) by an estimate from many cheap
+evaluations of u, with its variance (a multi-fidelity estimate, as ProxySHAP and Regression MSR do, here with an error
+bar): phi^(v) = phi^(u) + phi^(v - u), the two parts sampled from independent keys, so their variances add and the
+sum stays unbiased for phi(v) whatever u is (Peherstorfer, Willcox & Gunzburger 2018, Sec. 3, with the coefficient
+fixed at 1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,3 +67,84 @@ class ControlVariate:
     def __call__(self, masks) -> np.ndarray:
         """u of each coalition mask (B, n): (B,)."""
         return self.table[mask_codes(np.asarray(masks, bool))]
+
+
+class SurrogateValues(NamedTuple):
+    """A surrogate's values of a batch of coalitions (B,) and whether each could be had (B,): False where the
+    surrogate failed for that coalition (a fit that did not converge)."""
+
+    values: np.ndarray
+    usable: np.ndarray
+
+
+Surrogate = Callable[[np.ndarray], "SurrogateValues | np.ndarray"]  # masks (B, n) -> u of each, or with flags
+
+
+def surrogate_values(surrogate: Surrogate, masks, fallback: float = 0.0) -> np.ndarray:
+    """u (B,) of the coalition masks (B, n): the surrogate's values, `fallback` where it failed or gave a value that
+    is not finite. A failed coalition gets the same `fallback` every time, so u stays a fixed function of the
+    coalition, and a control built on it unbiased (its difference from the game is then the game itself there)."""
+    given = surrogate(np.asarray(masks, bool))
+    values, usable = given if isinstance(given, SurrogateValues) else (given, None)
+    values = np.asarray(values, np.float64)
+    if values.shape != (len(masks),):
+        raise ValueError(
+            f"a surrogate must give one value per coalition, shape ({len(masks)},) for masks of shape "
+            f"{np.shape(masks)}; got shape {values.shape}"
+        )
+    usable = np.isfinite(values) if usable is None else np.asarray(usable, bool) & np.isfinite(values)
+    return np.where(usable, values, fallback)
+
+
+@dataclass(frozen=True, eq=False)
+class EstimatedControl:
+    """A surrogate game u known as a function of the coalition whose semivalue is estimated, not computed over all
+    2^n coalitions: a multi-fidelity control variate for `bayesval.games.semivalue(..., control=...)` beyond the
+    players a table holds (docs/games.md, "Multi-fidelity control variates"). `estimated_control`
+    (`bayesval.games.multifidelity`) makes one from many cheap evaluations of u.
+
+    surrogate  masks (B, n) -> u of each (B,), or `SurrogateValues` with flags; a coalition it fails for (flag False,
+               or not finite) takes `fallback`, in the estimate of phi(u) and in the draws of v - u alike
+    estimate   (n,) the estimate of phi(u), of the semivalue `semivalue_name`
+    variances  (n,) its variance: the run of v - u adds it to its own, from independent keys
+    dof        (n,) the variance's degrees of freedom
+    evaluations  the evaluations of u that the estimate spent (for results)
+    """
+
+    surrogate: Surrogate
+    estimate: np.ndarray
+    variances: np.ndarray
+    dof: np.ndarray
+    semivalue_name: str
+    name: str = "surrogate"
+    fallback: float = 0.0
+    evaluations: int = 0
+
+    def __post_init__(self) -> None:
+        if not callable(self.surrogate):
+            raise TypeError(f"surrogate must be a function of coalition masks, got {type(self.surrogate).__name__}")
+        arrays = [np.asarray(part, np.float64) for part in (self.estimate, self.variances, self.dof)]
+        if arrays[0].ndim != 1 or any(part.shape != arrays[0].shape for part in arrays):
+            shapes = [np.shape(part) for part in (self.estimate, self.variances, self.dof)]
+            raise ValueError(f"estimate, variances and dof must be of shape (n,) alike, got {shapes}")
+        if not (np.isfinite(arrays[0]).all() and (arrays[1] >= 0).all() and (arrays[2] >= 0).all()):
+            raise ValueError("an estimated control needs a finite estimate and variances and dof >= 0")
+        for name, part in zip(("estimate", "variances", "dof"), arrays):
+            object.__setattr__(self, name, part)
+
+    @property
+    def num_players(self) -> int:
+        return self.estimate.size
+
+    def semivalue(self, weights: Semivalue) -> np.ndarray:
+        """The estimate of phi(u) (n,), for the semivalue it was estimated for."""
+        if weights.name != self.semivalue_name:
+            raise ValueError(
+                f"this control's phi(u) estimates the {self.semivalue_name} semivalue, not the {weights.name}; "
+                "estimate it again for that semivalue"
+            )
+        return self.estimate
+
+    def __call__(self, masks) -> np.ndarray:
+        """u of each coalition mask (B, n): (B,), `fallback` where the surrogate failed."""
+        return surrogate_values(self.surrogate, masks, self.fallback)

@@ -123,6 +123,22 @@ def check_regression(num_players: int, batch_size: int, semivalue: Semivalue) ->
         )
 
 
+def check_budget(evaluation_cap: int | None, batch_size: int, spent: int = 0, why: str | None = None) -> None:
+    """A ValueError where the stopping rule caps a new run (`evaluation_cap`, `spent` of them already spent on
+    probing the utility) below the two batches of batch_size + 2 coalitions a first value needs (the first batch is a
+    pilot that is not counted), naming that minimum (and `why` regression runs, where it was chosen by default)."""
+    minimum = 2 * (batch_size + 2) + spent
+    if evaluation_cap is not None and evaluation_cap < minimum:
+        chosen = "" if why is None else f" (the default here: {why}; sampler=PermutationSampler() needs no pilot)"
+        raise ValueError(
+            f"stop caps the run at MaxEvaluations({evaluation_cap}), below what RegressionSampler{chosen} needs for a "
+            f"first value: two batches of {batch_size} + 2 coalitions (the first a pilot that is not counted)"
+            + (f", after the {spent} evaluations that probed the utility" if spent else "")
+            + f", so the minimum is {minimum}; raise the cap (about 12 batches, {12 * (batch_size + 2) + spent} "
+            "evaluations, give standard errors of 11 degrees of freedom) or pass a smaller batch_size"
+        )
+
+
 def _regression_masks(key, state, logits, pairs: int):
     """The batch's masks: `pairs` coalitions, their complements, the empty and the grand coalition; and from the
     batches before (zeros before the first) the controls: beta, the run's estimate of the sampled game (without a

@@ -544,7 +544,9 @@ SAMPLERS = (PermutationSampler, UniformSampler, StratifiedSampler, SemivalueSamp
 
 def default_sampler(semivalue: Semivalue) -> Sampler:
     """Permutations for Shapley (every draw weight 1), maximum sample reuse for Banzhaf (Wang & Jia 2023), and the
-    semivalue's own distribution for Beta semivalues and leave-one-out (whose permutation weights are heavy-tailed)."""
+    semivalue's own distribution for Beta semivalues and leave-one-out (whose permutation weights are heavy-tailed).
+    `semivalue()` with no sampler runs regression sampling instead for Shapley values of a noisy utility
+    (`bayesval.games.choice`)."""
     if semivalue.kind == "shapley":
         return PermutationSampler()
     if semivalue.kind == "banzhaf":

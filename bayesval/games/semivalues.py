@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +22,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesval.batching import batches, pad_rows
-from bayesval.games.control import ControlVariate
+from bayesval.games.choice import Probed, SamplerChoice, default_choice, given_sampler
+from bayesval.games.control import ControlVariate, EstimatedControl
 from bayesval.games.fingerprint import (
     check_game_id,
     evaluated,
@@ -30,7 +33,7 @@ from bayesval.games.fingerprint import (
     utility_name,
 )
 from bayesval.games.masks import code_masks, members
-from bayesval.games.regression import RegressionSampler
+from bayesval.games.regression import RegressionSampler, check_budget
 from bayesval.games.samplers import SAMPLERS, Sampler, default_sampler
 from bayesval.games.stopping import (
     DEFAULT_MAX_EVALUATIONS,
@@ -38,6 +41,7 @@ from bayesval.games.stopping import (
     Progress,
     StandardError,
     capped,
+    evaluation_cap,
     judgement,
 )
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
@@ -64,6 +68,31 @@ class Utility(Protocol):
     def __call__(self, key: jax.Array, masks: jax.Array) -> jax.Array: ...
 
 
+@dataclass(frozen=True)
+class KeylessUtility:
+    """A utility that takes no key: `values_of(masks)` -> values, masks (B, n) a NumPy boolean array, values (B,) or
+    (R, B). Its signature says what `semivalue` may rely on: the coalitions' values come from the masks alone, so no
+    key goes down to it (each batch's key is still split, and the coalitions drawn are those of any utility with
+    that key). For a deterministic utility, or one that keys its own randomness by coalition, as the party
+    surprise derives each coalition posterior's chains from the coalition and the repeat
+    (`bayesval.parties.keys`). Callable as a `Utility` (the key it is handed is not read)."""
+
+    values_of: Callable[[np.ndarray], np.ndarray]
+
+    def __call__(self, key: jax.Array | None, masks) -> np.ndarray:
+        return self.values_of(np.asarray(masks))
+
+
+class NoisyValues(NamedTuple):
+    """What a utility whose evaluations carry their own Monte Carlo error may return instead of bare values: the
+    values (B,) or (R, B) and the variance of each (the same shape; 0 where a value is exact), e.g. a coalition
+    posterior's squared standard error. A utility that returns positive variances is noisy, and the default
+    sampler for Shapley is then regression sampling (docs/games.md, "The default sampler")."""
+
+    values: jax.Array
+    variances: jax.Array
+
+
 SHOWN_COALITIONS = 5  # coalitions named in a NaN error
 
 
@@ -75,10 +104,10 @@ def semivalue(
     weights: str | Semivalue = "shapley",
     sampler: Sampler | None = None,
     stop=None,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     names: list[str] | None = None,
     resume_from: ValuationResult | None = None,
-    control: ControlVariate | None = None,
+    control: ControlVariate | EstimatedControl | None = None,
     independent_estimates: bool = False,
     progress_bar: bool = False,
     game_id: str | None = None,
@@ -86,14 +115,15 @@ def semivalue(
     """Sample the semivalue `weights` of `utility` over `num_players` players until `stop` holds.
 
     sampler      `PermutationSampler`, `UniformSampler`, `StratifiedSampler`, `SemivalueSampler` or, for Shapley,
-                 `RegressionSampler` (every evaluation serves every player: docs/games.md, "Regression sampling"; its
-                 batch_size counts coalitions, at least n) (default:
-                 permutations for Shapley, uniform with maximum sample reuse for Banzhaf, the semivalue's own
-                 distribution for Beta semivalues and leave-one-out). A sampler whose importance weights are
-                 heavy-tailed for this semivalue at this n (standard errors that lie) gets a warning naming a better one
+                 `RegressionSampler` (docs/games.md, "Regression sampling"; its batch_size counts coalitions, at least
+                 n). Default (docs/games.md, "The default sampler"; `diagnostics["sampler"]` says which ran and why):
+                 for Shapley, regression sampling where the utility is noisy (probed: `bayesval.games.choice`) and
+                 permutations where it is exact; uniform with maximum sample reuse for Banzhaf, the semivalue's own
+                 distribution for the others. A sampler whose importance weights are heavy-tailed gets a warning
     stop         a stopping rule (`bayesval.games.stopping`); one without an evaluation or time cap gets a warning
                  and a default cap. Default: StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)
-    batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling)
+    batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling); default
+                 64 (4.5n coalitions, even, for the regression chosen by default), or resume_from's on its key
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
                  run goes on at the next batch, with another key it adds new batches; it must have the same control
                  and the same game: the same game_id, or a utility of the same values on fixed probe coalitions
@@ -101,7 +131,9 @@ def semivalue(
                  values on `bayesval.games.fingerprint.PROBES` fixed coalitions, valued once a run): for a utility
                  whose values are not a pure function of (key, masks), or that is costly to value
     control      a `ControlVariate`, a surrogate u known on every coalition: the draws are of v - u and phi(u), exact,
-                 is added back (unbiased whatever u is; docs/games.md, "Control variates")
+                 is added back (unbiased whatever u is; docs/games.md, "Control variates"); or an
+                 `EstimatedControl`, u a function of the coalition whose phi(u) was estimated from another key: its
+                 variance adds to the run's (docs/games.md, "Multi-fidelity control variates")
     independent_estimates  for a utility of R > 1 estimates per coalition: True where it caches them (a coalition
                  asked for again gets the same estimates) and different coalitions' errors are independent. The
                  utility's own error is then estimated as the exact semivalue's, from the estimates of every coalition
@@ -118,19 +150,19 @@ def semivalue(
     _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1)
     key = check_key("key", key)
-    batch_size = check_count("batch_size", batch_size, minimum=1)
+    batch_size = None if batch_size is None else check_count("batch_size", batch_size, minimum=1)
     check_bool("progress_bar", progress_bar)
     game_id = check_game_id(game_id)
     check_bool("independent_estimates", independent_estimates)
     semivalue = as_semivalue(weights)
-    sampler = default_sampler(semivalue) if sampler is None else _check_sampler(sampler)
     names = _check_names(names, num_players)
     stop = capped(StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS) if stop is None else stop)
     control = _check_control(control, num_players)
-    plan = sampler.plan(num_players, batch_size, semivalue)
-    _warn_unreliable(plan, semivalue, sampler, num_players)
     stream = jax.random.key_data(key).tobytes().hex()
-    game = _fingerprint(utility, num_players, game_id, names)
+    choice = _chosen(utility, sampler, semivalue, num_players, batch_size, resume_from, stream, game_id, names)
+    sampler, batch_size = choice.sampler, choice.batch_size
+    plan = _planned(choice, num_players, semivalue, stop, resume_from is not None)
+    game = _fingerprint(utility, num_players, game_id, names, choice.probe_values)
     state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control)
     _check_same_game(state, game)
     _check_estimated_alike(state, independent_estimates)
@@ -148,7 +180,7 @@ def semivalue(
         batch_draws = plan.reduce(values, aux)
         if state is None:
             state = _first_state(semivalue, sampler, plan, len(values), num_players, control, independent_estimates)
-            state.game = game
+            state.game, state.evaluations = game, choice.evaluations
         elif len(values) != state.num_repeats:
             raise ValueError(
                 f"utility returned {len(values)} estimates per coalition, but the run so far had {state.num_repeats}"
@@ -163,7 +195,9 @@ def semivalue(
     bar.close()
     method = f"{semivalue.name} by {sampler.name} sampling"
     method += "" if control is None else f", {control.name} as a control variate"
-    return _sampled_result(method, names, state, progress, stop, {"batches": batch, "batch_size": batch_size})
+    return _sampled_result(
+        method, names, state, progress, stop, {"batches": batch, "batch_size": batch_size, "sampler": choice.why}
+    )
 
 
 def _sampled_result(method: str, names, state: SemivalueState, progress: Progress, stop, batches: dict):
@@ -201,7 +235,8 @@ def exact_semivalue(
     """The semivalue `weights` of `utility` from all 2^n coalitions, valued in chunks of `batch_size` masks (the last
     chunk padded with the empty coalition), phi = sum_c C[c] v(c) (`weights.coalition_coefficients`). Chunk c's
     utility key is fold_in(key, c). With R estimates per coalition the standard error is the spread of the R
-    semivalues over sqrt(R), else 0."""
+    semivalues over sqrt(R); with one, the error of the variances a utility returns as `NoisyValues`,
+    sqrt(sum_c C[c]^2 sigma_c^2); else 0."""
     _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1, maximum=30)
     key = check_key("key", key)
@@ -209,18 +244,20 @@ def exact_semivalue(
     semivalue = as_semivalue(weights)
     names = _check_names(names, num_players)
     total, rows = 2**num_players, min(batch_size, 2**num_players)
-    per_repeat, coalition_values = None, []
+    per_repeat, coalition_values, noise = None, [], np.zeros(num_players)
     for chunk in batches(total, rows):  # codes are made per batch: 2^n of them need not fit in memory
         codes = pad_rows(np.arange(chunk.start, chunk.stop), rows, fill=0)
         masks = code_masks(jnp.asarray(codes), num_players)
-        values = evaluated(utility, jax.random.fold_in(key, chunk.index), masks, num_players, chunk.index == 0)
-        values = np.asarray(checked_values(values, masks, names))
-        values = values[:, : chunk.count]
-        phi = values @ coalition_coefficients(np.asarray(masks)[: chunk.count], semivalue)
+        output = evaluated(utility, jax.random.fold_in(key, chunk.index), masks, num_players, chunk.index == 0)
+        values = np.asarray(checked_values(output, masks, names))[:, : chunk.count]
+        coefficients = coalition_coefficients(np.asarray(masks)[: chunk.count], semivalue)
+        phi = values @ coefficients
+        if isinstance(output, NoisyValues):  # the variance of phi from each coalition's own error
+            noise += checked_variances(output, masks, names)[:, : chunk.count].mean(axis=0) @ coefficients**2
         per_repeat = phi if per_repeat is None else per_repeat + phi
         coalition_values.append(values.mean(axis=0))
     repeats = len(per_repeat)
-    stderr = per_repeat.std(axis=0, ddof=1) / np.sqrt(repeats) if repeats > 1 else np.zeros(num_players)
+    stderr = per_repeat.std(axis=0, ddof=1) / np.sqrt(repeats) if repeats > 1 else np.sqrt(noise)
     keep = num_players <= 16  # the coalitions' values, where they fit a result
     return ValuationResult(
         method=f"exact {semivalue.name}",
@@ -236,7 +273,11 @@ def exact_semivalue(
 
 def checked_values(values, masks, names: list[str]) -> jax.Array:
     """A utility's values as float64 (R, B) for masks (B, n), or a ValueError: a shape that is neither (B,) nor
-    (R, B), or a NaN / inf value, naming the coalitions that got one."""
+    (R, B), or a NaN / inf value, naming the coalitions that got one. Of `NoisyValues`, the values, once their
+    variances are checked (`checked_variances`)."""
+    if isinstance(values, NoisyValues):
+        checked_variances(values, masks, names)
+        values = values.values
     try:
         values = jnp.asarray(values)
     except (TypeError, ValueError):
@@ -267,6 +308,29 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
             "overflow: rescale the utility (divide it by a constant; semivalues scale with it)"
         )
     return values
+
+
+def checked_variances(output: NoisyValues, masks, names: list[str]) -> np.ndarray:
+    """The variances of a utility's `NoisyValues` as float64 (R, B), the shape of its values, or a ValueError: another
+    shape, or a negative, NaN or inf variance, naming the coalitions that got one."""
+    values = jnp.atleast_2d(jnp.asarray(output.values))
+    try:
+        variances = np.atleast_2d(np.asarray(output.variances, np.float64))
+    except (TypeError, ValueError):
+        raise TypeError(f"NoisyValues.variances must be numbers, got {type(output.variances).__name__}") from None
+    if variances.shape != values.shape:
+        raise ValueError(
+            f"NoisyValues.variances must have the shape of its values, {tuple(values.shape)}; got "
+            f"{tuple(variances.shape)}"
+        )
+    bad = ~(np.isfinite(variances) & (variances >= 0))
+    if bad.any():
+        count, coalitions = _listed(bad.any(axis=0), masks, names)
+        raise ValueError(
+            f"utility returned variances that are negative, NaN or inf for {count} coalitions (members listed): "
+            f"{coalitions}; a variance is a finite number, 0 or more (0 where a value is exact)"
+        )
+    return variances
 
 
 def _listed(bad: np.ndarray, masks, names: list[str]) -> tuple[int, str]:
@@ -310,26 +374,59 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
 def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, control, cached) -> SemivalueState:
     """The state before a new run's first batch, with the control variate's table and exact semivalue if any, and a
     record of the coalitions' estimates where the utility caches them (`cached`: independent_estimates)."""
+    estimated = isinstance(control, EstimatedControl)
     return SemivalueState.empty(
         semivalue.name,
         sampler.name,
         plan,
         num_repeats,
         num_players,
-        control_table=None if control is None else control.table,
+        control_table=None if control is None or estimated else control.table,
         control_semivalue=None if control is None else control.semivalue(semivalue),
         weights=semivalue.weights(num_players) if cached else None,
+        control_variance=control.variances if estimated else None,
+        control_dof=control.dof if estimated else None,
     )
 
 
-def _fingerprint(utility, num_players: int, game_id: str | None, names: list[str]) -> dict:
+def _planned(choice: SamplerChoice, num_players: int, semivalue: Semivalue, stop, resumed: bool):
+    """The chosen sampler's plan for this game; refused where regression sampling's first value does not fit the
+    rule's evaluation cap (a new run), warned about where its standard errors are known not to hold."""
+    plan = choice.sampler.plan(num_players, choice.batch_size, semivalue)
+    if isinstance(choice.sampler, RegressionSampler) and not resumed:
+        why = choice.why if choice.evaluations else None
+        check_budget(evaluation_cap(stop), choice.batch_size, choice.evaluations, why)
+    _warn_unreliable(plan, semivalue, choice.sampler, num_players)
+    return plan
+
+
+def _fingerprint(utility, num_players: int, game_id: str | None, names: list[str], probe_values=None) -> dict:
     """The game's fingerprint (`bayesval.games.fingerprint`): the caller's game_id, else the utility's name and its
-    values on the probe coalitions."""
+    values on the probe coalitions (`probe_values` where the sampler's choice valued them already)."""
     if game_id is not None:
         return fingerprint(game_id, "", None)
-    masks = jnp.asarray(probe_masks(num_players))
-    values = checked_values(evaluated(utility, probe_key(), masks, num_players), masks, names)
-    return fingerprint(None, utility_name(utility), np.asarray(values))
+    if probe_values is None:
+        masks = jnp.asarray(probe_masks(num_players))
+        probe_values = checked_values(evaluated(utility, probe_key(), masks, num_players), masks, names)
+    return fingerprint(None, utility_name(utility), np.asarray(probe_values))
+
+
+def _chosen(utility, sampler, semivalue, num_players, batch_size, resume_from, stream, game_id, names):
+    """The sampler that runs and its batch size (`bayesval.games.choice`): the caller's, or the default for this
+    semivalue and utility; a batch size left out is resume_from's on this key where it drew from it."""
+    resumed = getattr(resume_from, "state", None)
+    if batch_size is None and resumed is not None and stream in resumed.streams:
+        batch_size = int(resumed.streams[stream][0])
+    if sampler is not None:
+        return given_sampler(_check_sampler(sampler), batch_size)
+
+    def value(key, masks) -> Probed:
+        output = evaluated(utility, key, jnp.asarray(masks), num_players)
+        variances = None if not isinstance(output, NoisyValues) else checked_variances(output, masks, names)
+        return Probed(np.asarray(checked_values(output, masks, names)), variances)
+
+    resumed_sampler = None if resumed is None else resumed.sampler
+    return default_choice(value, semivalue, num_players, batch_size, resumed_sampler, game_id is not None)
 
 
 def _check_same_game(state: SemivalueState | None, game: dict) -> None:
@@ -373,8 +470,11 @@ def _check_estimated_alike(state: SemivalueState | None, independent_estimates: 
 
 
 def _check_control(control, num_players: int) -> ControlVariate | None:
-    if control is not None and not isinstance(control, ControlVariate):
-        raise TypeError(f"control must be a bayesval.games.ControlVariate(table), got {type(control).__name__}")
+    if control is not None and not isinstance(control, (ControlVariate, EstimatedControl)):
+        raise TypeError(
+            "control must be a bayesval.games.ControlVariate(table) or an EstimatedControl (estimated_control(...)), "
+            f"got {type(control).__name__}"
+        )
     if control is not None and control.num_players != num_players:
         raise ValueError(f"control is a game of {control.num_players} players, this one has {num_players}")
     return control
@@ -409,11 +509,15 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             raise ValueError(
                 f"resume_from is a result of a different game: its {label} is {theirs!r}, this run's {mine!r}"
             )
-    table = None if control is None else control.table
-    if not same_control(state.control_table, table):
+    table = getattr(control, "table", None)
+    estimate = getattr(control, "estimate", None)
+    if not (same_control(state.control_table, table) and _same_estimate(state, estimate)):
+        estimated = state.control_variance is not None
+        there = "an estimated surrogate" if estimated else describe_control(state.control_table)
+        here = "an estimated surrogate" if estimate is not None else describe_control(table)
         raise ValueError(
-            f"resume_from sampled with control variate {describe_control(state.control_table)}, this run with "
-            f"{describe_control(table)}: its draws are of another difference v - u; resume with the same control"
+            f"resume_from sampled with control variate {there}, this run with {here}: its draws are of another "
+            "difference v - u, or phi(u) was estimated otherwise; resume with the same control"
         )
     used_batch_size, done = state.streams.get(stream, (batch_size, 0))
     if used_batch_size != batch_size:
@@ -422,6 +526,13 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             f"(or use another key), got batch_size={batch_size}"
         )
     return state.copy(), done
+
+
+def _same_estimate(state: SemivalueState, estimate: np.ndarray | None) -> bool:
+    """Whether a resumed state's estimated phi(u) is `estimate` (both none where phi(u) is exact or absent)."""
+    if state.control_variance is None or estimate is None:
+        return state.control_variance is None and estimate is None
+    return np.array_equal(state.control_semivalue, estimate)
 
 
 def _progress(state: SemivalueState, started: float, history: int, record: bool = True) -> Progress:

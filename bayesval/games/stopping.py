@@ -177,6 +177,20 @@ class _Either(_Both):
         return f"({self.first!r} | {self.second!r})"
 
 
+def evaluation_cap(rule: StoppingRule) -> int | None:
+    """The fewest evaluations after which `rule` surely holds by its `MaxEvaluations` caps (a resumed run's earlier
+    evaluations count), or None where no such cap bounds it (a time cap, or a cap only under `&`)."""
+    if isinstance(rule, MaxEvaluations):
+        return rule.limit
+    if not isinstance(rule, _Both):
+        return None
+    caps = [evaluation_cap(rule.first), evaluation_cap(rule.second)]
+    if isinstance(rule, _Either):
+        known = [cap for cap in caps if cap is not None]
+        return min(known) if known else None
+    return None if None in caps else max(caps)
+
+
 def judgement(progress: Progress, rule: StoppingRule) -> Judgement:
     """Whether each index is converged under `rule` and why, in words: a result's `converged` flags and its
     `diagnostics["indices"]["verdict"]`, both from `bayesval.results.variance.judged` (an index whose draws were all

@@ -5,7 +5,8 @@ Settings are split the NumPyro way (`numpyro.infer.MCMC` holds chains, warm-up, 
 `NUTS(...)`, holds its own settings): `SamplerConfig` is the budget of a run, while a kernel's settings belong to
 the model that owns the kernel (`NumPyroModel(target_accept_prob=, max_tree_depth=, min_bfmi=)`, the Gibbs moves
 of `LinearRegression`). For one release `SamplerConfig` still takes `target_accept_prob` and `min_bfmi` and
-forwards them to the NUTS kernel, over the model's own; passing one explicitly warns (`KERNEL_FIELDS`).
+forwards them to the NUTS kernel, over the model's own; passing one explicitly warns (`KERNEL_FIELDS`), and so does
+the NUTS 'paper' preset's target acceptance where a run uses it over the model's (`PresetKernel`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,16 @@ import re
 import warnings
 from dataclasses import dataclass, fields, replace
 from difflib import get_close_matches
+from typing import NamedTuple
 
-from bayesval.validation import check_bool, check_count, check_non_negative, check_positive, check_probability
+from bayesval.validation import (
+    check_bool,
+    check_count,
+    check_non_negative,
+    check_positive,
+    check_probability,
+    user_stacklevel,
+)
 
 KERNEL_FIELDS = ("target_accept_prob", "min_bfmi")
 SAMPLED_REPEATS = 2  # the Gibbs presets' repeats of a coalition where the Shapley values are sampled (`SamplerConfig`)
@@ -33,6 +42,42 @@ class ModelDefault(float):
         return (ModelDefault, (float(self),))
 
 
+class PresetKernel(float):
+    """A kernel field that a preset set: the NUTS 'paper' preset's target_accept_prob 0.86 (Sim et al. 2023, App.
+    H.1), forwarded to the model's kernel for one release; a run whose model holds another value warns
+    (`SamplerConfig.overriding`). Kernel settings are the model's: the next release's presets are run budgets only.
+    A float of the value (the config's repr, equality and saved diagnostics are as before), told apart by its type."""
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+    def __reduce__(self):
+        return (PresetKernel, (float(self),))
+
+
+class RunBudget(NamedTuple):
+    """What a sampler call spends on each coalition posterior (`SamplerConfig.budget`): its chains, warm-up
+    sweeps, sweeps after warm-up and thinning (as NumPyro's `MCMC` takes them), and the memory one device may use for
+    the draws of one batch of posteriors."""
+
+    num_chains: int
+    num_warmup: int
+    num_samples: int
+    thinning: int
+    memory_limit_mb: float
+
+
+class ValuationPolicy(NamedTuple):
+    """How a party valuation spends those budgets (`SamplerConfig.policy`): the independent repeats of each
+    coalition posterior (`sampled_repeats` where the Shapley values are sampled, None: num_repeats), the reruns of
+    an unconverged one, and whether progress is shown (the one field a sampler call is handed too)."""
+
+    num_repeats: int
+    sampled_repeats: int | None
+    reruns: int
+    progress_bar: bool
+
+
 def _kernel_field_warning(names, stacklevel: int) -> None:
     warnings.warn(
         f"SamplerConfig({', '.join(f'{name}=...' for name in names)}): kernel settings belong to the model now "
@@ -45,7 +90,10 @@ def _kernel_field_warning(names, stacklevel: int) -> None:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """How much MCMC one coalition posterior gets, and how many independent repeats value it.
+    """How much MCMC one coalition posterior gets, and how many independent repeats value it: two typed parts in
+    one config, the run budget of each sampler call (`budget`, a `RunBudget`: chains, warm-up, samples, thinning,
+    memory) and the valuation policy (`policy`, a `ValuationPolicy`: repeats, sampled repeats, reruns, progress bar).
+    Kernel settings are neither: they are the model's (`kernel_settings(data)`).
 
     num_samples sweeps follow num_warmup burn-in sweeps; every thinning-th is kept (NumPyro's
     convention), so one repeat yields num_chains * num_samples / thinning draws. Each repeat runs
@@ -100,7 +148,7 @@ class SamplerConfig:
         self._set("progress_bar", check_bool("SamplerConfig.progress_bar", self.progress_bar))
         checks = {"target_accept_prob": check_probability, "min_bfmi": check_non_negative}
         for name, check in checks.items():
-            if not isinstance(getattr(self, name), ModelDefault):
+            if not isinstance(getattr(self, name), (ModelDefault, PresetKernel)):
                 self._set(name, check(f"SamplerConfig.{name}", getattr(self, name)))
         self._set("memory_limit_mb", check_positive("SamplerConfig.memory_limit_mb", self.memory_limit_mb))
         if self.reruns >= 31 or self.num_samples >= 2 ** (31 - self.reruns):  # num_samples 2^reruns > 2^31 - 1
@@ -145,6 +193,41 @@ class SamplerConfig:
         return {
             name: getattr(self, name) for name in KERNEL_FIELDS if not isinstance(getattr(self, name), ModelDefault)
         }
+
+    def overriding(self, kernel_settings):
+        """A model's `kernel_settings` (a NamedTuple, e.g. `NUTSSettings`) as a run under this config uses them:
+        with every kernel field this config was passed (deprecated, `kernel_overrides`) that they hold over theirs.
+        A field a preset set (`PresetKernel`) that changes the model's value warns, for one release."""
+        fields_there = getattr(type(kernel_settings), "_fields", ())
+        overrides = {name: value for name, value in self.kernel_overrides.items() if name in fields_there}
+        changed = {
+            name: (getattr(kernel_settings, name), value)
+            for name, value in overrides.items()
+            if isinstance(value, PresetKernel) and value != getattr(kernel_settings, name)
+        }
+        if changed:
+            described = ", ".join(
+                f"{name} {value:g} over the model's {own:g}" for name, (own, value) in changed.items()
+            )
+            settings = ", ".join(f"{name}={value:g}" for name, (_, value) in changed.items())
+            warnings.warn(
+                f"the 'paper' preset sets the NUTS kernel's {described}, for one release: kernel settings are the "
+                f"model's (e.g. LogisticRegression({settings}) or NumPyroModel(..., {settings}), which the preset "
+                "then leaves as they are); the next release's presets are run budgets only",
+                DeprecationWarning,
+                stacklevel=user_stacklevel(),
+            )
+        return kernel_settings._replace(**overrides) if overrides else kernel_settings
+
+    @property
+    def budget(self) -> RunBudget:
+        """The run budget of a sampler call: `RunBudget`, the fields a model's `posterior_draws` reads."""
+        return RunBudget(*(getattr(self, name) for name in RunBudget._fields))
+
+    @property
+    def policy(self) -> ValuationPolicy:
+        """The valuation policy: `ValuationPolicy`, the fields the party valuation reads."""
+        return ValuationPolicy(*(getattr(self, name) for name in ValuationPolicy._fields))
 
     @property
     def chain_settings(self) -> dict:
@@ -232,14 +315,16 @@ class SamplerConfig:
         >= 824) in 26-27 s on 2 idle cores (docs/benchmarks.md, "Diab toward 30 s" and "Diab under 30 s").
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
         BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (Sim et al.
-        2023, App. H.1): here 5 repeats of 5 chains.
+        2023, App. H.1): here 5 repeats of 5 chains. The target acceptance is a kernel setting, the model's: this
+        preset still sets 0.86 over the model's for one release, with a DeprecationWarning where that changes it
+        (`PresetKernel`); `LogisticRegression(target_accept_prob=0.86)` is the paper's kernel.
         """
         for argument, value in (("name", name), ("sampler", sampler)):
             if not isinstance(value, str):
                 raise TypeError(
                     f"SamplerConfig.preset: {argument} must be a string, got {value!r} ({type(value).__name__})"
                 )
-        with _quietly():  # the paper's target acceptance is forwarded to the kernel without a warning
+        with _quietly():  # the paper's target acceptance warns where a run uses it over the model's (`PresetKernel`)
             presets = cls._presets()
         if sampler not in presets:
             raise ValueError(f"unknown sampler {sampler!r}; choose one of {sorted(presets)}")
@@ -258,7 +343,12 @@ class SamplerConfig:
             "nuts": {
                 "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3),
                 "paper": cls(
-                    num_chains=5, num_warmup=400, num_samples=2000, thinning=1, num_repeats=5, target_accept_prob=0.86
+                    num_chains=5,
+                    num_warmup=400,
+                    num_samples=2000,
+                    thinning=1,
+                    num_repeats=5,
+                    target_accept_prob=PresetKernel(0.86),
                 ),
             },
         }

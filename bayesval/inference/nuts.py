@@ -227,7 +227,7 @@ def sample_coalition_posteriors_nuts(
     most `MAX_REPEATED_DRAWS` equal draws in a row) and, in info, per-chain 'bfmi', 'longest_repeat',
     'divergences', 'mean_accept_prob' and 'warm_start' (whether the chain started warm), as `CoalitionDraws` (as the
     Gibbs driver does). Chains start warm (`warm_start`, the module's docstring) or from prior draws. The kernel's
-    settings are those of `NUTSSettings` (a model passes `**model.kernel_settings(config)._asdict()`).
+    settings are those of `NUTSSettings` (a model passes `**config.overriding(model.kernel_settings(data))._asdict()`).
     """
     masks = jnp.asarray(masks, bool)
     num_coalitions, num_parties = masks.shape

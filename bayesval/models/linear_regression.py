@@ -13,6 +13,7 @@ noise-naive baselines.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import partial
 
@@ -24,14 +25,15 @@ import numpyro.distributions as dist
 from jax.tree_util import Partial
 
 from bayesval.compilation import Program
+from bayesval.games.control import SurrogateValues
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
-from bayesval.inference.laplace import SurpriseTable, surprise_table
+from bayesval.inference.laplace import CONVERGED, SurpriseTable, laplace_surprises, surprise_table
 from bayesval.statistics import LinearRegressionStatistic
-from bayesval.validation import check_bool, check_count
+from bayesval.validation import check_bool, check_count, user_stacklevel
 
 
 # Each default prior is one compiled program (0.1 s on a first call; built op by op, its arrays compiled a dozen
@@ -179,9 +181,21 @@ class LinearRegression:
         `Partial`: the prior is its traced argument, so one compiled program serves every prior)."""
         return Partial(_nig_theta_log_density, self.priors(_num_features(data)).model)
 
-    def kernel_settings(self, num_features: int) -> GibbsSettings:
-        """The Gibbs kernel's settings this model owns (its statistic's layout, shared data model, moves): the
-        static part of the kernel, as NumPyro's kernels own theirs while `SamplerConfig` holds the run budget."""
+    def kernel_settings(self, data: NoiseAwareData) -> GibbsSettings:
+        """The Gibbs kernel's settings this model owns for the releases `data` (its statistic's layout, shared data
+        model, moves): the static part of the kernel, as NumPyro's kernels own theirs while `SamplerConfig` holds
+        the run budget. The one signature of a party model's `kernel_settings` (`bayesval.models.protocol`);
+        kernel_settings(num_features), the earlier one, works for one release with a DeprecationWarning."""
+        if isinstance(data, NoiseAwareData):
+            num_features = _num_features(data)
+        else:
+            num_features = check_count("LinearRegression.kernel_settings: num_features", data, minimum=1)
+            warnings.warn(
+                "LinearRegression.kernel_settings(num_features) is deprecated: pass the releases, "
+                "kernel_settings(data), the one signature of every party model (docs/user_models.md)",
+                DeprecationWarning,
+                stacklevel=user_stacklevel(),
+            )
         return GibbsSettings(
             self.statistic(num_features), self.shared_data_model, self.interweaving_moves, self.collapsed_moves
         )
@@ -202,6 +216,18 @@ class LinearRegression:
         priors = self.priors(num_features)
         return surprise_table(data, priors.model, priors.data, self.statistic(num_features))
 
+    def surrogate_game(self, data: NoiseAwareData):
+        """The Laplace surprise of given coalitions, `surrogate(masks (B, n)) -> SurrogateValues` (B,) with a flag
+        per coalition whose fit converged (`bayesval.inference.laplace.laplace_surprises`, from the prior's mode):
+        the control variate of a sampled party valuation beyond the parties whose every coalition is fitted
+        (docs/games.md, "Multi-fidelity control variates"). A deterministic function of the releases and the
+        coalition; None with a shared data model, which the fit does not model."""
+        if self.shared_data_model:
+            return None
+        num_features = _num_features(data)
+        priors = self.priors(num_features)
+        return partial(_laplace_surrogate, data, priors.model, priors.data, self.statistic(num_features))
+
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False
     ) -> CoalitionDraws:
@@ -217,10 +243,9 @@ class LinearRegression:
         return self._gibbs_run(key, data, masks, config, conditionals).programs()
 
     def _gibbs_run(self, key, data: NoiseAwareData, masks, config: SamplerConfig, conditionals: bool) -> GibbsRun:
-        num_features = _num_features(data)
-        settings = self.kernel_settings(num_features)
+        priors, settings = self.priors(_num_features(data)), self.kernel_settings(data)
         return plan_coalition_posteriors(
-            key, data, masks, self.priors(num_features), settings, **config.chain_settings, conditionals=conditionals
+            key, data, masks, priors, settings, **config.chain_settings, conditionals=conditionals
         )
 
     def exact_posterior(self, statistics: np.ndarray, count: float, num_features: int) -> NIG:
@@ -263,3 +288,13 @@ def _num_features(data: NoiseAwareData) -> int:
             f"(w + 2)(w + 3)/2 - 1 for w >= 1 features ({valid}, ...)"
         )
     return num_features
+
+
+def _laplace_surrogate(data, prior: NIG, data_prior: NIW, statistic, masks) -> SurrogateValues:
+    """The Laplace surprise of each coalition of `masks` (B, n), 0 for the empty one, and whether its fit converged."""
+    masks = np.asarray(masks, bool)
+    fit = laplace_surprises(data, masks, prior, data_prior, statistic)
+    values, gradient = np.asarray(fit.surprise, np.float64), np.asarray(fit.gradient)
+    empty = ~masks.any(axis=1)
+    usable = empty | ((gradient <= CONVERGED) & np.isfinite(values))
+    return SurrogateValues(np.where(empty, 0.0, values), usable)

@@ -5,6 +5,7 @@ draws. `LinearRegression` keeps the same contract with its Gibbs kernel.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache, partial
 
@@ -19,7 +20,7 @@ from numpyro.infer import Predictive
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.nuts import NUTSSettings, sample_coalition_posteriors_nuts
-from bayesval.validation import check_bool, check_int, check_non_negative, check_probability
+from bayesval.validation import check_bool, check_int, check_non_negative, check_probability, user_stacklevel
 
 
 class NumPyroModel:
@@ -37,8 +38,8 @@ class NumPyroModel:
     statistic: the party-side statistic (an object, or a function of the number of features
     returning one); None if parties arrive already released as `PerturbedStatistic`s.
     target_accept_prob, max_tree_depth, min_bfmi: the NUTS kernel's settings (`NUTSSettings`), the model's own as
-    in NumPyro's `NUTS(...)`; a `SamplerConfig` that still passes target_accept_prob or min_bfmi (deprecated)
-    overrides them (`kernel_settings`).
+    in NumPyro's `NUTS(...)` (`kernel_settings`); a `SamplerConfig` that still passes target_accept_prob or min_bfmi
+    (deprecated) overrides them in its runs (`SamplerConfig.overriding`).
     warm_start: start each coalition's chains from a Laplace fit of its posterior, with a dense mass matrix, warm-up
     adapting the step size only (`bayesval.inference.nuts`); False (the default): from prior draws, adapting a
     diagonal mass matrix. It pays on posteriors of many coordinates with a short warm-up (docs/benchmarks.md,
@@ -87,9 +88,21 @@ class NumPyroModel:
         """The model's NUTS kernel settings."""
         return NUTSSettings(self.target_accept_prob, self.max_tree_depth, self.min_bfmi, self.warm_start)
 
-    def kernel_settings(self, config: SamplerConfig) -> NUTSSettings:
-        """The kernel settings a run uses: the model's, with any a (deprecated) `SamplerConfig` field overrides."""
-        return self.kernel._replace(**config.kernel_overrides)
+    def kernel_settings(self, data: NoiseAwareData | None = None) -> NUTSSettings:
+        """The model's NUTS kernel settings, whatever the releases `data`: the one signature of a party model's
+        `kernel_settings` (`bayesval.models.protocol`). A run under a config that still passes a kernel field
+        (deprecated) uses them with that field over them (`SamplerConfig.overriding`). kernel_settings(config), the
+        earlier signature, gives those for one release, with a DeprecationWarning."""
+        if not isinstance(data, SamplerConfig):
+            return self.kernel
+        warnings.warn(
+            f"{type(self).__name__}.kernel_settings(config) is deprecated: kernel settings are the model's, "
+            "kernel_settings(data), the one signature of every party model (docs/user_models.md); "
+            "config.overriding(model.kernel_settings(data)) gives what a run under the config uses",
+            DeprecationWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return data.overriding(self.kernel)
 
     def statistic(self, num_features: int):
         if self._statistic is None:
@@ -208,7 +221,7 @@ class NumPyroModel:
             data,
             masks,
             self.parameters,
-            **self.kernel_settings(config)._asdict(),
+            **config.overriding(self.kernel_settings(data))._asdict(),
             **config.chain_settings,
         )
 

@@ -15,7 +15,12 @@ kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the comp
 those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
 batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of every coalition's surprise, an object
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
-by default (`control_variate`), docs/games.md, "Control variates") are optional (`OPTIONAL_MEMBERS`).
+by default (`control_variate`), docs/games.md, "Control variates"), `surrogate_game(data)` (the same surrogate of
+given coalitions: a function of masks (B, n) giving `bayesval.games.control.SurrogateValues`, or None; the control
+variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control variates") and
+`kernel_settings(data)` (the settings of the model's own sampler kernel for these releases, one signature for every
+model: `LinearRegression`'s `GibbsSettings`, `NumPyroModel`'s `NUTSSettings`, whose target_accept_prob and min_bfmi
+a result records as they ran) are optional (`OPTIONAL_MEMBERS`).
 
 The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
 `Capabilities`), and asks that record, never the model, what it offers.
@@ -26,6 +31,8 @@ batched NUTS; a user's class needs no base class, only these members (structural
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Callable
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -34,6 +41,7 @@ import numpy as np
 
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
+from bayesval.validation import user_stacklevel
 
 REQUIRED_MEMBERS = ("statistic", "prior_draws", "posterior_draws", "sampler", "name")
 OPTIONAL_MEMBERS = (
@@ -44,7 +52,13 @@ OPTIONAL_MEMBERS = (
     "conjugate_prior",
     "posterior_programs",
     "surrogate_surprises",
+    "surrogate_game",
+    "kernel_settings",
 )
+# the parameter names of `kernel_settings` before its one signature, kernel_settings(data): LinearRegression's
+# kernel_settings(num_features) and NumPyroModel's kernel_settings(config); a user model that kept one is read with a
+# DeprecationWarning for one release (`capabilities`)
+OLD_KERNEL_SETTINGS = ("num_features", "config")
 
 
 @runtime_checkable
@@ -86,9 +100,7 @@ def check_party_model(model) -> None:
 
 class Capabilities(NamedTuple):
     """What a party model offers beyond the required members, read once by `capabilities`: each optional member
-    (`OPTIONAL_MEMBERS`) bound to the model, or None where it lacks it (`packs_members`: False), and
-    `run_kernel_settings`, the NUTS kernel settings a run under a `SamplerConfig` uses, where the model owns a NUTS
-    kernel (`NumPyroModel.kernel_settings`; None for a Gibbs model, whose kernel settings are no config's)."""
+    (`OPTIONAL_MEMBERS`) bound to the model, or None where it lacks it (`packs_members`: False)."""
 
     check: Callable | None
     prior_log_density: Callable | None
@@ -97,7 +109,8 @@ class Capabilities(NamedTuple):
     conjugate_prior: Callable | None
     posterior_programs: Callable | None
     surrogate_surprises: Callable | None
-    run_kernel_settings: Callable | None
+    kernel_settings: Callable | None
+    surrogate_game: Callable | None = None
 
 
 def capabilities(model) -> Capabilities:
@@ -106,5 +119,29 @@ def capabilities(model) -> Capabilities:
     check_party_model(model)
     members = {name: getattr(model, name, None) for name in OPTIONAL_MEMBERS}
     members["packs_members"] = bool(members["packs_members"])
-    nuts = model.kernel_settings if hasattr(model, "kernel") and hasattr(model, "kernel_settings") else None
-    return Capabilities(**members, run_kernel_settings=nuts)
+    members["kernel_settings"] = _one_signature(model, members["kernel_settings"])
+    return Capabilities(**members)
+
+
+def _one_signature(model, kernel_settings: Callable | None) -> Callable | None:
+    """`kernel_settings` as kernel_settings(data). A user model's written with the old signatures (its first
+    parameter named as in `OLD_KERNEL_SETTINGS`) warns, for one release: kernel_settings(config) is read as the
+    model's own settings (a config's deprecated kernel fields go over them where the run uses them:
+    `SamplerConfig.overriding`), kernel_settings(num_features) as none a result records."""
+    if kernel_settings is None:
+        return None
+    try:
+        first = next(iter(inspect.signature(kernel_settings).parameters), None)
+    except (TypeError, ValueError):  # a callable whose signature Python cannot read: taken as the current one
+        return kernel_settings
+    if first not in OLD_KERNEL_SETTINGS:
+        return kernel_settings
+    warnings.warn(
+        f"{type(model).__name__}.kernel_settings({first}) has the signature of an earlier bayesval: a party model's "
+        "kernel settings are kernel_settings(data) now (docs/user_models.md); read the old way for one release",
+        DeprecationWarning,
+        stacklevel=user_stacklevel(),
+    )
+    if first == "config":
+        return lambda data: kernel_settings(SamplerConfig())
+    return None

@@ -15,6 +15,8 @@ RERUN_STREAM         0, folded into the posterior key: the code of the empty coa
 MIXTURE_STREAM       1, folded into a row's sampler key: the key of the points the Rao-Blackwellised KL scores.
 REWARDS_STREAM       2, folded into the valuation's key: the rewards' key (the coalitions' and permutations' keys
                      are split from it, never folded).
+CONTROL_STREAM       3, folded into the valuation's key: the key of the surrogate's evaluations that estimate the
+                     control variate's phi(u) beyond the parties a table holds (`estimated_control`).
 REWARD_PRIOR_STREAM  2^31 - 1, folded into the rewards' key: its prior draws; the reward trials fold in their call
                      count (`RewardSampler.calls`), which stays below it (`MAX_REWARD_CALLS`).
 """
@@ -28,6 +30,7 @@ from bayesval.inference.batching import WIDE_CODES, coalition_keys
 RERUN_STREAM = WIDE_CODES[0]  # the empty coalition's code: the branch of reruns and of codes past 32 bits
 MIXTURE_STREAM = 1
 REWARDS_STREAM = 2
+CONTROL_STREAM = 3
 REWARD_PRIOR_STREAM = 2**31 - 1
 MAX_REWARD_CALLS = REWARD_PRIOR_STREAM - 1  # the reward trials' calls fold in 0 .. MAX_REWARD_CALLS - 1
 
@@ -47,6 +50,11 @@ def rerun_key(posterior_key: jax.Array, attempt: int) -> jax.Array:
 def rewards_key(key: jax.Array) -> jax.Array:
     """The rewards' key, from the valuation's key."""
     return jax.random.fold_in(key, REWARDS_STREAM)
+
+
+def control_key(key: jax.Array) -> jax.Array:
+    """The key of the estimated control variate's surrogate evaluations, from the valuation's key."""
+    return jax.random.fold_in(key, CONTROL_STREAM)
 
 
 def reward_call_key(rewards: jax.Array, call: int) -> jax.Array:

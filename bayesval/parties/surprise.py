@@ -38,7 +38,7 @@ from bayesval.parties.execute import CallExecutor, Rows, RowSummary
 from bayesval.parties.keys import rerun_key
 from bayesval.parties.plan import CallLayout, rows_that_fit
 from bayesval.parties.reruns import to_rerun
-from bayesval.results.state import CoalitionEstimates
+from bayesval.results.state import CoalitionDiagnostics, CoalitionEstimates
 
 
 def draw_dimension(model, data) -> int:
@@ -130,22 +130,25 @@ class SurpriseGame(NamedTuple):
         return int(self.data.counts.shape[0])
 
 
-def kernel_settings_that_run(caps: Capabilities, config: SamplerConfig) -> dict[str, float]:
-    """The kernel settings of `SamplerConfig` (`KERNEL_FIELDS`) as a run under `config` uses them, where the model
-    owns a NUTS kernel (`Capabilities.run_kernel_settings`: its own, or a deprecated config field that overrides
-    it), else {} (a Gibbs kernel reads none of them)."""
-    if caps.run_kernel_settings is None:
+def kernel_settings_that_run(caps: Capabilities, data, config: SamplerConfig) -> dict[str, float]:
+    """The kernel settings of `SamplerConfig` (`KERNEL_FIELDS`) as a run of the releases `data` under `config` uses
+    them, where the model's kernel has them (`Capabilities.kernel_settings`, a NUTS kernel's: the model's own, or a
+    deprecated config field over them, `SamplerConfig.overriding`), else {} (a Gibbs kernel has none of them)."""
+    if caps.kernel_settings is None:
         return {}
-    ran = caps.run_kernel_settings(config)
-    return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS}
+    ran = config.overriding(caps.kernel_settings(data))
+    held = getattr(type(ran), "_fields", ())
+    return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS if name in held}
 
 
-def start_that_runs(caps: Capabilities, config: SamplerConfig) -> dict[str, str]:
-    """How NUTS chains start and what their warm-up adapts in a run under `config`, in words ({"nuts_start": ...},
-    `bayesval.inference.nuts.NUTSSettings.describe_start`), where the model owns a NUTS kernel; else {}."""
-    if caps.run_kernel_settings is None:
+def start_that_runs(caps: Capabilities, data, config: SamplerConfig) -> dict[str, str]:
+    """How NUTS chains start and what their warm-up adapts in a run of the releases `data` under `config`, in words
+    ({"nuts_start": ...}, `bayesval.inference.nuts.NUTSSettings.describe_start`), where the model's kernel is a NUTS
+    kernel; else {}."""
+    if caps.kernel_settings is None:
         return {}
-    return {"nuts_start": caps.run_kernel_settings(config).describe_start()}
+    describe = getattr(config.overriding(caps.kernel_settings(data)), "describe_start", None)
+    return {} if describe is None else {"nuts_start": describe()}
 
 
 # sampler settings two runs of one game may differ in (a NUTS start changes how chains reach the posterior, not which)
@@ -159,7 +162,7 @@ def game_fingerprint(game: SurpriseGame) -> str:
     same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
     game ran are its num_repeats (`SamplerConfig.for_sampled_game`)."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
-    settings |= kernel_settings_that_run(capabilities(game.model), game.config)
+    settings |= kernel_settings_that_run(capabilities(game.model), game.data, game.config)
     simple = (int, float, str, bool, type(None))
     model_settings = {
         name: value
@@ -240,7 +243,7 @@ def unestimated(kl_estimator: str) -> str:
     )
 
 
-DIAGNOSTICS_PER_COALITION = ("coalitions", "r_hat", "ess", "dropped_chains", "divergences", "reruns")
+DIAGNOSTICS_PER_COALITION = CoalitionDiagnostics._fields[:-1]  # coalitions, r_hat, ess, ..., reruns
 
 
 class CoalitionSurprise:
@@ -337,21 +340,21 @@ class CoalitionSurprise:
         return len(self.layout.plan(np.repeat(sizes, repeats), np.tile(np.arange(repeats), len(sizes))))
 
     def estimates(self) -> CoalitionEstimates:
-        """Every sampled coalition's estimates with this game's fingerprint: the state a result carries so that a
-        later valuation of the same game resumes (`restore`) instead of sampling them again."""
+        """Every sampled coalition's estimates and diagnostics with this game's fingerprint: the state a result
+        carries so that a later valuation of the same game resumes (`restore`) instead of sampling them again."""
         codes = sorted(set(self.values) - {0})
-        return CoalitionEstimates(self.fingerprint, {code: self.values[code] for code in codes})
+        lists = [list(self.diagnostics[name]) for name in DIAGNOSTICS_PER_COALITION]
+        sampled = CoalitionDiagnostics(*lists, bool(self.diagnostics["converged"]))
+        return CoalitionEstimates(self.fingerprint, {code: self.values[code] for code in codes}, sampled)
 
-    def restore(self, state: CoalitionEstimates, diagnostics: dict) -> None:
-        """Take the coalition estimates (`state`, of this game: the caller compares fingerprints) and the
-        per-coalition diagnostics of an earlier valuation (its result's `diagnostics`, saved and loaded or not):
-        those coalitions are not sampled again, and the diagnostics go on from theirs."""
+    def restore(self, state: CoalitionEstimates) -> None:
+        """Take the coalition estimates and diagnostics of an earlier valuation (`state`, of this game: the caller
+        compares fingerprints; with its `CoalitionDiagnostics`), a typed record alone: those coalitions are not
+        sampled again, and the diagnostics go on from theirs."""
         self.values.update({int(code): np.asarray(value, np.float64) for code, value in state.estimates.items()})
-        for name in DIAGNOSTICS_PER_COALITION[:-1]:
-            self.diagnostics[name] = list(diagnostics[name])
-        # a result saved before reruns existed: none of its coalitions was rerun
-        self.diagnostics["reruns"] = list(diagnostics.get("reruns", [0] * len(diagnostics["coalitions"])))
-        self.diagnostics["converged"] = bool(diagnostics["converged"])
+        for name in DIAGNOSTICS_PER_COALITION:
+            self.diagnostics[name] = list(getattr(state.diagnostics, name))
+        self.diagnostics["converged"] = bool(state.diagnostics.converged)
 
     @property
     def num_sampled(self) -> int:

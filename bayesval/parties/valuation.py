@@ -25,18 +25,20 @@ The design, the defaults and the resume contract are described in docs/api/valua
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from functools import partial
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bayesval import progress
-from bayesval.games.control import ControlVariate
+from bayesval.games.control import ControlVariate, EstimatedControl, Surrogate
+from bayesval.games.multifidelity import estimated_control
 from bayesval.games.samplers import PermutationSampler
-from bayesval.games.semivalues import semivalue
+from bayesval.games.semivalues import KeylessUtility, semivalue
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
 from bayesval.games.stopping import MaxEvaluations, StandardError, StoppingRule, When, capped
 from bayesval.games.weights import SHAPLEY
@@ -45,7 +47,7 @@ from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.models.protocol import capabilities, check_party_model
 from bayesval.parties.boundary import PerturbedStatistic, check_distinct_releases, describe_statistic
-from bayesval.parties.keys import rewards_key
+from bayesval.parties.keys import control_key, rewards_key
 from bayesval.parties.party import Party
 from bayesval.parties.rewards.allocation import Rewards, allocate
 from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
@@ -66,29 +68,37 @@ from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
 
 SURROGATE = "the model's surrogate"  # the control variate's name in results, where the surrogate gives none
+ESTIMATED_SURROGATE = "the model's surrogate of the coalitions sampled"  # an estimated control's
 DEFAULT_K = 4  # neighbours of the k-NN KL estimator
 DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
 DEFAULT_TOLERANCE = 0.05  # the default stopping rule's standard error, in nats
 # A coalition whose surprise is within this many standard errors of 0 is reported as indistinguishable from the prior.
 PRIOR_LIKE_STDERRS = 2.0
 DEFAULT_RHO = 0.2  # the reward targets' rho (Sim et al. 2023, Sec. 6)
-MIN_PERMUTATIONS = 64  # before the default rule may stop on the standard error
+# The default rule stops once every standard error is at most the tolerance and trusted (`StandardError`: at least
+# TRUSTED_DOF degrees of freedom, bayesval.results.variance), with no floor of permutations of its own (64 until
+# 2026-11-28; docs/benchmarks.md, "A stopping rule that stops on time").
+LATIN_UP_TO = 32  # parties sampled in Latin blocks: two blocks, the fewest that give a position a variance, <= 64
 MAX_PERMUTATIONS = 10_000  # the default rule's cap, as MaxEvaluations(MAX_PERMUTATIONS * (n + 1))
 PERMUTATION_BATCH = 32  # permutations per batch of coalition posteriors, rounded to whole Latin blocks
 MAX_CONTROL_PARTIES = 12  # the most parties whose surrogate is fitted on every coalition (4,095 fits in 142 s)
+# Beyond, phi(u) is estimated from evaluations of the surrogate (`estimated_control`) to this share of the tolerance
+# (its variance, a ninth of the tolerance's square, adds to the sampled difference's), with at most this many fits.
+SURROGATE_SHARE = 1 / 3
+MAX_SURROGATE_EVALUATIONS = 20_000
 
 
 def permutation_sampler(num_parties: int, resumed: str | None = None) -> tuple[PermutationSampler, int]:
     """The permutation sampler and its permutations per batch. Latin blocks (`PermutationSampler(latin=True)`: each
-    party at every position once a block, its marginals averaged by position) in batches of PERMUTATION_BATCH rounded
-    to whole blocks, where two blocks, the fewest that give each position's marginals a variance, are no more than
-    the default rule's MIN_PERMUTATIONS (up to 32 parties); plain permutations in batches of PERMUTATION_BATCH beyond,
-    where that floor would cost more permutations than the spread between positions saves (50 noise-free parties:
-    100 against 66 for a standard error of 0.05, docs/games.md, "Latin permutations"). A run resumed from a result
-    sampled with plain permutations (`resumed`: its sampler's name; saved before Latin blocks came in) goes on with
-    them, in batches of PERMUTATION_BATCH as then."""
+    party at every position once a block, its marginals averaged by position) in batches of PERMUTATION_BATCH rounded to
+    whole blocks, where two blocks, the fewest that give each position's marginals a variance, are no more than 64
+    permutations (up to LATIN_UP_TO = 32 parties; 64 was the default rule's floor until 2026-11-28); plain permutations
+    in batches of PERMUTATION_BATCH beyond, where two blocks would cost more permutations than the spread between
+    positions saves (50 noise-free parties: 100 against 66 for a standard error of 0.05, docs/games.md, "Latin
+    permutations"). A run resumed from a result sampled with plain permutations (`resumed`: its sampler's name; saved
+    before Latin blocks came in) goes on with them, in batches of PERMUTATION_BATCH as then."""
     plain = PermutationSampler()
-    if 2 * num_parties > MIN_PERMUTATIONS or resumed == plain.name:
+    if num_parties > LATIN_UP_TO or resumed == plain.name:
         return plain, PERMUTATION_BATCH
     return PermutationSampler(latin=True), num_parties * max(1, round(PERMUTATION_BATCH / num_parties))
 
@@ -135,13 +145,12 @@ class PartyValuationSettings:
         return replace(self, config=self.config.for_sampled_game())
 
     def stopping_rule(self, num_parties: int) -> StoppingRule:
-        """`stop`, or the default: every stderr <= tolerance after MIN_PERMUTATIONS permutations, at most
-        MAX_PERMUTATIONS permutations (n + 1 coalition evaluations each)."""
+        """`stop`, or the default: every stderr <= tolerance and trusted (`StandardError`: from enough degrees of
+        freedom, the game layer's rule, with no floor of permutations), at most MAX_PERMUTATIONS permutations (n + 1
+        coalition evaluations each)."""
         if self.stop is not None:
             return self.stop
-        return StandardError(self.tolerance, min_count=MIN_PERMUTATIONS) | MaxEvaluations(
-            MAX_PERMUTATIONS * (num_parties + 1)
-        )
+        return StandardError(self.tolerance) | MaxEvaluations(MAX_PERMUTATIONS * (num_parties + 1))
 
 
 def party_settings(
@@ -228,6 +237,11 @@ def _check_resume_source(resume_from, names: list[str], settings: PartyValuation
         got = repr(resume_from.method) if isinstance(resume_from, ValuationResult) else type(resume_from).__name__
         raise TypeError(
             f"resume_from must be the ValuationResult of an earlier party valuation (saved and loaded too), got {got}"
+        )
+    if resume_from.coalition_estimates.diagnostics is None:
+        raise ValueError(
+            "resume_from's coalition estimates carry no coalition diagnostics (a CoalitionEstimates built without "
+            "them, or loaded from a result whose diagnostics lost them): value the parties again without resume_from"
         )
     if list(resume_from.names) != names:
         raise ValueError(
@@ -370,7 +384,7 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
                 "KL estimator differ from this valuation's"
                 + _sampler_differences(resume_from.diagnostics, sampler_record(surprise))
             )
-        surprise.restore(resume_from.coalition_estimates, resume_from.diagnostics)
+        surprise.restore(resume_from.coalition_estimates)
     return surprise
 
 
@@ -401,9 +415,59 @@ def sampler_record(surprise: CoalitionSurprise) -> dict:
     it never read), and how NUTS chains start (`start_that_runs`)."""
     return (
         vars(surprise.config)
-        | kernel_settings_that_run(surprise.capabilities, surprise.config)
-        | start_that_runs(surprise.capabilities, surprise.config)
+        | kernel_settings_that_run(surprise.capabilities, surprise.data, surprise.config)
+        | start_that_runs(surprise.capabilities, surprise.data, surprise.config)
     )
+
+
+class CoalitionGame(Protocol):
+    """What the Shapley policy (`shapley_values`) reads of a coalition game: the party route's `CoalitionSurprise`,
+    or any game of its interface, such as a table of coalition values replayed with their own Monte Carlo noise
+    (`bayesval.parties.replay.ReplayedGame`), valued by the same policy without a posterior sampled.
+
+    __call__(masks)     the (R, B) estimates of the coalitions masks (B, n), each coalition's cached: the same
+                        estimates whenever it is asked for again (0 for the empty coalition)
+    values              each coalition valued so far (its code, sum_i mask_i 2^i) -> its (R,) estimates
+    num_sampled         the non-empty coalitions valued so far
+    fingerprint         the game's identity, kept in the result (a resumed run must be of the same game)
+    kl_estimator        how the estimates were made: 'two-sample' where coalitions' errors correlate (common random
+                        numbers), anything else where they are independent (`independent_estimates`)
+    sampler_calls(sizes)  the sampler calls valuing coalitions of these sizes takes (for progress bars)
+    """
+
+    fingerprint: str
+    kl_estimator: str
+    values: dict[int, np.ndarray]
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray: ...
+
+    @property
+    def num_sampled(self) -> int: ...
+
+    def sampler_calls(self, sizes) -> int: ...
+
+
+class Surrogates(NamedTuple):
+    """Where a sampled game's control variate comes from (docs/games.md, "Control variates"), each None where the
+    game has none: `table()`, the surrogate of every coalition at once (an object whose `values` are its 2^n values
+    in code order, with an optional `name`; None where it gives none here), and `of_coalitions()`, the surrogate of
+    given coalitions (masks (B, n) -> `SurrogateValues`, or None), for more than MAX_CONTROL_PARTIES parties.
+    `owner` names them in warnings and errors."""
+
+    owner: str
+    table: Callable[[], object] | None = None
+    of_coalitions: Callable[[], Surrogate | None] | None = None
+
+
+def model_surrogates(surprise: CoalitionSurprise) -> Surrogates:
+    """The party model's surrogates of the coalition surprise (`surrogate_surprises` and `surrogate_game`, where it
+    has them), of the surprise's releases."""
+    caps = surprise.capabilities
+    table, of_coalitions = (
+        None if member is None else partial(member, surprise.data)
+        for member in (caps.surrogate_surprises, caps.surrogate_game)
+    )
+    return Surrogates(type(surprise.model).__name__, table, of_coalitions)
 
 
 PER_REPEAT = "the spread of the Shapley values of each repeat alone"  # exact values: the utility's error only
@@ -420,44 +484,64 @@ class ShapleyValues(NamedTuple):
 
 
 def shapley_values(
-    surprise: CoalitionSurprise, names: list[str], settings: PartyValuationSettings, key, resume_from
+    game: CoalitionGame,
+    names: list[str],
+    settings: PartyValuationSettings,
+    key,
+    resume_from,
+    surrogates: Surrogates | None = None,
+    surrogate_key=None,
 ) -> ShapleyValues:
-    """Exact Shapley values up to `exact_up_to` parties; beyond, permutation sampling from `key` until the stopping
-    rule holds or every coalition is known (then the exact values cost nothing more). Up to 32 parties the
-    permutations come in Latin blocks and a party's marginals are averaged by position (`permutation_sampler`): a
-    party's marginal contribution shrinks as the coalition grows, and that spread between positions was most of a
-    plain permutation's variance (docs/games.md, "Latin permutations")."""
+    """The Shapley policy of the party route (docs/sim2023.md, "Which route runs for your parties"): exact Shapley
+    values up to `exact_up_to` parties; beyond, permutation sampling from `key` until the stopping rule holds or every
+    coalition is known (then the exact values cost nothing more). Up to 32 parties the permutations come in Latin
+    blocks and a party's marginals are averaged by position (`permutation_sampler`): a party's marginal contribution
+    shrinks as the coalition grows, and that spread between positions was most of a plain permutation's variance
+    (docs/games.md, "Latin permutations"). Sampled, the game is valued against a control variate from `surrogates`
+    (`surrogate_control`; phi(u) estimated from `surrogate_key`, by default split from `key`, beyond
+    MAX_CONTROL_PARTIES parties). `game` is any
+    `CoalitionGame`: the coalition surprise, or a replayed table of coalition values."""
     n = len(names)
     if settings.enumerates(n):
-        return ShapleyValues(*_exact_shapley(surprise, n), "exact Shapley", None)
+        return ShapleyValues(*_exact_shapley(game, n, settings), "exact Shapley", None)
     resumed = resume_from.state if resume_from is not None and resume_from.state is not None else None
     sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
-    control = surrogate_control(surprise, settings, n, resumed)
+    if surrogate_key is None:  # a stream apart from the batches' fold_in(key, batch)
+        surrogate_key = jax.random.split(key)[1]
+    control = surrogate_control(surrogates or Surrogates("the game"), settings, n, resumed, surrogate_key)
     sampled = semivalue(
-        lambda _, masks: _sampled_coalitions(surprise, masks),
+        KeylessUtility(partial(_sampled_coalitions, game)),
         n,
         key,
         weights=SHAPLEY,
         sampler=sampler,
-        stop=settings.stopping_rule(n) | When(lambda: surprise.num_sampled == 2**n - 1),
+        stop=settings.stopping_rule(n) | When(lambda: game.num_sampled == 2**n - 1),
         batch_size=batch_size,
         names=names,
         resume_from=None if resumed is None else resume_from,
         control=control,
-        independent_estimates=independent_estimates(surprise, resumed),
+        independent_estimates=independent_estimates(game, resumed),
         progress_bar=settings.config.progress_bar,
-        game_id=f"party game {surprise.fingerprint}",
+        game_id=f"party game {game.fingerprint}",
     )
     count = sampled.state.batch_draws
-    if surprise.num_sampled == 2**n - 1:
+    if game.num_sampled == 2**n - 1:
         method = f"exact Shapley (all coalitions sampled in {count} permutations)"
-        return ShapleyValues(*_exact_shapley(surprise, n), method, sampled)
-    against = "" if control is None else f", {control.name} as a control variate"
-    method = f"permutation Shapley ({count} permutations{against})"
+        return ShapleyValues(*_exact_shapley(game, n, settings), method, sampled)
+    method = f"permutation Shapley ({count} permutations{_against(control)})"
     return ShapleyValues(sampled.values, sampled.stderr, method, sampled, sampled.diagnostics["utility_error"])
 
 
-def independent_estimates(surprise: CoalitionSurprise, resumed) -> bool:
+def _against(control: ControlVariate | EstimatedControl | None) -> str:
+    """The control variate in a result's method, with the surrogate evaluations an estimated phi(u) spent."""
+    if control is None:
+        return ""
+    if isinstance(control, EstimatedControl):
+        return f", {control.name} as a control variate, its Shapley values from {control.evaluations} evaluations"
+    return f", {control.name} as a control variate"
+
+
+def independent_estimates(surprise: CoalitionGame, resumed) -> bool:
     """Whether the coalitions' cached estimates err independently, so that the game layer estimates their error as
     the exact semivalue's (docs/games.md, "The utility's own error"): each coalition's repeats come from its own
     chains, but the two-sample KL estimator scores every coalition of a repeat against one prior sample (common
@@ -469,41 +553,74 @@ def independent_estimates(surprise: CoalitionSurprise, resumed) -> bool:
 
 
 def surrogate_control(
-    surprise: CoalitionSurprise, settings: PartyValuationSettings, n: int, resumed
-) -> ControlVariate | None:
-    """The control variate of a sampled party game (docs/games.md, "Control variates"): the model's surrogate of
-    every coalition's surprise (`surrogate_surprises`, the Laplace fit of `LinearRegression`), where the model has
-    one, `settings.control_variate` is not False and n <= MAX_CONTROL_PARTIES; a resumed run goes on with the
-    surrogate it was sampled with. Asked for (True) where it cannot be had (more parties, no surrogate, a run resumed
-    that was sampled without one), a warning says why; by default (None) it is left out without one."""
+    surrogates: Surrogates, settings: PartyValuationSettings, n: int, resumed, key=None
+) -> ControlVariate | EstimatedControl | None:
+    """The control variate of a sampled party game (docs/games.md, "Control variates"), where `settings.control_variate`
+    is not False: up to MAX_CONTROL_PARTIES parties the surrogate of every coalition (`surrogates.table`, the Laplace
+    surprise of `LinearRegression`), its Shapley values exact; beyond, the surrogate of the coalitions sampled
+    (`surrogates.of_coalitions`) with its Shapley values estimated from `key` by the regression estimator to
+    SURROGATE_SHARE of the tolerance (`estimated_control`: a multi-fidelity estimate, docs/games.md, "Multi-fidelity
+    control variates"). A resumed run goes on with the control it was sampled with. Asked for (True) where it cannot
+    be had (no surrogate, a run resumed that was sampled without one), a warning says why; by default (None) it is
+    left out without one."""
     if settings.control_variate is False:
         return None
     asked = settings.control_variate is True
     if resumed is not None:
-        if resumed.control_table is None:
-            _warn_no_control(asked, "resume_from was sampled without one, and goes on without")
-            return None
-        return ControlVariate(resumed.control_table, SURROGATE)
-    model, surrogate_surprises = surprise.model, surprise.capabilities.surrogate_surprises
-    if n > MAX_CONTROL_PARTIES or surrogate_surprises is None:
-        _warn_no_control(
-            asked,
-            f"{n} parties are more than {MAX_CONTROL_PARTIES}"
-            if n > MAX_CONTROL_PARTIES
-            else f"{type(model).__name__} has no surrogate_surprises",
-        )
+        return _resumed_control(surrogates, resumed, asked)
+    if n > MAX_CONTROL_PARTIES:
+        return _estimated_control(surrogates, settings, n, key, asked)
+    if surrogates.table is None:
+        _warn_no_control(asked, f"{surrogates.owner} has no surrogate_surprises")
         return None
     with progress.stage(f"valuation: the model's surrogate of {2**n - 1} coalitions (a control variate)"):
-        table = surrogate_surprises(surprise.data)
+        table = surrogates.table()
     if table is None:
-        _warn_no_control(asked, f"{type(model).__name__} gives no surrogate here")
+        _warn_no_control(asked, f"{surrogates.owner} gives no surrogate here")
         return None
     try:
         return ControlVariate(table.values, getattr(table, "name", SURROGATE))
     except (AttributeError, TypeError, ValueError) as error:
+        raise ValueError(f"{surrogates.owner}.surrogate_surprises(data) gave no usable surrogate: {error}") from None
+
+
+def _resumed_control(surrogates: Surrogates, resumed, asked: bool) -> ControlVariate | EstimatedControl | None:
+    """The control a resumed run was sampled with: its saved table, or its saved estimate of phi(u) with the
+    surrogate of the coalitions (fitted again: a deterministic function of the releases)."""
+    if resumed.control_table is not None:
+        return ControlVariate(resumed.control_table, SURROGATE)
+    if getattr(resumed, "control_variance", None) is None:
+        _warn_no_control(asked, "resume_from was sampled without one, and goes on without")
+        return None
+    surrogate = None if surrogates.of_coalitions is None else surrogates.of_coalitions()
+    if surrogate is None:
         raise ValueError(
-            f"{type(model).__name__}.surrogate_surprises(data) gave no usable surrogate: {error}"
-        ) from None
+            f"resume_from was sampled against {surrogates.owner}'s surrogate of the coalitions (an estimated control "
+            "variate), which it gives no more; resume with the model it was valued with"
+        )
+    saved = (resumed.control_semivalue, resumed.control_variance, resumed.control_dof)
+    return EstimatedControl(surrogate, *saved, SHAPLEY.name, ESTIMATED_SURROGATE)
+
+
+def _estimated_control(surrogates: Surrogates, settings: PartyValuationSettings, n: int, key, asked: bool):
+    """The multi-fidelity control beyond MAX_CONTROL_PARTIES parties (`surrogate_control`), or None with a warning
+    where it was asked for and cannot be had."""
+    surrogate = None if surrogates.of_coalitions is None else surrogates.of_coalitions()
+    if surrogate is None:
+        has = "has no surrogate_game" if surrogates.of_coalitions is None else "gives no surrogate of coalitions here"
+        _warn_no_control(asked, f"{n} parties are more than {MAX_CONTROL_PARTIES} and {surrogates.owner} {has}")
+        return None
+    tolerance = SURROGATE_SHARE * settings.tolerance
+    label = f"valuation: the Shapley values of the model's surrogate to a standard error of {tolerance:.3g}"
+    with progress.stage(label):
+        return estimated_control(
+            surrogate,
+            n,
+            key,
+            tolerance=tolerance,
+            max_evaluations=MAX_SURROGATE_EVALUATIONS,
+            name=ESTIMATED_SURROGATE,
+        )
 
 
 def _warn_no_control(asked: bool, reason: str) -> None:
@@ -516,18 +633,18 @@ def _warn_no_control(asked: bool, reason: str) -> None:
     )
 
 
-def _exact_shapley(surprise: CoalitionSurprise, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _exact_shapley(game: CoalitionGame, n: int, settings: PartyValuationSettings) -> tuple[np.ndarray, np.ndarray]:
     """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
-    pending = [code.bit_count() for code in range(1, 2**n) if code not in surprise.values]  # their sizes
-    repeats = surprise.config.num_repeats
+    pending = [code.bit_count() for code in range(1, 2**n) if code not in game.values]  # their sizes
+    repeats = settings.config.num_repeats
     label = f"valuation: posteriors p(theta | o_C) of {len(pending)} coalitions x {repeats} repeats"
-    with progress.stage(label, calls=surprise.sampler_calls(pending)):
-        return per_repeat(exact_shapley_per_repeat(surprise(coalition_masks(n, include_empty=True))))
+    with progress.stage(label, calls=game.sampler_calls(pending)):
+        return per_repeat(exact_shapley_per_repeat(game(coalition_masks(n, include_empty=True))))
 
 
-def _sampled_coalitions(surprise: CoalitionSurprise, masks) -> np.ndarray:
+def _sampled_coalitions(game: CoalitionGame, masks) -> np.ndarray:
     with progress.stage("valuation: posteriors p(theta | o_C) of the coalitions of a batch of permutations"):
-        return surprise(np.asarray(masks))
+        return game(np.asarray(masks))
 
 
 def reward_parties(
@@ -682,7 +799,10 @@ def value_parties(
     releases = release_parties(model, parties, ledger)
     key_values, key_permutations = jax.random.split(settings.key)
     surprise = coalition_game(model, releases, settings, key_values, resume_from)
-    shapley = shapley_values(surprise, names, settings, key_permutations, resume_from)
+    surrogates = model_surrogates(surprise)
+    shapley = shapley_values(
+        surprise, names, settings, key_permutations, resume_from, surrogates, control_key(settings.key)
+    )
     warn_if_unconverged(surprise.diagnostics)
     key_rewards = rewards_key(settings.key)
     rewards = reward_parties(surprise, settings, names, releases, shapley.values, key_rewards)

@@ -360,6 +360,8 @@ class ValuationResult:
         if "coalition_estimates" not in nested and isinstance(diagnostics, dict):  # saved before the typed state
             estimates, diagnostics = CoalitionEstimates.from_diagnostics(diagnostics)
             nested |= {} if estimates is None else {"coalition_estimates": estimates}
+        elif "coalition_estimates" in nested and isinstance(diagnostics, dict):  # a version 1 state: no diagnostics
+            nested["coalition_estimates"] = nested["coalition_estimates"].with_diagnostics_of(diagnostics)
         unknown = sorted(set(arrays) - set(RESULT_ARRAYS))
         if unknown:
             raise ValueError(f"it holds arrays no result has: {unknown[:5]}")

@@ -10,9 +10,10 @@ unique in the registry) and a `version` (an int >= 1), and two methods:
 A record may hold other records: it encodes each with `encode(record, prefix)`, puts the returned *envelope*
 {"kind", "version", "meta"} into its own meta and the returned arrays (each name prefixed with `prefix`) beside its
 own, and `decode`s them back. The lower layer never imports the upper one: `register(kind)` files a class under its
-kind when its module is imported (importing `bayesval` imports them all), and `decode` finds it by the kind written
-in the envelope. So a `ValuationResult` (this layer) holds the privacy ledger (`bayesval.privacy`) and the model
-rewards (`bayesval.parties.rewards`) without importing either. The kinds bayesval registers:
+kind when its module is imported, `decode` finds it by the kind written in the envelope, and a kind not yet
+registered makes `registered` ask the package to import the modules that register kinds (`set_kind_loader`). So a
+`ValuationResult` (this layer) holds the privacy ledger (`bayesval.privacy`) and the model rewards
+(`bayesval.parties.rewards`) without importing either. The kinds bayesval registers:
 
     bayesval.valuation_result   ValuationResult (version 2; version 1 is the file layout before this module)
     bayesval.semivalue_state    SemivalueState, a sampled semivalue's running sums (version 4)
@@ -100,8 +101,22 @@ def register(kind: str):
     return decorate
 
 
+_kind_loader = None  # imports the modules that register the upper layers' kinds, set by the package
+
+
+def set_kind_loader(loader) -> None:
+    """`loader()` imports the modules whose records this layer does not know until they are imported: `registered`
+    calls it once for a kind not yet registered. The package sets it (`bayesval/__init__.py` loads its public names
+    on first use), so a file that holds a privacy ledger reads in a process that never imported `bayesval.privacy`,
+    and this layer still imports nothing above it."""
+    global _kind_loader
+    _kind_loader = loader
+
+
 def registered(kind: str) -> type:
     """The class registered under `kind`, or a ValueError that names the kinds this bayesval knows."""
+    if isinstance(kind, str) and kind not in _REGISTRY and _kind_loader is not None:
+        _kind_loader()
     try:
         return _REGISTRY[kind]
     except (KeyError, TypeError):

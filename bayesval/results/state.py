@@ -69,7 +69,10 @@ class SemivalueState:
     rankings              (H, n) the last rankings (index order, best first), for rank-stability rules
     control_table         (2^n,) the control variate's surrogate u of every coalition in code order, or None: the
                           draws are then of v - u, and the estimate adds phi(u) (`bayesval.games.control`)
-    control_semivalue     (n,) phi(u), exact (None without a control variate)
+    control_semivalue     (n,) phi(u), exact (None without a control variate), or estimated
+    control_variance      (n,) the variance of an estimated phi(u) (a multi-fidelity control: u known as a function
+                          of the coalition, no table), None where phi(u) is exact; the estimate adds it
+    control_dof           (n,) that variance's degrees of freedom
     noise                 the cached estimates of every coalition valued (`CoalitionNoise`), from which the utility's
                           error is estimated; None: it is the spread of the R per-estimate semivalues (none if R = 1)
     game                  the game's fingerprint (`bayesval.games.semivalues.fingerprint`): {"id": the caller's
@@ -98,10 +101,15 @@ class SemivalueState:
     control_semivalue: np.ndarray | None = None
     noise: CoalitionNoise | None = None
     game: dict | None = None
+    control_variance: np.ndarray | None = None
+    control_dof: np.ndarray | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
     CONTROL = ("control_table", "control_semivalue")
-    version = 4  # of its record (`to_record`; 3 before `game`, 2 before `noise`, 1 before control variates)
+    ESTIMATED = ("control_variance", "control_dof")  # an estimated control's, in place of a table
+    # of its record (`to_record`; 3 before `game`, 2 before `noise`, 1 before control variates; an estimated control's
+    # arrays are optional within version 4: a state without one writes none)
+    version = 4
 
     @classmethod
     def empty(
@@ -115,10 +123,13 @@ class SemivalueState:
         control_semivalue: np.ndarray | None = None,
         weights: np.ndarray | None = None,
         game: dict | None = None,
+        control_variance: np.ndarray | None = None,
+        control_dof: np.ndarray | None = None,
     ):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
         with the control variate's table and semivalue where one is used, given the semivalue's `weights` w(s) an
-        empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint."""
+        empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint; an
+        estimated control has no table, and its phi(u)'s variance and degrees of freedom instead."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
@@ -138,6 +149,8 @@ class SemivalueState:
             control_semivalue=control_semivalue,
             noise=None if weights is None or num_repeats == 1 else CoalitionNoise.empty(weights, num_repeats),
             game=game,
+            control_variance=control_variance,
+            control_dof=control_dof,
         )
 
     @property
@@ -199,7 +212,7 @@ class SemivalueState:
     def estimate(self) -> Estimate:
         """Values (n,), their variances (n,) and the variances' degrees of freedom (n,); inf variance where a
         weighted group has fewer than 2 draws (`bayesval.results.variance`). With a control variate the draws are of
-        v - u and phi(u), exact, is added: it adds no variance."""
+        v - u and phi(u) is added: exact, it adds no variance; estimated, its variance with its degrees of freedom."""
         used = self.coefficients != 0
         counts = self.counts[used].astype(np.float64)
         coefficients = self.coefficients[used][:, None]
@@ -213,6 +226,9 @@ class SemivalueState:
         elif self.num_repeats > 1:  # the utility's own error, from R - 1 degrees of freedom
             terms = np.concatenate([terms, per_repeat.var(axis=0, ddof=1)[None] / self.num_repeats])
             dofs = np.concatenate([dofs, np.full((1, self.num_players), self.num_repeats - 1.0)])
+        if self.control_variance is not None:  # an estimated phi(u), from a key of its own: independent
+            terms = np.concatenate([terms, self.control_variance[None]])
+            dofs = np.concatenate([dofs, self.control_dof[None]])
         values = per_repeat.mean(axis=0)
         if self.control_semivalue is not None:
             values = values + self.control_semivalue
@@ -228,7 +244,9 @@ class SemivalueState:
                 return f"{label} {a!r} != {b!r}"
         if not same_game(self.game, other.game):
             return f"game {describe_game(self.game)} != {describe_game(other.game)}"
-        if not same_control(self.control_table, other.control_table):
+        if not same_control(self.control_table, other.control_table) or not same_control(
+            self.control_semivalue, other.control_semivalue
+        ):
             return f"control variate {describe_control(self.control_table)} != {describe_control(other.control_table)}"
         if (self.noise is None) != (other.noise is None):
             return f"the utility's error {describe_error(self)} != {describe_error(other)}"
@@ -274,7 +292,7 @@ class SemivalueState:
     def copy(self) -> SemivalueState:
         arrays = {
             name: np.array(getattr(self, name))
-            for name in self.ARRAYS + self.CONTROL
+            for name in self.ARRAYS + self.CONTROL + self.ESTIMATED
             if getattr(self, name) is not None
         }
         noise = None if self.noise is None else self.noise.copy()
@@ -283,7 +301,8 @@ class SemivalueState:
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The state as a record of `bayesval.results.serialisation` (version 4): meta the scalars (semivalue,
         sampler, evaluations, value_low, value_high, streams, game), arrays `ARRAYS` (rankings only when kept), with a
-        control variate `CONTROL`, and with a `CoalitionNoise` record its arrays, named noise_ and theirs."""
+        control variate `CONTROL` (an estimated one: control_semivalue and `ESTIMATED`, no table), and with a
+        `CoalitionNoise` record its arrays, named noise_ and theirs."""
         meta = {
             "semivalue": self.semivalue,
             "sampler": self.sampler,
@@ -293,7 +312,7 @@ class SemivalueState:
             "streams": self.streams,
             "game": self.game,
         }
-        kept = self.ARRAYS + self.CONTROL
+        kept = self.ARRAYS + self.CONTROL + self.ESTIMATED
         arrays = {name: getattr(self, name) for name in kept if getattr(self, name) is not None}
         if self.noise is not None:
             arrays |= {NOISE + name: getattr(self.noise, name) for name in CoalitionNoise.ARRAYS}
@@ -301,23 +320,21 @@ class SemivalueState:
 
     @classmethod
     def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 4) -> SemivalueState:
-        """The state `to_record` wrote, at version 4, 3 (before `game`: its game has no fingerprint, None), 2 (before
-        `noise`: the utility's error is the per-estimate spread) or 1 (before control variates: its draws are of the
-        game itself). A state saved before m3 and m4
-        were kept (version 1: they were added as optional arrays) gets the moments of normal draws (m3 = 0,
-        m4 = 3 m2^2 / m): its variances count as estimated from m - 1 degrees of freedom."""
+        """The state `to_record` wrote, at version 4 (with an estimated control's arrays or without), 3 (before `game`:
+        its game has no fingerprint, None), 2 (before `noise`: the utility's error is the per-estimate spread) or 1
+        (before control variates: its draws are of the game itself). A state saved before m3 and m4 were kept (version
+        1: they were added as optional arrays) gets the moments of normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances
+        count as estimated from m - 1 degrees of freedom."""
         noise_names = tuple(NOISE + name for name in CoalitionNoise.ARRAYS)
         known = cls.ARRAYS + (cls.CONTROL if version >= 2 else ()) + (noise_names if version >= 3 else ())
+        known += cls.ESTIMATED if version >= 4 else ()
         unknown = sorted(set(arrays) - set(known))
         if unknown:
             raise ValueError(f"it holds arrays no semivalue state has: {['state_' + name for name in unknown[:5]]}")
         if "m4" not in arrays:
             counts = np.maximum(arrays["counts"], 1)
             arrays = arrays | {"m3": np.zeros_like(arrays["m2"]), "m4": 3 * arrays["m2"] ** 2 / counts}
-        if ("control_table" in arrays) != ("control_semivalue" in arrays):
-            raise ValueError(
-                "it holds half a control variate: state_control_table and state_control_semivalue go together"
-            )
+        _check_control_arrays(arrays)
         players = np.shape(arrays["counts"])[-1]
         if "control_table" in arrays and (
             np.shape(arrays["control_table"]) != (2**players,) or np.shape(arrays["control_semivalue"]) != (players,)
@@ -395,6 +412,19 @@ def describe_error(state: SemivalueState) -> str:
 NOISE = "noise_"  # the prefix of the `CoalitionNoise` arrays in a state's record
 
 
+def _check_control_arrays(arrays: dict[str, np.ndarray]) -> None:
+    """A record's control variate is whole: none, a table with its phi(u), or an estimated phi(u) with its variance
+    and degrees of freedom (no table)."""
+    present = {name for name in SemivalueState.CONTROL + SemivalueState.ESTIMATED if name in arrays}
+    wholes = (set(), {"control_table", "control_semivalue"}, {"control_semivalue", *SemivalueState.ESTIMATED})
+    if present not in wholes:
+        raise ValueError(
+            f"it holds part of a control variate ({sorted('state_' + name for name in present)}): "
+            "state_control_table and state_control_semivalue go together, and an estimated control's "
+            "state_control_semivalue, state_control_variance and state_control_dof"
+        )
+
+
 def _noise_of(arrays: dict[str, np.ndarray], names: tuple[str, ...], players: int) -> CoalitionNoise | None:
     """The `CoalitionNoise` in a record's arrays, None if it has none, or a ValueError for part of one or one that
     does not fit the state's players and estimates."""
@@ -457,46 +487,101 @@ def _combined(state: SemivalueState, sums, m2, m3, m4, counts, low, high):
     return state.sums + sums, new_m2, new_m3, new_m4, total.astype(np.int64), low, high
 
 
+class CoalitionDiagnostics(NamedTuple):
+    """Each coalition a party valuation sampled, with its convergence diagnostics, in the order they were sampled:
+    its members (one 0/1 per party), the worst R-hat and bulk ESS over its repeats, its dropped chains and
+    divergences, the rerun that sampled it (0: the first call), and whether every coalition converged. The names
+    are those of a result's `diagnostics`, which shows the same lists."""
+
+    coalitions: list[list[int]]
+    r_hat: list[float]
+    ess: list[float]
+    dropped_chains: list[int]
+    divergences: list[int]
+    reruns: list[int]
+    converged: bool
+
+
+PER_COALITION = CoalitionDiagnostics._fields[:-1]  # the per-coalition lists, without the flag
+# the arrays of each list in a record, with the type of its entries
+PER_COALITION_ARRAYS = dict(zip(PER_COALITION, (np.int64, np.float64, np.float64, np.int64, np.int64, np.int64)))
+
+
 @register("bayesval.coalition_estimates")
 @dataclass(frozen=True)
 class CoalitionEstimates:
     """What resuming a party valuation needs, and what identifies its game: the estimates of every coalition it
     sampled, so that a later valuation of the same game (`valuate(..., resume_from=result)`) takes them over instead
-    of sampling those coalition posteriors again (Sim et al. 2023, Algorithm 2, lines 4-13, is the costly part).
+    of sampling those coalition posteriors again (Sim et al. 2023, Algorithm 2, lines 4-13, is the costly part),
+    and their diagnostics, from which the later valuation's go on.
 
-    game       the game's fingerprint (hex SHA-256 of the model, the releases and every setting that shapes an
-               estimate, `bayesval.parties.surprise.game_fingerprint`); a valuation resumes only the same game
-    estimates  coalition bitmask (bit i: party i is a member) -> its (R,) estimates of v_C, one per repeat
+    game         the game's fingerprint (hex SHA-256 of the model, the releases and every setting that shapes an
+                 estimate, `bayesval.parties.surprise.game_fingerprint`); a valuation resumes only the same game
+    estimates    coalition bitmask (bit i: party i is a member) -> its (R,) estimates of v_C, one per repeat
+    diagnostics  the sampled coalitions' `CoalitionDiagnostics`; None where none were kept (a state built by hand,
+                 or one whose result lacks them), which does not resume
 
-    A result saved before this state existed kept both in its `diagnostics` ("game", "coalition_estimates");
-    `from_diagnostics` turns them into this state when such a result is loaded.
+    A result saved before this state existed kept the game and the estimates in its `diagnostics` ("game",
+    "coalition_estimates"), and one saved at version 1 of this record its diagnostics there only: `from_diagnostics`
+    and `with_diagnostics_of` turn them into this state when such a result is loaded, the one place where a resume
+    reads a result's `diagnostics`.
     """
 
     game: str
     estimates: dict[int, np.ndarray]
+    diagnostics: CoalitionDiagnostics | None = None
 
-    version = 1  # of its record (`to_record`); the kind is set by `register`
+    version = 2  # of its record (`to_record`); the kind is set by `register`
 
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The state as a record of `bayesval.results.serialisation` (version 1): meta the game, arrays codes (C,)
-        int64 bitmasks in increasing order and values (C, R) float64, their estimates."""
+        """The state as a record of `bayesval.results.serialisation` (version 2): meta the game (and "converged",
+        where the diagnostics are kept), arrays codes (C,) int64 bitmasks in increasing order and values (C, R)
+        float64, their estimates, and the diagnostics' lists in the order sampled: coalitions (S, n) int64 and
+        r_hat, ess (S,) float64, dropped_chains, divergences, reruns (S,) int64 (version 1: no diagnostics)."""
         codes = sorted(self.estimates)
         values = [np.asarray(self.estimates[code], np.float64) for code in codes]
         arrays = {"codes": np.asarray(codes, np.int64), "values": np.stack(values) if values else np.zeros((0, 0))}
-        return {"game": self.game}, arrays
+        meta = {"game": self.game}
+        if self.diagnostics is not None:
+            meta["converged"] = bool(self.diagnostics.converged)
+            for name, kind in PER_COALITION_ARRAYS.items():
+                arrays[name] = np.asarray(getattr(self.diagnostics, name), kind)
+            if not len(arrays["coalitions"]):
+                arrays["coalitions"] = np.zeros((0, 0), np.int64)
+        return meta, arrays
 
     @classmethod
-    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 1) -> CoalitionEstimates:
-        """The state `to_record` wrote."""
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 2) -> CoalitionEstimates:
+        """The state `to_record` wrote; of version 1, without its diagnostics (`with_diagnostics_of` adds them from
+        its result's)."""
         codes, values = np.asarray(arrays["codes"]), np.asarray(arrays["values"], np.float64)
         if codes.ndim != 1 or len(values) != len(codes):
             raise ValueError(f"coalition estimates need one row of values per code, got {len(values)} for {len(codes)}")
-        return cls(str(meta["game"]), {int(code): row for code, row in zip(codes, values)})
+        diagnostics = None
+        if version >= 2 and "converged" in meta:
+            lists = [np.asarray(arrays[name], kind).tolist() for name, kind in PER_COALITION_ARRAYS.items()]
+            if len({len(entries) for entries in lists}) != 1:
+                raise ValueError(
+                    f"coalition diagnostics need one entry per sampled coalition in each of {PER_COALITION}"
+                )
+            diagnostics = CoalitionDiagnostics(*lists, bool(meta["converged"]))
+        return cls(str(meta["game"]), {int(code): row for code, row in zip(codes, values)}, diagnostics)
+
+    def with_diagnostics_of(self, diagnostics: dict) -> CoalitionEstimates:
+        """This state with the coalition diagnostics that a result saved before version 2 of this record kept in its
+        `diagnostics` only (`CoalitionDiagnostics`' names; "reruns" missing in a result saved before reruns existed:
+        none was rerun); as it is where it has them or the result lacks them."""
+        if self.diagnostics is not None or not all(name in diagnostics for name in (*PER_COALITION[:-1], "converged")):
+            return self
+        sampled = len(diagnostics["coalitions"])
+        lists = [list(diagnostics.get(name, [0] * sampled)) for name in PER_COALITION]
+        return replace(self, diagnostics=CoalitionDiagnostics(*lists, bool(diagnostics["converged"])))
 
     @classmethod
     def from_diagnostics(cls, diagnostics: dict) -> tuple[CoalitionEstimates | None, dict]:
         """The state a result saved before it existed kept in its diagnostics ("game" and "coalition_estimates",
-        bitmask -> estimates), and the diagnostics without those keys; (None, diagnostics) if it has none."""
+        bitmask -> estimates, and the coalitions' diagnostics), and the diagnostics without the first two; (None,
+        diagnostics) if it has none."""
         if "coalition_estimates" not in diagnostics or "game" not in diagnostics:
             return None, diagnostics
         rest = {name: value for name, value in diagnostics.items() if name not in ("game", "coalition_estimates")}
@@ -505,4 +590,4 @@ class CoalitionEstimates:
             str(diagnostics["game"]),
             {int(code): np.asarray(value, np.float64) for code, value in estimates.items()},
         )
-        return state, rest
+        return state.with_diagnostics_of(rest), rest

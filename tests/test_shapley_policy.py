@@ -1,0 +1,122 @@
+"""The party route's Shapley policy (`bayesval.parties.valuation.shapley_values`) on replayed games whose exact
+Shapley values are known (`bayesval.parties.replay.ReplayedGame`): calibrated standard errors through the route's own
+permutations, control variate and stopping rule, a rule that stops once its standard errors are trusted instead of
+after 64 permutations, and beyond 12 parties the multi-fidelity control (issue 61; the full calibration is
+benchmarks/bench_shapley_policy.py, docs/benchmarks.md, "The Shapley policy on a replayed game")."""
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.games import SHAPLEY
+from bayesval.games.masks import coalition_masks
+from bayesval.games.stopping import MaxEvaluations, StandardError
+from bayesval.games.weights import semivalue_matrix
+from bayesval.parties import valuation
+from bayesval.parties.replay import ReplayedGame
+
+TABLE = np.load(Path(__file__).parent / "data" / "replayed_party_game_12.npz")  # tests/make_replayed_game.py
+N = 12
+EXACT = semivalue_matrix(N, SHAPLEY) @ TABLE["values"]
+TOLERANCE = 0.02
+MODEL = bv.models.LinearRegression()
+
+
+def settings(n: int = N, tolerance: float = TOLERANCE, **options) -> valuation.PartyValuationSettings:
+    return valuation.party_settings(MODEL, tolerance=tolerance, progress_bar=False, **options).for_parties(n)
+
+
+def valued(game: ReplayedGame, chosen, seed: int) -> valuation.ShapleyValues:
+    names = [f"p{i}" for i in range(game.num_parties)]
+    key = jax.random.key(seed)
+    return valuation.shapley_values(game, names, chosen, key, None, game.surrogates(), jax.random.fold_in(key, 3))
+
+
+def replayed(seed: int) -> ReplayedGame:
+    return ReplayedGame(N, TABLE["values"], TABLE["noise"], seed=seed, surrogate=TABLE["surrogate"])
+
+
+def test_the_policy_is_calibrated_on_a_replayed_twelve_party_game():
+    """20 keys of the saved 12-party game (each coalition's two estimates its value plus N(0, 0.02^2)), valued by the
+    route's Latin permutations against the saved Laplace surrogate until the default rule holds: RMS z within [0.8, 1.2]
+    over the 240 z-scores, at most 1 % above 4, the standard errors' root mean square within [0.85, 1.15] of the values'
+    spread over keys, and |error| <= 2t on at least 93 % of the converged indices."""
+    values, stderr, converged = [], [], []
+    for seed in range(20):
+        result = valued(replayed(500 + seed), settings(), seed)
+        assert "the replayed surrogate as a control variate" in result.method
+        values.append(result.values)
+        stderr.append(result.stderr)
+        converged.append(result.sampled.converged)
+    values, stderr, converged = np.array(values), np.array(stderr), np.array(converged)
+    z = (values - EXACT) / stderr
+    assert 0.8 <= np.sqrt(np.mean(z**2)) <= 1.2 and np.mean(np.abs(z) > 4) <= 0.01
+    ratio = np.sqrt(np.mean(stderr**2) / np.mean(values.var(axis=0, ddof=1)))
+    assert 0.85 <= ratio <= 1.15
+    assert converged.mean() >= 0.9 and np.mean(np.abs(values - EXACT)[converged] <= 2 * TOLERANCE) >= 0.93
+
+
+def test_the_default_rule_stops_once_its_standard_errors_are_trusted_not_after_64_permutations():
+    """The same game and key: the default rule stops after one batch of 36 Latin permutations, today's floor
+    (`StandardError(t, min_count=64)`) after two; both with every stderr <= t, the first on about half the
+    coalitions."""
+    new = valued(replayed(7), settings(), 7)
+    old_rule = StandardError(TOLERANCE, min_count=64) | MaxEvaluations(10_000 * (N + 1))
+    game = replayed(7)
+    old = valued(game, settings(stop=old_rule), 7)
+    assert new.sampled.state.batch_draws == 36 and old.sampled.state.batch_draws == 72
+    assert new.stderr.max() <= TOLERANCE and old.stderr.max() <= TOLERANCE and new.sampled.converged.all()
+    assert (np.asarray(new.sampled.diagnostics["indices"]["dof"]) >= 10).all()
+    assert repr(settings().stopping_rule(N)) == repr(StandardError(TOLERANCE) | MaxEvaluations(10_000 * 13))
+
+
+def concave_game(n: int, seed: int = 0):
+    """v(S) = log(1 + w . S) + 0.1 sqrt(j . S / n), a smooth concave game of n players, and a surrogate that misses
+    it by a scale and is not finite on every coalition holding players 0, 1 and 2 (a fit that failed)."""
+    weights = np.random.default_rng(seed).uniform(0.5, 1.5, n)
+
+    def value(masks):
+        masks = np.asarray(masks, np.float64)
+        return np.log1p(masks @ weights) + 0.1 * np.sqrt(masks @ np.arange(n) / n)
+
+    def surrogate(masks):
+        masks = np.asarray(masks, bool)
+        return np.where(masks[:, :3].all(axis=1), np.nan, 1.05 * np.log1p(masks @ weights))
+
+    return value, surrogate
+
+
+def test_beyond_twelve_parties_the_policy_estimates_the_surrogates_values_and_stays_calibrated():
+    """14 parties (exact Shapley values by enumeration of 16,384 coalitions): the control is the surrogate of the
+    coalitions sampled with its Shapley values estimated by the regression estimator; over 10 keys the z-scores
+    against the exact values keep RMS within [0.7, 1.3], none above 4, although the surrogate fails on every
+    coalition holding players 0, 1 and 2 (it falls back to 0 there)."""
+    n = 14
+    value, surrogate = concave_game(n)
+    exact = semivalue_matrix(n, SHAPLEY) @ value(coalition_masks(n, include_empty=True))
+    z = []
+    for seed in range(10):
+        game = ReplayedGame(n, value, 0.02, seed=900 + seed, surrogate=surrogate)
+        result = valued(game, settings(n, 0.03), seed)
+        assert "its Shapley values from" in result.method
+        control_variance = result.sampled.state.control_variance
+        assert result.sampled.state.control_table is None and (result.stderr**2 > control_variance).all()
+        z.append((result.values - exact) / result.stderr)
+    z = np.concatenate(z)
+    assert 0.7 <= np.sqrt(np.mean(z**2)) <= 1.3 and np.abs(z).max() <= 4
+
+
+def test_a_replayed_game_caches_each_coalitions_estimates_whatever_the_order():
+    game, other = replayed(1), replayed(1)
+    masks = coalition_masks(N)[[5, 700, 4000]]
+    first = game(masks)
+    assert first.shape == (2, 3) and game.num_sampled == 3
+    np.testing.assert_array_equal(other(masks[::-1])[:, ::-1], first)  # drawn per coalition, not per call
+    np.testing.assert_array_equal(game(masks), first)
+    assert abs(first.mean() - TABLE["values"][[6, 701, 4001]].mean()) < 0.1  # codes 6, 701, 4001: rows + 1
+    assert game.fingerprint == other.fingerprint != replayed(2).fingerprint
+    with pytest.raises(ValueError, match=r"truth must hold one value per coalition of 12 parties, shape \(4096,\)"):
+        ReplayedGame(N, TABLE["values"][:100], 0.02)
