@@ -2,7 +2,7 @@
 a fresh process (compilation included), alternating, in one run.
 
     python benchmarks/bench_features.py [--features 2 4 8 16] [--models linear logistic] [--budget smoke|fast]
-                                        [--rounds 3] [--old /work/main] [--pima]
+                                        [--rounds 3] [--old /work/main] [--old-up-to D] [--pima]
 
 Each run values three parties of 150 / 250 / 368 rows at epsilon = 0.5, bounds ||x|| <= 4 (|y| <= 4 for linear),
 with `bv.valuate` (exact Shapley values, key 0). The rows are synthetic, x ~ N(0, I_d / d) scaled to unit expected
@@ -11,7 +11,8 @@ its 8 features standardised with public constants (rounded population means and 
 would value them. --budget fast is the CLI's default (the model's `fast` preset); smoke is 4 chains x 30 warm-up
 + 60 draws x 2 repeats, which measures the cost per sweep and the compilation, not convergence.
 
-"old" runs the same script with the package of --old (a checkout of main) first on the path, "new" this checkout's.
+"old" runs the same script with the package of --old (a checkout of main) first on the path, "new" this checkout's;
+with --old-up-to D, "old" runs only where d <= D (main's route at d = 16 takes hours).
 Prints per run the wall and CPU seconds of `bv.valuate`, max R-hat and min bulk ESS, then per setting the median
 wall seconds of each and their ratio old / new.
 """
@@ -64,7 +65,7 @@ diagnostics = result.diagnostics
 print(json.dumps({
     "wall": wall, "cpu": after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime,
     "r_hat": float(np.max(diagnostics["r_hat"])), "ess": float(np.min(diagnostics["ess"])),
-    "values": np.asarray(result.values).tolist(),
+    "values": np.asarray(result.values).tolist(), "reruns": int(np.sum(diagnostics["reruns"])),
     "warnings": sorted({str(w.message)[:80] for w in caught if "converge" in str(w.message)}),
 }))
 """
@@ -86,6 +87,7 @@ def main() -> None:
     parser.add_argument("--budget", default="smoke", choices=["smoke", "fast"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old", default="/work/main", help="a checkout of the code to compare with")
+    parser.add_argument("--old-up-to", type=int, default=None, help="run the old checkout only where d <= this")
     parser.add_argument("--pima", action="store_true", help="the three Pima hospitals (8 features, logistic)")
     arguments = parser.parse_args()
     checkouts = {"old": Path(arguments.old), "new": Path(__file__).resolve().parents[1]}
@@ -93,18 +95,24 @@ def main() -> None:
     table = []
     for model, features in settings:
         walls, cpus = {"old": [], "new": []}, {"old": [], "new": []}
+        with_old = arguments.old_up_to is None or features <= arguments.old_up_to
         for round_ in range(arguments.rounds):
             for path in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
+                if path == "old" and not with_old:
+                    continue
                 measured = run(checkouts[path], model, features, arguments.budget, arguments.pima)
                 walls[path].append(measured["wall"])
                 cpus[path].append(measured["cpu"])
                 print(
                     f"{model:8s} d={features:2d} {path}: wall {measured['wall']:7.1f} s, cpu {measured['cpu']:7.1f} s, "
                     f"max R-hat {measured['r_hat']:.3f}, min bulk ESS {measured['ess']:.0f}, "
-                    f"values {[round(v, 3) for v in measured['values']]} {measured['warnings']}",
+                    f"reruns {measured['reruns']}, values {[round(v, 3) for v in measured['values']]} "
+                    f"{measured['warnings']}",
                     flush=True,
                 )
-        medians = [statistics.median(times[path]) for times in (walls, cpus) for path in ("old", "new")]
+        medians = [
+            statistics.median(times[path] or [float("nan")]) for times in (walls, cpus) for path in ("old", "new")
+        ]
         table.append((model, features, *medians))
     header = f"{'model':8s} {'d':>3s} " + " ".join(f"{name:>9s}" for name in ("old wall", "new wall", "ratio"))
     print(f"\n{header} {'old cpu':>9s} {'new cpu':>9s} {'ratio':>9s}   (medians in seconds, budget {arguments.budget})")

@@ -121,3 +121,19 @@ def test_lower_inverse_inverts_a_lower_triangular_matrix_of_any_size(dim):
     inverse = np.asarray(jax.vmap(lower_inverse)(jnp.asarray(lower)))
     np.testing.assert_allclose(inverse, np.linalg.inv(lower), rtol=1e-10, atol=1e-12)
     assert np.all(np.triu(inverse, 1) == 0)
+
+
+@pytest.mark.parametrize("dim", [1, 7, 17, 53])
+def test_cholesky_and_inverse_factor_a_covariance_of_any_size(dim):
+    """By halves above INVERSE_BLOCK rows (17 and 53 split unevenly), by the column loop below: the factor of
+    numpy's LAPACK and its inverse, batched by vmap; NaN for a matrix that is not positive definite."""
+    from bayesval.inference.linalg import cholesky_and_inverse
+
+    rng = np.random.default_rng(dim)
+    matrices = np.stack([_spd(rng, dim, condition=1e4) for _ in range(3)])
+    lower, inverse = (np.asarray(part) for part in jax.vmap(cholesky_and_inverse)(jnp.asarray(matrices)))
+    np.testing.assert_allclose(lower, np.linalg.cholesky(matrices), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(inverse, np.linalg.inv(np.linalg.cholesky(matrices)), rtol=1e-8, atol=1e-10)
+    assert np.all(np.triu(lower, 1) == 0) and np.all(np.triu(inverse, 1) == 0)
+    indefinite = matrices[0] - 2 * np.linalg.eigvalsh(matrices[0]).max() * np.eye(dim)
+    assert np.isnan(np.asarray(cholesky_and_inverse(jnp.asarray(indefinite))[0])).any()

@@ -48,7 +48,7 @@ def _nuts_draws_with_a_recording_bar(monkeypatch, progress_bar: bool):
         """The sampling program, keeping what each call returns."""
 
         def __init__(self, program):
-            self.start, self.constrain = program.start, program.constrain
+            self.start, self.constrain, self.fit = program.start, program.constrain, program.fit
 
             def run(*arguments):
                 outputs.append(program.run(*arguments))

@@ -7,10 +7,12 @@ log N(x; m, C) is known in closed form (Petersen & Pedersen 2012, The Matrix Coo
     d/dm = C^-1 (x - m) = alpha,    d/dC = (alpha alpha^T - C^-1) / 2,
 so the forward pass keeps alpha and C^-1 (one Cholesky factorisation and one triangular inverse) and the backward
 pass is two outer products. On Diab's 19-entry statistic (3 parties, 84 chains) a gradient of the likelihood costs
-~40 % less and compiles ~3x faster (docs/benchmarks.md, "Diab toward 30 s"). The triangular inverse is
-`bayesval.inference.linalg.lower_inverse`, matrix products by halves: XLA's batched triangular solve with a matrix of
-right-hand sides made the 53-entry statistic of 8 features ~20x slower on a CPU. Up to TRIANGULAR_SOLVE_LIMIT
-entries the solve stays (Diab's 19, and every statistic of up to 4 features, sample as before to the bit).
+~40 % less and compiles ~3x faster (docs/benchmarks.md, "Diab toward 30 s"). Above TRIANGULAR_SOLVE_LIMIT entries the
+factor and its inverse are `bayesval.inference.linalg.cholesky_and_inverse`, matrix products by halves: XLA's batched
+triangular solve with a matrix of right-hand sides made the 53-entry statistic of 8 features ~20x slower on a CPU,
+and LAPACK's batched factorisation took twice the time of the halves (docs/benchmarks.md, "A warm start for NUTS").
+Up to the limit the factorisation and solve stay (Diab's 19, and every statistic of up to 4 features, sample as
+before to the bit).
 """
 
 from __future__ import annotations
@@ -21,19 +23,19 @@ import numpyro.distributions as dist
 from jax.scipy.linalg import solve_triangular
 from numpyro.distributions import constraints
 
-from bayesval.inference.linalg import lower_inverse
+from bayesval.inference.linalg import cholesky_and_inverse
 
 TRIANGULAR_SOLVE_LIMIT = 24
 
 
 def _log_density_and_residuals(value, mean, cov):
     """log N(value; mean, cov) of one vector, with (alpha = cov^-1 (value - mean), cov^-1) for the gradient."""
-    lower = jnp.linalg.cholesky(cov)
     dim = cov.shape[-1]
     if dim <= TRIANGULAR_SOLVE_LIMIT:
+        lower = jnp.linalg.cholesky(cov)
         inverse_lower = solve_triangular(lower, jnp.eye(dim, dtype=cov.dtype), lower=True)
     else:
-        inverse_lower = lower_inverse(lower)
+        lower, inverse_lower = cholesky_and_inverse(cov)
     standard = inverse_lower @ (value - mean)
     log_density = (
         -0.5 * (standard @ standard)

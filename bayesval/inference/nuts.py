@@ -4,41 +4,67 @@ A model is a NumPyro function `model(data, mask)` of the released statistics and
 coalition mask (see `bayesval.models.NumPyroModel`). NumPyro's functional HMC interface takes a
 potential-function generator, so one compiled NUTS kernel serves every mask: `vmap` over
 (coalition, chain), `fori_loop` over iterations with traced bounds (warm-up and sampling share the
-kernel), warm-up adaptation per chain (NumPyro's windowed step size and diagonal mass matrix). All
-latent sites must be continuous. Chains whose energy Bayesian fraction of missing information
-(BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et al. (2023, App. H.1) drop them, and so are
-chains that stopped moving: more than `MAX_REPEATED_DRAWS` equal draws in a row (`longest_repeat`).
+kernel). Chains start from prior draws and warm-up adapts the step size and a diagonal mass matrix (NumPyro's
+windowed adaptation); with `warm_start`, each coalition's posterior is first fitted by Laplace's method in
+unconstrained space (`bayesval.inference.warm_start`, one fit per distinct coalition of a call): its chains start
+from draws of the fit, with its covariance as a dense inverse mass matrix, and warm-up adapts the step size only
+(where a fit fails, the call starts from prior draws, with a warning). Either way NUTS targets the same posterior;
+the warm start pays where the posterior has many coordinates and a short warm-up is asked for (docs/benchmarks.md,
+"A warm start for NUTS"). All latent sites must be continuous. Chains whose
+energy Bayesian fraction of missing information (BFMI, Betancourt 2016) is below `min_bfmi` are flagged, as Sim et
+al. (2023, App. H.1) drop them, and so are chains that stopped moving: more than `MAX_REPEATED_DRAWS` equal draws
+in a row (`longest_repeat`).
 """
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 from tqdm.auto import tqdm
 
-from bayesval.batching import even_splits
+from bayesval.batching import even_splits, pad_rows
 from bayesval.compilation import compile_ahead, sampler_jit
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws
+from bayesval.inference.linalg import cholesky
+from bayesval.inference.warm_start import LaplaceFit, laplace_fit
 from bayesval.progress import describe, shown
 
 
 class NUTSSettings(NamedTuple):
     """The NUTS kernel's settings, owned by the model as NumPyro's `NUTS(target_accept_prob=, max_tree_depth=)`
     owns them (while `SamplerConfig` holds the run budget): the step-size adaptation's target acceptance (Hoffman
-    & Gelman 2014, Sec. 3.2), trees of at most 2^max_tree_depth - 1 leapfrog steps, and the E-BFMI below which a
-    chain is dropped (Betancourt 2016; Sim et al. 2023, App. H.1)."""
+    & Gelman 2014, Sec. 3.2), trees of at most 2^max_tree_depth - 1 leapfrog steps, the E-BFMI below which a
+    chain is dropped (Betancourt 2016; Sim et al. 2023, App. H.1), and whether chains start warm (`WARM_START`,
+    `bayesval.inference.warm_start`) or from prior draws (`COLD_START`)."""
 
     target_accept_prob: float = 0.8
     max_tree_depth: int = 10
     min_bfmi: float = 0.3
+    warm_start: bool = False
+
+    def describe_start(self) -> str:
+        """How chains start and what warm-up adapts, in words (a result's diagnostics record it)."""
+        if self.warm_start:
+            return WARM_START
+        return COLD_START
+
+
+WARM_START = (
+    "warm start: chains start from draws of a Laplace fit of their coalition posterior (mode and inverse Hessian in "
+    "unconstrained space), whose covariance is the dense inverse mass matrix; warm-up adapts the step size only "
+    "(a call whose fit fails starts from prior draws, with a warning)"
+)
+COLD_START = "chains start from prior draws; warm-up adapts the step size and a diagonal inverse mass matrix"
 
 
 def bfmi(energy: np.ndarray) -> np.ndarray:
@@ -79,33 +105,59 @@ class _NUTSProgram:
     """
 
     def __init__(self, model, settings: tuple) -> None:
-        num_warmup, target_accept_prob, max_tree_depth = settings
+        num_warmup, target_accept_prob, max_tree_depth, warm = settings
         init_kernel, sample_kernel = hmc(
             potential_fn_gen=lambda data, mask: partial(potential_energy, model, (data, mask), {}), algo="NUTS"
         )
 
-        def start(keys, data, masks):
-            """Each chain starts from its own prior draw, mapped to the unconstrained space (traced inside the
-            program, so supports that depend on other sites are mapped right)."""
+        def unconstrained_prior_draw(key, data, mask):
+            """A prior draw mapped to the unconstrained space (traced inside the program, so supports that depend
+            on other sites are mapped right)."""
+            prior = handlers.trace(handlers.seed(model, key)).get_trace(data, jnp.zeros_like(mask))
+            latent = {
+                name: site["value"]
+                for name, site in prior.items()
+                if site["type"] == "sample" and not site["is_observed"]
+            }
+            return unconstrain_fn(model, (data, mask), {}, latent)
 
-            def one(key, data, mask):
-                key_prior, key_run = jax.random.split(key)
-                prior = handlers.trace(handlers.seed(model, key_prior)).get_trace(data, jnp.zeros_like(mask))
-                latent = {
-                    name: site["value"]
-                    for name, site in prior.items()
-                    if site["type"] == "sample" and not site["is_observed"]
-                }
+        def fit(data, masks):
+            """The Laplace fit of each row's posterior in unconstrained space (`laplace_fit`), from the origin."""
+
+            def one(data, mask):
+                flat, unravel = ravel_pytree(unconstrained_prior_draw(jax.random.key(0), data, mask))
+                potential = lambda point: potential_energy(model, (data, mask), {}, unravel(point))  # noqa: E731
+                return laplace_fit(potential, jnp.zeros_like(flat))
+
+            return jax.vmap(one, in_axes=(data.row_axis, 0))(data, masks)
+
+        def start(keys, data, masks, mode=None, cov=None):
+            """Each chain starts from its own prior draw with a diagonal mass matrix adapted in warm-up, or (`warm`)
+            from its own draw of its posterior's Laplace fit (mode, cov) with cov as its dense inverse mass matrix,
+            warm-up adapting only the step size."""
+
+            def one(key, data, mask, mode, cov):
+                key_start, key_run = jax.random.split(key)
+                point = unconstrained_prior_draw(key_start, data, mask)
+                mass = {}
+                if warm:
+                    flat, unravel = ravel_pytree(point)
+                    lower = cholesky(cov)  # plain jax.numpy, not LAPACK (`bayesval.inference.warm_start`)
+                    point = unravel(mode + lower @ jax.random.normal(key_start, flat.shape, flat.dtype))
+                    mass = dict(inverse_mass_matrix=cov, dense_mass=True, adapt_mass_matrix=False)
                 return init_kernel(
-                    unconstrain_fn(model, (data, mask), {}, latent),
+                    point,
                     num_warmup,
                     target_accept_prob=target_accept_prob,
                     max_tree_depth=max_tree_depth,
                     model_args=(data, mask),
                     rng_key=key_run,
+                    **mass,
                 )
 
-            return jax.vmap(one, in_axes=(0, data.row_axis, 0))(keys, data, masks)
+            return jax.vmap(one, in_axes=(0, data.row_axis, 0, 0 if warm else None, 0 if warm else None))(
+                keys, data, masks, mode, cov
+            )
 
         def run(states, trace, data, masks, begin, end, transitions):
             """Draws begin..end-1, each after `transitions` NUTS transitions, written to trace[index]
@@ -134,6 +186,7 @@ class _NUTSProgram:
 
             return jax.vmap(one, in_axes=(0, data.row_axis, 0))(z, data, masks)
 
+        self.fit = sampler_jit(fit)
         self.start = sampler_jit(start, compiler_options=_RUN_ONCE_OPTIONS)
         self.run = sampler_jit(run)
         self.constrain = jax.jit(constrain, static_argnums=3)
@@ -162,6 +215,7 @@ def sample_coalition_posteriors_nuts(
     target_accept_prob: float = 0.8,
     max_tree_depth: int = 10,
     min_bfmi: float = 0.3,
+    warm_start: bool = False,
     segments: int = 10,
     progress_bar: bool = True,
 ) -> CoalitionDraws:
@@ -171,29 +225,36 @@ def sample_coalition_posteriors_nuts(
 
     Returns draws (K, num_chains, num_samples / thinning, d), the chains kept (E-BFMI at least `min_bfmi`, at
     most `MAX_REPEATED_DRAWS` equal draws in a row) and, in info, per-chain 'bfmi', 'longest_repeat',
-    'divergences' and 'mean_accept_prob', as `CoalitionDraws` (as the Gibbs driver
-    does). Chains start from prior draws. The kernel's settings are those of `NUTSSettings` (a model passes
-    `**config.overriding(model.kernel_settings(data))._asdict()`).
+    'divergences', 'mean_accept_prob' and 'warm_start' (whether the chain started warm), as `CoalitionDraws` (as the
+    Gibbs driver does). Chains start warm (`warm_start`, the module's docstring) or from prior draws. The kernel's
+    settings are those of `NUTSSettings` (a model passes `**config.overriding(model.kernel_settings(data))._asdict()`).
     """
     masks = jnp.asarray(masks, bool)
     num_coalitions, num_parties = masks.shape
     batch = num_coalitions * num_chains
     chain_masks = jnp.repeat(masks, num_chains, axis=0)
+    rows_data = data
     if data.row_axis is not None:  # one set of releases per row: every chain of the row reads it
         data = jax.tree.map(lambda leaf: jnp.repeat(leaf, num_chains, axis=0), data)
-    # the thinning is a traced count of the sampling program: a rerun's longer, thinner chains reuse the program
-    program = _program(model, (num_warmup, target_accept_prob, max_tree_depth))
     chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
     kept = num_samples // thinning
-    start = (chain_keys.reshape(batch), data, chain_masks)
-    states = program.start.trace(*start).out_info  # shapes (traced): the sampling program compiles from them
-    trace = jax.tree.map(
-        lambda leaf: jnp.zeros((batch, kept) + leaf.shape[1:], leaf.dtype), (states.z, states.energy, states.diverging)
-    )
     phases = [(n, 1) for n in even_splits(num_warmup, segments)] + [(n, thinning) for n in even_splits(kept, segments)]
     begin = -num_warmup
-    # the sampling program compiles while the start program compiles and runs (bayesval.compilation)
-    sampling_program = compile_ahead(program.run, states, trace, data, chain_masks, begin, begin + phases[0][0], 1)
+    start = (chain_keys.reshape(batch), data, chain_masks)
+    settings, fit = (num_warmup, target_accept_prob, max_tree_depth), None
+    run_ahead = partial(_sampling_ahead, kept=kept, phase=(begin, begin + phases[0][0]))
+    if warm_start:  # the sampling program compiles while the fits compile and run (bayesval.compilation)
+        program = _program(model, settings + (True,))
+        fit_masks, row_of = _fit_rows(rows_data, masks)
+        fit_shape = program.fit.trace(rows_data, fit_masks).out_info
+        chain_fit_shape = [jax.ShapeDtypeStruct((batch,) + part.shape[1:], part.dtype) for part in fit_shape[:2]]
+        sampling_program, trace = run_ahead(program, start + tuple(chain_fit_shape))
+        fit = _fitted(program, rows_data, fit_masks, row_of)
+        if fit is not None:
+            start += tuple(jnp.repeat(part, num_chains, axis=0) for part in (fit.mode, fit.cov))
+    if fit is None:  # the sampling program compiles while the start program compiles and runs
+        program = _program(model, settings + (False,))
+        sampling_program, trace = run_ahead(program, start)
     states = program.start(*start)
     sampling_program.result()
     bar = tqdm(
@@ -209,9 +270,52 @@ def sample_coalition_posteriors_nuts(
         jax.block_until_ready(states)
         bar.update(length * transitions)
     bar.close()
-    return _coalition_draws(
+    draws = _coalition_draws(
         program, trace, states, data, chain_masks, tuple(sites), (num_coalitions, num_chains), min_bfmi
     )
+    draws.info["warm_start"] = np.full((num_coalitions, num_chains), fit is not None)
+    return draws
+
+
+def _sampling_ahead(program: _NUTSProgram, start: tuple, kept: int, phase: tuple[int, int]):
+    """The sampling program of the chains `program.start(*start)` begins (arguments or their shapes), compiling
+    (`compile_ahead`), and the zero trace of `kept` draws per chain that it fills."""
+    states = program.start.trace(*start).out_info  # shapes (traced): the sampling program compiles from them
+    trace = jax.tree.map(
+        lambda leaf: jnp.zeros(leaf.shape[:1] + (kept,) + leaf.shape[1:], leaf.dtype),
+        (states.z, states.energy, states.diverging),
+    )
+    _, data, chain_masks = start[:3]
+    return compile_ahead(program.run, states, trace, data, chain_masks, *phase, 1), trace
+
+
+def _fit_rows(data, masks) -> tuple[jnp.ndarray, np.ndarray]:
+    """The masks whose posteriors are fitted, and the fitted row of each row: where every row shares the releases,
+    each distinct mask once (a coalition's repeats share its fit), padded to a power of two rows so that a game's
+    calls compile few fit programs; else every row."""
+    if data.row_axis is not None:
+        return masks, np.arange(masks.shape[0])
+    distinct, row_of = np.unique(np.asarray(masks), axis=0, return_inverse=True)
+    return jnp.asarray(pad_rows(distinct, 2 ** int(np.ceil(np.log2(len(distinct)))))), row_of.ravel()
+
+
+def _fitted(program: _NUTSProgram, data, fit_masks, row_of: np.ndarray) -> LaplaceFit | None:
+    """The Laplace fit of every row's posterior (`bayesval.inference.warm_start`), or None, with a one-line warning,
+    where some row's fit failed: then every chain of the call starts as without a warm start."""
+    fit = jax.tree.map(lambda part: part[row_of], program.fit(data, fit_masks))
+    failed = ~np.asarray(fit.fitted)
+    if not failed.any():
+        return fit
+    largest = np.asarray(fit.gradient)[failed]
+    largest = np.nanmax(largest) if np.isfinite(largest).any() else np.nan
+    warnings.warn(
+        f"NUTS warm start: the Laplace fit of {failed.sum()} of {len(failed)} coalition posteriors did not converge "
+        f"(largest partial derivative of the potential left {largest:.3g}); "
+        "their call starts from prior draws with a diagonal mass matrix adapted in warm-up",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return None
 
 
 def _coalition_draws(program, trace, states, data, chain_masks, sites, shape, min_bfmi) -> CoalitionDraws:

@@ -20,7 +20,7 @@ from numpyro.infer import Predictive
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.nuts import NUTSSettings, sample_coalition_posteriors_nuts
-from bayesval.validation import check_int, check_non_negative, check_probability, user_stacklevel
+from bayesval.validation import check_bool, check_int, check_non_negative, check_probability, user_stacklevel
 
 
 class NumPyroModel:
@@ -40,6 +40,10 @@ class NumPyroModel:
     target_accept_prob, max_tree_depth, min_bfmi: the NUTS kernel's settings (`NUTSSettings`), the model's own as
     in NumPyro's `NUTS(...)` (`kernel_settings`); a `SamplerConfig` that still passes target_accept_prob or min_bfmi
     (deprecated) overrides them in its runs (`SamplerConfig.overriding`).
+    warm_start: start each coalition's chains from a Laplace fit of its posterior, with a dense mass matrix, warm-up
+    adapting the step size only (`bayesval.inference.nuts`); False (the default): from prior draws, adapting a
+    diagonal mass matrix. It pays on posteriors of many coordinates with a short warm-up (docs/benchmarks.md,
+    "A warm start for NUTS").
     """
 
     sampler = "nuts"
@@ -53,6 +57,7 @@ class NumPyroModel:
         max_tree_depth: int = 10,
         target_accept_prob: float = 0.8,
         min_bfmi: float = 0.3,
+        warm_start: bool = False,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"NumPyroModel: name must be a string, got {name!r} ({type(name).__name__})")
@@ -66,6 +71,7 @@ class NumPyroModel:
         self.max_tree_depth = check_int(f"{name}: max_tree_depth", max_tree_depth, minimum=1)
         self.target_accept_prob = check_probability(f"{name}: target_accept_prob", target_accept_prob)
         self.min_bfmi = check_non_negative(f"{name}: min_bfmi", min_bfmi)
+        self.warm_start = check_bool(f"{name}: warm_start", warm_start)
         if statistic is not None and not callable(statistic) and not hasattr(statistic, "compute"):
             raise TypeError(
                 f"{name}: statistic must be None, an object with size, compute(X, y) and sensitivity(bounds), "
@@ -80,7 +86,7 @@ class NumPyroModel:
     @property
     def kernel(self) -> NUTSSettings:
         """The model's NUTS kernel settings."""
-        return NUTSSettings(self.target_accept_prob, self.max_tree_depth, self.min_bfmi)
+        return NUTSSettings(self.target_accept_prob, self.max_tree_depth, self.min_bfmi, self.warm_start)
 
     def kernel_settings(self, data: NoiseAwareData | None = None) -> NUTSSettings:
         """The model's NUTS kernel settings, whatever the releases `data`: the one signature of a party model's

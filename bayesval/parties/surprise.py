@@ -142,7 +142,18 @@ def kernel_settings_that_run(caps: Capabilities, data, config: SamplerConfig) ->
     return {name: float(getattr(ran, name)) for name in KERNEL_FIELDS if name in held}
 
 
-UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats")  # sampler settings two runs of one game may differ in
+def start_that_runs(caps: Capabilities, data, config: SamplerConfig) -> dict[str, str]:
+    """How NUTS chains start and what their warm-up adapts in a run of the releases `data` under `config`, in words
+    ({"nuts_start": ...}, `bayesval.inference.nuts.NUTSSettings.describe_start`), where the model's kernel is a NUTS
+    kernel; else {}."""
+    if caps.kernel_settings is None:
+        return {}
+    describe = getattr(config.overriding(caps.kernel_settings(data)), "describe_start", None)
+    return {} if describe is None else {"nuts_start": describe()}
+
+
+# sampler settings two runs of one game may differ in (a NUTS start changes how chains reach the posterior, not which)
+UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats", "nuts_start")
 
 
 def game_fingerprint(game: SurpriseGame) -> str:

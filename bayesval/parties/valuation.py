@@ -62,6 +62,7 @@ from bayesval.parties.surprise import (
     kernel_settings_that_run,
     per_repeat,
     prior_density,
+    start_that_runs,
 )
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
@@ -419,8 +420,12 @@ def sampler_record(surprise: CoalitionSurprise) -> dict:
     """The sampler settings a result records (`diagnostics["sampler"]`): the config's fields, with the kernel
     settings as the run used them where the model owns a NUTS kernel (`kernel_settings_that_run`: a
     `LogisticRegression` run at the fast preset records its own target_accept_prob 0.65, not the config's 0.8 that
-    it never read)."""
-    return vars(surprise.config) | kernel_settings_that_run(surprise.capabilities, surprise.data, surprise.config)
+    it never read), and how NUTS chains start (`start_that_runs`)."""
+    return (
+        vars(surprise.config)
+        | kernel_settings_that_run(surprise.capabilities, surprise.data, surprise.config)
+        | start_that_runs(surprise.capabilities, surprise.data, surprise.config)
+    )
 
 
 class CoalitionGame(Protocol):
