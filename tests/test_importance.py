@@ -144,6 +144,9 @@ def test_auto_keeps_the_chains_until_the_route_agrees_at_many_parties(syn):
     assert CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="auto").importance is None
     asked = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="importance")
     assert asked.importance.num_draws == importance.IMPORTANCE_DRAWS
+    # its estimates are not the chains': a result of one route never resumes or merges with the other's
+    chains = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="mcmc")
+    assert asked.fingerprint != chains.fingerprint
     assert bv.valuate.__kwdefaults__["surprise"] is None  # None: 'auto'
 
 

@@ -82,7 +82,7 @@ def test_rerun_budget_keeps_the_draws_per_chain_and_the_game():
     assert (second.num_samples, second.thinning, second.reruns) == (6400, 8, 0)
     assert second.draws_per_repeat == config.draws_per_repeat
     game = bv.parties.surprise.SurpriseGame
-    data = bv.NoiseAwareData(np.ones((2, 3)), np.ones(2), np.ones(2))
+    data = bv.NoiseAwareData(np.ones((2, 5)), np.ones(2), np.ones(2))  # a 1-feature linear statistic
     fingerprints = {
         game_fingerprint(game(bv.models.LinearRegression(), data, bv.SamplerConfig(reruns=r), 4, "prior-density"))
         for r in (0, 1, 3)

@@ -116,15 +116,16 @@ def conjugate_prior(caps: Capabilities, name: str, data, estimator: str):
 
 class SurpriseGame(NamedTuple):
     """What a coalition's surprise is a function of: the model, the released statistics (`NoiseAwareData`), the
-    sampler settings, the neighbours k and the KL estimator ('prior-density', 'two-sample' or 'rao-blackwell').
-    Read-only: the reward mechanisms (`bayesval.parties.rewards.sampling`) build their modified inputs from `data`
-    and size their trials by `config`."""
+    sampler settings, the neighbours k, the KL estimator ('prior-density', 'two-sample' or 'rao-blackwell') and the
+    route its posteriors take ('mcmc', or 'importance': docs/importance.md). Read-only: the reward mechanisms
+    (`bayesval.parties.rewards.sampling`) build their modified inputs from `data` and size their trials by `config`."""
 
     model: object
     data: NoiseAwareData
     config: SamplerConfig
     k: int
     kl_estimator: str
+    route: str = "mcmc"
 
     @property
     def num_parties(self) -> int:
@@ -153,7 +154,7 @@ def start_that_runs(caps: Capabilities, data, config: SamplerConfig) -> dict[str
 
 
 # sampler settings two runs of one game may differ in (a NUTS start changes how chains reach the posterior, not which)
-UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats", "nuts_start")
+UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats", "nuts_start", "warm_start")
 
 
 def game_fingerprint(game: SurpriseGame) -> str:
@@ -161,17 +162,21 @@ def game_fingerprint(game: SurpriseGame) -> str:
     sampler setting but the progress bar and the reruns, k, the KL estimator and the released statistics. Not the
     key, nor the reruns: estimates from any key, and a rerun's, are estimates of the same values, so a result of the
     same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
-    game ran are its num_repeats (`SamplerConfig.for_sampled_game`)."""
+    game ran are its num_repeats (`SamplerConfig.for_sampled_game`). Nor a NUTS model's `warm_start`: where its
+    chains start changes how they mix, not the posterior. The importance route is part of it (its
+    estimates are not the chains'), and today's route adds nothing, so games valued before the route hash alike."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
     settings |= kernel_settings_that_run(capabilities(game.model), game.data, game.config)
     simple = (int, float, str, bool, type(None))
     model_settings = {
         name: value
         for name, value in vars(game.model).items()
-        if isinstance(value, simple) and name not in KERNEL_FIELDS
+        if isinstance(value, simple) and name not in KERNEL_FIELDS + UNFINGERPRINTED
     }
     digest = hashlib.sha256(repr((game.model.name, sorted(model_settings.items()), settings, game.k)).encode())
     digest.update(game.kl_estimator.encode())
+    if game.route != "mcmc":
+        digest.update(game.route.encode())
     for array in game.data:
         digest.update(np.ascontiguousarray(np.asarray(array, np.float64)).tobytes())
     return digest.hexdigest()
@@ -331,7 +336,8 @@ class CoalitionSurprise:
     @property
     def game(self) -> SurpriseGame:
         """The game this surprise values (model, releases, sampler settings, k, KL estimator)."""
-        return SurpriseGame(self.model, self.data, self.config, self.k, self.kl_estimator)
+        route = "mcmc" if self.importance is None else "importance"
+        return SurpriseGame(self.model, self.data, self.config, self.k, self.kl_estimator, route)
 
     @property
     def fingerprint(self) -> str:
