@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bayesval"
 LONGEST_FUNCTION = 100  # lines, decorators and docstring included
 LONGEST_FRONT_DOOR = 60
+LONGEST_PARTY_CLASS = 199  # lines of a class on the path from parties to coalition posteriors, under 200
 
 
 def test_import_contracts_hold():
@@ -47,6 +48,19 @@ def package_functions():
 def test_no_function_is_longer_than_a_hundred_lines():
     long = {where: lines for where, lines in package_functions() if lines > LONGEST_FUNCTION}
     assert not long, long
+
+
+def test_no_class_of_the_party_path_reaches_two_hundred_lines():
+    """The path from parties to coalition posteriors stays a planner, an executor and a cache (docs/architecture.md):
+    none of its classes grows back into the one class that did every job."""
+    path_modules = ("surprise", "plan", "execute", "importance", "reruns", "keys", "valuation", "replay")
+    lengths = {
+        f"{path.relative_to(ROOT)} {node.name}": node.end_lineno - node.lineno + 1
+        for path in (PACKAGE / "parties" / f"{name}.py" for name in path_modules)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    }
+    assert max(lengths.values()) <= LONGEST_PARTY_CLASS, max(lengths.items(), key=lambda item: item[1])
 
 
 def test_the_front_door_is_short():

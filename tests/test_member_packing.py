@@ -128,7 +128,7 @@ def test_a_lone_slow_coalition_is_rerun_in_the_width_whose_calls_carry_the_fewes
 
     first = coalition_surprise(bv.models.LinearRegression(), reruns=0)
     first(masks)
-    assert [first.rows_per_batch(width) for width in (2, 4, 5)] == [30, 30, 2]
+    assert [first.layout.rows_per_batch(width) for width in (2, 4, 5)] == [30, 30, 2]
     ess = dict(zip((slow, whole), first.diagnostics["ess"]))
     assert first.diagnostics["converged"] and ess[slow] < ess[whole]  # measured: 616 against 750 (key 1)
     monkeypatch.setattr(surprise, "ESS_THRESHOLD", (ess[slow] + ess[whole]) / 2)  # only `slow` fails the flag

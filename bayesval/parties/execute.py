@@ -263,3 +263,22 @@ class CallExecutor:
         kl, r_hat, ess = summarise(draws, kept, self.k, self.log_density, batch.prior, **mixture, group=batch.group)
         divergences = sample.info.get("divergences")
         return gather_rows(CallOutputs(kl, r_hat, ess, kept, divergences, draws if keep_draws else None))
+
+
+def surprise_of_inputs(
+    executor: CallExecutor, layout, repeats: int, key: jax.Array, inputs: list, masks: np.ndarray
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The surprise of coalition masks (J, n) under modified releases, one `NoiseAwareData` per mask (the reward
+    mechanisms' tempered or noisier inputs, Sim et al. 2023, App. E.3), run by `executor` in the calls `layout` (a
+    `bayesval.parties.plan.CallLayout`) plans: estimates (repeats, J) and, for each mask, the draws of every chain it
+    kept (m_j, d), pooled over repeats (NUTS chains dropped for low BFMI are left out, as in the estimates). Row
+    (j, repeat) samples from `row_keys(key, [j], [repeat])` (`Rows.repeated`)."""
+    rows = Rows.repeated(key, range(len(inputs)), masks, inputs, [True] * len(inputs), repeats)
+    summary = executor.run_plan(layout.plan(rows.masks.sum(axis=1), rows.repeats), rows)
+    kl = summary.kl.reshape(len(inputs), repeats)
+    if np.isnan(kl).all(axis=1).any():
+        raise RuntimeError("every chain of some reward posterior was dropped (low BFMI or stuck); raise num_warmup")
+    kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)
+    by_input = (len(inputs), repeats * summary.draws.shape[1])  # (J, repeats x chains)
+    draws, kept = summary.draws.reshape(by_input + summary.draws.shape[2:]), summary.kept.reshape(by_input)
+    return kl.T, [d[k].reshape(-1, d.shape[-1]) for d, k in zip(draws, kept)]

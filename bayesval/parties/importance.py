@@ -20,11 +20,13 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from bayesval import progress
 from bayesval.divergence import batched_kl
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.psis import k_hat_threshold
 from bayesval.models.protocol import Capabilities
+from bayesval.parties.execute import Rows
 from bayesval.parties.plan import member_width
 from bayesval.validation import user_stacklevel
 
@@ -68,6 +70,16 @@ def route(caps: Capabilities, name: str, asked: str, kl: str) -> tuple[bool, str
     return False, note
 
 
+def importance_executor(
+    caps: Capabilities, name: str, asked: str, kl: str, num_parties: int, config: SamplerConfig, k: int, log_density
+) -> tuple[ImportanceExecutor | None, str | None]:
+    """The importance route's executor where a game takes it (`route`: `caps`, the model's `name`, the route and
+    KL estimator `asked`), else None, with the note of a route asked for and not taken."""
+    takes, note = route(caps, name, asked, kl)
+    executor = ImportanceExecutor(caps.importance_draws, num_parties, config, k, log_density) if takes else None
+    return executor, note
+
+
 class ImportanceExecutor:
     """Draws rows by the model's `importance_draws` (`draw`) and estimates each row's KL from them: `num_parties`,
     the game's budget `config` (each row draws IMPORTANCE_DRAWS weighted and resampled draws, or the config's
@@ -78,6 +90,15 @@ class ImportanceExecutor:
         self.draw, self.num_parties, self.k, self.log_density = draw, num_parties, k, log_density
         draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
         self.num_draws = max(draws + draws % 2, 20)
+
+    def coalitions(self, key: jax.Array, codes: list[int], data: NoiseAwareData, repeats: int) -> ImportanceRows:
+        """Every repeat of the coalitions `codes` (bitmasks), row (code, repeat) keyed as the chains' rows are
+        (`Rows.repeated`): each part (codes, repeats)."""
+        masks = (np.array(codes)[:, None] >> np.arange(self.num_parties)) & 1
+        rows = Rows.repeated(key, codes, masks, [data] * len(codes), [False] * len(codes), repeats)
+        with progress.stage(f"importance draws of {len(codes)} coalition posteriors x {repeats} repeats"):
+            done = self.run(rows.keys, rows.masks, data)
+        return ImportanceRows(*(part.reshape(len(codes), repeats) for part in done))
 
     def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData) -> ImportanceRows:
         """Every row: its key (rows,), coalition mask (rows, n), the game's releases; its members packed to the

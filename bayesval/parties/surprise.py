@@ -34,8 +34,8 @@ from bayesval.inference.config import KERNEL_FIELDS, SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.models.protocol import Capabilities, capabilities
-from bayesval.parties.execute import CallExecutor, Rows, RowSummary
-from bayesval.parties.importance import ImportanceExecutor, route
+from bayesval.parties.execute import CallExecutor, Rows, RowSummary, surprise_of_inputs
+from bayesval.parties.importance import importance_executor
 from bayesval.parties.keys import rerun_key
 from bayesval.parties.plan import CallLayout, rows_that_fit
 from bayesval.parties.reruns import to_rerun
@@ -199,6 +199,13 @@ class CoalitionRun(NamedTuple):
     route: str = "mcmc"  # or 'importance' (`bayesval.parties.importance`)
     k_hat: float = float("nan")  # the largest Pareto k-hat over its repeats, on the importance route
 
+    @classmethod
+    def by_importance(cls, kl: np.ndarray, ess: np.ndarray, k_hat: float) -> CoalitionRun:
+        """A coalition's repeats on the importance route (KL and the weights' effective sample size per repeat, the
+        largest k-hat): no chains, so R-hat 1 and one kept draw sequence a repeat."""
+        kept = np.ones((len(kl), 1), bool)
+        return cls(kl, 1.0, float(np.min(ess)), 0, 0, None, kept, 0, "importance", float(k_hat))
+
     @property
     def converged(self) -> bool:
         """Within the flags: R-hat <= 1.01 over its repeats' chains and bulk ESS >= 400 in every repeat."""
@@ -265,7 +272,7 @@ class CoalitionSurprise:
     (`bayesval.parties.reruns`).
 
     The public surface other modules read: `game` (a read-only `SurpriseGame`), `batch_rows` (rows per sampler
-    call at most) and `rows_per_batch(width)` (for the coalitions of one `width`), `sampler_calls(sizes)`,
+    call at most), `layout` (rows per call by width: `CallLayout.rows_per_batch`), `sampler_calls(sizes)`,
     `of_inputs` (the surprise of modified releases, for rewards), `prior_draws`, `estimates()` (the typed resume
     state) and `restore`. The attributes `model`, `data`, `config` and `k` are kept for older callers.
     """
@@ -298,40 +305,17 @@ class CoalitionSurprise:
         self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats, kl, dimension, caps)
         self.layout = CallLayout(int(data.counts.shape[0]), config, self.batch_rows, caps.packs_members)
         log_density, conjugate = prior_density(caps, model.name, data, kl), conjugate_prior(caps, model.name, data, kl)
-        if conjugate is not None:
-            self.kl_estimator = "rao-blackwell"
-        else:
-            self.kl_estimator = "two-sample" if log_density is None else "prior-density"
+        self.kl_estimator = kl_estimator_name(log_density, conjugate)
         self._prior_samples: dict[int, np.ndarray] = {}
-        names_programs = caps.posterior_programs is not None
-        self.executor = CallExecutor(
-            model,
-            k,
-            log_density,
-            conjugate,
-            self._prior_sample,
-            dimension,
-            names_programs,
-            unestimated(self.kl_estimator),
-        )
-        self.importance, note = self._importance_route(surprise, kl, log_density)
-        if note is not None:
-            self.diagnostics["surprise_note"] = note
+        programs, estimator = caps.posterior_programs is not None, unestimated(self.kl_estimator)
+        executor = (model, k, log_density, conjugate, self._prior_sample, dimension, programs, estimator)
+        self.executor = CallExecutor(*executor)
+        n = self.layout.num_parties
+        self.importance, note = importance_executor(caps, model.name, surprise, kl, n, config, k, log_density)
+        self.diagnostics |= {} if self.importance is None else {"route": [], "k_hat": []}
+        self.diagnostics |= {} if note is None else {"surprise_note": note}
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
-            key_data = np.asarray(jax.random.key_data(key)).tobytes()
-            # the reruns too: a process that reruns a coalition meets the others in its sampler calls
-            game = f"{self.fingerprint}; reruns {config.reruns}".encode()
-            same_in_every_process("game, reruns or key", hashlib.sha256(game + key_data).digest())
-
-    def _importance_route(self, asked: str, kl: str, log_density) -> tuple[ImportanceExecutor | None, str | None]:
-        """The importance route's executor where this game takes it (`bayesval.parties.importance.route`), with
-        the note of a route asked for and not taken."""
-        takes, note = route(self.capabilities, self.model.name, asked, kl)
-        if not takes:
-            return None, note
-        self.diagnostics |= {"route": [], "k_hat": []}
-        draw, n = self.capabilities.importance_draws, self.layout.num_parties
-        return ImportanceExecutor(draw, n, self.config, self.k, log_density), None
+            one_game_in_every_process(self.fingerprint, config.reruns, key)
 
     @property
     def game(self) -> SurpriseGame:
@@ -347,14 +331,6 @@ class CoalitionSurprise:
     def prior_draws(self, key: jax.Array, num_draws: int) -> np.ndarray:
         """`num_draws` draws (num_draws, d) of the prior p(theta) of this game's model and releases."""
         return np.asarray(self.model.prior_draws(key, self.data, num_draws))
-
-    def width(self, size: int) -> int:
-        """The party slots the sampler is given for a coalition of `size` members (`CallLayout.width`)."""
-        return self.layout.width(size)
-
-    def rows_per_batch(self, width: int) -> int:
-        """Rows per sampler call for the coalitions given `width` party slots (`CallLayout.rows_per_batch`)."""
-        return self.layout.rows_per_batch(width)
 
     def sampler_calls(self, sizes) -> int:
         """The sampler calls that sampling coalitions of these `sizes` (every repeat of each) takes: the calls of
@@ -417,25 +393,13 @@ class CoalitionSurprise:
         wanted = [code for code in codes if self.draws is None and code not in self._pooled_codes]
         if self.importance is None or not wanted:
             return {}, {}
-        repeats = self.config.num_repeats
-        masks = (np.array(wanted)[:, None] >> np.arange(self.layout.num_parties)) & 1
-        rows = Rows.repeated(
-            self.key_posterior, wanted, masks, [self.data] * len(wanted), [False] * len(wanted), repeats
+        done = self.importance.coalitions(self.key_posterior, wanted, self.data, self.config.num_repeats)
+        trusted, k_hat = done.trusted.all(axis=1), done.k_hat.max(axis=1)
+        runs = map(CoalitionRun.by_importance, done.kl, done.ess, k_hat)
+        return (
+            {code: run for code, run, ok in zip(wanted, runs, trusted) if ok},
+            {code: float(k) for code, k, ok in zip(wanted, k_hat, trusted) if not ok},
         )
-        with progress.stage(f"importance draws of {len(wanted)} coalition posteriors x {repeats} repeats"):
-            done = self.importance.run(rows.keys, rows.masks, self.data)
-        by_code = (len(wanted), repeats)
-        trusted = done.trusted.reshape(by_code).all(axis=1)
-        kl, k_hat, ess = (part.reshape(by_code) for part in done[:3])
-        kept = np.ones((repeats, 1), bool)
-        runs = {
-            code: CoalitionRun(
-                kl[i], 1.0, float(ess[i].min()), 0, 0, None, kept, 0, "importance", float(k_hat[i].max())
-            )
-            for i, code in enumerate(wanted)
-            if trusted[i]
-        }
-        return runs, {code: float(k_hat[i].max()) for i, code in enumerate(wanted) if not trusted[i]}
 
     def _by_mcmc(self, codes: list[int]) -> dict[int, CoalitionRun]:
         """Every repeat of the coalitions `codes` by MCMC, the few that fail the convergence flags sampled again."""
@@ -485,22 +449,10 @@ class CoalitionSurprise:
         self.diagnostics["converged"] &= run.converged
 
     def of_inputs(self, key: jax.Array, inputs: list, masks: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The surprise of coalition masks (J, n) under modified releases, one `NoiseAwareData` per mask (the reward
-        mechanisms' tempered or noisier inputs, Sim et al. 2023, App. E.3), against this game's prior: estimates
-        (num_repeats, J) and, for each mask, the draws of every chain it kept (m_j, d), pooled over repeats (NUTS
-        chains dropped for low BFMI are left out, as in the estimates). Rows of every variant share the
-        valuation's compiled batch shapes (`CallLayout.plan`); row (j, repeat) samples from
-        `row_keys(key, [j], [repeat])` (`Rows.repeated`). Not cached."""
-        repeats = self.config.num_repeats
-        rows = Rows.repeated(key, range(len(inputs)), masks, inputs, [True] * len(inputs), repeats)
-        summary = self.executor.run_plan(self.layout.plan(rows.masks.sum(axis=1), rows.repeats), rows)
-        kl = summary.kl.reshape(len(inputs), repeats)
-        if np.isnan(kl).all(axis=1).any():
-            raise RuntimeError("every chain of some reward posterior was dropped (low BFMI or stuck); raise num_warmup")
-        kl = np.where(np.isnan(kl), np.nanmean(kl, axis=1, keepdims=True), kl)
-        by_input = (len(inputs), repeats * summary.draws.shape[1])  # (J, repeats x chains)
-        draws, kept = summary.draws.reshape(by_input + summary.draws.shape[2:]), summary.kept.reshape(by_input)
-        return kl.T, [d[k].reshape(-1, d.shape[-1]) for d, k in zip(draws, kept)]
+        """The surprise of coalition masks (J, n) under modified releases, one `NoiseAwareData` per mask, against this
+        game's prior, in the valuation's compiled batch shapes (`bayesval.parties.execute.surprise_of_inputs`). Not
+        cached."""
+        return surprise_of_inputs(self.executor, self.layout, self.config.num_repeats, key, inputs, masks)
 
     def _prior_sample(self, repeat: int) -> np.ndarray:
         """The prior draws every coalition of `repeat` is compared with (two-sample estimator)."""
@@ -508,6 +460,22 @@ class CoalitionSurprise:
             key = jax.random.fold_in(self.key_prior, repeat)
             self._prior_samples[repeat] = self.model.prior_draws(key, self.data, self.config.draws_per_repeat)
         return self._prior_samples[repeat]
+
+
+def kl_estimator_name(log_density, conjugate) -> str:
+    """The KL estimator a game runs: 'rao-blackwell' from conjugate conditionals (`conjugate_prior`), else the k-NN
+    estimator with the prior's density where known ('prior-density', `prior_density`), else 'two-sample'."""
+    if conjugate is not None:
+        return "rao-blackwell"
+    return "two-sample" if log_density is None else "prior-density"
+
+
+def one_game_in_every_process(fingerprint: str, reruns: int, key: jax.Array) -> None:
+    """The processes that split one valuation value one game, with one key and the same reruns (a process that
+    reruns a coalition meets the others in its sampler calls): refused otherwise (`same_in_every_process`)."""
+    key_data = np.asarray(jax.random.key_data(key)).tobytes()
+    game = f"{fingerprint}; reruns {reruns}".encode()
+    same_in_every_process("game, reruns or key", hashlib.sha256(game + key_data).digest())
 
 
 def per_repeat(estimates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

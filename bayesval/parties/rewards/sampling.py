@@ -44,7 +44,8 @@ class RewardSampler:
         self.num_parties = int(self.data.counts.shape[0])
         self.k = game.k
         self.num_repeats = game.config.num_repeats
-        self.batch_rows = surprise.rows_per_batch(surprise.width(self.num_parties))  # a reward is of all parties
+        layout = surprise.layout
+        self.batch_rows = layout.rows_per_batch(layout.width(self.num_parties))  # a reward is of all parties
         self.slots = max(1, self.batch_rows // self.num_repeats)
         self.chain_length = game.config.num_samples // game.config.thinning  # draws run chain by chain
         self._of_inputs = surprise.of_inputs
