@@ -98,6 +98,7 @@ def release(
     release file is overwritten only with `force`, and the output path is checked before the release."""
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
+    output_path = _release_output(output or f"{name}.release.json", force)
     from bayesval.parties.boundary import PerturbedStatistic
     from bayesval.parties.signing import load_signing_key
 
@@ -121,7 +122,6 @@ def release(
             "--noise-seed makes noise anyone with the seed can remove: a seeded release leaves the machine only as an "
             "experiment; add --experiment (the release file records it) or drop --noise-seed"
         )
-    output_path = _release_output(output or f"{name}.release.json", force)
     statistic = _model(model).statistic(party.num_features)
     with warnings.catch_warnings(record=True) as caught:  # shown after the release line, in the party's words
         warnings.simplefilter("always")

@@ -15,6 +15,7 @@ refused by bayesval (run it with -s to see the counts).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import time
 import warnings
@@ -85,6 +86,7 @@ class World:
     def __init__(self, tmp: Path) -> None:
         rng = np.random.default_rng(28)
         self.tmp = tmp
+        self.release_numbers = itertools.count()
         self.X = rng.normal(size=(40, 2)) * 0.4
         self.y = self.X @ np.array([1.0, -1.0]) + 0.1 * rng.normal(size=40)
         self.labels = (self.X[:, 0] > 0).astype(int)
@@ -176,8 +178,9 @@ class World:
         return files
 
     def release_cli(self, table: str, *changes: str) -> list[str]:
-        """`bayesval release` of one of the tables, with options added."""
-        output = ["-o", str(self.tmp / "cli.release.json")]
+        """`bayesval release` of one of the tables, with options added, to a release file of its own (`-o` is checked
+        before the table is read, so a case that reused another's file would meet that check first)."""
+        output = ["-o", str(self.tmp / f"cli-{next(self.release_numbers)}.release.json")]
         options = ["--model", "linear", "--target", "target", "--epsilon", "1", "--bounds", "3,3"]
         return ["release", str(self.tables[table]), *options, *output, *changes]
 
@@ -1473,8 +1476,9 @@ def accepted(id: str, call: Callable[[World], Any], why: str) -> Any:
 
 
 def _released_count(w: World, table: str, *changes: str) -> float:
-    cli_main(w.release_cli(table, *changes, "--force"))  # each case writes the same release file
-    return bv.PerturbedStatistic.load(w.tmp / "cli.release.json").count
+    arguments = w.release_cli(table, *changes)
+    cli_main(arguments)
+    return bv.PerturbedStatistic.load(arguments[arguments.index("-o") + 1]).count
 
 
 ACCEPTED = [
