@@ -24,6 +24,12 @@ def _mean_model(data, mask):
         numpyro.sample("perturbed", dist.Normal(data.counts * mean, data.noise_std), obs=data.perturbed[:, 0])
 
 
+def _tiny_logistic_data(num_parties=2):
+    """Releases of a 2-feature logistic statistic: 6 unconstrained coordinates, so chains start from prior draws."""
+    size = bv.models.LogisticRegression().statistic(2).size
+    return NoiseAwareData(jnp.ones((num_parties, size)), jnp.full(num_parties, 50.0), jnp.full(num_parties, 2.0))
+
+
 def _tiny_data(num_parties=2):
     model = bv.models.LinearRegression()
     size = model.statistic(1).size
@@ -61,9 +67,10 @@ def test_sampler_config_leaves_kernel_settings_to_the_model_without_warning():
     assert vars(config)["target_accept_prob"] == 0.8 and "target_accept_prob=0.8," in repr(config)
     assert config == SamplerConfig(num_chains=2)
     model = bv.models.LogisticRegression(max_tree_depth=4, min_bfmi=0.2)
-    assert config.overriding(model.kernel_settings(None)) == NUTSSettings(0.65, 4, 0.2)  # the model's own target
+    # the model's own target; its start (warm_start None) is decided by the releases, which are not given here
+    assert config.overriding(model.kernel_settings(None)) == NUTSSettings(0.65, 4, 0.2, None)
     with pytest.warns(DeprecationWarning, match=r"'paper' preset sets the NUTS kernel's target_accept_prob 0.86 over"):
-        assert paper.overriding(model.kernel_settings(None)) == NUTSSettings(0.86, 4, 0.2)  # for one release
+        assert paper.overriding(model.kernel_settings(None)) == NUTSSettings(0.86, 4, 0.2, None)  # for one release
     paper_kernel = bv.models.LogisticRegression(target_accept_prob=0.86)  # the paper's kernel, on the model
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -86,6 +93,11 @@ def test_a_config_is_a_run_budget_and_a_valuation_policy_and_holds_no_kernel_set
     assert rerun.budget == config.budget._replace(num_samples=6400, thinning=4)
     assert rerun.policy == config.policy._replace(reruns=0)
     assert config.for_sampled_game().policy.num_repeats == 2 and config.for_sampled_game().budget == config.budget
+    nuts = SamplerConfig.preset("fast", "nuts")  # where chains start warm, the policy's warm budget replaces the sweeps
+    assert nuts.policy[-2:] == (100, 325) and nuts.for_start(True).budget == nuts.budget._replace(
+        num_warmup=100, num_samples=325
+    )
+    assert nuts.for_start(False).budget == nuts.budget and nuts.for_start(False).policy[-2:] == (None, None)
 
 
 def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():
@@ -115,8 +127,8 @@ def test_kernel_settings_have_one_signature_and_the_old_calls_warn_for_one_relea
     with pytest.warns(DeprecationWarning, match="kernel settings belong to the model"):
         config = SamplerConfig(target_accept_prob=0.9)
     with pytest.warns(DeprecationWarning, match=r"kernel_settings\(config\) is deprecated"):
-        assert logistic.kernel_settings(config) == NUTSSettings(0.9, 3, 0.3)
-    assert logistic.kernel_settings(data) == NUTSSettings(0.65, 3, 0.3)
+        assert logistic.kernel_settings(config) == NUTSSettings(0.9, 3, 0.3, None)  # the start: from the releases
+    assert logistic.kernel_settings(_tiny_logistic_data()) == NUTSSettings(0.65, 3, 0.3, warm_start=False)
 
     class OldNUTS:  # a user model written against the old NUTS signature
         name, sampler = "old", "nuts"
@@ -181,7 +193,7 @@ def test_a_models_capabilities_are_read_once_into_one_record():
     logistic = bv.models.LogisticRegression()
     nuts = capabilities(logistic)
     assert not nuts.packs_members and nuts.conjugate_prior is None and nuts.check is not None
-    assert nuts.kernel_settings(_tiny_data()) == logistic.kernel
+    assert nuts.kernel_settings(_tiny_logistic_data()) == logistic.kernel._replace(warm_start=False)  # 6 coordinates
 
     class Bare:  # the required members only
         name, sampler = "bare", "nuts"

@@ -138,3 +138,56 @@ def test_the_start_is_described_for_the_diagnostics():
     assert start_that_runs(warm, None, config) == {"nuts_start": WARM_START}
     linear_releases = NoiseAwareData(jnp.zeros((2, 5)), jnp.ones(2), jnp.ones(2))  # one feature: 5 entries
     assert start_that_runs(capabilities(bv.models.LinearRegression()), linear_releases, config) == {}  # Gibbs
+
+
+def _logistic_releases(num_features: int) -> NoiseAwareData:
+    import bayesval as bv
+
+    size = bv.models.LogisticRegression().statistic(num_features).size
+    return NoiseAwareData(jnp.zeros((3, size)), jnp.full(3, 100.0), jnp.ones(3))
+
+
+@pytest.mark.parametrize("num_features", [2, 4, 6, 7, 8])
+def test_logistic_regression_starts_warm_from_30_unconstrained_coordinates(num_features):
+    """warm_start=None (LogisticRegression's default) counts the coordinates NUTS moves, from an abstract trace:
+    w + 1 coefficients, w scales and w (w - 1) / 2 of the LKJ factor; chains start warm from 30 (7 features), and
+    True or False hold whatever the releases."""
+    import bayesval as bv
+    from bayesval.models.numpyro_model import WARM_START_FROM
+
+    w, releases = num_features, _logistic_releases(num_features)
+    model = bv.models.LogisticRegression()
+    assert model.unconstrained_coordinates(releases) == (w + 1) + w + w * (w - 1) // 2
+    assert model.kernel_settings(releases).warm_start is (model.unconstrained_coordinates(releases) >= WARM_START_FROM)
+    assert model.kernel_settings(releases).warm_start is (num_features >= 7)
+    per_row = NoiseAwareData(*(jnp.stack([leaf] * 2) for leaf in releases))  # one set of releases per sampler row
+    assert model.unconstrained_coordinates(per_row) == model.unconstrained_coordinates(releases)
+    for fixed in (True, False):
+        assert bv.models.LogisticRegression(warm_start=fixed).kernel_settings(releases).warm_start is fixed
+    assert bv.models.NumPyroModel(_kinked, ["theta"]).kernel_settings(releases).warm_start is False  # the default
+
+
+def test_warm_chains_run_the_configs_warm_budget_and_the_result_records_it():
+    """The NUTS fast preset gives warm chains 100 warm-up + 325 draws and cold ones 250 + 700; the budget that
+    runs has no warm fields left (a result records what ran); a budget the user sets holds from every start."""
+    import bayesval as bv
+    from bayesval.models.protocol import capabilities
+    from bayesval.parties.surprise import budget_that_runs
+
+    fast = bv.SamplerConfig.preset("fast", "nuts")
+    caps = capabilities(bv.models.LogisticRegression())
+    warm, cold = (budget_that_runs(caps, _logistic_releases(w), fast) for w in (8, 4))
+    assert (warm.num_warmup, warm.num_samples, cold.num_warmup, cold.num_samples) == (100, 325, 250, 700)
+    assert warm.warm_warmup is warm.warm_samples is cold.warm_warmup is cold.warm_samples is None
+    asked = fast.with_(num_samples=500)  # the CLI's --num-samples: the draws asked for, warm or not
+    assert budget_that_runs(caps, _logistic_releases(8), asked).num_samples == 500
+    assert budget_that_runs(caps, _logistic_releases(8), asked).num_warmup == 100
+    gibbs = capabilities(bv.models.LinearRegression())
+    linear = NoiseAwareData(jnp.zeros((2, 5)), jnp.ones(2), jnp.ones(2))
+    assert budget_that_runs(gibbs, linear, bv.SamplerConfig.preset("fast", "gibbs")) == bv.SamplerConfig.preset(
+        "fast", "gibbs"
+    )
+    with pytest.raises(ValueError, match="warm_samples=351 must be a multiple of thinning=2"):
+        bv.SamplerConfig(thinning=2, num_samples=700, warm_samples=351)
+    with pytest.raises(ValueError, match="warm_warmup"):
+        bv.SamplerConfig(warm_warmup=-1)

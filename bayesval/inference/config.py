@@ -27,6 +27,11 @@ from bayesval.validation import (
 )
 
 KERNEL_FIELDS = ("target_accept_prob", "min_bfmi")
+# The NUTS fast preset's sweeps where chains start warm (`SamplerConfig.for_start`): warm-up then adapts the step
+# size alone, and the draws of a dense mass matrix fitted to the posterior mix ~1.8x better per draw (min bulk ESS
+# 0.36-0.39 per draw against 0.21 from prior starts on the three Pima hospitals, docs/benchmarks.md)
+WARM_WARMUP = 100
+WARM_SAMPLES = 325
 SAMPLED_REPEATS = 2  # the Gibbs presets' repeats of a coalition where the Shapley values are sampled (`SamplerConfig`)
 
 
@@ -70,12 +75,15 @@ class RunBudget(NamedTuple):
 class ValuationPolicy(NamedTuple):
     """How a party valuation spends those budgets (`SamplerConfig.policy`): the independent repeats of each
     coalition posterior (`sampled_repeats` where the Shapley values are sampled, None: num_repeats), the reruns of
-    an unconverged one, and whether progress is shown (the one field a sampler call is handed too)."""
+    an unconverged one, whether progress is shown (the one field a sampler call is handed too), and the warm-up and
+    sweeps where a NUTS model's chains start warm (`SamplerConfig.for_start`; None: the budget's)."""
 
     num_repeats: int
     sampled_repeats: int | None
     reruns: int
     progress_bar: bool
+    warm_warmup: int | None = None
+    warm_samples: int | None = None
 
 
 def _kernel_field_warning(names, stacklevel: int) -> None:
@@ -123,6 +131,12 @@ class SamplerConfig:
     config built by hand leaves it None unless it sets it, and `with_(num_repeats=...)` (the CLI's --num-repeats)
     without it sets it to None: the repeats asked for hold in every game.
 
+    warm_warmup, warm_samples: the warm-up and the sweeps after it where a NUTS model's chains start warm, from a
+    Laplace fit of their coalition posterior with its covariance as a dense mass matrix (`for_start`; None: as
+    from prior starts). Warm-up then adapts the step size alone, and the draws mix better, so the NUTS fast
+    preset spends fewer sweeps there. `with_(num_warmup=...)` or `with_(num_samples=...)` (the CLI's
+    --num-warmup, --num-samples) without its warm field clears it: the sweeps asked for hold from every start.
+
     target_accept_prob and min_bfmi are kernel settings, kept here for one release: left alone they are the
     model's (`kernel_overrides` is empty); given, they override the NUTS model's with a DeprecationWarning.
     """
@@ -138,11 +152,16 @@ class SamplerConfig:
     memory_limit_mb: float = 2048.0
     reruns: int = 1
     sampled_repeats: int | None = None
+    warm_warmup: int | None = None
+    warm_samples: int | None = None
 
     def __post_init__(self) -> None:
         minimums = {"num_chains": 1, "num_warmup": 0, "num_samples": 1, "thinning": 1, "num_repeats": 2, "reruns": 0}
         if self.sampled_repeats is not None:
             minimums["sampled_repeats"] = 2
+        for name, minimum in (("warm_warmup", 0), ("warm_samples", 1)):
+            if getattr(self, name) is not None:
+                minimums[name] = minimum
         for name, minimum in minimums.items():
             self._set(name, check_count(f"SamplerConfig.{name}", getattr(self, name), minimum=minimum))
         self._set("progress_bar", check_bool("SamplerConfig.progress_bar", self.progress_bar))
@@ -156,10 +175,11 @@ class SamplerConfig:
                 f"SamplerConfig: num_samples={self.num_samples} with reruns={self.reruns} would ask the last rerun for "
                 f"num_samples x 2^{self.reruns} sweeps, past 2^31 - 1; lower reruns or num_samples"
             )
-        if self.num_samples % self.thinning:
-            raise ValueError(
-                f"SamplerConfig.num_samples={self.num_samples} must be a multiple of thinning={self.thinning}"
-            )
+        for name in ("num_samples", "warm_samples"):
+            if getattr(self, name) is not None and getattr(self, name) % self.thinning:
+                raise ValueError(
+                    f"SamplerConfig.{name}={getattr(self, name)} must be a multiple of thinning={self.thinning}"
+                )
         given = list(self.kernel_overrides)
         if given and not _quiet:
             _kernel_field_warning(given, stacklevel=4)  # past __post_init__ and the dataclass's __init__
@@ -178,6 +198,21 @@ class SamplerConfig:
             return self
         with _quietly():
             return replace(self, num_repeats=self.sampled_repeats)
+
+    def for_start(self, warm: bool) -> SamplerConfig:
+        """The budget of a run whose chains start warm (`warm`: from a Laplace fit of their posterior, with a dense
+        mass matrix, `bayesval.inference.warm_start`) or from prior draws: where they start warm, warm_warmup and
+        warm_samples (where set) replace num_warmup and num_samples; either way the warm fields are cleared, so the
+        config a result records is the budget that ran."""
+        changes = {"warm_warmup": None, "warm_samples": None}
+        if warm and self.warm_warmup is not None:
+            changes["num_warmup"] = self.warm_warmup
+        if warm and self.warm_samples is not None:
+            changes["num_samples"] = self.warm_samples
+        if self.warm_warmup is None and self.warm_samples is None:
+            return self
+        with _quietly():
+            return replace(self, **changes)
 
     def rerun(self, attempt: int) -> SamplerConfig:
         """The budget of the `attempt`-th rerun of an unconverged coalition (`reruns`): 2^attempt times the sweeps
@@ -249,6 +284,9 @@ class SamplerConfig:
             )
         if "num_repeats" in changes and "sampled_repeats" not in changes:  # the repeats asked for, in every game
             changes = changes | {"sampled_repeats": None}
+        for asked, warm in (("num_warmup", "warm_warmup"), ("num_samples", "warm_samples")):
+            if asked in changes and warm not in changes:  # the sweeps asked for, from every start
+                changes = changes | {warm: None}
         with _quietly():
             copy = replace(self, **changes)
         given = [name for name in KERNEL_FIELDS if name in changes]
@@ -256,7 +294,17 @@ class SamplerConfig:
             _kernel_field_warning(given, stacklevel=3)
         return copy
 
-    BUDGET_FIELDS = ("num_chains", "num_warmup", "num_samples", "thinning", "num_repeats", "reruns", "sampled_repeats")
+    BUDGET_FIELDS = (
+        "num_chains",
+        "num_warmup",
+        "num_samples",
+        "thinning",
+        "num_repeats",
+        "reruns",
+        "sampled_repeats",
+        "warm_warmup",
+        "warm_samples",
+    )
 
     @classmethod
     def add_arguments(cls, parser) -> None:
@@ -279,6 +327,8 @@ class SamplerConfig:
             "every game (without --sampled-repeats)",
             "reruns": "times an unconverged coalition posterior is sampled again with twice the sweeps",
             "sampled_repeats": "repeats of a coalition where the Shapley values are sampled rather than enumerated",
+            "warm_warmup": "warm-up sweeps per chain where NUTS chains start warm (from a Laplace fit)",
+            "warm_samples": "sweeps after warm-up per chain where NUTS chains start warm",
         }
         for name in cls.BUDGET_FIELDS:
             flag, help_text = f"--{name.replace('_', '-')}", f"{helps[name]}; overrides the preset"
@@ -313,6 +363,10 @@ class SamplerConfig:
         NUTS, fast: 4 chains of 250 warm-up and 700 draws, 3 repeats: with `LogisticRegression`'s shallow trees
         and target acceptance 0.65, Diab's valuation converges (max R-hat 1.003-1.004 over 3 keys, min bulk ESS
         >= 824) in 26-27 s on 2 idle cores (docs/benchmarks.md, "Diab toward 30 s" and "Diab under 30 s").
+        Where the chains start warm (`LogisticRegression` from 30 unconstrained coordinates, 7 features:
+        `bayesval.models.numpyro_model.WARM_START_FROM`), 100 warm-up and 325 draws (`for_start`): the three Pima
+        hospitals of docs/own_data.md (8 features, 45 coordinates) converge in under 90 s on 2 idle cores
+        (docs/benchmarks.md, "The three hospitals in a minute and a half").
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
         BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (Sim et al.
         2023, App. H.1): here 5 repeats of 5 chains. The target acceptance is a kernel setting, the model's: this
@@ -341,7 +395,15 @@ class SamplerConfig:
                 "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6, **sampled),
             },
             "nuts": {
-                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3),
+                "fast": cls(
+                    num_chains=4,
+                    num_warmup=250,
+                    num_samples=700,
+                    thinning=1,
+                    num_repeats=3,
+                    warm_warmup=WARM_WARMUP,
+                    warm_samples=WARM_SAMPLES,
+                ),
                 "paper": cls(
                     num_chains=5,
                     num_warmup=400,

@@ -245,13 +245,15 @@ def sample_coalition_posteriors_nuts(
     run_ahead = partial(_sampling_ahead, kept=kept, phase=(begin, begin + phases[0][0]))
     if warm_start:  # the sampling program compiles while the fits compile and run (bayesval.compilation)
         program = _program(model, settings + (True,))
-        fit_masks, row_of = _fit_rows(rows_data, masks)
-        fit_shape = program.fit.trace(rows_data, fit_masks).out_info
+        fit_data, fit_masks, row_of = _fit_rows(rows_data, masks)
+        # traced here, before the sampling program traces in the background: NumPyro's handler stack is one
+        # per process, so two threads must not trace a model at once (`bayesval.compilation`, `_LOWERING`)
+        fit_shape = program.fit.trace(fit_data, fit_masks).out_info
         chain_fit_shape = [jax.ShapeDtypeStruct((batch,) + part.shape[1:], part.dtype) for part in fit_shape[:2]]
         sampling_program, trace = run_ahead(program, start + tuple(chain_fit_shape))
-        fit = _fitted(program, rows_data, fit_masks, row_of)
+        fit = _fitted(program, fit_data, fit_masks, row_of)
         if fit is not None:
-            start += tuple(jnp.repeat(part, num_chains, axis=0) for part in (fit.mode, fit.cov))
+            start += tuple(jnp.asarray(np.repeat(part, num_chains, axis=0)) for part in (fit.mode, fit.cov))
     if fit is None:  # the sampling program compiles while the start program compiles and runs
         program = _program(model, settings + (False,))
         sampling_program, trace = run_ahead(program, start)
@@ -289,20 +291,25 @@ def _sampling_ahead(program: _NUTSProgram, start: tuple, kept: int, phase: tuple
     return compile_ahead(program.run, states, trace, data, chain_masks, *phase, 1), trace
 
 
-def _fit_rows(data, masks) -> tuple[jnp.ndarray, np.ndarray]:
-    """The masks whose posteriors are fitted, and the fitted row of each row: where every row shares the releases,
-    each distinct mask once (a coalition's repeats share its fit), padded to a power of two rows so that a game's
-    calls compile few fit programs; else every row."""
-    if data.row_axis is not None:
-        return masks, np.arange(masks.shape[0])
-    distinct, row_of = np.unique(np.asarray(masks), axis=0, return_inverse=True)
-    return jnp.asarray(pad_rows(distinct, 2 ** int(np.ceil(np.log2(len(distinct)))))), row_of.ravel()
+def _fit_rows(data, masks) -> tuple:
+    """The releases and masks of the posteriors fitted, and the fitted row of each row: each distinct posterior once
+    (rows of equal masks and, where every row holds its own releases, equal releases: a coalition's repeats, which
+    share its fit), padded to a power of two rows so that a game's calls compile few fit programs. The fit is
+    deterministic (it starts from the origin), so fitting a posterior once for its repeats changes no start; the
+    three Pima hospitals' call fits 8 posteriors where it fitted its 21 rows (docs/benchmarks.md)."""
+    rows = masks.shape[0]
+    parts = [np.asarray(masks)] + ([] if data.row_axis is None else [np.asarray(leaf) for leaf in data])
+    table = np.concatenate([part.reshape(rows, -1).astype(np.float64) for part in parts], axis=1)
+    _, first, row_of = np.unique(table, axis=0, return_index=True, return_inverse=True)
+    chosen = pad_rows(first, 2 ** int(np.ceil(np.log2(len(first)))))
+    fit_data = data if data.row_axis is None else jax.tree.map(lambda leaf: leaf[chosen], data)
+    return fit_data, jnp.asarray(np.asarray(masks)[chosen]), row_of.ravel()
 
 
 def _fitted(program: _NUTSProgram, data, fit_masks, row_of: np.ndarray) -> LaplaceFit | None:
     """The Laplace fit of every row's posterior (`bayesval.inference.warm_start`), or None, with a one-line warning,
     where some row's fit failed: then every chain of the call starts as without a warm start."""
-    fit = jax.tree.map(lambda part: part[row_of], program.fit(data, fit_masks))
+    fit = jax.tree.map(lambda part: np.asarray(part)[row_of], program.fit(data, fit_masks))  # on the host: no program
     failed = ~np.asarray(fit.fitted)
     if not failed.any():
         return fit

@@ -184,9 +184,13 @@ class LogisticRegression(NumPyroModel):
     still forwards for one release.
     min_bfmi: the E-BFMI below which a chain is dropped (`NumPyroModel`; 0.3 as Sim et al.).
     warm_start: chains start from a Laplace fit of each coalition posterior with a dense mass matrix (`NumPyroModel`).
-    With 8 features (45 coordinates) and a config of 100 warm-up + 400 draws it valued the three Pima hospitals of
-    docs/own_data.md 1.7x faster than the default at the fast preset; with 4 (Diab) it cost more than it saved
-    (docs/benchmarks.md, "A warm start for NUTS").
+    None (the default): from 7 features on, where the posterior has at least 30 unconstrained coordinates
+    (`bayesval.models.numpyro_model.WARM_START_FROM`: w + 1 coefficients, w scales and w (w - 1) / 2 of the LKJ
+    factor), and then with the config's warm budget (`SamplerConfig.for_start`; the fast preset: 100 warm-up +
+    325 draws). So the three Pima hospitals of docs/own_data.md (8 features, 45 coordinates) converge at CLI
+    defaults in under 90 s on 2 idle cores, against 147 s from prior starts; with 4 features (Diab, 15
+    coordinates) a warm start cost more than it saved (docs/benchmarks.md, "A warm start for NUTS" and "The three
+    hospitals in a minute and a half"). True or False: always or never.
     """
 
     def __init__(
@@ -196,7 +200,7 @@ class LogisticRegression(NumPyroModel):
         max_tree_depth: int = 3,
         target_accept_prob: float = 0.65,
         min_bfmi: float = 0.3,
-        warm_start: bool = False,
+        warm_start: bool | None = None,
     ):
         if max_sq_norm is not None:
             try:

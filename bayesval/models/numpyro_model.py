@@ -15,12 +15,18 @@ import numpy as np
 from jax.tree_util import Partial
 from numpyro import handlers
 from numpyro.distributions import MaskedDistribution, Unit
+from numpyro.distributions.transforms import biject_to
 from numpyro.infer import Predictive
 
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.nuts import NUTSSettings, sample_coalition_posteriors_nuts
 from bayesval.validation import check_bool, check_int, check_non_negative, check_probability, user_stacklevel
+
+# Unconstrained coordinates from which warm_start=None starts chains warm: the three Pima hospitals' 45 (8 features)
+# were valued 1.65x faster warm at the NUTS fast preset's warm budget, Diab's 15 (4 features) 1.4-1.6x slower, its
+# fixed cost (compiling and running the fits) outweighing the sweeps saved (docs/benchmarks.md)
+WARM_START_FROM = 30
 
 
 class NumPyroModel:
@@ -42,8 +48,10 @@ class NumPyroModel:
     (deprecated) overrides them in its runs (`SamplerConfig.overriding`).
     warm_start: start each coalition's chains from a Laplace fit of its posterior, with a dense mass matrix, warm-up
     adapting the step size only (`bayesval.inference.nuts`); False (the default): from prior draws, adapting a
-    diagonal mass matrix. It pays on posteriors of many coordinates with a short warm-up (docs/benchmarks.md,
-    "A warm start for NUTS").
+    diagonal mass matrix; None: warm where the posterior has at least `WARM_START_FROM` unconstrained coordinates
+    (`kernel_settings(data)` decides, from the releases' shapes). It pays on posteriors of many coordinates with
+    the shorter budget the config gives warm chains (`SamplerConfig.for_start`; docs/benchmarks.md, "A warm start
+    for NUTS" and "The three hospitals in a minute and a half").
     """
 
     sampler = "nuts"
@@ -57,7 +65,7 @@ class NumPyroModel:
         max_tree_depth: int = 10,
         target_accept_prob: float = 0.8,
         min_bfmi: float = 0.3,
-        warm_start: bool = False,
+        warm_start: bool | None = False,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"NumPyroModel: name must be a string, got {name!r} ({type(name).__name__})")
@@ -71,7 +79,10 @@ class NumPyroModel:
         self.max_tree_depth = check_int(f"{name}: max_tree_depth", max_tree_depth, minimum=1)
         self.target_accept_prob = check_probability(f"{name}: target_accept_prob", target_accept_prob)
         self.min_bfmi = check_non_negative(f"{name}: min_bfmi", min_bfmi)
-        self.warm_start = check_bool(f"{name}: warm_start", warm_start)
+        if warm_start is not None:
+            warm_start = check_bool(f"{name}: warm_start (or None)", warm_start)
+        self.warm_start = warm_start
+        self._coordinates: dict[tuple, int] = {}
         if statistic is not None and not callable(statistic) and not hasattr(statistic, "compute"):
             raise TypeError(
                 f"{name}: statistic must be None, an object with size, compute(X, y) and sensitivity(bounds), "
@@ -94,6 +105,8 @@ class NumPyroModel:
         (deprecated) uses them with that field over them (`SamplerConfig.overriding`). kernel_settings(config), the
         earlier signature, gives those for one release, with a DeprecationWarning."""
         if not isinstance(data, SamplerConfig):
+            if self.warm_start is None and data is not None:
+                return self.kernel._replace(warm_start=self.unconstrained_coordinates(data) >= WARM_START_FROM)
             return self.kernel
         warnings.warn(
             f"{type(self).__name__}.kernel_settings(config) is deprecated: kernel settings are the model's, "
@@ -103,6 +116,27 @@ class NumPyroModel:
             stacklevel=user_stacklevel(),
         )
         return data.overriding(self.kernel)
+
+    def unconstrained_coordinates(self, data: NoiseAwareData) -> int:
+        """The number of coordinates NUTS moves for the releases `data` (every latent site mapped to the real
+        line), from one abstract trace of the model (`jax.eval_shape`), once per shape of the releases."""
+        if data.row_axis is not None:  # one set of releases per sampler row: they share their shapes
+            data = jax.tree.map(lambda leaf: leaf[0], data)
+        shapes = tuple(np.shape(leaf) for leaf in data)
+        if shapes not in self._coordinates:
+            sizes = []
+
+            def latent(data):
+                trace = handlers.trace(handlers.seed(self.model, 0)).get_trace(data, jnp.zeros(shapes[1], bool))
+                for site in trace.values():
+                    if site["type"] == "sample" and not site["is_observed"]:
+                        transform = biject_to(site["fn"].support)
+                        sizes.append(int(np.prod(transform.inverse_shape(jnp.shape(site["value"])))))
+                return 0
+
+            jax.eval_shape(latent, data)
+            self._coordinates[shapes] = sum(sizes)
+        return self._coordinates[shapes]
 
     def statistic(self, num_features: int):
         if self._statistic is None:

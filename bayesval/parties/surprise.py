@@ -153,8 +153,25 @@ def start_that_runs(caps: Capabilities, data, config: SamplerConfig) -> dict[str
     return {} if describe is None else {"nuts_start": describe()}
 
 
+def budget_that_runs(caps: Capabilities, data, config: SamplerConfig) -> SamplerConfig:
+    """The budget a run of the releases `data` under `config` spends: the config's warm budget where the model's
+    NUTS chains start warm for these releases (`SamplerConfig.for_start`, `NumPyroModel.kernel_settings(data)`),
+    else its own; without the warm fields, so that a result records what ran."""
+    if caps.kernel_settings is None or (config.warm_warmup is None and config.warm_samples is None):
+        return config.for_start(False)
+    return config.for_start(getattr(config.overriding(caps.kernel_settings(data)), "warm_start", False) is True)
+
+
 # sampler settings two runs of one game may differ in (a NUTS start changes how chains reach the posterior, not which)
-UNFINGERPRINTED = ("progress_bar", "reruns", "sampled_repeats", "nuts_start", "warm_start")
+UNFINGERPRINTED = (
+    "progress_bar",
+    "reruns",
+    "sampled_repeats",
+    "nuts_start",
+    "warm_start",
+    "warm_warmup",
+    "warm_samples",
+)
 
 
 def game_fingerprint(game: SurpriseGame) -> str:
@@ -290,17 +307,17 @@ class CoalitionSurprise:
         pooled_draws_of: Collection[int] = (),
         surprise: str = "mcmc",
     ) -> None:
+        self.capabilities = caps = capabilities(model)
+        config = budget_that_runs(caps, data, config)
         self.model, self.data, self.config, self.k = model, data, config, k
         # with keep_draws, each sampled coalition's posterior draws (repeats, chains, kept, d), on the host
         self.draws: dict[int, np.ndarray] | None = {} if keep_draws else None
-        # the coalitions (bitmasks) whose draws are kept pooled over repeats and kept chains (m, d) once sampled:
-        # the rewards' grand coalition and each party alone, whose draws the reward metrics compare
+        # the coalitions whose draws are kept pooled (m, d), for the reward metrics: the grand one and each party alone
         self._pooled_codes = frozenset(int(code) for code in pooled_draws_of)
         self.pooled_draws: dict[int, np.ndarray] = {}
         self.key_posterior, self.key_prior = jax.random.split(key)
         self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
         self.diagnostics: dict = {"converged": True} | {name: [] for name in DIAGNOSTICS_PER_COALITION}
-        self.capabilities = caps = capabilities(model)
         dimension = draw_dimension(model, data)
         self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats, kl, dimension, caps)
         self.layout = CallLayout(int(data.counts.shape[0]), config, self.batch_rows, caps.packs_members)
