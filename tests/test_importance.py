@@ -27,17 +27,31 @@ def _normal_ratio(scale: float, size: int, seed: int) -> np.ndarray:
     return -0.5 * draws**2 / scale**2 - np.log(scale) + 0.5 * draws**2
 
 
-@pytest.mark.parametrize("scale", [1.2, 1.5, 2.0])
-def test_pareto_smoothing_matches_arviz(scale):
+def _arviz_psis(log_weights: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+    """ArviZ's Pareto-smoothed log weights (normalised) and k-hat, and how closely ours must match each: up to ArviZ
+    0.x `arviz.psislw`, the same algorithm, to 1e-9. From ArviZ 1.x (Python 3.12 and newer) its replacement, the
+    array backend of arviz-stats, takes log likelihoods (the negated log ratios) and fits the generalised Pareto tail
+    with other details: on these tails its k-hat was within 0.011 of ours and its log weights within 0.026
+    (measured with ArviZ 1.3), so there the test allows 0.02 and 0.05."""
     arviz = pytest.importorskip("arviz")
-    log_weights = _normal_ratio(scale, 4000, seed=int(10 * scale))
-    smoothed, k_hat = pareto_smoothed(jnp.asarray(log_weights))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reference, reference_k = arviz.psislw(log_weights.copy(), reff=1.0)
+        if int(arviz.__version__.split(".")[0]) < 1:
+            return (*arviz.psislw(log_weights.copy(), reff=1.0), 1e-9, 1e-9)
+        from arviz_stats.base import array_stats
+
+        smoothed, k_hat = array_stats.psislw(-log_weights, r_eff=1.0)
+        return smoothed, k_hat, 0.02, 0.05
+
+
+@pytest.mark.parametrize("scale", [1.2, 1.5, 2.0])
+def test_pareto_smoothing_matches_arviz(scale):
+    log_weights = _normal_ratio(scale, 4000, seed=int(10 * scale))
+    smoothed, k_hat = pareto_smoothed(jnp.asarray(log_weights))
+    reference, reference_k, k_tolerance, tolerance = _arviz_psis(log_weights)
     smoothed = np.asarray(smoothed) - np.logaddexp.reduce(np.asarray(smoothed))
-    assert float(k_hat) == pytest.approx(float(reference_k), abs=1e-9)
-    np.testing.assert_allclose(smoothed, reference, atol=1e-9)
+    assert float(k_hat) == pytest.approx(float(reference_k), abs=k_tolerance)
+    np.testing.assert_allclose(smoothed, reference, atol=tolerance)
 
 
 def test_k_hat_tells_bounded_from_infinite_variance_weights():
