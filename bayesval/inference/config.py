@@ -389,21 +389,14 @@ class SamplerConfig:
     @classmethod
     def _presets(cls) -> dict:
         sampled = {"sampled_repeats": SAMPLED_REPEATS}
+        warm = {"warm_warmup": WARM_WARMUP, "warm_samples": WARM_SAMPLES}  # the sweeps of chains that start warm
         return {
             "gibbs": {
                 "fast": cls(**sampled),
                 "paper": cls(num_chains=8, num_warmup=400, num_samples=4000, thinning=1, num_repeats=6, **sampled),
             },
             "nuts": {
-                "fast": cls(
-                    num_chains=4,
-                    num_warmup=250,
-                    num_samples=700,
-                    thinning=1,
-                    num_repeats=3,
-                    warm_warmup=WARM_WARMUP,
-                    warm_samples=WARM_SAMPLES,
-                ),
+                "fast": cls(num_chains=4, num_warmup=250, num_samples=700, thinning=1, num_repeats=3, **warm),
                 "paper": cls(
                     num_chains=5,
                     num_warmup=400,
