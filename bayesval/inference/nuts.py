@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from bayesval.batching import even_splits, pad_rows
 from bayesval.compilation import compile_ahead, sampler_jit
 from bayesval.inference.batching import row_keys
-from bayesval.inference.data import CoalitionDraws
+from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.linalg import cholesky
 from bayesval.inference.warm_start import LaplaceFit, laplace_fit
 from bayesval.progress import describe, shown
@@ -291,7 +291,7 @@ def _sampling_ahead(program: _NUTSProgram, start: tuple, kept: int, phase: tuple
     return compile_ahead(program.run, states, trace, data, chain_masks, *phase, 1), trace
 
 
-def _fit_rows(data, masks) -> tuple:
+def _fit_rows(data: NoiseAwareData, masks) -> tuple[NoiseAwareData, jnp.ndarray, np.ndarray]:
     """The releases and masks of the posteriors fitted, and the fitted row of each row: each distinct posterior once
     (rows of equal masks and, where every row holds its own releases, equal releases: a coalition's repeats, which
     share its fit), padded to a power of two rows so that a game's calls compile few fit programs. The fit is

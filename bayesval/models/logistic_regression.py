@@ -188,7 +188,7 @@ class LogisticRegression(NumPyroModel):
     (`bayesval.models.numpyro_model.WARM_START_FROM`: w + 1 coefficients, w scales and w (w - 1) / 2 of the LKJ
     factor), and then with the config's warm budget (`SamplerConfig.for_start`; the fast preset: 100 warm-up +
     325 draws). So the three Pima hospitals of docs/own_data.md (8 features, 45 coordinates) converge at CLI
-    defaults in under 90 s on 2 idle cores, against 147 s from prior starts; with 4 features (Diab, 15
+    defaults in 84-99 s on 2 idle cores (by release), against 157 s from prior starts; with 4 features (Diab, 15
     coordinates) a warm start cost more than it saved (docs/benchmarks.md, "A warm start for NUTS" and "The three
     hospitals in a minute and a half"). True or False: always or never.
     """

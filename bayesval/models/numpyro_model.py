@@ -24,7 +24,7 @@ from bayesval.inference.nuts import NUTSSettings, sample_coalition_posteriors_nu
 from bayesval.validation import check_bool, check_int, check_non_negative, check_probability, user_stacklevel
 
 # Unconstrained coordinates from which warm_start=None starts chains warm: the three Pima hospitals' 45 (8 features)
-# were valued 1.65x faster warm at the NUTS fast preset's warm budget, Diab's 15 (4 features) 1.4-1.6x slower, its
+# were valued 1.88x faster warm at the NUTS fast preset's warm budget, Diab's 15 (4 features) 1.4-1.6x slower, its
 # fixed cost (compiling and running the fits) outweighing the sweeps saved (docs/benchmarks.md)
 WARM_START_FROM = 30
 
