@@ -98,6 +98,9 @@ def test_a_config_is_a_run_budget_and_a_valuation_policy_and_holds_no_kernel_set
         num_warmup=100, num_samples=325
     )
     assert nuts.for_start(False).budget == nuts.budget and nuts.for_start(False).policy[-2:] == (None, None)
+    # a rerun keeps the draws per chain from either start: twice the sweeps, thinned twice as much
+    assert nuts.rerun(1).for_start(True).budget == nuts.for_start(True).rerun(1).budget
+    assert nuts.rerun(1).for_start(True).num_samples == 650 and nuts.rerun(1).thinning == 2
 
 
 def test_kernel_settings_passed_to_sampler_config_warn_and_are_forwarded():

@@ -217,10 +217,17 @@ class SamplerConfig:
     def rerun(self, attempt: int) -> SamplerConfig:
         """The budget of the `attempt`-th rerun of an unconverged coalition (`reruns`): 2^attempt times the sweeps
         after warm-up, every (thinning 2^attempt)-th kept, so each chain keeps num_samples / thinning draws, as
-        before; a budget that is not rerun itself (reruns 0)."""
+        before (and warm_samples / thinning where chains start warm); a budget that is not rerun itself (reruns 0)."""
         factor = 2**attempt
+        warm = None if self.warm_samples is None else self.warm_samples * factor
         with _quietly():
-            return replace(self, num_samples=self.num_samples * factor, thinning=self.thinning * factor, reruns=0)
+            return replace(
+                self,
+                num_samples=self.num_samples * factor,
+                thinning=self.thinning * factor,
+                reruns=0,
+                warm_samples=warm,
+            )
 
     @property
     def kernel_overrides(self) -> dict:
