@@ -65,7 +65,8 @@ diagnostics = result.diagnostics
 print(json.dumps({
     "wall": wall, "cpu": after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime,
     "r_hat": float(np.max(diagnostics["r_hat"])), "ess": float(np.min(diagnostics["ess"])),
-    "values": np.asarray(result.values).tolist(), "reruns": int(np.sum(diagnostics["reruns"])),
+    "values": np.asarray(result.values).tolist(), "stderr": np.asarray(result.stderr).tolist(),
+    "reruns": int(np.sum(diagnostics["reruns"])),
     "warnings": sorted({str(w.message)[:80] for w in caught if "converge" in str(w.message)}),
 }))
 """
@@ -107,6 +108,7 @@ def main() -> None:
                     f"{model:8s} d={features:2d} {path}: wall {measured['wall']:7.1f} s, cpu {measured['cpu']:7.1f} s, "
                     f"max R-hat {measured['r_hat']:.3f}, min bulk ESS {measured['ess']:.0f}, "
                     f"reruns {measured['reruns']}, values {[round(v, 3) for v in measured['values']]} "
+                    f"± {[round(v, 3) for v in measured.get('stderr', [])]} "
                     f"{measured['warnings']}",
                     flush=True,
                 )
