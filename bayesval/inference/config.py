@@ -204,13 +204,13 @@ class SamplerConfig:
         mass matrix, `bayesval.inference.warm_start`) or from prior draws: where they start warm, warm_warmup and
         warm_samples (where set) replace num_warmup and num_samples; either way the warm fields are cleared, so the
         config a result records is the budget that ran."""
+        if self.warm_warmup is None and self.warm_samples is None:
+            return self
         changes = {"warm_warmup": None, "warm_samples": None}
         if warm and self.warm_warmup is not None:
             changes["num_warmup"] = self.warm_warmup
         if warm and self.warm_samples is not None:
             changes["num_samples"] = self.warm_samples
-        if self.warm_warmup is None and self.warm_samples is None:
-            return self
         with _quietly():
             return replace(self, **changes)
 
