@@ -373,8 +373,8 @@ class SamplerConfig:
         Where the chains start warm (`LogisticRegression` from 30 unconstrained coordinates, 7 features:
         `bayesval.models.numpyro_model.WARM_START_FROM`), 100 warm-up and 325 draws (`for_start`): the three Pima
         hospitals of docs/own_data.md (8 features, 45 coordinates) converge in 84 s on 2 idle cores on one set of
-        releases (157 s from prior starts) and in 98-99 s on another (docs/benchmarks.md, "The three hospitals in a
-        minute and a half").
+        releases (157 s from prior starts) and in 81-90 s on another (155-167 s from prior starts; 98-99 s in the
+        two runs of another session: docs/benchmarks.md, "The three hospitals in a minute and a half").
         NUTS, paper: 25 chains of 400 warm-up and 2,000 draws, target acceptance 0.86, chains with
         BFMI < 0.3 dropped, split into 5 groups of 10,000 draws with one KL estimate each (Sim et al.
         2023, App. H.1): here 5 repeats of 5 chains. The target acceptance is a kernel setting, the model's: this
