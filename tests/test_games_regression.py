@@ -15,14 +15,17 @@ import bayesval as bv
 from bayesval.games import (
     ControlVariate,
     MaxEvaluations,
+    Miner,
     RegressionSampler,
+    Shoes,
     StandardError,
+    SymmetricVoting,
     UnanimitySum,
     beta_shapley,
     exact_semivalue,
     semivalue,
 )
-from bayesval.games.regression import design_sizes, kernel_sizes
+from bayesval.games.regression import design_sizes, kernel_sizes, twin_spots
 
 N = 8
 TABLE = random_table(3, N)
@@ -127,6 +130,37 @@ def test_the_design_of_least_noise_puts_sizes_in_proportion_to_one_over_their_ro
     )
     np.testing.assert_allclose(design_sizes(N, "kernel"), kernel_sizes(N))
     np.testing.assert_allclose(design_sizes(N, "leverage"), np.full(N - 1, 1 / (N - 1)))
+
+
+@pytest.mark.parametrize("pairs", [7, 8])
+def test_both_halves_draw_the_same_sizes_and_each_size_its_share(pairs):
+    """Neighbouring pairs (one in each half of the batch) share their spot, and an odd batch's last pair takes one of
+    them again; over 4,000 keys every quantile interval of q holds pairs q(s) spots on average (each spot is
+    uniform), within 4 standard errors: the sizes' weights p(s) / q(s) stay unbiased."""
+    q = design_sizes(12, "sqrt")
+    edges = np.concatenate([[0.0], np.cumsum(q)])
+    keys = jax.random.split(jax.random.key(3), 4000)
+    spots = np.array([twin_spots(k, jax.random.fold_in(k, 1), pairs) for k in keys])  # (keys, pairs)
+    np.testing.assert_array_equal(spots[:, 0 : pairs - 1 : 2], spots[:, 1:pairs:2])
+    if pairs % 2:
+        assert np.all(np.any(spots[:, -1:] == spots[:, :-1:2], axis=1))
+    counts = np.stack([((spots >= a) & (spots < b)).sum(axis=1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
+    error = counts.std(axis=0, ddof=1) / np.sqrt(len(keys))
+    assert np.all(np.abs(counts.mean(axis=0) - pairs * q) <= 4 * np.maximum(error, 1e-3))
+
+
+@pytest.mark.parametrize("game", [SymmetricVoting(21), Miner(21), Shoes(10, 10)], ids=lambda game: type(game).__name__)
+def test_where_the_pair_difference_is_a_function_of_the_size_every_key_is_exact(game):
+    """pyDVL's voting, miner and shoes games: g(z) = v(z) - v(N minus z) depends on the coalition's size alone, which
+    the size control learns from the other half of each batch, so every key's estimate is exact to rounding (with
+    sizes drawn once in one half, some keys' pilots missed a size and their estimates varied). All batch estimates
+    are then equal: not converged, a floor standard error from the game's range, never 0."""
+    exact = game.semivalue("shapley")
+    options = {"sampler": RegressionSampler(), "batch_size": 2 * game.num_players}
+    for key in range(12):
+        result = semivalue(game.utility, game.num_players, jax.random.key(key), stop=MaxEvaluations(600), **options)
+        np.testing.assert_allclose(result.values, exact, rtol=0, atol=1e-12)
+        assert np.all(result.stderr > 0) and not np.any(result.converged)
 
 
 def test_beta_one_one_is_shapley_and_is_served():
