@@ -12,8 +12,8 @@ Four tables (docs/games.md, "Regression sampling"):
    noise 0, 5 % and 50 %; regression sampling spends the same evaluations in 12 batches, and the default sampler
    (`semivalue` with no sampler: it probes the utility, then runs batches of 4.5n coalitions, all within the budget);
    the ratios Latin / regression and Latin / default.
-3. StandardError(t): runs to StandardError(t max |phi|) | MaxEvaluations(cap) on unanimity50 at noise 5 % and
-   50 %: of the converged indices, the share within 2 t.
+3. StandardError(t): runs to StandardError(t max |phi|) | MaxEvaluations(cap) on unanimity50 (or the games of
+   --games) at noise 5 % and 50 %: of the converged indices, the share within 2 t.
 4. The estimator's own cost at n = 100: a run's wall time less the utility's, against the run's evaluations at 1 ms.
 
 With `--shapiq-python PATH` (a Python with shapiq installed, e.g. a separate venv) shapiq's KernelSHAP runs on the
@@ -199,22 +199,23 @@ def mse_table(names: list[str], keys: int, shapiq_python: str | None) -> None:
             )
 
 
-def stop_rule_table(keys: int, threshold: float, cap: int) -> None:
-    print(f"\n## StandardError({threshold:g} max |phi|) | MaxEvaluations({cap}) on unanimity50 ({keys} keys)\n")
-    print("| noise | converged pairs | within 2t of them | within 2t, all | capped runs | mean evaluations |")
-    print("|---|---|---|---|---|---|")
-    game = GAMES["unanimity50"]()
-    exact, scale = game.semivalue("shapley"), largest_marginal(game)
-    target = threshold * np.abs(exact).max()
-    for level in NOISE_LEVELS[1:]:
-        stop = StandardError(target) | MaxEvaluations(cap)
-        runs = run(game, noisy(game, level * scale), RegressionSampler(), 4 * game.num_players, stop, keys)
-        m = coverage_metrics(exact, runs["estimates"], runs["converged"], target)
-        print(
-            f"| {level:.0%} | {m['converged_share']:.1%} | {m['coverage']:.1%} | {m['coverage_all']:.1%} | "
-            f"{m['capped_runs']} | {runs['evaluations']:.0f} |",
-            flush=True,
-        )
+def stop_rule_table(names: list[str], keys: int, threshold: float, cap: int) -> None:
+    print(f"\n## StandardError({threshold:g} max |phi|) | MaxEvaluations({cap}) ({keys} keys)\n")
+    print("| game | noise | converged pairs | within 2t of them | within 2t, all | capped runs | mean evaluations |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        game = GAMES[name]()
+        exact, scale = game.semivalue("shapley"), largest_marginal(game)
+        target = threshold * np.abs(exact).max()
+        for level in NOISE_LEVELS[1:]:
+            stop = StandardError(target) | MaxEvaluations(cap)
+            runs = run(game, noisy(game, level * scale), RegressionSampler(), 4 * game.num_players, stop, keys)
+            m = coverage_metrics(exact, runs["estimates"], runs["converged"], target)
+            print(
+                f"| {name} | {level:.0%} | {m['converged_share']:.1%} | {m['coverage']:.1%} | "
+                f"{m['coverage_all']:.1%} | {m['capped_runs']} | {runs['evaluations']:.0f} |",
+                flush=True,
+            )
 
 
 def cost_table(batches: int, repeats: int = 3) -> None:
@@ -324,14 +325,16 @@ def main(argv=None) -> None:
     parser.add_argument("--shapiq-python", default=None, help="a Python interpreter with shapiq installed")
     parser.add_argument("--threshold", type=float, default=0.02, help="StandardError threshold, times max |phi|")
     parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES), help="which tables")
-    parser.add_argument("--games", nargs="+", default=None, choices=list(GAMES), help="the calibration table's games")
+    parser.add_argument(
+        "--games", nargs="+", default=None, choices=list(GAMES), help="the calibration and stopping tables' games"
+    )
     args = parser.parse_args(argv)
     print(f"# bench_regression: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, JAX {jax.__version__}")
     games = args.games or (["unanimity50"] if args.quick else ["unanimity50", "unanimity100", "airport100"])
     tables = {
         "calibration": lambda: calibration_table(games, args.keys, 16),
         "mse": lambda: mse_table(["unanimity50", "unanimity12"], args.keys, args.shapiq_python),
-        "stop": lambda: stop_rule_table(args.keys, args.threshold, cap=200_000),
+        "stop": lambda: stop_rule_table(args.games or ["unanimity50"], args.keys, args.threshold, cap=200_000),
         "cost": lambda: cost_table(8),
     }
     for table in args.tables:
