@@ -126,24 +126,30 @@ def run(game, utility, sampler, batch_size: int | None, stop, keys: int) -> dict
     return out
 
 
+def cells(names: list[str], levels: tuple[float, ...]):
+    """(name, game, its exact Shapley values, its largest marginal, noise level) for each game at each level."""
+    for name in names:
+        game = GAMES[name]()
+        exact, scale = game.semivalue("shapley"), largest_marginal(game)
+        for level in levels:
+            yield name, game, exact, scale, level
+
+
 def calibration_table(names: list[str], keys: int, batches: int) -> None:
     print(f"\n## Calibration ({keys} keys a cell, {batches} batches of 4n coalitions)\n")
     print("| game | noise | RMS z | \\|z\\| > 4 | max \\|z\\| | stderr / spread | stderr 0 | trusted | verdict | s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for name in names:
-        game = GAMES[name]()
-        exact, scale = game.semivalue("shapley"), largest_marginal(game)
+    for name, game, exact, scale, level in cells(names, NOISE_LEVELS):
         batch_size = 4 * game.num_players
-        for level in NOISE_LEVELS:
-            stop = MaxEvaluations(batches * (batch_size + 2))
-            runs = run(game, noisy(game, level * scale), RegressionSampler(), batch_size, stop, keys)
-            m = calibration_metrics(exact, runs["estimates"], runs["stderr"], runs["trusted"])
-            print(
-                f"| {name} | {level:.0%} | {m['rms_z']:.2f} | {m['tail_fraction']:.1%} | {m['max_abs_z']:.1f} | "
-                f"{m['stderr_ratio']:.2f} | {int((runs['stderr'] == 0).sum())} | {m['trusted_share']:.0%} | "
-                f"{calibration_verdict(m)} | {runs['seconds']:.0f} |",
-                flush=True,
-            )
+        stop = MaxEvaluations(batches * (batch_size + 2))
+        runs = run(game, noisy(game, level * scale), RegressionSampler(), batch_size, stop, keys)
+        m = calibration_metrics(exact, runs["estimates"], runs["stderr"], runs["trusted"])
+        print(
+            f"| {name} | {level:.0%} | {m['rms_z']:.2f} | {m['tail_fraction']:.1%} | {m['max_abs_z']:.1f} | "
+            f"{m['stderr_ratio']:.2f} | {int((runs['stderr'] == 0).sum())} | {m['trusted_share']:.0%} | "
+            f"{calibration_verdict(m)} | {runs['seconds']:.0f} |",
+            flush=True,
+        )
 
 
 def latin_budget(num_players: int) -> tuple[int, int]:
@@ -203,19 +209,16 @@ def stop_rule_table(names: list[str], keys: int, threshold: float, cap: int) -> 
     print(f"\n## StandardError({threshold:g} max |phi|) | MaxEvaluations({cap}) ({keys} keys)\n")
     print("| game | noise | converged pairs | within 2t of them | within 2t, all | capped runs | mean evaluations |")
     print("|---|---|---|---|---|---|---|")
-    for name in names:
-        game = GAMES[name]()
-        exact, scale = game.semivalue("shapley"), largest_marginal(game)
+    for name, game, exact, scale, level in cells(names, NOISE_LEVELS[1:]):
         target = threshold * np.abs(exact).max()
-        for level in NOISE_LEVELS[1:]:
-            stop = StandardError(target) | MaxEvaluations(cap)
-            runs = run(game, noisy(game, level * scale), RegressionSampler(), 4 * game.num_players, stop, keys)
-            m = coverage_metrics(exact, runs["estimates"], runs["converged"], target)
-            print(
-                f"| {name} | {level:.0%} | {m['converged_share']:.1%} | {m['coverage']:.1%} | "
-                f"{m['coverage_all']:.1%} | {m['capped_runs']} | {runs['evaluations']:.0f} |",
-                flush=True,
-            )
+        stop = StandardError(target) | MaxEvaluations(cap)
+        runs = run(game, noisy(game, level * scale), RegressionSampler(), 4 * game.num_players, stop, keys)
+        m = coverage_metrics(exact, runs["estimates"], runs["converged"], target)
+        print(
+            f"| {name} | {level:.0%} | {m['converged_share']:.1%} | {m['coverage']:.1%} | "
+            f"{m['coverage_all']:.1%} | {m['capped_runs']} | {runs['evaluations']:.0f} |",
+            flush=True,
+        )
 
 
 def cost_table(batches: int, repeats: int = 3) -> None:
