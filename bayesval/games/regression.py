@@ -214,20 +214,14 @@ def _regression_reduce(values, aux, scale) -> BatchStatistics:
 
 
 def others_size_means(sums, counts, residual, of_size, halfway):
-    """h (R, P): for each pair, the mean residual of its size pooled with n - s (`size_means`) over the earlier
-    batches and every other pair of the batch, its own residual left out (sums (R, n - 1) and counts (n - 1,) hold
-    it); 0 where no other pair had the size. At s = n / 2 (`halfway`) the pooled mean is 0 whatever was drawn."""
+    """h (R, P): for each pair, the mean residual of the pairs of its size s, pooled with size n - s (the same pairs
+    seen from the complement, whose residual is the negative: g(N minus z) = -g(z)), over the earlier batches and
+    every other pair of the batch, its own residual left out (sums (R, n - 1) and counts (n - 1,) per size hold it);
+    0 where no other pair had the size. At s = n / 2 (`halfway`) the pooled mean is 0 whatever was drawn."""
     pooled, seen = sums - sums[..., ::-1], counts + counts[::-1]
     others = of_size @ seen - 1 - halfway  # at s = n / 2 the pair was counted twice, as s and as n - s
     own = jnp.where(halfway, 0.0, residual)
     return jnp.where(others > 0, (pooled @ of_size.T - own) / jnp.maximum(others, 1), 0.0)
-
-
-def size_means(sums, counts):
-    """h(s) (..., n - 1): the mean residual of the pairs drawn with size s = 1..n-1, pooled with size n - s (the same
-    pairs seen from the complement, whose residual is the negative: g(N minus z) = -g(z)); 0 where none was drawn."""
-    pooled, seen = sums - sums[..., ::-1], counts + counts[::-1]
-    return jnp.where(seen > 0, pooled / jnp.maximum(seen, 1), 0.0)
 
 
 def _filed(sums, counts) -> BatchStatistics:
