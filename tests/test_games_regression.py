@@ -133,10 +133,10 @@ def test_the_design_of_least_noise_puts_sizes_in_proportion_to_one_over_their_ro
 
 
 @pytest.mark.parametrize("pairs", [7, 8])
-def test_both_halves_draw_the_same_sizes_and_each_size_its_share(pairs):
-    """Neighbouring pairs (one in each half of the batch) share their spot, and an odd batch's last pair takes one of
-    them again; over 4,000 keys every quantile interval of q holds pairs q(s) spots on average (each spot is
-    uniform), within 4 standard errors: the sizes' weights p(s) / q(s) stay unbiased."""
+def test_every_size_of_a_batch_is_drawn_for_two_pairs_and_gets_its_share(pairs):
+    """Neighbouring pairs share their spot, and an odd batch's last pair takes one of them again; over 4,000 keys
+    every quantile interval of q holds pairs q(s) spots on average (each spot is uniform), within 4 standard errors:
+    the sizes' weights p(s) / q(s) stay unbiased."""
     q = design_sizes(12, "sqrt")
     edges = np.concatenate([[0.0], np.cumsum(q)])
     keys = jax.random.split(jax.random.key(3), 4000)
@@ -152,8 +152,9 @@ def test_both_halves_draw_the_same_sizes_and_each_size_its_share(pairs):
 @pytest.mark.parametrize("game", [SymmetricVoting(21), Miner(21), Shoes(10, 10)], ids=lambda game: type(game).__name__)
 def test_where_the_pair_difference_is_a_function_of_the_size_every_key_is_exact(game):
     """pyDVL's voting, miner and shoes games: g(z) = v(z) - v(N minus z) depends on the coalition's size alone, which
-    the size control learns from the other half of each batch, so every key's estimate is exact to rounding (with
-    sizes drawn once in one half, some keys' pilots missed a size and their estimates varied). All batch estimates
+    the size control learns from another pair of the same size in each batch (leave-one-out), so every key's
+    estimate is exact to rounding (with sizes drawn once, some keys' pilots missed a size and their estimates
+    varied). All batch estimates
     are then equal: not converged, a floor standard error from the game's range, never 0."""
     exact = game.semivalue("shapley")
     options = {"sampler": RegressionSampler(), "batch_size": 2 * game.num_players}
