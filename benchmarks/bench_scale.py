@@ -12,6 +12,9 @@ side by side in one run.
                                                      # stderr <= 0.02
     ... --memory-limit-mb 32768                      # wider sampler calls (on a GPU: every row of a width at once)
     ... --num-samples 3200                           # longer chains than the fast preset's 1,600 kept sweeps
+    ... --num-chains 2                               # chains a repeat (fast preset: 4)
+    ... --control-variate                            # sampled: the default control variate (the Laplace surprise
+                                                     # of every coalition up to 12 parties), not plain sampling
     python benchmarks/bench_scale.py --sweep-cost 12 24 40
                                                      # one chain-sweep's cost at n slots, with and without the
                                                      # collapsed moves
@@ -44,6 +47,11 @@ from bayesval.parties.plan import member_width
 from bayesval.parties.surprise import CoalitionSurprise
 from bayesval.parties.valuation import coalitions_rerun
 
+# The exact Shapley values of the 12 parties' releases (`releases_of(12)`): every coalition, 3 repeats at the fast
+# preset, converged (max R-hat 1.0091), on one H200 at 5e0276a's code (docs/benchmarks.md, "The 12 parties converged:
+# reruns on one H200"), each with a standard error of at most 0.0038 (the largest, for every party: conservative).
+REFERENCE_12 = np.array([0.900, 0.901, 0.512, 0.540, 0.551, 0.413, 0.926, 0.653, 0.672, 0.808, 0.857, 0.458])
+REFERENCE_12_STDERR = 0.0038
 CONFIG = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=200, num_repeats=2, progress_bar=False)
 ROWS = 16
 
@@ -98,11 +106,15 @@ def valuation(
     memory_limit_mb: float | None = None,
     num_samples: int | None = None,
     tolerance: float | None = None,
+    control_variate: bool = False,
+    num_chains: int | None = None,
 ) -> None:
     """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
     `num_parties` (permutation sampling beyond 10 parties, until every stderr <= `tolerance`, the default 0.05 if
-    None), or over every coalition if `exact`; with the preset's `memory_limit_mb` and `num_samples` (kept sweeps a
-    chain) unless they are given."""
+    None), or over every coalition if `exact`; with the preset's `memory_limit_mb`, `num_samples` (kept sweeps a
+    chain) and `num_chains` (a repeat) unless they are given; sampled without a control variate unless
+    `control_variate` (the route's default). Beside the 12 parties' sampled values, their z against the exact values
+    of the same releases (`REFERENCE_12`)."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     options = {"exact_up_to": num_parties} if exact else {}
@@ -113,11 +125,13 @@ def valuation(
         config = config.with_(memory_limit_mb=memory_limit_mb)
     if num_samples is not None:
         config = config.with_(num_samples=num_samples)
+    if num_chains is not None:
+        config = config.with_(num_chains=num_chains)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        # plain sampling, as the timings in docs/benchmarks.md were measured (bench_control_variate.py: the default)
-        options = {"control_variate": False} | options
+        # plain sampling, as the earlier timings in docs/benchmarks.md were measured, unless the control is asked for
+        options = ({} if control_variate else {"control_variate": False}) | options
         result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
     r_hat, ess = np.array(result.diagnostics["r_hat"]), np.array(result.diagnostics["ess"])
     diagnostics = result.diagnostics
@@ -132,6 +146,9 @@ def valuation(
         f"   phi {np.round(result.values, 3).tolist()}",
         flush=True,
     )
+    if num_parties == 12 and not exact:
+        z = (result.values - REFERENCE_12) / np.hypot(result.stderr, REFERENCE_12_STDERR)
+        print(f"against the exact values: z {np.round(z, 2).tolist()}, RMS z {np.sqrt(np.mean(z**2)):.2f}")
 
 
 def sweep_cost(parties: list[int]) -> None:
@@ -189,6 +206,8 @@ def main() -> None:
     parser.add_argument("--memory-limit-mb", type=float, help="end to end: SamplerConfig.memory_limit_mb")
     parser.add_argument("--num-samples", type=int, help="end to end: kept sweeps a chain (fast preset: 1,600)")
     parser.add_argument("--tolerance", type=float, help="end to end, sampled: every stderr <= this (default 0.05)")
+    parser.add_argument("--num-chains", type=int, help="end to end: chains a repeat (fast preset: 4)")
+    parser.add_argument("--control-variate", action="store_true", help="end to end, sampled: the default control")
     parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
     parser.add_argument("--mixing", type=int, metavar="SIZE", help="ESS and R-hat of coalitions of SIZE of 12")
     parser.add_argument("--keys", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="with --mixing: the keys")
@@ -208,6 +227,8 @@ def main() -> None:
             args.memory_limit_mb,
             args.num_samples,
             args.tolerance,
+            args.control_variate,
+            args.num_chains,
         )
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
@@ -220,6 +241,9 @@ def main() -> None:
                 command += ["--num-samples", str(args.num_samples)]
             if args.tolerance is not None:
                 command += ["--tolerance", str(args.tolerance)]
+            command += ["--control-variate"] * args.control_variate
+            if args.num_chains is not None:
+                command += ["--num-chains", str(args.num_chains)]
             subprocess.run(command, check=True)
         return
     party_plan.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question

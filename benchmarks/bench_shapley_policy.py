@@ -1,7 +1,7 @@
 """The party route's Shapley policy on replayed games: today's stopping rule against the one that stops on time, and
 what the policy spends against the number of parties (issue 61).
 
-    python benchmarks/bench_shapley_policy.py --part calibration [--keys 200] [--tolerance 0.02]
+    python benchmarks/bench_shapley_policy.py --part calibration [--keys 200] [--tolerance 0.02] [--noise 0.05]
     python benchmarks/bench_shapley_policy.py --part cost [--parties 3 6 12 24 50] [--keys 5]
 
 A replayed game (`bayesval.parties.replay.ReplayedGame`) gives each coalition asked for two estimates (the repeats a
@@ -71,19 +71,21 @@ def run(game: ReplayedGame, chosen, seed: int):
     return valuation.shapley_values(game, names, chosen, key, None, game.surrogates(), jax.random.fold_in(key, 3))
 
 
-def calibration(keys: int, tolerance: float) -> None:
+def calibration(keys: int, tolerance: float, noise: float | None = None) -> None:
     saved = np.load(TABLE)
     n = 12
     exact = semivalue_matrix(n, SHAPLEY) @ saved["values"]
     print(
-        f"12-party replayed game ({TABLE.name}), noise {NOISE} per estimate, 2 estimates a coalition, t = {tolerance}"
+        f"12-party replayed game ({TABLE.name}), noise {NOISE if noise is None else noise} per estimate, 2 estimates "
+        f"a coalition, t = {tolerance}"
     )
     for label, today in (("today (64-permutation floor)", True), ("new (trusted stderr, no floor)", False)):
         chosen = settings(n, tolerance, today)
         values, stderr, converged, permutations, coalitions = [], [], [], [], []
         start = time.perf_counter()
         for seed in range(keys):
-            game = ReplayedGame(n, saved["values"], saved["noise"], seed=10_000 + seed, surrogate=saved["surrogate"])
+            sd = saved["noise"] if noise is None else noise
+            game = ReplayedGame(n, saved["values"], sd, seed=10_000 + seed, surrogate=saved["surrogate"])
             result = run(game, chosen, seed)
             values.append(result.values)
             stderr.append(result.stderr)
@@ -170,11 +172,12 @@ def main() -> None:
     parser.add_argument("--part", choices=("calibration", "cost"), default="calibration")
     parser.add_argument("--keys", type=int, default=None)
     parser.add_argument("--tolerance", type=float, default=0.02)
+    parser.add_argument("--noise", type=float, default=None, help="calibration: the sd of an estimate (the table's)")
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12, 24, 50])
     args = parser.parse_args()
     jax.config.update("jax_enable_x64", True)
     if args.part == "calibration":
-        calibration(args.keys or 200, args.tolerance)
+        calibration(args.keys or 200, args.tolerance, args.noise)
     else:
         cost(args.parties, args.keys or 5)
 

@@ -72,6 +72,26 @@ def test_a_sampled_game_takes_the_configs_sampled_repeats_and_an_enumerated_one_
         TINY.with_(sampled_repeats=1)
 
 
+def test_a_sampled_game_takes_the_configs_sampled_chains_and_an_enumerated_one_its_chains():
+    """With `sampled_chains` a sampled game's coalitions run that many chains a repeat (2: its 2 repeats give R-hat
+    4 chains) and an enumerated game's num_chains; the presets leave it None, and a config whose num_chains was set
+    (the CLI's --num-chains) without it keeps its chains everywhere."""
+    two = bv.SamplerConfig.preset("fast").with_(sampled_chains=2)
+    assert (two.for_sampled_game().num_chains, two.for_sampled_game().num_repeats) == (2, 2)
+    sampled = valuation.party_settings(MODEL, config=two, exact_up_to=4)
+    assert sampled.for_parties(4).config.num_chains == 4 and sampled.for_parties(5).config.num_chains == 2
+    presets = [bv.SamplerConfig.preset(name, sampler) for name in ("fast", "paper") for sampler in ("gibbs", "nuts")]
+    for config in presets + [two.with_(num_chains=6)]:
+        assert config.sampled_chains is None and config.for_sampled_game().num_chains == config.num_chains
+    assert two.with_(num_chains=6, sampled_chains=3).for_sampled_game().num_chains == 3
+    with pytest.raises(ValueError, match=r"SamplerConfig.sampled_chains must be an integer >= 1, got 0"):
+        TINY.with_(sampled_chains=0)
+    parser = argparse.ArgumentParser()
+    bv.SamplerConfig.add_arguments(parser)
+    assert bv.SamplerConfig.from_arguments(parser.parse_args(["--sampled-chains", "3"])).sampled_chains == 3
+    assert bv.SamplerConfig.from_arguments(parser.parse_args(["--num-chains", "3"])).sampled_chains is None
+
+
 def test_the_budget_flags_set_sampled_repeats_and_num_repeats_alone_sets_every_games():
     parser = argparse.ArgumentParser()
     bv.SamplerConfig.add_arguments(parser)

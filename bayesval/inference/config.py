@@ -75,13 +75,15 @@ class RunBudget(NamedTuple):
 class ValuationPolicy(NamedTuple):
     """How a party valuation spends those budgets (`SamplerConfig.policy`): the independent repeats of each
     coalition posterior (`sampled_repeats` where the Shapley values are sampled, None: num_repeats), the reruns of
-    an unconverged one, whether progress is shown (the one field a sampler call is handed too), and the warm-up and
-    sweeps where a NUTS model's chains start warm (`SamplerConfig.for_start`; None: the budget's)."""
+    an unconverged one, whether progress is shown (the one field a sampler call is handed too), the chains of a
+    repeat where the Shapley values are sampled (`sampled_chains`; None: num_chains), and the warm-up and sweeps
+    where a NUTS model's chains start warm (`SamplerConfig.for_start`; None: the budget's)."""
 
     num_repeats: int
     sampled_repeats: int | None
     reruns: int
     progress_bar: bool
+    sampled_chains: int | None = None
     warm_warmup: int | None = None
     warm_samples: int | None = None
 
@@ -131,6 +133,15 @@ class SamplerConfig:
     config built by hand leaves it None unless it sets it, and `with_(num_repeats=...)` (the CLI's --num-repeats)
     without it sets it to None: the repeats asked for hold in every game.
 
+    sampled_chains: the chains of each repeat there (None: num_chains; the presets leave it None). A coalition's
+    R-hat pools the chains of all its repeats and each repeat must reach a bulk ESS of 400, as everywhere; what a
+    chain fewer saves is its warm-up, a third of a fast-preset chain's sweeps. With 2 (a sampled coalition's 2
+    repeats then carry 4 chains, the fewest Vehtari et al. (2021) ask R-hat to pool) 12 parties were valued in 27
+    minutes (a batch of permutations in 13.6 minutes against 21.4 with 4 chains) and agreed with their exact values,
+    but 3 of 584 coalitions stayed below a bulk ESS of 400 after their rerun, so the valuation was flagged unconverged (docs/benchmarks.md, "Two chains a repeat
+    where coalitions are sampled"): the presets keep their chains. `with_(num_chains=...)` (the CLI's --num-chains)
+    without it sets it to None.
+
     warm_warmup, warm_samples: the warm-up and the sweeps after it where a NUTS model's chains start warm, from a
     Laplace fit of their coalition posterior with its covariance as a dense mass matrix (`for_start`; None: as
     from prior starts). Warm-up then adapts the step size alone, and the draws mix better, so the NUTS fast
@@ -152,6 +163,7 @@ class SamplerConfig:
     memory_limit_mb: float = 2048.0
     reruns: int = 1
     sampled_repeats: int | None = None
+    sampled_chains: int | None = None
     warm_warmup: int | None = None
     warm_samples: int | None = None
 
@@ -159,6 +171,8 @@ class SamplerConfig:
         minimums = {"num_chains": 1, "num_warmup": 0, "num_samples": 1, "thinning": 1, "num_repeats": 2, "reruns": 0}
         if self.sampled_repeats is not None:
             minimums["sampled_repeats"] = 2
+        if self.sampled_chains is not None:
+            minimums["sampled_chains"] = 1
         for name, minimum in (("warm_warmup", 0), ("warm_samples", 1)):
             if getattr(self, name) is not None:
                 minimums[name] = minimum
@@ -193,11 +207,17 @@ class SamplerConfig:
         return self.num_chains * self.num_samples // self.thinning
 
     def for_sampled_game(self) -> SamplerConfig:
-        """The budget of a game whose coalitions are sampled: num_repeats = sampled_repeats where that is set."""
-        if self.sampled_repeats is None:
+        """The budget of a game whose coalitions are sampled: num_repeats = sampled_repeats and num_chains =
+        sampled_chains where they are set."""
+        changes = {
+            name: getattr(self, f"sampled_{name.removeprefix('num_')}")
+            for name in ("num_repeats", "num_chains")
+            if getattr(self, f"sampled_{name.removeprefix('num_')}") is not None
+        }
+        if not changes:
             return self
         with _quietly():
-            return replace(self, num_repeats=self.sampled_repeats)
+            return replace(self, **changes)
 
     def for_start(self, warm: bool) -> SamplerConfig:
         """The budget of a run whose chains start warm (`warm`: from a Laplace fit of their posterior, with a dense
@@ -289,8 +309,9 @@ class SamplerConfig:
             raise TypeError(
                 f"SamplerConfig.with_() got unknown field(s) {', '.join(hints)}; valid fields: {', '.join(valid)}"
             )
-        if "num_repeats" in changes and "sampled_repeats" not in changes:  # the repeats asked for, in every game
-            changes = changes | {"sampled_repeats": None}
+        for asked, sampled in (("num_repeats", "sampled_repeats"), ("num_chains", "sampled_chains")):
+            if asked in changes and sampled not in changes:  # the repeats or chains asked for, in every game
+                changes = changes | {sampled: None}
         for asked, warm in (("num_warmup", "warm_warmup"), ("num_samples", "warm_samples")):
             if asked in changes and warm not in changes:  # the sweeps asked for, from every start
                 changes = changes | {warm: None}
@@ -309,6 +330,7 @@ class SamplerConfig:
         "num_repeats",
         "reruns",
         "sampled_repeats",
+        "sampled_chains",
         "warm_warmup",
         "warm_samples",
     )
@@ -316,8 +338,8 @@ class SamplerConfig:
     @classmethod
     def add_arguments(cls, parser) -> None:
         """NumPyro-style budget flags on an argparse parser: --preset (fast / paper), and --num-chains,
-        --num-warmup, --num-samples, --thinning, --num-repeats, --reruns, --sampled-repeats overriding the preset's
-        fields."""
+        --num-warmup, --num-samples, --thinning, --num-repeats, --reruns, --sampled-repeats, --sampled-chains
+        overriding the preset's fields."""
         group = parser.add_argument_group("sampler budget")
         group.add_argument(
             "--preset",
@@ -326,7 +348,7 @@ class SamplerConfig:
             help="the budget to start from: fast (the default) or paper (Sim et al.'s precision, several times slower)",
         )
         helps = {
-            "num_chains": "Markov chains per coalition posterior",
+            "num_chains": "Markov chains per coalition posterior, in every game (without --sampled-chains)",
             "num_warmup": "warm-up steps per chain (discarded)",
             "num_samples": "draws kept per chain after warm-up (before thinning)",
             "thinning": "keep every THINNING-th draw",
@@ -334,6 +356,7 @@ class SamplerConfig:
             "every game (without --sampled-repeats)",
             "reruns": "times an unconverged coalition posterior is sampled again with twice the sweeps",
             "sampled_repeats": "repeats of a coalition where the Shapley values are sampled rather than enumerated",
+            "sampled_chains": "chains a repeat where the Shapley values are sampled rather than enumerated",
             "warm_warmup": "warm-up sweeps per chain where NUTS chains start warm (from a Laplace fit)",
             "warm_samples": "sweeps after warm-up per chain where NUTS chains start warm",
         }

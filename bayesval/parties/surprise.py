@@ -167,6 +167,7 @@ UNFINGERPRINTED = (
     "progress_bar",
     "reruns",
     "sampled_repeats",
+    "sampled_chains",
     "nuts_start",
     "warm_start",
     "warm_warmup",
@@ -178,8 +179,9 @@ def game_fingerprint(game: SurpriseGame) -> str:
     """What makes two valuations the same game, hashed (hex SHA-256): the model's name and simple settings, every
     sampler setting but the progress bar and the reruns, k, the KL estimator and the released statistics. Not the
     key, nor the reruns: estimates from any key, and a rerun's, are estimates of the same values, so a result of the
-    same game may be resumed with another key or another number of reruns. Nor `sampled_repeats`: the repeats the
-    game ran are its num_repeats (`SamplerConfig.for_sampled_game`). Nor a NUTS model's `warm_start`: where its
+    same game may be resumed with another key or another number of reruns. Nor `sampled_repeats` or
+    `sampled_chains`: the repeats and chains the game ran are its num_repeats and num_chains
+    (`SamplerConfig.for_sampled_game`). Nor a NUTS model's `warm_start`: where its
     chains start changes how they mix, not the posterior. The importance route is part of it (its
     estimates are not the chains'), and today's route adds nothing, so games valued before the route hash alike."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
