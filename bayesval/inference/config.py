@@ -138,9 +138,9 @@ class SamplerConfig:
     chain fewer saves is its warm-up, a third of a fast-preset chain's sweeps. With 2 (a sampled coalition's 2
     repeats then carry 4 chains, the fewest Vehtari et al. (2021) ask R-hat to pool) 12 parties were valued in 27
     minutes (a batch of permutations in 13.6 minutes against 21.4 with 4 chains) and agreed with their exact values,
-    but 3 of 584 coalitions stayed below a bulk ESS of 400 after their rerun, so the valuation was flagged unconverged (docs/benchmarks.md, "Two chains a repeat
-    where coalitions are sampled"): the presets keep their chains. `with_(num_chains=...)` (the CLI's --num-chains)
-    without it sets it to None.
+    but 3 of 584 coalitions stayed below a bulk ESS of 400 after their rerun, so the valuation was flagged
+    unconverged (docs/benchmarks.md, "Two chains a repeat where coalitions are sampled"): the presets keep their
+    chains. `with_(num_chains=...)` (the CLI's --num-chains) without it sets it to None.
 
     warm_warmup, warm_samples: the warm-up and the sweeps after it where a NUTS model's chains start warm, from a
     Laplace fit of their coalition posterior with its covariance as a dense mass matrix (`for_start`; None: as
