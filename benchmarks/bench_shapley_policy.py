@@ -75,6 +75,7 @@ def calibration(keys: int, tolerance: float, noise: float | None = None) -> None
     saved = np.load(TABLE)
     n = 12
     exact = semivalue_matrix(n, SHAPLEY) @ saved["values"]
+    sd = saved["noise"] if noise is None else noise
     print(
         f"12-party replayed game ({TABLE.name}), noise {NOISE if noise is None else noise} per estimate, 2 estimates "
         f"a coalition, t = {tolerance}"
@@ -84,7 +85,6 @@ def calibration(keys: int, tolerance: float, noise: float | None = None) -> None
         values, stderr, converged, permutations, coalitions = [], [], [], [], []
         start = time.perf_counter()
         for seed in range(keys):
-            sd = saved["noise"] if noise is None else noise
             game = ReplayedGame(n, saved["values"], sd, seed=10_000 + seed, surrogate=saved["surrogate"])
             result = run(game, chosen, seed)
             values.append(result.values)

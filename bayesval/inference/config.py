@@ -209,11 +209,8 @@ class SamplerConfig:
     def for_sampled_game(self) -> SamplerConfig:
         """The budget of a game whose coalitions are sampled: num_repeats = sampled_repeats and num_chains =
         sampled_chains where they are set."""
-        changes = {
-            name: getattr(self, f"sampled_{name.removeprefix('num_')}")
-            for name in ("num_repeats", "num_chains")
-            if getattr(self, f"sampled_{name.removeprefix('num_')}") is not None
-        }
+        sampled = {"num_repeats": self.sampled_repeats, "num_chains": self.sampled_chains}
+        changes = {name: value for name, value in sampled.items() if value is not None}
         if not changes:
             return self
         with _quietly():
