@@ -15,6 +15,8 @@ side by side in one run.
     ... --num-chains 2                               # chains a repeat (fast preset: 4)
     ... --control-variate                            # sampled: the default control variate (the Laplace surprise
                                                      # of every coalition up to 12 parties), not plain sampling
+    ... --surprise mcmc                              # coalition posteriors by the chains (the default where they
+                                                     # are sampled: importance sampling, docs/importance.md)
     python benchmarks/bench_scale.py --sweep-cost 12 24 40
                                                      # one chain-sweep's cost at n slots, with and without the
                                                      # collapsed moves
@@ -108,13 +110,17 @@ def valuation(
     tolerance: float | None = None,
     control_variate: bool = False,
     num_chains: int | None = None,
+    surprise: str = "auto",
+    save: str | None = None,
 ) -> None:
     """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
     `num_parties` (permutation sampling beyond 10 parties, until every stderr <= `tolerance`, the default 0.05 if
     None), or over every coalition if `exact`; with the preset's `memory_limit_mb`, `num_samples` (kept sweeps a
     chain) and `num_chains` (a repeat) unless they are given; sampled without a control variate unless
-    `control_variate` (the route's default). Beside the 12 parties' sampled values, their z against the exact values
-    of the same releases (`REFERENCE_12`)."""
+    `control_variate` (the route's default); each coalition posterior by the `surprise` route ('auto', the
+    default: importance sampling where the coalitions are sampled; 'mcmc', the chains; docs/importance.md), the
+    result saved to `save` where given. Beside the 12 parties' sampled values, their z against the exact values of
+    the same releases (`REFERENCE_12`)."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     options = {"exact_up_to": num_parties} if exact else {}
@@ -131,8 +137,10 @@ def valuation(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         # plain sampling, as the earlier timings in docs/benchmarks.md were measured, unless the control is asked for
-        options = ({} if control_variate else {"control_variate": False}) | options
+        options = ({} if control_variate else {"control_variate": False}) | options | {"surprise": surprise}
         result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
+    if save is not None:
+        result.save(save)
     r_hat, ess = np.array(result.diagnostics["r_hat"]), np.array(result.diagnostics["ess"])
     diagnostics = result.diagnostics
     draws = "" if result.counts is None else f"{result.counts.max()} draws a party   "
@@ -146,6 +154,10 @@ def valuation(
         f"   phi {np.round(result.values, 3).tolist()}",
         flush=True,
     )
+    if "route" in diagnostics:
+        routes, counts = np.unique(diagnostics["route"], return_counts=True)
+        k_hat = np.array(diagnostics["k_hat"], float)
+        print(f"routes {dict(zip(routes.tolist(), counts.tolist()))}, largest k-hat {np.nanmax(k_hat):.2f}")
     if num_parties == 12 and not exact:
         z = (result.values - REFERENCE_12) / np.hypot(result.stderr, REFERENCE_12_STDERR)
         print(f"against the exact values: z {np.round(z, 2).tolist()}, RMS z {np.sqrt(np.mean(z**2)):.2f}")
@@ -208,6 +220,8 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, help="end to end, sampled: every stderr <= this (default 0.05)")
     parser.add_argument("--num-chains", type=int, help="end to end: chains a repeat (fast preset: 4)")
     parser.add_argument("--control-variate", action="store_true", help="end to end, sampled: the default control")
+    parser.add_argument("--surprise", choices=["auto", "importance", "mcmc"], default="auto", help="end to end: route")
+    parser.add_argument("--save", help="end to end, --child: save the result to this path")
     parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
     parser.add_argument("--mixing", type=int, metavar="SIZE", help="ESS and R-hat of coalitions of SIZE of 12")
     parser.add_argument("--keys", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="with --mixing: the keys")
@@ -229,6 +243,8 @@ def main() -> None:
             args.tolerance,
             args.control_variate,
             args.num_chains,
+            args.surprise,
+            args.save,
         )
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
@@ -244,6 +260,7 @@ def main() -> None:
             command += ["--control-variate"] * args.control_variate
             if args.num_chains is not None:
                 command += ["--num-chains", str(args.num_chains)]
+            command += ["--surprise", args.surprise]
             subprocess.run(command, check=True)
         return
     party_plan.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question

@@ -15,6 +15,7 @@ from bayesval.games.shapley import coalition_masks
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.psis import k_hat_threshold, pareto_smoothed, tail_length
 from bayesval.parties import importance, release_all
+from bayesval.parties.keys import rerun_key
 from bayesval.parties.surprise import CoalitionSurprise, per_repeat
 
 # 2 repeats of 2,000 draws: the importance route draws `draws_per_repeat` weighted draws a repeat
@@ -148,20 +149,71 @@ def test_a_model_without_the_structure_keeps_the_chains_with_a_note(syn):
     assert quiet.importance is None and "surprise_note" not in quiet.diagnostics and "route" not in quiet.diagnostics
 
 
-def test_auto_keeps_the_chains_until_the_route_agrees_at_many_parties(syn):
-    """The default is today's route at any number of parties and budget: at 12 parties the importance estimates of
-    6-member coalitions came out above the chains' (docs/benchmarks.md)."""
+def test_auto_takes_importance_where_coalitions_are_sampled_and_keeps_the_chains_where_enumerated(syn):
+    """The default takes the route where the Shapley values are sampled (at 12 parties it agreed with the exact
+    values in a third of today's time, docs/importance.md) and keeps the chains where every coalition is enumerated
+    (the demo's values do not move); where the model cannot take it, a sampled game keeps the chains with the note in
+    its diagnostics and no warning."""
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
     six = NoiseAwareData(*(np.concatenate([p, p]) for p in data))
     fast = bv.SamplerConfig.preset("fast", "gibbs")
     model = bv.models.LinearRegression()
     assert CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="auto").importance is None
-    asked = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="importance")
-    assert asked.importance.num_draws == importance.IMPORTANCE_DRAWS
+    sampled = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="auto", sampled=True)
+    assert sampled.importance.num_draws == importance.IMPORTANCE_DRAWS and sampled.game.route == "importance"
+    assert "surprise_note" not in sampled.diagnostics
+    forced = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="mcmc", sampled=True)
+    assert forced.importance is None
     # its estimates are not the chains': a result of one route never resumes or merges with the other's
-    chains = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="mcmc")
-    assert asked.fingerprint != chains.fingerprint
+    assert sampled.fingerprint != forced.fingerprint
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = CoalitionSurprise(_NoStructure(), six, fast, 4, jax.random.key(3), 1, surprise="auto", sampled=True)
+    assert plain.importance is None and "offers no importance_draws" in plain.diagnostics["surprise_note"]
     assert bv.valuate.__kwdefaults__["surprise"] is None  # None: 'auto'
+
+
+def test_pooled_sets_average_the_estimates_and_add_the_effective_draws():
+    """A row's extra set of draws: the KL the mean over its sets (the second of a row with one set so far weighs
+    1/2, the third of a row with two 1/3), the ESS their sum, the largest k-hat, trusted where every set is."""
+    rows = importance.ImportanceRows(
+        np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]),
+        np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]),
+        np.array([[300.0, 500.0], [200.0, 250.0], [900.0, 900.0]]),
+        np.ones((3, 2), bool),
+    )
+    more = importance.ImportanceRows(
+        np.array([[2.0, 4.0], [6.0, 7.0]]),
+        np.array([[0.3, 0.1], [0.2, 0.9]]),
+        np.array([[350.0, 450.0], [300.0, 100.0]]),
+        np.array([[True, True], [True, False]]),
+    )
+    pooled = rows.pooled(np.array([0, 1]), more, np.array([1, 2]))
+    np.testing.assert_allclose(pooled.kl, [[1.5, 3.0], [4.0, 5.0], [5.0, 6.0]])
+    np.testing.assert_allclose(pooled.k_hat, [[0.3, 0.2], [0.3, 0.9], [0.5, 0.6]])
+    np.testing.assert_allclose(pooled.ess, [[650.0, 950.0], [500.0, 350.0], [900.0, 900.0]])
+    assert pooled.trusted.tolist() == [[True, True], [True, False], [True, True]]
+    assert rows.kl[0, 0] == 1.0  # the rows pooled into are left as they were
+
+
+def test_a_coalition_short_of_effective_draws_draws_another_set_from_the_rerun_key(syn, monkeypatch):
+    """Where a repeat's weights are worth fewer than the chains' 400 effective draws (here: a threshold every
+    coalition falls short of), each rerun the config allows draws another independent set from the rerun key of its
+    attempt, and the coalition's estimate is the mean over its sets, recorded as reruns of the importance route."""
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    monkeypatch.setattr(importance, "ESS_THRESHOLD", np.inf)
+    masks, codes = coalition_masks(3)[:2], [1, 2]
+    game = CoalitionSurprise(bv.models.LinearRegression(), data, CONFIG, 4, jax.random.key(5), 2, surprise="importance")
+    game(masks)
+    assert game.diagnostics["route"] == ["importance"] * 2 and game.diagnostics["reruns"] == [1, 1]
+    # converged by the chains' flag (400) on the sets' summed effective draws
+    assert game.diagnostics["converged"] == (min(game.diagnostics["ess"]) >= 400)
+    executor = game.importance
+    first = executor.coalitions(game.key_posterior, codes, data, CONFIG.num_repeats)
+    second = executor.coalitions(rerun_key(game.key_posterior, 1), codes, data, CONFIG.num_repeats)
+    for row, code in enumerate(codes):
+        np.testing.assert_allclose(game.values[code], (first.kl[row] + second.kl[row]) / 2, rtol=1e-12)
+        assert game.diagnostics["ess"][row] == pytest.approx(np.min(first.ess[row] + second.ess[row]))
 
 
 def test_a_shared_data_model_gives_no_importance_draws(syn):

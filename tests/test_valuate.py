@@ -98,21 +98,28 @@ def test_mediator_can_value_released_statistics_without_raw_data(syn):
     np.testing.assert_allclose(from_releases.values, from_parties.values)
 
 
-def test_many_parties_use_permutation_sampling(syn):
-    """With more parties than exact_up_to, values come from permutation sampling over on-demand coalitions."""
+def _split_syn(syn, count: int) -> list:
+    """Syn's pooled records split into `count` parties at epsilon = 1 (noise seeds 0, 1, ...)."""
     X = np.concatenate([p[0] for p in syn.parties])
     y = np.concatenate([p[1] for p in syn.parties])
-    chunks = np.array_split(np.arange(len(X)), 4)
-    parties = [
-        bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i) for i, c in enumerate(chunks)
+    return [
+        bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
+        for i, c in enumerate(np.array_split(np.arange(len(X)), count))
     ]
+
+
+def test_many_parties_use_permutation_sampling(syn):
+    """With more parties than exact_up_to, values come from permutation sampling over on-demand coalitions, whose
+    posteriors take importance sampling by default (docs/importance.md, "When it runs")."""
+    parties = _split_syn(syn, 4)
     budget = BUDGET.with_(num_samples=200, num_warmup=50)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         result = bv.valuate(
             bv.models.LinearRegression(), parties, config=budget, exact_up_to=3, tolerance=1e-9, control_variate=True
         )
-        exact = bv.valuate(bv.models.LinearRegression(), parties, config=budget)
+        exact = bv.valuate(bv.models.LinearRegression(), parties, config=budget, surprise="importance")
+    assert set(result.diagnostics["route"]) <= {"importance", "mcmc, after importance"}
     # the tolerance is never met: sampling stops with the batch of 32 permutations that completes the 15
     # coalitions, and the values are then the exact Shapley values of those coalition estimates
     spent = re.fullmatch(r".*exact Shapley \(all coalitions sampled in (\d+) permutations\)", result.method)
@@ -141,12 +148,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
     Gibbs presets did before sampled repeats) is refused under the 2 with the setting that differs and the config
     that resumes it (num_repeats 3, which also sets sampled_repeats None), and that config takes its estimates over
     (its one batch held every coalition: nothing is sampled again)."""
-    X = np.concatenate([p[0] for p in syn.parties])
-    y = np.concatenate([p[1] for p in syn.parties])
-    parties = [
-        bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
-        for i, c in enumerate(np.array_split(np.arange(len(X)), 4))
-    ]
+    parties = _split_syn(syn, 4)
     three = BUDGET.with_(num_samples=20, num_warmup=10, num_repeats=3)
     options = dict(exact_up_to=3, key=0, stop=bv.games.MaxEvaluations(10), control_variate=True)
     with warnings.catch_warnings():
@@ -188,6 +190,33 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
     np.testing.assert_array_equal(resumed.state.control_table, before.state.control_table)
 
 
+def test_a_sampled_result_of_the_chains_resumes_only_on_their_route_and_the_refusal_says_how(syn):
+    """A sampled game's coalitions take importance sampling by default; a result whose coalitions were sampled by
+    the chains (every sampled result before 2026-11-29, or surprise='mcmc') is another game, refused with the
+    argument that resumes it, and resumed with it."""
+    parties = _split_syn(syn, 4)
+    options = dict(config=BUDGET.with_(num_samples=20, num_warmup=10), exact_up_to=3, key=0, control_variate=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        chains = bv.valuate(
+            bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(10), surprise="mcmc", **options
+        )
+        with pytest.raises(ValueError, match=r"sampled by MCMC chains .* pass surprise='mcmc' to resume it$"):
+            bv.valuate(
+                bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(20), resume_from=chains, **options
+            )
+        resumed = bv.valuate(
+            bv.models.LinearRegression(),
+            parties,
+            stop=bv.games.MaxEvaluations(20),
+            resume_from=chains,
+            surprise="mcmc",
+            **options,
+        )
+    assert "route" not in chains.diagnostics and "route" not in resumed.diagnostics
+    np.testing.assert_array_equal(resumed.values, chains.values)  # its coalitions, all sampled, taken over
+
+
 def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs_use_latin_blocks(syn, monkeypatch):
     """5 parties beyond exact_up_to=4: a new run samples Latin blocks (5 permutations a batch here); a result saved by
     plain permutations (as every result before Latin blocks came in) resumes with plain permutations, in the batch
@@ -195,12 +224,7 @@ def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs
     from bayesval.parties import valuation as party_valuation
 
     monkeypatch.setattr(party_valuation, "PERMUTATION_BATCH", 2)
-    X = np.concatenate([p[0] for p in syn.parties])
-    y = np.concatenate([p[1] for p in syn.parties])
-    parties = [
-        bv.Party(X[c], y[c], epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=i)
-        for i, c in enumerate(np.array_split(np.arange(len(X)), 5))
-    ]
+    parties = _split_syn(syn, 5)
     options = dict(config=BUDGET.with_(num_samples=20, num_warmup=10), exact_up_to=4, key=0, control_variate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -5,9 +5,9 @@ surprise the k-NN KL estimate of those draws against the prior's density, as the
 most `bayesval.inference.psis.k_hat_threshold` and its KL is finite; `bayesval.parties.surprise` samples the others
 by MCMC (docs/importance.md).
 
-Which route runs is `valuate(surprise=...)`: 'importance' takes this one where the model offers it, the KL estimator
-is 'auto' and the coalition's draws are not kept (`keep_draws`, rewards); 'auto' (the default) and 'mcmc' keep the
-chains (`route`).
+Which route runs is `valuate(surprise=...)` (`route`): 'auto' (the default) takes this one where the coalitions are
+sampled (beyond `exact_up_to` parties), 'importance' everywhere, each where the model offers it, the KL estimator is
+'auto' and the coalition's draws are not kept (`keep_draws`, rewards); 'mcmc' keeps the chains.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from bayesval import progress
 from bayesval.divergence import batched_kl
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.diagnostics import ESS_THRESHOLD
 from bayesval.inference.psis import k_hat_threshold
 from bayesval.models.protocol import Capabilities
 from bayesval.parties.execute import Rows
+from bayesval.parties.keys import rerun_key
 from bayesval.parties.plan import member_width
 from bayesval.validation import user_stacklevel
 
@@ -49,16 +51,31 @@ class ImportanceRows(NamedTuple):
     ess: np.ndarray
     trusted: np.ndarray
 
+    def pooled(self, rows: np.ndarray, more: ImportanceRows, sets: np.ndarray) -> ImportanceRows:
+        """These rows with another independent set of draws of `rows` (`more`, in their order) pooled in, where
+        each of `rows` holds `sets` sets so far: its KL the mean of every set's estimate (each set's own, from as
+        many draws as the others', so the k-NN estimate's finite-sample bias stays every row's), the effective
+        sample sizes summed, the largest k-hat, trusted where every set is."""
+        kl, k_hat, ess, trusted = (np.array(part) for part in self)
+        weight = np.reshape(sets, (-1,) + (1,) * (kl.ndim - 1))
+        kl[rows] = (kl[rows] * weight + more.kl) / (weight + 1)
+        k_hat[rows] = np.maximum(k_hat[rows], more.k_hat)
+        ess[rows] = ess[rows] + more.ess
+        trusted[rows] = trusted[rows] & more.trusted
+        return ImportanceRows(kl, k_hat, ess, trusted)
 
-def route(caps: Capabilities, name: str, asked: str, kl: str) -> tuple[bool, str | None]:
-    """Whether a game takes the importance route, and the one-line note (also warned) where it was asked for
-    ('importance') but is not taken: the model offers no `importance_draws`, or the KL estimator asked for is one the
-    route does not give. 'auto' (the default) and 'mcmc' keep the chains: at 12 parties the route's estimates of
-    6-member coalitions came out above the chains' by 0.03-0.27 nats (0.1 on one of them with the window of 50 steps;
-    docs/benchmarks.md, "Coalition posteriors by importance sampling"), so it is not the default anywhere yet."""
+
+def route(caps: Capabilities, name: str, asked: str, kl: str, sampled: bool) -> tuple[bool, str | None]:
+    """Whether a game takes the importance route, and the one-line note where it does not take it for want of
+    structure: the model offers no `importance_draws`, or the KL estimator asked for is one the route does not give.
+    'importance' asks for it everywhere (and warns with the note where it is not taken); 'auto' (the default) takes it
+    where the coalitions are `sampled` (Shapley values by permutations, beyond `exact_up_to` parties: at 12 parties it
+    valued 584 coalitions in 13.7 minutes against today's 42, and agreed with the exact values, RMS z 0.96;
+    docs/importance.md, "When it runs") and keeps the chains where every coalition is enumerated, with the note but no
+    warning where the model cannot take it; 'mcmc' keeps the chains."""
     if asked not in ROUTES:
         raise ValueError(f"surprise must be one of {ROUTES}, got {asked!r}")
-    if asked != "importance":
+    if asked == "mcmc" or (asked == "auto" and not sampled):
         return False, None
     if caps.importance_draws is None:
         note = f"{name} offers no importance_draws: every coalition posterior is sampled by MCMC"
@@ -66,16 +83,25 @@ def route(caps: Capabilities, name: str, asked: str, kl: str) -> tuple[bool, str
         note = f"kl={kl!r} reads MCMC chains: every coalition posterior is sampled by MCMC"
     else:
         return True, None
-    warnings.warn(f"surprise='importance': {note}", UserWarning, stacklevel=user_stacklevel())
+    if asked == "importance":
+        warnings.warn(f"surprise='importance': {note}", UserWarning, stacklevel=user_stacklevel())
     return False, note
 
 
 def importance_executor(
-    caps: Capabilities, name: str, asked: str, kl: str, num_parties: int, config: SamplerConfig, k: int, log_density
+    caps: Capabilities,
+    name: str,
+    asked: str,
+    kl: str,
+    sampled: bool,
+    num_parties: int,
+    config: SamplerConfig,
+    k: int,
+    log_density,
 ) -> tuple[ImportanceExecutor | None, str | None]:
     """The importance route's executor where a game takes it (`route`: `caps`, the model's `name`, the route and
-    KL estimator `asked`), else None, with the note of a route asked for and not taken."""
-    takes, note = route(caps, name, asked, kl)
+    KL estimator `asked`, whether the coalitions are `sampled`), else None, with the note of a route not taken."""
+    takes, note = route(caps, name, asked, kl, sampled)
     executor = ImportanceExecutor(caps.importance_draws, num_parties, config, k, log_density) if takes else None
     return executor, note
 
@@ -99,6 +125,26 @@ class ImportanceExecutor:
         with progress.stage(f"importance draws of {len(codes)} coalition posteriors x {repeats} repeats"):
             done = self.run(rows.keys, rows.masks, data)
         return ImportanceRows(*(part.reshape(len(codes), repeats) for part in done))
+
+    def until_effective(
+        self, key: jax.Array, codes: list[int], data: NoiseAwareData, repeats: int, reruns: int
+    ) -> tuple[ImportanceRows, np.ndarray]:
+        """Every repeat of the coalitions `codes` (`coalitions`), then, up to `reruns` times, another independent set
+        of draws of each trusted coalition whose weights' effective sample size is below ESS_THRESHOLD (400, the
+        chains' flag) in some repeat, pooled in (`ImportanceRows.pooled`), from the rerun keys of the attempt
+        (`bayesval.parties.keys.rerun_key`): so a coalition's estimate rests on at least 400 effective draws a repeat
+        where the reruns allow, as a chain's does, at the cost of the few coalitions that fall short (9 of 584 at 12
+        parties; docs/importance.md). Returns the rows (codes, repeats) and the extra sets each coalition drew."""
+        done = self.coalitions(key, codes, data, repeats)
+        extra = np.zeros(len(codes), int)
+        for attempt in range(1, reruns + 1):
+            short = np.flatnonzero(done.trusted.all(axis=1) & (done.ess.min(axis=1) < ESS_THRESHOLD))
+            if not len(short):
+                break
+            more = self.coalitions(rerun_key(key, attempt), [codes[i] for i in short], data, repeats)
+            done = done.pooled(short, more, extra[short] + 1)
+            extra[short] += 1
+        return done, extra
 
     def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData) -> ImportanceRows:
         """Every row: its key (rows,), coalition mask (rows, n), the game's releases; its members packed to the

@@ -219,11 +219,12 @@ class CoalitionRun(NamedTuple):
     k_hat: float = float("nan")  # the largest Pareto k-hat over its repeats, on the importance route
 
     @classmethod
-    def by_importance(cls, kl: np.ndarray, ess: np.ndarray, k_hat: float) -> CoalitionRun:
+    def by_importance(cls, kl: np.ndarray, ess: np.ndarray, k_hat: float, extra_sets: int = 0) -> CoalitionRun:
         """A coalition's repeats on the importance route (KL and the weights' effective sample size per repeat, the
-        largest k-hat): no chains, so R-hat 1 and one kept draw sequence a repeat."""
+        largest k-hat, the sets of draws it took beyond the first: its reruns): no chains, so R-hat 1 and one kept
+        draw sequence a repeat."""
         kept = np.ones((len(kl), 1), bool)
-        return cls(kl, 1.0, float(np.min(ess)), 0, 0, None, kept, 0, "importance", float(k_hat))
+        return cls(kl, 1.0, float(np.min(ess)), 0, 0, None, kept, int(extra_sets), "importance", float(k_hat))
 
     @property
     def converged(self) -> bool:
@@ -288,7 +289,8 @@ class CoalitionSurprise:
     R-hat, bulk ESS, dropped chains, divergences and reruns per sampled coalition. Coalitions not cached are laid
     out in sampler calls (`layout`, a `bayesval.parties.plan.CallLayout`) and run (`executor`, a
     `bayesval.parties.execute.CallExecutor`); the few that fail the convergence flags are sampled again
-    (`bayesval.parties.reruns`).
+    (`bayesval.parties.reruns`). `surprise` names the route of the posteriors ('auto', 'importance', 'mcmc':
+    `bayesval.parties.importance.route`, where 'auto' takes importance sampling where the coalitions are `sampled`).
 
     The public surface other modules read: `game` (a read-only `SurpriseGame`), `batch_rows` (rows per sampler
     call at most), `layout` (rows per call by width: `CallLayout.rows_per_batch`), `sampler_calls(sizes)`,
@@ -308,6 +310,7 @@ class CoalitionSurprise:
         keep_draws: bool = False,
         pooled_draws_of: Collection[int] = (),
         surprise: str = "mcmc",
+        sampled: bool = False,
     ) -> None:
         self.capabilities = caps = capabilities(model)
         config = budget_that_runs(caps, data, config)
@@ -330,7 +333,7 @@ class CoalitionSurprise:
         executor = (model, k, log_density, conjugate, self._prior_sample, dimension, programs, estimator)
         self.executor = CallExecutor(*executor)
         n = self.layout.num_parties
-        self.importance, note = importance_executor(caps, model.name, surprise, kl, n, config, k, log_density)
+        self.importance, note = importance_executor(caps, model.name, surprise, kl, sampled, n, config, k, log_density)
         self.diagnostics |= {} if self.importance is None else {"route": [], "k_hat": []}
         self.diagnostics |= {} if note is None else {"surprise_note": note}
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
@@ -412,9 +415,10 @@ class CoalitionSurprise:
         wanted = [code for code in codes if self.draws is None and code not in self._pooled_codes]
         if self.importance is None or not wanted:
             return {}, {}
-        done = self.importance.coalitions(self.key_posterior, wanted, self.data, self.config.num_repeats)
+        repeats, reruns = self.config.num_repeats, self.config.reruns
+        done, extra = self.importance.until_effective(self.key_posterior, wanted, self.data, repeats, reruns)
         trusted, k_hat = done.trusted.all(axis=1), done.k_hat.max(axis=1)
-        runs = map(CoalitionRun.by_importance, done.kl, done.ess, k_hat)
+        runs = map(CoalitionRun.by_importance, done.kl, done.ess, k_hat, extra)
         return (
             {code: run for code, run, ok in zip(wanted, runs, trusted) if ok},
             {code: float(k) for code, k, ok in zip(wanted, k_hat, trusted) if not ok},

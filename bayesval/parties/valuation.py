@@ -384,16 +384,34 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
         keep_draws=settings.keep_draws,
         pooled_draws_of=() if settings.mechanism is None else [2**n - 1] + [1 << i for i in range(n)],
         surprise=settings.surprise,
+        sampled=not settings.enumerates(n),
     )
     if resume_from is not None:
         if resume_from.coalition_estimates.game != surprise.fingerprint:
             raise ValueError(
-                "resume_from is a result of a different game: its model, releases, parties, sampler settings, k or "
-                "KL estimator differ from this valuation's"
+                "resume_from is a result of a different game: its model, releases, parties, sampler settings, k, "
+                "KL estimator or route differ from this valuation's"
                 + _sampler_differences(resume_from.diagnostics, sampler_record(surprise))
+                + _route_difference(resume_from.diagnostics, surprise.game.route)
             )
         surprise.restore(resume_from.coalition_estimates)
     return surprise
+
+
+def _route_difference(diagnostics: dict, route: str) -> str:
+    """Where a saved result's coalition posteriors took another route than this valuation's (`route`: 'importance'
+    or 'mcmc'; a result records `diagnostics["route"]` where it took importance sampling), the `surprise=` that
+    resumes it, for an error ('' where the routes agree)."""
+    saved = "importance" if "route" in diagnostics else "mcmc"
+    if saved == route:
+        return ""
+    if saved == "mcmc":
+        return (
+            "; resume_from's coalition posteriors were sampled by MCMC chains and this valuation's take importance "
+            "sampling (surprise='auto' does where the coalitions are sampled, since 2026-11-29): pass "
+            "surprise='mcmc' to resume it"
+        )
+    return "; resume_from's coalition posteriors took importance sampling: pass surprise='importance' to resume it"
 
 
 def _sampler_differences(diagnostics: dict, today: dict) -> str:
