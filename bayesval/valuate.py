@@ -83,9 +83,7 @@ def valuate(
     rho: the reward targets' rho in (0, 1] (default 0.2, as Sim et al. 2023, Sec. 6).
     control_variate: sample against the model's surrogate game where the values are sampled (default: wherever
         the model has one, estimated beyond 12 parties; True warns where it cannot; docs/games.md).
-    surprise: how coalition posteriors are drawn: 'auto' (default) by importance sampling where the coalitions are
-        sampled (beyond exact_up_to parties) and the model offers it, else by its chains; 'importance' by importance
-        sampling wherever it can; 'mcmc' by the chains (docs/importance.md).
+    surprise: posteriors by 'importance' sampling, 'mcmc' or 'auto' (where sampled and it pays; docs/importance.md).
     All arguments are checked before any release, compilation or sampling.
     """
     from bayesval.parties.valuation import PartyArguments, value_parties

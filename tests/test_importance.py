@@ -150,10 +150,10 @@ def test_a_model_without_the_structure_keeps_the_chains_with_a_note(syn):
 
 
 def test_auto_takes_importance_where_coalitions_are_sampled_and_keeps_the_chains_where_enumerated(syn):
-    """The default takes the route where the Shapley values are sampled (at 12 parties it agreed with the exact
-    values in a third of today's time, docs/importance.md) and keeps the chains where every coalition is enumerated
-    (the demo's values do not move); where the model cannot take it, a sampled game keeps the chains with the note in
-    its diagnostics and no warning."""
+    """The default takes the route where the Shapley values are sampled at a budget where it pays (at 12 parties it
+    agreed with the exact values in a third of the chains' time, docs/importance.md) and keeps the chains where every
+    coalition is enumerated (the demo's values do not move) or the chains are short; where the model cannot take it,
+    a sampled game keeps the chains with the note in its diagnostics and no warning."""
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
     six = NoiseAwareData(*(np.concatenate([p, p]) for p in data))
     fast = bv.SamplerConfig.preset("fast", "gibbs")
@@ -164,6 +164,14 @@ def test_auto_takes_importance_where_coalitions_are_sampled_and_keeps_the_chains
     assert "surprise_note" not in sampled.diagnostics
     forced = CoalitionSurprise(model, six, fast, 4, jax.random.key(3), 1, surprise="mcmc", sampled=True)
     assert forced.importance is None
+    # at a smoke test's budget (2 x 300 x 2 = 1,200 chain-sweeps a coalition) the chains cost less: they stay
+    smoke = fast.with_(num_chains=2, num_warmup=100, num_samples=200, num_repeats=2)
+    assert not importance.pays(smoke) and importance.pays(smoke.with_(num_samples=900))
+    assert (
+        CoalitionSurprise(model, six, smoke, 4, jax.random.key(3), 1, surprise="auto", sampled=True).importance is None
+    )
+    asked = CoalitionSurprise(model, six, smoke, 4, jax.random.key(3), 1, surprise="importance")
+    assert asked.importance is not None
     # its estimates are not the chains': a result of one route never resumes or merges with the other's
     assert sampled.fingerprint != forced.fingerprint
     with warnings.catch_warnings():

@@ -6,8 +6,9 @@ most `bayesval.inference.psis.k_hat_threshold` and its KL is finite; `bayesval.p
 by MCMC (docs/importance.md).
 
 Which route runs is `valuate(surprise=...)` (`route`): 'auto' (the default) takes this one where the coalitions are
-sampled (beyond `exact_up_to` parties), 'importance' everywhere, each where the model offers it, the KL estimator is
-'auto' and the coalition's draws are not kept (`keep_draws`, rewards); 'mcmc' keeps the chains.
+sampled (beyond `exact_up_to` parties) at a budget where it pays (`pays`), 'importance' everywhere, each where the
+model offers it, the KL estimator is 'auto' and the coalition's draws are not kept (`keep_draws`, rewards); 'mcmc'
+keeps the chains.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from bayesval.inference.psis import k_hat_threshold
 from bayesval.models.protocol import Capabilities
 from bayesval.parties.execute import Rows
 from bayesval.parties.keys import rerun_key
-from bayesval.parties.plan import member_width
+from bayesval.parties.plan import CallLayout, member_width
 from bayesval.validation import user_stacklevel
 
 ROUTES = ("auto", "importance", "mcmc")
@@ -40,6 +41,11 @@ IMPORTANCE_DRAWS = 2048  # weighted draws a repeat at most (fewer where the conf
 # share (theta, omega). On a 6-member coalition of 12 parties (ESS a fifth of the draws) the estimate fell from 4.68
 # to 4.47 nats as the window grew from 10 to 50 steps and stayed there at 100 and 200 (docs/benchmarks.md).
 IMPORTANCE_WINDOW = 50
+# 'auto' takes the route where a coalition's chains would sweep at least this many chain-sweeps (chains x (warm-up +
+# kept) x repeats): a repeat of a 6-member coalition of 12 parties cost 0.38 s by importance sampling against 2.1 s for
+# the fast preset's 9,600 chain-sweeps (docs/benchmarks.md), so the route pays from about 1,700 a repeat, 3,500 a
+# coalition of 2 repeats. Below, at a smoke test's budget, the chains cost less than a row's Laplace fit and draws.
+IMPORTANCE_FROM_CHAIN_SWEEPS = 4_000
 
 
 class ImportanceRows(NamedTuple):
@@ -65,17 +71,19 @@ class ImportanceRows(NamedTuple):
         return ImportanceRows(kl, k_hat, ess, trusted)
 
 
-def route(caps: Capabilities, name: str, asked: str, kl: str, sampled: bool) -> tuple[bool, str | None]:
+def route(
+    caps: Capabilities, name: str, asked: str, kl: str, sampled: bool, config: SamplerConfig
+) -> tuple[bool, str | None]:
     """Whether a game takes the importance route, and the one-line note where it does not take it for want of
     structure: the model offers no `importance_draws`, or the KL estimator asked for is one the route does not give.
     'importance' asks for it everywhere (and warns with the note where it is not taken); 'auto' (the default) takes it
     where the coalitions are `sampled` (Shapley values by permutations, beyond `exact_up_to` parties: at 12 parties it
-    valued 584 coalitions in 13.7 minutes against today's 42, and agreed with the exact values, RMS z 0.96;
-    docs/importance.md, "When it runs") and keeps the chains where every coalition is enumerated, with the note but no
-    warning where the model cannot take it; 'mcmc' keeps the chains."""
+    valued 584 coalitions in 14.3 minutes against about 42 by the chains, and agreed with the exact values, RMS z 0.95;
+    docs/importance.md, "When it runs") at a budget where it pays (`pays`), and keeps the chains elsewhere, with the
+    note but no warning where a sampled game's model cannot take it; 'mcmc' keeps the chains."""
     if asked not in ROUTES:
         raise ValueError(f"surprise must be one of {ROUTES}, got {asked!r}")
-    if asked == "mcmc" or (asked == "auto" and not sampled):
+    if asked == "mcmc" or (asked == "auto" and not (sampled and pays(config))):
         return False, None
     if caps.importance_draws is None:
         note = f"{name} offers no importance_draws: every coalition posterior is sampled by MCMC"
@@ -88,22 +96,30 @@ def route(caps: Capabilities, name: str, asked: str, kl: str, sampled: bool) -> 
     return False, note
 
 
+def pays(config: SamplerConfig) -> bool:
+    """Whether a coalition's chains under `config` would sweep at least IMPORTANCE_FROM_CHAIN_SWEEPS chain-sweeps,
+    where importance sampling from the coalition's Laplace fit costs less: a function of the settings alone, so a
+    game's route does not depend on its batches."""
+    sweeps = config.num_chains * (config.num_warmup + config.num_samples) * config.num_repeats
+    return sweeps >= IMPORTANCE_FROM_CHAIN_SWEEPS
+
+
 def importance_executor(
-    caps: Capabilities,
-    name: str,
-    asked: str,
-    kl: str,
-    sampled: bool,
-    num_parties: int,
-    config: SamplerConfig,
-    k: int,
-    log_density,
+    caps: Capabilities, name: str, asked: str, kl: str, sampled: bool, layout: CallLayout, k: int, log_density
 ) -> tuple[ImportanceExecutor | None, str | None]:
     """The importance route's executor where a game takes it (`route`: `caps`, the model's `name`, the route and
-    KL estimator `asked`, whether the coalitions are `sampled`), else None, with the note of a route not taken."""
-    takes, note = route(caps, name, asked, kl, sampled)
-    executor = ImportanceExecutor(caps.importance_draws, num_parties, config, k, log_density) if takes else None
-    return executor, note
+    KL estimator `asked`, whether the coalitions are `sampled`, the game's parties and budget from its `layout`),
+    else None, with the note of a route not taken."""
+    takes, note = route(caps, name, asked, kl, sampled, layout.config)
+    if not takes:
+        return None, note
+    return ImportanceExecutor(caps.importance_draws, layout.num_parties, layout.config, k, log_density), note
+
+
+def route_diagnostics(executor: ImportanceExecutor | None, note: str | None) -> dict:
+    """The diagnostics a game starts with on its route: each coalition's route and k-hat (filled as they are
+    sampled) where it takes importance sampling, and the note of a route not taken."""
+    return ({} if executor is None else {"route": [], "k_hat": []}) | ({} if note is None else {"surprise_note": note})
 
 
 class ImportanceExecutor:
@@ -114,6 +130,7 @@ class ImportanceExecutor:
 
     def __init__(self, draw: Callable, num_parties: int, config: SamplerConfig, k: int, log_density) -> None:
         self.draw, self.num_parties, self.k, self.log_density = draw, num_parties, k, log_density
+        self.repeats, self.reruns = config.num_repeats, config.reruns
         draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
         self.num_draws = max(draws + draws % 2, 20)
 
@@ -127,21 +144,21 @@ class ImportanceExecutor:
         return ImportanceRows(*(part.reshape(len(codes), repeats) for part in done))
 
     def until_effective(
-        self, key: jax.Array, codes: list[int], data: NoiseAwareData, repeats: int, reruns: int
+        self, key: jax.Array, codes: list[int], data: NoiseAwareData
     ) -> tuple[ImportanceRows, np.ndarray]:
-        """Every repeat of the coalitions `codes` (`coalitions`), then, up to `reruns` times, another independent set
-        of draws of each trusted coalition whose weights' effective sample size is below ESS_THRESHOLD (400, the
+        """Every repeat of the coalitions `codes` (`coalitions`), then, up to the budget's reruns, another independent
+        set of draws of each trusted coalition whose weights' effective sample size is below ESS_THRESHOLD (400, the
         chains' flag) in some repeat, pooled in (`ImportanceRows.pooled`), from the rerun keys of the attempt
         (`bayesval.parties.keys.rerun_key`): so a coalition's estimate rests on at least 400 effective draws a repeat
         where the reruns allow, as a chain's does, at the cost of the few coalitions that fall short (9 of 584 at 12
         parties; docs/importance.md). Returns the rows (codes, repeats) and the extra sets each coalition drew."""
-        done = self.coalitions(key, codes, data, repeats)
+        done = self.coalitions(key, codes, data, self.repeats)
         extra = np.zeros(len(codes), int)
-        for attempt in range(1, reruns + 1):
+        for attempt in range(1, self.reruns + 1):
             short = np.flatnonzero(done.trusted.all(axis=1) & (done.ess.min(axis=1) < ESS_THRESHOLD))
             if not len(short):
                 break
-            more = self.coalitions(rerun_key(key, attempt), [codes[i] for i in short], data, repeats)
+            more = self.coalitions(rerun_key(key, attempt), [codes[i] for i in short], data, self.repeats)
             done = done.pooled(short, more, extra[short] + 1)
             extra[short] += 1
         return done, extra

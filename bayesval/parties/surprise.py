@@ -35,7 +35,7 @@ from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.models.protocol import Capabilities, capabilities
 from bayesval.parties.execute import CallExecutor, Rows, RowSummary, surprise_of_inputs
-from bayesval.parties.importance import importance_executor
+from bayesval.parties.importance import importance_executor, route_diagnostics
 from bayesval.parties.keys import rerun_key
 from bayesval.parties.plan import CallLayout, rows_that_fit
 from bayesval.parties.reruns import to_rerun
@@ -289,8 +289,7 @@ class CoalitionSurprise:
     R-hat, bulk ESS, dropped chains, divergences and reruns per sampled coalition. Coalitions not cached are laid
     out in sampler calls (`layout`, a `bayesval.parties.plan.CallLayout`) and run (`executor`, a
     `bayesval.parties.execute.CallExecutor`); the few that fail the convergence flags are sampled again
-    (`bayesval.parties.reruns`). `surprise` names the route of the posteriors ('auto', 'importance', 'mcmc':
-    `bayesval.parties.importance.route`, where 'auto' takes importance sampling where the coalitions are `sampled`).
+    (`bayesval.parties.reruns`), or drawn by importance sampling (`bayesval.parties.importance.route`).
 
     The public surface other modules read: `game` (a read-only `SurpriseGame`), `batch_rows` (rows per sampler
     call at most), `layout` (rows per call by width: `CallLayout.rows_per_batch`), `sampler_calls(sizes)`,
@@ -332,10 +331,10 @@ class CoalitionSurprise:
         programs, estimator = caps.posterior_programs is not None, unestimated(self.kl_estimator)
         executor = (model, k, log_density, conjugate, self._prior_sample, dimension, programs, estimator)
         self.executor = CallExecutor(*executor)
-        n = self.layout.num_parties
-        self.importance, note = importance_executor(caps, model.name, surprise, kl, sampled, n, config, k, log_density)
-        self.diagnostics |= {} if self.importance is None else {"route": [], "k_hat": []}
-        self.diagnostics |= {} if note is None else {"surprise_note": note}
+        self.importance, note = importance_executor(
+            caps, model.name, surprise, kl, sampled, self.layout, k, log_density
+        )
+        self.diagnostics |= route_diagnostics(self.importance, note)
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
             one_game_in_every_process(self.fingerprint, config.reruns, key)
 
@@ -410,13 +409,11 @@ class CoalitionSurprise:
 
     def _by_importance(self, codes: list[int]) -> tuple[dict[int, CoalitionRun], dict[int, float]]:
         """The runs of the coalitions among `codes` that the importance route values and trusts, and the largest
-        k-hat of each it does not (none where the game does not take the route; a coalition whose draws are kept
-        is left to the chains)."""
+        k-hat of each it does not (none off the route; a coalition whose draws are kept is left to the chains)."""
         wanted = [code for code in codes if self.draws is None and code not in self._pooled_codes]
         if self.importance is None or not wanted:
             return {}, {}
-        repeats, reruns = self.config.num_repeats, self.config.reruns
-        done, extra = self.importance.until_effective(self.key_posterior, wanted, self.data, repeats, reruns)
+        done, extra = self.importance.until_effective(self.key_posterior, wanted, self.data)
         trusted, k_hat = done.trusted.all(axis=1), done.k_hat.max(axis=1)
         runs = map(CoalitionRun.by_importance, done.kl, done.ess, k_hat, extra)
         return (
