@@ -78,7 +78,7 @@ def route(
     structure: the model offers no `importance_draws`, or the KL estimator asked for is one the route does not give.
     'importance' asks for it everywhere (and warns with the note where it is not taken); 'auto' (the default) takes it
     where the coalitions are `sampled` (Shapley values by permutations, beyond `exact_up_to` parties: at 12 parties it
-    valued 584 coalitions in 14.3 minutes against about 42 by the chains, and agreed with the exact values, RMS z 0.95;
+    valued 584 coalitions in 13.0 minutes against about 42 by the chains, and agreed with the exact values, RMS z 0.95;
     docs/importance.md, "When it runs") at a budget where it pays (`pays`), and keeps the chains elsewhere, with the
     note but no warning where a sampled game's model cannot take it; 'mcmc' keeps the chains."""
     if asked not in ROUTES:
