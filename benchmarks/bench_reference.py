@@ -8,7 +8,10 @@ run on *every* party's releases with the coalition's mask, as a NumPyro user wou
 the same k-NN estimate against the prior density (Theiler window), each from the same number of draws, so the
 estimator's finite-sample bias is shared; each has a standard error over its repeats.
 
-    python benchmarks/bench_reference.py [--repeats 3] [--warmup 1000] [--samples 1600]
+    python benchmarks/bench_reference.py [--repeats 3] [--warmup 1000] [--samples 1600] [--surprise importance]
+
+`--surprise importance` values every coalition by importance sampling from its Laplace fit instead of the Gibbs chains
+(docs/importance.md): the same reference, the route's own number of draws (2,048 a repeat).
 
 Prints, per coalition, our v_C +- s.e., NUTS's v_C +- s.e. and z = difference / combined s.e.
 """
@@ -56,6 +59,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="NUTS runs (keys) per coalition")
     parser.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up per chain")
     parser.add_argument("--samples", type=int, default=1600, help="NUTS draws per chain (the fast preset's count)")
+    parser.add_argument("--surprise", choices=["mcmc", "importance"], default="mcmc", help="our route (valuate's)")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
     syn = make_syn(seed=3, sizes=(100,) * 6)
@@ -66,8 +70,9 @@ def main() -> None:
     model = bv.models.LinearRegression()
     releases = release_all(model, parties)
     start = time.perf_counter()
-    result = bv.valuate(model, releases, key=0, config="fast", progress_bar=False)
-    print(f"bv.valuate, 6 parties, fast preset (packed members): {time.perf_counter() - start:.0f} s")
+    result = bv.valuate(model, releases, key=0, config="fast", progress_bar=False, surprise=args.surprise)
+    route = "packed Gibbs chains" if args.surprise == "mcmc" else "importance sampling"
+    print(f"bv.valuate, 6 parties, fast preset ({route}): {time.perf_counter() - start:.0f} s")
     frame = result.coalitions_dataframe()
     data = NoiseAwareData.from_releases(releases)
     print("coalition            ours (± s.e.)     NUTS on the CLT-marginal model (± s.e.)   z      NUTS seconds")

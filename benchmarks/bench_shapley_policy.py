@@ -14,9 +14,11 @@ permutations against the control variate until the stopping rule holds.
   exact statistics, u the package's Laplace surprise of their releases at epsilon = 1e7; `tests/make_replayed_game.py`)
   whose exact Shapley values are known by enumeration, over `--keys` keys, with today's rule (every stderr <= t after
   64 permutations: `StandardError(t, min_count=64)`) and the new default (every stderr <= t and trusted: the game
-  layer's degrees-of-freedom rule). Per rule: the permutations and coalitions spent, RMS z, the share of |z| above 4,
-  stderr / spread over keys (per party, then the median and range over parties), and the share of converged indices
-  with |error| <= 2t (the promise of `StandardError(t)`: at least 93 %).
+  layer's degrees-of-freedom rule), the latter in batches of 36 permutations (as the chains take them) and of one
+  Latin block (as importance sampling does, the rule checked after each block). Per rule: the permutations and
+  coalitions spent, RMS z, the share of |z| above 4, stderr / spread over keys (per party, then the median and range
+  over parties), and the share of converged indices with |error| <= 2t (the promise of `StandardError(t)`: at least
+  93 %).
 * cost: Syn parties of 100 points, v the closed-form surprise of their exact statistics (any number of parties), u
   v times (1 + e_C), e_C the Laplace surrogate's relative error on the 12-party table (a quadratic in the coalition's
   share of the parties, fitted there, plus its residual spread, 0.005, drawn once per coalition), to the issue's
@@ -80,12 +82,19 @@ def calibration(keys: int, tolerance: float, noise: float | None = None) -> None
         f"12-party replayed game ({TABLE.name}), noise {NOISE if noise is None else noise} per estimate, 2 estimates "
         f"a coalition, t = {tolerance}"
     )
-    for label, today in (("today (64-permutation floor)", True), ("new (trusted stderr, no floor)", False)):
+    rules = (
+        ("today (64-permutation floor)", True, True),
+        ("new (trusted stderr, no floor), batches of 36 as for the chains", False, True),
+        ("new, one Latin block (12) a batch as for importance sampling", False, False),
+    )
+    for label, today, vectorised in rules:
         chosen = settings(n, tolerance, today)
         values, stderr, converged, permutations, coalitions = [], [], [], [], []
         start = time.perf_counter()
         for seed in range(keys):
-            game = ReplayedGame(n, saved["values"], sd, seed=10_000 + seed, surrogate=saved["surrogate"])
+            game = ReplayedGame(
+                n, saved["values"], sd, seed=10_000 + seed, surrogate=saved["surrogate"], vectorised=vectorised
+            )
             result = run(game, chosen, seed)
             values.append(result.values)
             stderr.append(result.stderr)

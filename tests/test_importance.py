@@ -98,8 +98,8 @@ def test_negligible_noise_gives_the_closed_form_kl(syn):
 class _Untrusted(bv.models.LinearRegression):
     """LinearRegression whose importance draws of the first row of each call report an unconverged fit."""
 
-    def importance_draws(self, keys, data, masks, num_draws):
-        out = super().importance_draws(keys, data, masks, num_draws)
+    def importance_draws(self, keys, data, masks, num_draws, attempt=0):
+        out = super().importance_draws(keys, data, masks, num_draws, attempt)
         return out._replace(converged=np.arange(len(out.converged)) > 0)
 
 
@@ -181,47 +181,80 @@ def test_auto_takes_importance_where_coalitions_are_sampled_and_keeps_the_chains
     assert bv.valuate.__kwdefaults__["surprise"] is None  # None: 'auto'
 
 
-def test_pooled_sets_average_the_estimates_and_add_the_effective_draws():
-    """A row's extra set of draws: the KL the mean over its sets (the second of a row with one set so far weighs
-    1/2, the third of a row with two 1/3), the ESS their sum, the largest k-hat, trusted where every set is."""
+def test_a_rerun_is_filed_over_the_rows_before():
+    """A rerun's rows replace the coalitions drawn again, every part, and no other row, as a chain's rerun does."""
     rows = importance.ImportanceRows(
         np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]),
-        np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]),
+        np.array([[0.1, 0.2], [0.8, 0.4], [0.5, 0.6]]),
         np.array([[300.0, 500.0], [200.0, 250.0], [900.0, 900.0]]),
-        np.ones((3, 2), bool),
+        np.array([[True, True], [False, True], [True, True]]),
     )
-    more = importance.ImportanceRows(
+    rerun = importance.ImportanceRows(
         np.array([[2.0, 4.0], [6.0, 7.0]]),
-        np.array([[0.3, 0.1], [0.2, 0.9]]),
-        np.array([[350.0, 450.0], [300.0, 100.0]]),
-        np.array([[True, True], [True, False]]),
+        np.array([[0.3, 0.1], [0.2, 0.3]]),
+        np.array([[650.0, 450.0], [800.0, 700.0]]),
+        np.array([[True, True], [True, True]]),
     )
-    pooled = rows.pooled(np.array([0, 1]), more, np.array([1, 2]))
-    np.testing.assert_allclose(pooled.kl, [[1.5, 3.0], [4.0, 5.0], [5.0, 6.0]])
-    np.testing.assert_allclose(pooled.k_hat, [[0.3, 0.2], [0.3, 0.9], [0.5, 0.6]])
-    np.testing.assert_allclose(pooled.ess, [[650.0, 950.0], [500.0, 350.0], [900.0, 900.0]])
-    assert pooled.trusted.tolist() == [[True, True], [True, False], [True, True]]
-    assert rows.kl[0, 0] == 1.0  # the rows pooled into are left as they were
+    replaced = rows.replaced(np.array([0, 1]), rerun)
+    np.testing.assert_array_equal(replaced.kl, [[2.0, 4.0], [6.0, 7.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(replaced.k_hat, [[0.3, 0.1], [0.2, 0.3], [0.5, 0.6]])
+    np.testing.assert_array_equal(replaced.ess, [[650.0, 450.0], [800.0, 700.0], [900.0, 900.0]])
+    assert replaced.trusted.all()
+    assert rows.kl[0, 0] == 1.0 and not rows.trusted[1, 0]  # the rows before are left as they were
 
 
-def test_a_coalition_short_of_effective_draws_draws_another_set_from_the_rerun_key(syn, monkeypatch):
+def test_a_coalition_short_of_effective_draws_is_drawn_again_with_closer_likelihoods(syn, monkeypatch):
     """Where a repeat's weights are worth fewer than the chains' 400 effective draws (here: a threshold every
-    coalition falls short of), each rerun the config allows draws another independent set from the rerun key of its
-    attempt, and the coalition's estimate is the mean over its sets, recorded as reruns of the importance route."""
+    coalition falls short of), a rerun draws the coalition again from the rerun key of its attempt, each member's
+    likelihood from RERUN_INNER times the inner draws, and its estimates replace the first, recorded as the rerun
+    that drew them."""
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
     monkeypatch.setattr(importance, "ESS_THRESHOLD", np.inf)
     masks, codes = coalition_masks(3)[:2], [1, 2]
     game = CoalitionSurprise(bv.models.LinearRegression(), data, CONFIG, 4, jax.random.key(5), 2, surprise="importance")
     game(masks)
     assert game.diagnostics["route"] == ["importance"] * 2 and game.diagnostics["reruns"] == [1, 1]
-    # converged by the chains' flag (400) on the sets' summed effective draws
-    assert game.diagnostics["converged"] == (min(game.diagnostics["ess"]) >= 400)
     executor = game.importance
     first = executor.coalitions(game.key_posterior, codes, data, CONFIG.num_repeats)
-    second = executor.coalitions(rerun_key(game.key_posterior, 1), codes, data, CONFIG.num_repeats)
+    rerun = executor.coalitions(rerun_key(game.key_posterior, 1), codes, data, CONFIG.num_repeats, attempt=1)
     for row, code in enumerate(codes):
-        np.testing.assert_allclose(game.values[code], (first.kl[row] + second.kl[row]) / 2, rtol=1e-12)
-        assert game.diagnostics["ess"][row] == pytest.approx(np.min(first.ess[row] + second.ess[row]))
+        np.testing.assert_allclose(game.values[code], rerun.kl[row], rtol=1e-12)
+        assert not np.allclose(rerun.kl[row], first.kl[row])
+        assert game.diagnostics["ess"][row] == pytest.approx(np.min(rerun.ess[row]))
+    # closer likelihoods: the rerun's weights hold more effective draws than the first attempt's
+    assert rerun.ess.mean() > first.ess.mean()
+
+
+def test_a_fit_that_fails_from_the_priors_mode_starts_again_from_the_releases(syn, monkeypatch):
+    """Where the steps from the prior's mode fail (here: reported unconverged), the fit starts again from the mode
+    of the NIG posterior of the members' releases taken as exact statistics, which the data place, and converges to
+    the mode the steps from the prior's mode reach where they converge."""
+    from bayesval.inference import importance as draws
+    from bayesval.inference import laplace
+
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    model = bv.models.LinearRegression()
+    priors, statistic = model.priors(2), model.statistic(2)
+    mask = np.array([True, True, False])
+    prior_start = np.append(priors.model.mean, np.log(priors.model.scale / (priors.model.shape + 1)))
+    converged = draws.joint_mode(data, mask, priors.model, priors.data, statistic)
+    assert converged.gradient <= laplace.CONVERGED
+    fit, starts = draws._mode, []
+
+    def failing_from_the_prior(*args):
+        starts.append(np.asarray(args[-1]))
+        mode = fit(*args)
+        return mode._replace(gradient=np.inf) if len(starts) == 1 else mode
+
+    monkeypatch.setattr(draws, "_mode", failing_from_the_prior)
+    again = draws.joint_mode(data, mask, priors.model, priors.data, statistic)
+    assert len(starts) == 2
+    np.testing.assert_allclose(starts[0], prior_start)
+    release_start = laplace.coalition_terms(data, priors.model, priors.data, statistic).release_start(mask)
+    np.testing.assert_allclose(starts[1], release_start)
+    assert np.abs(starts[1] - prior_start).max() > 0.5  # a start of its own
+    assert again.gradient <= laplace.CONVERGED
+    np.testing.assert_allclose(again.theta, converged.theta, atol=1e-5)
 
 
 def test_a_shared_data_model_gives_no_importance_draws(syn):

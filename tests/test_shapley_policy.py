@@ -35,18 +35,23 @@ def valued(game: ReplayedGame, chosen, seed: int) -> valuation.ShapleyValues:
     return valuation.shapley_values(game, names, chosen, key, None, game.surrogates(), jax.random.fold_in(key, 3))
 
 
-def replayed(seed: int) -> ReplayedGame:
-    return ReplayedGame(N, TABLE["values"], TABLE["noise"], seed=seed, surrogate=TABLE["surrogate"])
+def replayed(seed: int, vectorised: bool = True) -> ReplayedGame:
+    return ReplayedGame(
+        N, TABLE["values"], TABLE["noise"], seed=seed, surrogate=TABLE["surrogate"], vectorised=vectorised
+    )
 
 
-def test_the_policy_is_calibrated_on_a_replayed_twelve_party_game():
+@pytest.mark.parametrize("vectorised", [True, False], ids=["batches-for-the-chains", "one-block-a-batch"])
+def test_the_policy_is_calibrated_on_a_replayed_twelve_party_game(vectorised):
     """20 keys of the saved 12-party game (each coalition's two estimates its value plus N(0, 0.02^2)), valued by the
     route's Latin permutations against the saved Laplace surrogate until the default rule holds: RMS z within [0.8, 1.2]
     over the 240 z-scores, at most 1 % above 4, the standard errors' root mean square within [0.85, 1.15] of the values'
-    spread over keys, and |error| <= 2t on at least 93 % of the converged indices."""
+    spread over keys, and |error| <= 2t on at least 93 % of the converged indices; in batches of 36 permutations as
+    the chains take them, and of one block (12) as importance sampling does, whose rule is checked after each."""
     values, stderr, converged = [], [], []
     for seed in range(20):
-        result = valued(replayed(500 + seed), settings(), seed)
+        result = valued(replayed(500 + seed, vectorised), settings(), seed)
+        assert result.sampled.state.batch_draws % (36 if vectorised else 12) == 0
         assert "the replayed surrogate as a control variate" in result.method
         values.append(result.values)
         stderr.append(result.stderr)

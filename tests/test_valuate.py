@@ -232,7 +232,9 @@ def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs
         warnings.simplefilter("ignore", UserWarning)
         latin = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(30), **options)
         plain = party_valuation.permutation_sampler  # at 40 parties: plain permutations, as before Latin blocks
-        monkeypatch.setattr(party_valuation, "permutation_sampler", lambda n, resumed=None: plain(40, resumed))
+        monkeypatch.setattr(
+            party_valuation, "permutation_sampler", lambda n, resumed=None, vectorised=True: plain(40, resumed)
+        )
         before = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(12), **options)
         monkeypatch.setattr(party_valuation, "permutation_sampler", plain)
         resumed = bv.valuate(

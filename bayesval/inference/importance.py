@@ -16,13 +16,14 @@ posterior; where noise dominates they follow the CLT-marginal posterior, as the 
   moments, widened `INFLATE` times (adaptive importance sampling; Cappe, Douc, Guillin, Marin & Robert 2008,
   Statist. Comput. 18(4)): at Syn's noise the posterior's mean lies up to 2 fitted standard deviations from the
   mode, where the fit alone left k-hat above 1.
-* **omega_i given theta** is drawn `inner_draws` times from a Gaussian linear in theta: first the fit's
-  conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow Hessian's blocks), then the
-  weighted draws' regression of omega_i on theta. Each party's data model meets theta and nothing else, so
-  the average of the K inner weights is an unbiased estimate of L_i(theta) = int p(o_i | theta, omega_i) p(omega_i)
-  d omega_i, and theta's weight p(theta) prod_i L_i(theta) / g(theta) stays a weight of a 4-dimensional proposal
-  however many members the coalition has (the weights of the pairs are those of importance sampling on the
-  extended space, so the resampled pairs follow the posterior; Andrieu & Roberts 2009, Ann. Statist. 37(2)).
+* **omega_i given theta** is drawn K times (INNER_DRAWS; RERUN_INNER times as many on each rerun) from a Gaussian
+  linear in theta: first the fit's conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow
+  Hessian's blocks), then the weighted draws' regression of omega_i on theta. Each party's data model meets theta
+  and nothing else, so the average of the K inner weights is an unbiased estimate of L_i(theta) = int p(o_i |
+  theta, omega_i) p(omega_i) d omega_i, and theta's weight p(theta) prod_i L_i(theta) / g(theta) stays a weight of
+  a 4-dimensional proposal however many members the coalition has (the weights of the pairs are those of importance
+  sampling on the extended space, so the resampled pairs follow the posterior; Andrieu & Roberts 2009, Ann.
+  Statist. 37(2)).
 * The weights are Pareto-smoothed (`bayesval.inference.psis`); k-hat says whether they can be trusted (a coalition
   over the threshold is sampled by MCMC instead: `bayesval.parties.importance`). Then `num_draws` pairs are drawn by
   systematic resampling (Douc, Cappe & Moulines 2005), each member's data model among its K by its inner weight, and
@@ -31,6 +32,7 @@ posterior; where noise dominates they follow the CLT-marginal posterior, as the 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -42,13 +44,17 @@ from bayesval.compilation import sampler_jit
 from bayesval.inference.conjugate import NIG, NIW, nig_update, sample_nig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.gibbs.kernel import sample_latent_statistic
-from bayesval.inference.laplace import CONVERGED, coalition_terms
+from bayesval.inference.laplace import CONVERGED, JointMode, coalition_terms
 from bayesval.inference.psis import pareto_smoothed
 from bayesval.statistics import LinearRegressionStatistic
 
 WIDE = 2.0  # the defensive component's scale, in the proposal's standard deviations
 DEFENSIVE = 0.2  # the share of theta draws from the defensive component
 INNER_DRAWS = 4  # draws of each member's data model per theta draw
+# A rerun's inner draws over the attempt's before: the weights of the hard coalitions of 12 parties held 1.6-4 times
+# the effective draws at 16 as at 4 (the noise of each member's estimated likelihood, multiplied over the members, was
+# most of their spread), at about 3 times the cost of a row (docs/importance.md, "When it draws again")
+RERUN_INNER = 4
 ADAPT_ROUNDS = 2  # times the proposal moves to the moments of its weighted draws before the last draws
 ADAPT_SHARE = 4  # an adapting round draws a quarter of the last round's draws
 INFLATE = 1.2  # the moved proposal's standard deviations over the weighted draws' (heavier than the target's tails)
@@ -74,38 +80,50 @@ def importance_draws(
     data_prior: NIW,
     statistic: LinearRegressionStatistic,
     num_draws: int,
-    inner_draws: int = INNER_DRAWS,
+    attempt: int = 0,
 ) -> ImportanceDraws:
     """`num_draws` resampled draws of each row's coalition posterior, from as many weighted ones: a key (B,) a row,
     the coalitions `masks` (B, n) and each row's releases (`NoiseAwareData.per_row`, perturbed (B, n, P)), under the
-    NIG prior and each party's NIW data model. One compiled program draws one row (the row's draws vectorised), and
-    rows are drawn one after another: a batch of rows would compile a program per batch size, and under `vmap` each
-    fit would run as many steps as the slowest."""
+    NIG prior and each party's NIW data model, each member's data model drawn INNER_DRAWS x RERUN_INNER^attempt
+    times per theta (`attempt`: 0 the first, then the reruns). A row is two compiled programs, its fit
+    (`joint_mode`) and its draws (vectorised), and rows are drawn one after another: a batch of rows would compile a
+    program per batch size, and under `vmap` each fit would run as many steps as the slowest."""
     if num_draws % 2 or num_draws < 20:
         raise ValueError(f"num_draws must be even and at least 20, got {num_draws}")
+    inner_draws = INNER_DRAWS * RERUN_INNER**attempt
     masks = np.asarray(masks, bool)
     parts = [np.asarray(part) for part in data]
-    rows = [
-        _row(
-            keys[row],
-            NoiseAwareData(*(part[row] for part in parts)),
-            masks[row],
-            prior,
-            data_prior,
-            statistic,
-            num_draws,
-            inner_draws,
+    rows = []
+    for row in range(len(masks)):
+        row_data = NoiseAwareData(*(part[row] for part in parts))
+        mode = joint_mode(row_data, masks[row], prior, data_prior, statistic)
+        rows.append(
+            _row_draws(keys[row], row_data, masks[row], prior, data_prior, statistic, mode, num_draws, inner_draws)
         )
-        for row in range(len(masks))
-    ]
     return ImportanceDraws(*(np.stack([np.asarray(row[field]) for row in rows]) for field in range(4)))
 
 
-@sampler_jit(static_argnames=("statistic", "num_draws", "inner_draws"))
-def _row(key, data, mask, prior, data_prior, statistic, num_draws, inner_draws):
-    terms = coalition_terms(data, prior, data_prior, statistic)
-    theta_start = jnp.append(prior.mean, jnp.log(prior.scale / (prior.shape + 1)))
-    return _row_draws(key, terms, mask, terms.mode(mask, theta_start), num_draws, inner_draws)
+def joint_mode(data: NoiseAwareData, mask: np.ndarray, prior: NIG, data_prior: NIW, statistic) -> JointMode:
+    """A coalition's joint mode (`mask` (n,) of the parties of `data`): from the prior's mode of theta, the start of
+    the surprise table's fits (a fit that converges there is the table's), and where that fit fails, again from the
+    releases' start (`_Terms.release_start`): the joint posterior need not have one mode, and the steps from the
+    prior's mode can run down a ridge (at 12 parties, 14 of 4,095 fits failed from there; every one converged from
+    the releases' start). Both fits are one compiled program, given its start."""
+    start = jnp.append(prior.mean, jnp.log(prior.scale / (prior.shape + 1)))
+    mode = _mode(data, mask, prior, data_prior, statistic, start)
+    if not mode.gradient <= CONVERGED:
+        mode = _mode(data, mask, prior, data_prior, statistic, _release_start(data, mask, prior, data_prior, statistic))
+    return mode
+
+
+@sampler_jit(static_argnames=("statistic",))
+def _mode(data, mask, prior, data_prior, statistic, theta_start) -> JointMode:
+    return coalition_terms(data, prior, data_prior, statistic).mode(mask, theta_start)
+
+
+@partial(jax.jit, static_argnames=("statistic",))
+def _release_start(data, mask, prior, data_prior, statistic):
+    return coalition_terms(data, prior, data_prior, statistic).release_start(mask)
 
 
 class _Proposal(NamedTuple):
@@ -130,10 +148,12 @@ class _Weighted(NamedTuple):
     log_weights: jnp.ndarray
 
 
-def _row_draws(key, terms, mask, mode, num_draws: int, inner_draws: int):
+@sampler_jit(static_argnames=("statistic", "num_draws", "inner_draws"))
+def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, num_draws: int, inner_draws: int):
     """(resampled draws (S, D + 1), k-hat, ESS, converged) of one coalition from its joint mode (`JointMode`): the
     Laplace fit's proposal, moved ADAPT_ROUNDS times to the moments of its weighted draws (`lax.scan`: one
     compiled copy of a round), then the draws."""
+    terms = coalition_terms(data, prior, data_prior, statistic)
     key_adapt, key_weighted, key_resample, key_inner, key_conjugate = jax.random.split(key, 5)
 
     def adapt(proposal, round_key):

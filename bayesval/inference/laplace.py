@@ -34,7 +34,7 @@ from jax.scipy.special import gammaln
 
 from bayesval.games.masks import coalition_masks
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
-from bayesval.inference.conjugate import NIG, NIW, nig_log_density, niw_log_density, niw_update
+from bayesval.inference.conjugate import NIG, NIW, nig_log_density, nig_update, niw_log_density, niw_update
 from bayesval.inference.data import NoiseAwareData
 from bayesval.statistics import LinearRegressionStatistic
 
@@ -234,6 +234,14 @@ class _Terms:
 
         omegas = jax.vmap(omega)(self.data.perturbed, self.data.counts)
         return theta, jnp.where(mask[:, None], omegas, 0.0)
+
+    def release_start(self, mask):
+        """theta at the mode of the NIG posterior of the members' releases taken as exact statistics (each projected
+        to the PSD cone by `nig_update`): a start that the data place, where the prior's mode can be far off."""
+        matrices = jax.vmap(self.statistic.to_matrix)(self.data.perturbed, self.data.counts)
+        weight = mask.astype(matrices.dtype)
+        posterior = nig_update(self.prior, jnp.tensordot(weight, matrices, 1), weight @ self.data.counts)
+        return jnp.append(posterior.mean, jnp.log(posterior.scale / (posterior.shape + 1)))
 
     def fit(self, mask, theta_start) -> LaplaceFit:
         """The Laplace fit at the mode `mode` finds."""

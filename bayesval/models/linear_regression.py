@@ -230,18 +230,19 @@ class LinearRegression:
         return partial(_laplace_surrogate, data, priors.model, priors.data, self.statistic(num_features))
 
     def importance_draws(
-        self, keys: jax.Array, data: NoiseAwareData, masks: np.ndarray, num_draws: int
+        self, keys: jax.Array, data: NoiseAwareData, masks: np.ndarray, num_draws: int, attempt: int = 0
     ) -> ImportanceDraws | None:
         """`num_draws` resampled draws of each row's coalition posterior by importance sampling from its Laplace fit
         (`bayesval.inference.importance`; keys (B,), releases per row, masks (B, n)), with each row's Pareto k-hat,
         effective sample size and whether its fit converged: the party path's route without chains
-        (docs/importance.md); None with a shared data model, which the fit does not model."""
+        (docs/importance.md); a rerun (`attempt` >= 1) estimates each member's likelihood from more draws of its data
+        model. None with a shared data model, which the fit does not model."""
         if self.shared_data_model:
             return None
         num_features = _num_features(data)
         priors = self.priors(num_features)
         statistic = self.statistic(num_features)
-        return importance_draws(keys, data, masks, priors.model, priors.data, statistic, num_draws)
+        return importance_draws(keys, data, masks, priors.model, priors.data, statistic, num_draws, attempt)
 
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False

@@ -57,18 +57,13 @@ class ImportanceRows(NamedTuple):
     ess: np.ndarray
     trusted: np.ndarray
 
-    def pooled(self, rows: np.ndarray, more: ImportanceRows, sets: np.ndarray) -> ImportanceRows:
-        """These rows with another independent set of draws of `rows` (`more`, in their order) pooled in, where
-        each of `rows` holds `sets` sets so far: its KL the mean of every set's estimate (each set's own, from as
-        many draws as the others', so the k-NN estimate's finite-sample bias stays every row's), the effective
-        sample sizes summed, the largest k-hat, trusted where every set is."""
-        kl, k_hat, ess, trusted = (np.array(part) for part in self)
-        weight = np.reshape(sets, (-1,) + (1,) * (kl.ndim - 1))
-        kl[rows] = (kl[rows] * weight + more.kl) / (weight + 1)
-        k_hat[rows] = np.maximum(k_hat[rows], more.k_hat)
-        ess[rows] = ess[rows] + more.ess
-        trusted[rows] = trusted[rows] & more.trusted
-        return ImportanceRows(kl, k_hat, ess, trusted)
+    def replaced(self, rows: np.ndarray, rerun: ImportanceRows) -> ImportanceRows:
+        """These rows with the coalitions `rows` (indices) drawn again (`rerun`, in their order): a rerun's estimates
+        are filed over the ones before, as the chains' are."""
+        parts = [np.array(part) for part in self]
+        for part, new in zip(parts, rerun):
+            part[rows] = new
+        return ImportanceRows(*parts)
 
 
 def route(
@@ -78,7 +73,7 @@ def route(
     structure: the model offers no `importance_draws`, or the KL estimator asked for is one the route does not give.
     'importance' asks for it everywhere (and warns with the note where it is not taken); 'auto' (the default) takes it
     where the coalitions are `sampled` (Shapley values by permutations, beyond `exact_up_to` parties: at 12 parties it
-    valued 584 coalitions in 13.0 minutes against about 42 by the chains, and agreed with the exact values, RMS z 0.95;
+    valued 337 coalitions in 8.2 minutes against about 42 by the chains, and agreed with the exact values, RMS z 1.15;
     docs/importance.md, "When it runs") at a budget where it pays (`pays`), and keeps the chains elsewhere, with the
     note but no warning where a sampled game's model cannot take it; 'mcmc' keeps the chains."""
     if asked not in ROUTES:
@@ -134,41 +129,50 @@ class ImportanceExecutor:
         draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
         self.num_draws = max(draws + draws % 2, 20)
 
-    def coalitions(self, key: jax.Array, codes: list[int], data: NoiseAwareData, repeats: int) -> ImportanceRows:
+    def coalitions(
+        self, key: jax.Array, codes: list[int], data: NoiseAwareData, repeats: int, attempt: int = 0
+    ) -> ImportanceRows:
         """Every repeat of the coalitions `codes` (bitmasks), row (code, repeat) keyed as the chains' rows are
-        (`Rows.repeated`): each part (codes, repeats)."""
+        (`Rows.repeated`), drawn by the model's `attempt` (0 the first, then the reruns): each part (codes,
+        repeats)."""
         masks = (np.array(codes)[:, None] >> np.arange(self.num_parties)) & 1
         rows = Rows.repeated(key, codes, masks, [data] * len(codes), [False] * len(codes), repeats)
-        with progress.stage(f"importance draws of {len(codes)} coalition posteriors x {repeats} repeats"):
-            done = self.run(rows.keys, rows.masks, data)
+        label = "importance draws" if attempt == 0 else f"rerun {attempt} of the importance draws"
+        with progress.stage(f"{label} of {len(codes)} coalition posteriors x {repeats} repeats"):
+            done = self.run(rows.keys, rows.masks, data, attempt)
         return ImportanceRows(*(part.reshape(len(codes), repeats) for part in done))
 
     def until_effective(
         self, key: jax.Array, codes: list[int], data: NoiseAwareData
     ) -> tuple[ImportanceRows, np.ndarray]:
-        """Every repeat of the coalitions `codes` (`coalitions`), then, up to the budget's reruns, another independent
-        set of draws of each trusted coalition whose weights' effective sample size is below ESS_THRESHOLD (400, the
-        chains' flag) in some repeat, pooled in (`ImportanceRows.pooled`), from the rerun keys of the attempt
-        (`bayesval.parties.keys.rerun_key`): so a coalition's estimate rests on at least 400 effective draws a repeat
-        where the reruns allow, as a chain's does, at the cost of the few coalitions that fall short (9 of 584 at 12
-        parties; docs/importance.md). Returns the rows (codes, repeats) and the extra sets each coalition drew."""
+        """Every repeat of the coalitions `codes` (`coalitions`), then, up to the budget's reruns, the coalitions that
+        are not trusted or whose weights hold fewer than ESS_THRESHOLD effective draws (400, the chains' flag) in some
+        repeat drawn again from the rerun keys of the attempt (`bayesval.parties.keys.rerun_key`), each member's
+        likelihood estimated from RERUN_INNER times the inner draws of the attempt before, the rerun's estimates
+        filed over the ones before (`ImportanceRows.replaced`), as a chain's rerun, with twice the sweeps, is. On the
+        coalitions of 12 parties that fell to the chains before, a rerun's weights held 1.6-4 times the effective
+        draws (docs/importance.md, "When it draws again"). Returns the rows (codes, repeats) and the rerun that drew
+        each coalition (0: the first attempt)."""
         done = self.coalitions(key, codes, data, self.repeats)
-        extra = np.zeros(len(codes), int)
+        reruns = np.zeros(len(codes), int)
         for attempt in range(1, self.reruns + 1):
-            short = np.flatnonzero(done.trusted.all(axis=1) & (done.ess.min(axis=1) < ESS_THRESHOLD))
-            if not len(short):
+            weak = np.flatnonzero(~done.trusted.all(axis=1) | (done.ess.min(axis=1) < ESS_THRESHOLD))
+            if not len(weak):
                 break
-            more = self.coalitions(rerun_key(key, attempt), [codes[i] for i in short], data, self.repeats)
-            done = done.pooled(short, more, extra[short] + 1)
-            extra[short] += 1
-        return done, extra
+            rerun = self.coalitions(rerun_key(key, attempt), [codes[i] for i in weak], data, self.repeats, attempt)
+            done = done.replaced(weak, rerun)
+            reruns[weak] = attempt
+        return done, reruns
 
-    def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData) -> ImportanceRows:
-        """Every row: its key (rows,), coalition mask (rows, n), the game's releases; its members packed to the
-        planner's width (`member_width`: from 6 parties on, a third of the parties at a time, so at most three
-        compiled programs), ROWS_PER_CALL rows a call."""
+    def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData, attempt: int = 0) -> ImportanceRows:
+        """Every row of the model's `attempt`: its key (rows,), coalition mask (rows, n), the game's releases; its
+        members packed to the planner's width (`member_width`: from 6 parties on, a third of the parties at a time,
+        so at most three compiled programs) on a first attempt, at every party's slot on a rerun (its few rows in one
+        compiled program), ROWS_PER_CALL rows a call."""
         masks = np.asarray(masks, bool)
-        widths = np.array([member_width(int(mask.sum()), self.num_parties) for mask in masks])
+        widths = np.array(
+            [member_width(int(mask.sum()), self.num_parties) if attempt == 0 else self.num_parties for mask in masks]
+        )
         parts = [np.empty(len(masks)) for _ in ImportanceRows._fields]
         for width in np.unique(widths):
             rows = np.flatnonzero(widths == width)
@@ -180,6 +184,7 @@ class ImportanceExecutor:
                     NoiseAwareData.per_row([inputs for inputs, _ in packed]),
                     np.stack([mask for _, mask in packed]),
                     self.num_draws,
+                    attempt,
                 )
                 if out is None:
                     raise RuntimeError("the model's importance_draws gave no draws for a game it was chosen for")

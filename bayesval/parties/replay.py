@@ -39,6 +39,8 @@ class ReplayedGame:
     seed         the noise's seed
     surrogate    a surrogate of the game for the policy's control variate: (2^n,) in code order, a function of
                  masks, or None
+    vectorised   whether the policy batches its permutations as for the chains' vectorised calls (True) or one
+                 Latin block a batch as for importance sampling (`bayesval.parties.valuation.permutation_sampler`)
     """
 
     num_parties: int
@@ -48,6 +50,7 @@ class ReplayedGame:
     seed: int = 0
     surrogate: np.ndarray | CoalitionValues | None = None
     kl_estimator: str = "replayed"  # errors independent between coalitions (`independent_estimates`)
+    vectorised: bool = True
     cache: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

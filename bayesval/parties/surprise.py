@@ -219,12 +219,11 @@ class CoalitionRun(NamedTuple):
     k_hat: float = float("nan")  # the largest Pareto k-hat over its repeats, on the importance route
 
     @classmethod
-    def by_importance(cls, kl: np.ndarray, ess: np.ndarray, k_hat: float, extra_sets: int = 0) -> CoalitionRun:
+    def by_importance(cls, kl: np.ndarray, ess: np.ndarray, k_hat: float, rerun: int = 0) -> CoalitionRun:
         """A coalition's repeats on the importance route (KL and the weights' effective sample size per repeat, the
-        largest k-hat, the sets of draws it took beyond the first: its reruns): no chains, so R-hat 1 and one kept
-        draw sequence a repeat."""
+        largest k-hat, the rerun that drew them): no chains, so R-hat 1 and one kept draw sequence a repeat."""
         kept = np.ones((len(kl), 1), bool)
-        return cls(kl, 1.0, float(np.min(ess)), 0, 0, None, kept, int(extra_sets), "importance", float(k_hat))
+        return cls(kl, 1.0, float(np.min(ess)), 0, 0, None, kept, int(rerun), "importance", float(k_hat))
 
     @property
     def converged(self) -> bool:
@@ -294,7 +293,7 @@ class CoalitionSurprise:
     The public surface other modules read: `game` (a read-only `SurpriseGame`), `batch_rows` (rows per sampler
     call at most), `layout` (rows per call by width: `CallLayout.rows_per_batch`), `sampler_calls(sizes)`,
     `of_inputs` (the surprise of modified releases, for rewards), `prior_draws`, `estimates()` (the typed resume
-    state) and `restore`. The attributes `model`, `data`, `config` and `k` are kept for older callers.
+    state), `restore` and `vectorised`. The attributes `model`, `data`, `config` and `k` are kept for older callers.
     """
 
     def __init__(
@@ -331,10 +330,10 @@ class CoalitionSurprise:
         programs, estimator = caps.posterior_programs is not None, unestimated(self.kl_estimator)
         executor = (model, k, log_density, conjugate, self._prior_sample, dimension, programs, estimator)
         self.executor = CallExecutor(*executor)
-        self.importance, note = importance_executor(
-            caps, model.name, surprise, kl, sampled, self.layout, k, log_density
-        )
+        route = (caps, model.name, surprise, kl, sampled, self.layout, k, log_density)
+        self.importance, note = importance_executor(*route)
         self.diagnostics |= route_diagnostics(self.importance, note)
+        self.vectorised = self.importance is None  # by the chains' vectorised calls, not rows one after another
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
             one_game_in_every_process(self.fingerprint, config.reruns, key)
 
@@ -413,9 +412,9 @@ class CoalitionSurprise:
         wanted = [code for code in codes if self.draws is None and code not in self._pooled_codes]
         if self.importance is None or not wanted:
             return {}, {}
-        done, extra = self.importance.until_effective(self.key_posterior, wanted, self.data)
+        done, reruns = self.importance.until_effective(self.key_posterior, wanted, self.data)
         trusted, k_hat = done.trusted.all(axis=1), done.k_hat.max(axis=1)
-        runs = map(CoalitionRun.by_importance, done.kl, done.ess, k_hat, extra)
+        runs = map(CoalitionRun.by_importance, done.kl, done.ess, k_hat, reruns)
         return (
             {code: run for code, run, ok in zip(wanted, runs, trusted) if ok},
             {code: float(k) for code, k, ok in zip(wanted, k_hat, trusted) if not ok},

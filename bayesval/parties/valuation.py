@@ -89,19 +89,26 @@ SURROGATE_SHARE = 1 / 3
 MAX_SURROGATE_EVALUATIONS = 20_000
 
 
-def permutation_sampler(num_parties: int, resumed: str | None = None) -> tuple[PermutationSampler, int]:
+def permutation_sampler(
+    num_parties: int, resumed: str | None = None, vectorised: bool = True
+) -> tuple[PermutationSampler, int]:
     """The permutation sampler and its permutations per batch. Latin blocks (`PermutationSampler(latin=True)`: each
-    party at every position once a block, its marginals averaged by position) in batches of PERMUTATION_BATCH rounded to
-    whole blocks, where two blocks, the fewest that give each position's marginals a variance, are no more than 64
-    permutations (up to LATIN_UP_TO = 32 parties; 64 was the default rule's floor until 2026-11-28); plain permutations
-    in batches of PERMUTATION_BATCH beyond, where two blocks would cost more permutations than the spread between
-    positions saves (50 noise-free parties: 100 against 66 for a standard error of 0.05, docs/games.md, "Latin
-    permutations"). A run resumed from a result sampled with plain permutations (`resumed`: its sampler's name; saved
-    before Latin blocks came in) goes on with them, in batches of PERMUTATION_BATCH as then."""
+    party at every position once a block, its marginals averaged by position) up to LATIN_UP_TO = 32 parties, where
+    two blocks, the fewest that give each position's marginals a variance, are no more than 64 permutations (64 was
+    the default rule's floor until 2026-11-28); plain permutations beyond, where two blocks would cost more
+    permutations than the spread between positions saves (50 noise-free parties: 100 against 66 for a standard error
+    of 0.05, docs/games.md, "Latin permutations"). A game whose coalitions are valued in `vectorised` sampler calls
+    (the chains: a larger call costs less a coalition) takes batches of PERMUTATION_BATCH, rounded to whole blocks;
+    one that values them one after another (importance sampling) takes one Latin block a batch, the stopping rule's
+    finest step: on a replayed 12-party game the rule stopped after 24 to 48 permutations where batches of 36
+    sometimes went on to 72 (docs/importance.md, "When it runs"). Plain permutations come in batches of
+    PERMUTATION_BATCH. A run resumed from a result sampled with plain permutations (`resumed`: its sampler's name;
+    saved before Latin blocks came in) goes on with them, in batches of PERMUTATION_BATCH as then."""
     plain = PermutationSampler()
     if num_parties > LATIN_UP_TO or resumed == plain.name:
         return plain, PERMUTATION_BATCH
-    return PermutationSampler(latin=True), num_parties * max(1, round(PERMUTATION_BATCH / num_parties))
+    blocks = max(1, round(PERMUTATION_BATCH / num_parties)) if vectorised else 1
+    return PermutationSampler(latin=True), num_parties * blocks
 
 
 @dataclass(frozen=True)
@@ -458,12 +465,15 @@ class CoalitionGame(Protocol):
     fingerprint         the game's identity, kept in the result (a resumed run must be of the same game)
     kl_estimator        how the estimates were made: 'two-sample' where coalitions' errors correlate (common random
                         numbers), anything else where they are independent (`independent_estimates`)
+    vectorised          whether it values a batch's coalitions together in vectorised sampler calls, where a larger
+                        batch costs less a coalition (the batch size follows: `permutation_sampler`)
     sampler_calls(sizes)  the sampler calls valuing coalitions of these sizes takes (for progress bars)
     """
 
     fingerprint: str
     kl_estimator: str
     values: dict[int, np.ndarray]
+    vectorised: bool
 
     def __call__(self, masks: np.ndarray) -> np.ndarray: ...
 
@@ -531,7 +541,7 @@ def shapley_values(
     if settings.enumerates(n):
         return ShapleyValues(*_exact_shapley(game, n, settings), "exact Shapley", None)
     resumed = resume_from.state if resume_from is not None and resume_from.state is not None else None
-    sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler)
+    sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler, game.vectorised)
     if surrogate_key is None:  # a stream apart from the batches' fold_in(key, batch)
         surrogate_key = jax.random.split(key)[1]
     control = surrogate_control(surrogates or Surrogates("the game"), settings, n, resumed, surrogate_key)
