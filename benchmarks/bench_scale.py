@@ -17,6 +17,7 @@ side by side in one run.
                                                      # of every coalition up to 12 parties), not plain sampling
     ... --surprise mcmc                              # coalition posteriors by the chains (the default where they
                                                      # are sampled: importance sampling, docs/importance.md)
+    ... --valuation-key 1                            # another key for bv.valuate (default 0)
     python benchmarks/bench_scale.py --sweep-cost 12 24 40
                                                      # one chain-sweep's cost at n slots, with and without the
                                                      # collapsed moves
@@ -112,6 +113,7 @@ def valuation(
     num_chains: int | None = None,
     surprise: str = "auto",
     save: str | None = None,
+    key: int = 0,
 ) -> None:
     """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
     `num_parties` (permutation sampling beyond 10 parties, until every stderr <= `tolerance`, the default 0.05 if
@@ -119,8 +121,8 @@ def valuation(
     chain) and `num_chains` (a repeat) unless they are given; sampled without a control variate unless
     `control_variate` (the route's default); each coalition posterior by the `surprise` route ('auto', the
     default: importance sampling where the coalitions are sampled; 'mcmc', the chains; docs/importance.md), the
-    result saved to `save` where given. Beside the 12 parties' sampled values, their z against the exact values of
-    the same releases (`REFERENCE_12`)."""
+    result saved to `save` where given, from the valuation's `key`. Beside the 12 parties' sampled values, their z
+    against the exact values of the same releases (`REFERENCE_12`)."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     options = {"exact_up_to": num_parties} if exact else {}
@@ -138,7 +140,7 @@ def valuation(
         warnings.simplefilter("ignore", UserWarning)
         # plain sampling, as the earlier timings in docs/benchmarks.md were measured, unless the control is asked for
         options = ({} if control_variate else {"control_variate": False}) | options | {"surprise": surprise}
-        result = bv.valuate(model, releases, key=0, config=config, progress_bar=progress, **options)
+        result = bv.valuate(model, releases, key=key, config=config, progress_bar=progress, **options)
     if save is not None:
         result.save(save)
     r_hat, ess = np.array(result.diagnostics["r_hat"]), np.array(result.diagnostics["ess"])
@@ -222,6 +224,7 @@ def main() -> None:
     parser.add_argument("--control-variate", action="store_true", help="end to end, sampled: the default control")
     parser.add_argument("--surprise", choices=["auto", "importance", "mcmc"], default="auto", help="end to end: route")
     parser.add_argument("--save", help="end to end, --child: save the result to this path")
+    parser.add_argument("--valuation-key", type=int, default=0, help="end to end: bv.valuate's key")
     parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
     parser.add_argument("--mixing", type=int, metavar="SIZE", help="ESS and R-hat of coalitions of SIZE of 12")
     parser.add_argument("--keys", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="with --mixing: the keys")
@@ -245,6 +248,7 @@ def main() -> None:
             args.num_chains,
             args.surprise,
             args.save,
+            args.valuation_key,
         )
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
@@ -260,7 +264,7 @@ def main() -> None:
             command += ["--control-variate"] * args.control_variate
             if args.num_chains is not None:
                 command += ["--num-chains", str(args.num_chains)]
-            command += ["--surprise", args.surprise]
+            command += ["--surprise", args.surprise, "--valuation-key", str(args.valuation_key)]
             subprocess.run(command, check=True)
         return
     party_plan.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question
