@@ -91,8 +91,14 @@ def laplace_surprises(
     The coalitions are fitted one after another (`lax.map`; under `vmap` the program took minutes to compile), each
     with its parties side by side."""
     if theta_start is None:
-        theta_start = jnp.append(prior.mean, jnp.log(prior.scale / (prior.shape + 1)))
+        theta_start = prior_start(prior)
     return _fit_batch(data, jnp.asarray(masks, bool), prior, data_prior, statistic, jnp.asarray(theta_start))
+
+
+def prior_start(prior: NIG) -> jnp.ndarray:
+    """The fits' default start (D + 1,) in (w, log sigma^2): the prior mean of w and the log of the inverse gamma's
+    mode of sigma^2, b0 / (a0 + 1)."""
+    return jnp.append(prior.mean, jnp.log(prior.scale / (prior.shape + 1)))
 
 
 class SurpriseTable(NamedTuple):
