@@ -80,20 +80,57 @@ class SurrogateValues(NamedTuple):
 Surrogate = Callable[[np.ndarray], "SurrogateValues | np.ndarray"]  # masks (B, n) -> u of each, or with flags
 
 
+@dataclass(frozen=True, eq=False)
+class SurrogateLevels:
+    """A surrogate game u with cheaper surrogates of itself: `levels`, the cheapest first and the closest last, each a
+    `Surrogate`. Called, it is the closest level, and where that fails for a coalition (flag False, or not finite)
+    the closest level below that does not: still a fixed function of the coalition, nearer the game than a constant
+    fallback. `bayesval.games.multifidelity.estimated_control` estimates phi of each level against the estimate of
+    the levels below as a control variate (a multi-fidelity hierarchy, Peherstorfer, Willcox & Gunzburger 2018,
+    Sec. 3.2), so that the costly evaluations of u are spent on its difference from a cheaper surrogate, whose
+    marginals vary less (docs/games.md, "Multi-fidelity control variates")."""
+
+    levels: tuple
+
+    def __post_init__(self) -> None:
+        levels = tuple(self.levels)
+        if not levels or not all(callable(level) for level in levels):
+            raise TypeError("a surrogate's levels must be one or more functions of coalition masks, the cheapest first")
+        object.__setattr__(self, "levels", levels)
+
+    def up_to(self, depth: int) -> SurrogateLevels:
+        """The levels up to `depth` (0 the cheapest), with their fallbacks."""
+        return SurrogateLevels(self.levels[: depth + 1])
+
+    def __call__(self, masks) -> SurrogateValues:
+        masks = np.asarray(masks, bool)
+        values, usable = _flagged(self.levels[-1], masks)
+        failed = np.flatnonzero(~usable)
+        if len(failed) and len(self.levels) > 1:
+            values[failed], usable[failed] = _flagged(self.up_to(len(self.levels) - 2), masks[failed])
+        return SurrogateValues(values, usable)
+
+
 def surrogate_values(surrogate: Surrogate, masks, fallback: float = 0.0) -> np.ndarray:
     """u (B,) of the coalition masks (B, n): the surrogate's values, `fallback` where it failed or gave a value that
     is not finite. A failed coalition gets the same `fallback` every time, so u stays a fixed function of the
     coalition, and a control built on it unbiased (its difference from the game is then the game itself there)."""
-    given = surrogate(np.asarray(masks, bool))
+    values, usable = _flagged(surrogate, np.asarray(masks, bool))
+    return np.where(usable, values, fallback)
+
+
+def _flagged(surrogate: Surrogate, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The surrogate's values of `masks` (B,) and whether each is usable (flagged so, and finite)."""
+    given = surrogate(masks)
     values, usable = given if isinstance(given, SurrogateValues) else (given, None)
-    values = np.asarray(values, np.float64)
+    values = np.array(values, np.float64)
     if values.shape != (len(masks),):
         raise ValueError(
             f"a surrogate must give one value per coalition, shape ({len(masks)},) for masks of shape "
             f"{np.shape(masks)}; got shape {values.shape}"
         )
     usable = np.isfinite(values) if usable is None else np.asarray(usable, bool) & np.isfinite(values)
-    return np.where(usable, values, fallback)
+    return values, usable
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +146,8 @@ class EstimatedControl:
     variances  (n,) its variance: the run of v - u adds it to its own, from independent keys
     dof        (n,) the variance's degrees of freedom
     evaluations  the evaluations of u that the estimate spent (for results)
+    below      the estimated control of a cheaper surrogate that this estimate was sampled against (`SurrogateLevels`),
+               whose variance `variances` holds; None where u was sampled alone
     """
 
     surrogate: Surrogate
@@ -119,6 +158,7 @@ class EstimatedControl:
     name: str = "surrogate"
     fallback: float = 0.0
     evaluations: int = 0
+    below: EstimatedControl | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.surrogate):

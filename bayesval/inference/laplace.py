@@ -155,8 +155,8 @@ class _Terms:
         self.tril = np.tril_indices(num_features)
 
     def theta_prior(self, theta):
-        """-log p(w, log sigma^2): the NIG prior and the Jacobian of log sigma^2."""
-        return -(nig_log_density(self.prior, theta[:-1], jnp.exp(theta[-1])) + theta[-1])
+        """-log p(w, log sigma^2) (`theta_prior_potential`)."""
+        return theta_prior_potential(self.prior, theta)
 
     def data_model(self, omega):
         """(mu_i, Sigma_i, the log-diagonal of its Cholesky factor) from the unconstrained omega_i."""
@@ -296,20 +296,30 @@ class _Terms:
         return JointMode(theta, omegas, derivatives, cov, gradient, steps)
 
     def surprise(self, mode, cov):
-        """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2), in closed form (module docstring)."""
-        prior, dim = self.prior, self.theta_dim - 1  # D, the length of w
-        mean_w, mean_s = mode[:-1], mode[-1]
-        cov_ww, cov_ws, var_s = cov[:-1, :-1], cov[:-1, -1], cov[-1, -1]
-        constant = (
-            prior.shape * jnp.log(prior.scale)
-            - gammaln(prior.shape)
-            - 0.5 * dim * jnp.log(2 * jnp.pi)
-            + 0.5 * jnp.linalg.slogdet(prior.precision)[1]
-        )
-        tilted = mean_w - cov_ws - prior.mean
-        quadratic = tilted @ prior.precision @ tilted + jnp.trace(prior.precision @ cov_ww)
-        expected_log_prior = (
-            constant - (prior.shape + dim / 2) * mean_s - jnp.exp(-mean_s + var_s / 2) * (prior.scale + 0.5 * quadratic)
-        )
-        entropy = 0.5 * jnp.linalg.slogdet(2 * jnp.pi * jnp.e * cov)[1]
-        return -entropy - expected_log_prior
+        """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2) (`gaussian_surprise`)."""
+        return gaussian_surprise(self.prior, mode, cov)
+
+
+def theta_prior_potential(prior: NIG, theta: jnp.ndarray) -> jnp.ndarray:
+    """-log p(w, log sigma^2) at theta = (w, log sigma^2): the NIG prior and the Jacobian of log sigma^2."""
+    return -(nig_log_density(prior, theta[:-1], jnp.exp(theta[-1])) + theta[-1])
+
+
+def gaussian_surprise(prior: NIG, mode: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:
+    """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2), in closed form (module docstring)."""
+    dim = mode.shape[-1] - 1  # D, the length of w
+    mean_w, mean_s = mode[:-1], mode[-1]
+    cov_ww, cov_ws, var_s = cov[:-1, :-1], cov[:-1, -1], cov[-1, -1]
+    constant = (
+        prior.shape * jnp.log(prior.scale)
+        - gammaln(prior.shape)
+        - 0.5 * dim * jnp.log(2 * jnp.pi)
+        + 0.5 * jnp.linalg.slogdet(prior.precision)[1]
+    )
+    tilted = mean_w - cov_ws - prior.mean
+    quadratic = tilted @ prior.precision @ tilted + jnp.trace(prior.precision @ cov_ww)
+    expected_log_prior = (
+        constant - (prior.shape + dim / 2) * mean_s - jnp.exp(-mean_s + var_s / 2) * (prior.scale + 0.5 * quadratic)
+    )
+    entropy = 0.5 * jnp.linalg.slogdet(2 * jnp.pi * jnp.e * cov)[1]
+    return -entropy - expected_log_prior

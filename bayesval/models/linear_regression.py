@@ -25,7 +25,7 @@ import numpyro.distributions as dist
 from jax.tree_util import Partial
 
 from bayesval.compilation import Program
-from bayesval.games.control import SurrogateValues
+from bayesval.games.control import SurrogateLevels, SurrogateValues
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
@@ -33,6 +33,7 @@ from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
 from bayesval.inference.importance import ImportanceDraws, importance_draws
 from bayesval.inference.laplace import CONVERGED, SurpriseTable, laplace_surprises, surprise_table
+from bayesval.inference.party_product import PartyMessages, party_messages, product_surprises
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.validation import check_bool, check_count, user_stacklevel
 
@@ -217,17 +218,26 @@ class LinearRegression:
         priors = self.priors(num_features)
         return surprise_table(data, priors.model, priors.data, self.statistic(num_features))
 
-    def surrogate_game(self, data: NoiseAwareData):
+    def surrogate_game(self, data: NoiseAwareData) -> SurrogateLevels | None:
         """The Laplace surprise of given coalitions, `surrogate(masks (B, n)) -> SurrogateValues` (B,) with a flag
-        per coalition whose fit converged (`bayesval.inference.laplace.laplace_surprises`, from the prior's mode):
-        the control variate of a sampled party valuation beyond the parties whose every coalition is fitted
-        (docs/games.md, "Multi-fidelity control variates"). A deterministic function of the releases and the
-        coalition; None with a shared data model, which the fit does not model."""
+        per coalition whose fit converged (`bayesval.inference.laplace.laplace_surprises`, from the prior's mode),
+        with a cheaper surrogate of it beneath (the prior times the parties' likelihoods as quadratics in theta,
+        `bayesval.inference.party_product`): the two levels of the control variate of a sampled party valuation
+        beyond the parties whose every coalition is fitted (docs/games.md, "Multi-fidelity control variates"). A
+        deterministic function of the releases and the coalition; None with a shared data model, which the fit does
+        not model."""
         if self.shared_data_model:
             return None
         num_features = _num_features(data)
         priors = self.priors(num_features)
-        return partial(_laplace_surrogate, data, priors.model, priors.data, self.statistic(num_features))
+        statistic = self.statistic(num_features)
+        messages = party_messages(data, priors.model, priors.data, statistic)
+        return SurrogateLevels(
+            (
+                partial(_product_surrogate, messages, priors.model),
+                partial(_laplace_surrogate, data, priors.model, priors.data, statistic),
+            )
+        )
 
     def importance_draws(
         self, keys: jax.Array, data: NoiseAwareData, masks: np.ndarray, num_draws: int, attempt: int = 0
@@ -304,6 +314,16 @@ def _num_features(data: NoiseAwareData) -> int:
             f"(w + 2)(w + 3)/2 - 1 for w >= 1 features ({valid}, ...)"
         )
     return num_features
+
+
+def _product_surrogate(messages: PartyMessages, prior: NIG, masks) -> SurrogateValues:
+    """The surprise of each coalition of `masks` (B, n) under the prior and its members' quadratic likelihoods, 0 for
+    the empty one, and whether its Newton steps converged."""
+    masks = np.asarray(masks, bool)
+    fit = product_surprises(messages, prior, jnp.asarray(masks))
+    values, gradient = np.asarray(fit.surprise, np.float64), np.asarray(fit.gradient)
+    empty = ~masks.any(axis=1)
+    return SurrogateValues(np.where(empty, 0.0, values), empty | ((gradient <= CONVERGED) & np.isfinite(values)))
 
 
 def _laplace_surrogate(data, prior: NIG, data_prior: NIW, statistic, masks) -> SurrogateValues:

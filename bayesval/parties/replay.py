@@ -103,14 +103,14 @@ class ReplayedGame:
     def surrogates(self) -> Surrogates:
         """The policy's surrogates of this game (`shapley_values(..., surrogates=...)`): its table (a function's
         values on every coalition, which the policy asks for up to 12 parties only; 0 where it is not finite), and the
-        surrogate of given coalitions; none without a surrogate."""
+        surrogate of given coalitions (a function as it is given, with its flags or levels); none without one."""
         if self.surrogate is None:
             return Surrogates("the replayed game")
         surrogate, n = self.surrogate, self.num_parties
         return Surrogates(
             "the replayed game",
             lambda: _Table(surrogate_values(partial(_of, surrogate), coalition_masks(n, include_empty=True))),
-            lambda: lambda masks: _of(surrogate, masks),
+            lambda: surrogate if callable(surrogate) else partial(_of, surrogate),
         )
 
 

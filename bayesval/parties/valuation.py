@@ -573,7 +573,10 @@ def _against(control: ControlVariate | EstimatedControl | None) -> str:
     if control is None:
         return ""
     if isinstance(control, EstimatedControl):
-        return f", {control.name} as a control variate, its Shapley values from {control.evaluations} evaluations"
+        cheaper = "" if control.below is None else f" against {control.below.evaluations} of a cheaper surrogate"
+        return (
+            f", {control.name} as a control variate, its Shapley values from {control.evaluations} evaluations{cheaper}"
+        )
     return f", {control.name} as a control variate"
 
 

@@ -1,0 +1,92 @@
+"""The cheap surrogate beneath the Laplace surprise (`bayesval.inference.party_product`): a coalition's posterior
+the exact prior times its members' likelihoods as quadratics in theta. A single party's coalition is its own Laplace
+fit exactly (its quadratic is its fit's curvature less the prior's, at its mode); at negligible noise every
+coalition is near the conjugate closed form; a party whose fit failed sends no message; `LinearRegression` offers it
+beneath the Laplace surprise as the cheaper level of its surrogate game (issue 61)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayesval as bv
+from bayesval.divergence import nig_kl
+from bayesval.games.control import SurrogateLevels
+from bayesval.games.masks import coalition_masks
+from bayesval.inference import party_product
+from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.laplace import laplace_surprises, theta_prior_potential
+
+MODEL = bv.models.LinearRegression()
+PRIORS, STATISTIC = MODEL.priors(2), MODEL.statistic(2)
+
+
+def data_of(syn, epsilon, seed):
+    parties = [
+        bv.Party(X, y, epsilon=epsilon, bounds=syn.bounds, name=f"p{i}", noise_seed=seed + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    return parties, NoiseAwareData.from_releases([party.release(STATISTIC) for party in parties])
+
+
+def messages_of(data):
+    return party_product.party_messages(data, PRIORS.model, PRIORS.data, STATISTIC)
+
+
+def surprises(messages, masks):
+    fit = party_product.product_surprises(messages, PRIORS.model, jnp.asarray(masks))
+    assert (np.asarray(fit.gradient) <= 1e-6).all()  # every coalition's Newton steps converged
+    return np.asarray(fit.surprise)
+
+
+def test_a_single_party_is_its_own_laplace_fit_and_larger_coalitions_track_the_fits(syn):
+    _, data = data_of(syn, 0.5, 40)
+    messages = messages_of(data)
+    assert (np.linalg.eigvalsh(np.asarray(messages.precisions)) >= -1e-9).all()
+    masks = coalition_masks(3)
+    fit = laplace_surprises(data, masks, PRIORS.model, PRIORS.data, STATISTIC)
+    product = surprises(messages, masks)
+    single = masks.sum(axis=1) == 1
+    alone = laplace_surprises(data, np.eye(3, dtype=bool), PRIORS.model, PRIORS.data, STATISTIC)
+    curvature = [jax.hessian(theta_prior_potential, argnums=1)(PRIORS.model, mode) for mode in alone.mode]
+    likelihood = np.linalg.eigvalsh(np.linalg.inv(np.asarray(alone.cov)) - np.asarray(curvature))
+    exact = (likelihood >= 0).all(axis=1)  # a quadratic kept as it is: the fit exactly; one projected: close
+    assert exact.sum() >= 2
+    np.testing.assert_allclose(product[single][exact], np.asarray(fit.surprise)[single][exact], rtol=1e-6)
+    np.testing.assert_allclose(product[single], np.asarray(fit.surprise)[single], rtol=1e-3)
+    assert np.all(np.diff(product[[0, 2, 6]]) > 0)  # {0}, {0, 1}, {0, 1, 2}: more data, more surprise
+    assert np.abs(product - np.asarray(fit.surprise)).max() < 0.25 * np.asarray(fit.surprise).max()
+
+
+def test_at_negligible_noise_every_coalition_is_near_the_conjugate_closed_form(syn):
+    """At epsilon = 1e7 the posterior is the exact statistics' NIG posterior; the prior times the members'
+    quadratic likelihoods in (w, log sigma^2) approximates it. Allowed: 5 % for a party alone (its Laplace fit's own error), 3 %
+    for larger coalitions."""
+    parties, data = data_of(syn, 1e7, 50)
+    masks = coalition_masks(3)
+    product = surprises(messages_of(data), masks)
+    for mask, value in zip(masks, product):
+        members = [p for p, member in zip(parties, mask) if member]
+        statistic = sum(p.exact_statistic() for p in members)
+        exact = nig_kl(MODEL.exact_posterior(statistic, sum(len(p.X) for p in members), 2), PRIORS.model)
+        assert value == pytest.approx(exact, rel=0.05 if mask.sum() == 1 else 0.03), (mask, exact)
+
+
+def test_a_party_whose_fit_failed_sends_no_message(syn, monkeypatch):
+    _, data = data_of(syn, 0.5, 40)
+    monkeypatch.setattr(party_product, "CONVERGED", -1.0)  # every fit counts as failed
+    messages = messages_of(data)
+    assert not np.asarray(messages.precisions).any() and not np.asarray(messages.shifts).any()
+    values = surprises(messages, coalition_masks(3))
+    np.testing.assert_allclose(values, values[0])  # every coalition is the prior's own Laplace approximation
+
+
+def test_linear_regression_offers_it_beneath_the_laplace_surprise(syn):
+    _, data = data_of(syn, 0.5, 40)
+    game = MODEL.surrogate_game(data)
+    assert isinstance(game, SurrogateLevels) and len(game.levels) == 2
+    masks = coalition_masks(3, include_empty=True)
+    cheap, laplace = (level(masks) for level in game.levels)
+    assert cheap.values[0] == laplace.values[0] == 0.0 and cheap.usable.all()
+    np.testing.assert_array_equal(game(masks).values, laplace.values)
+    np.testing.assert_allclose(cheap.values[1:], surprises(messages_of(data), masks[1:]), rtol=1e-12)
