@@ -114,9 +114,9 @@ def _fit(prior: NIG, precision, shift, start) -> ProductFit:
         best = jnp.argmin(jnp.where(jnp.isfinite(scores), scores, jnp.inf))
         return jnp.where(scores[best] < potential(theta), tries[best], theta)
 
-    # the start: the mode of the potential with the prior's replaced by its second-order expansion at `start`
-    curvature = jax.hessian(potential)(start) - precision
-    theta = jnp.linalg.solve(curvature + precision, curvature @ start - jax.grad(potential)(start) + precision @ start)
+    # a plain Newton step from `start` first (the members' quadratics are exact, only the prior is expanded), the
+    # guarded steps from there
+    theta = start - jnp.linalg.solve(jax.hessian(potential)(start), jax.grad(potential)(start))
     theta = jax.lax.fori_loop(0, NEWTON_STEPS, step, jnp.where(jnp.isfinite(theta).all(), theta, start))
     hessian = jax.hessian(potential)(theta)
     factor = jnp.linalg.cholesky(hessian)  # NaN where the Hessian is not positive definite
