@@ -40,6 +40,7 @@ from bayesval.inference.laplace import (
     prior_start,
     theta_prior_potential,
 )
+from bayesval.inference.linalg import psd_project
 from bayesval.statistics import LinearRegressionStatistic
 
 # Newton steps of a coalition's theta (D + 1 coordinates): every coalition of 12 Syn parties had converged after 5
@@ -68,18 +69,12 @@ def party_messages(
     fit = laplace_surprises(data, np.eye(num_parties, dtype=bool), prior, data_prior, statistic)
     gradient = jax.vmap(jax.grad(theta_prior_potential, argnums=1), (None, 0))(prior, fit.mode)
     curvature = jax.vmap(jax.hessian(theta_prior_potential, argnums=1), (None, 0))(prior, fit.mode)
-    precisions = jax.vmap(_positive_part)(jnp.linalg.inv(fit.cov) - curvature)
+    precisions = jax.vmap(psd_project)(jnp.linalg.inv(fit.cov) - curvature)
     shifts = gradient + jnp.einsum("bij,bj->bi", precisions, fit.mode)
     converged = (fit.gradient <= CONVERGED) & jnp.isfinite(shifts).all(axis=1)
     precisions = jnp.where(converged[:, None, None], precisions, 0.0)
     shifts = jnp.where(converged[:, None], shifts, 0.0)
     return PartyMessages(precisions, shifts, prior_start(prior))
-
-
-def _positive_part(matrix: jnp.ndarray) -> jnp.ndarray:
-    """The symmetric `matrix`'s nearest positive semi-definite matrix (negative eigenvalues set to 0)."""
-    values, vectors = jnp.linalg.eigh(0.5 * (matrix + matrix.T))
-    return (vectors * jnp.maximum(values, 0.0)) @ vectors.T
 
 
 class ProductFit(NamedTuple):
