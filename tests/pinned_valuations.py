@@ -224,7 +224,17 @@ def environment() -> dict[str, str]:
     return {name: metadata.version(name) for name in packages} | {
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "cpu": cpu_model(),
     }
+
+
+def cpu_model() -> str:
+    """The processor's model name (XLA compiles for the host's vector instructions, so another CPU may round
+    differently); '' where the system does not say."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor()
 
 
 def pinned_environment() -> dict[str, str]:
