@@ -60,8 +60,8 @@ def test_a_single_party_is_its_own_laplace_fit_and_larger_coalitions_track_the_f
 
 def test_at_negligible_noise_every_coalition_is_near_the_conjugate_closed_form(syn):
     """At epsilon = 1e7 the posterior is the exact statistics' NIG posterior; the prior times the members'
-    quadratic likelihoods in (w, log sigma^2) approximates it. Allowed: 5 % for a party alone (its Laplace fit's own error), 3 %
-    for larger coalitions."""
+    quadratic likelihoods in (w, log sigma^2) approximates it. Allowed: 5 % for a party alone (its Laplace fit's own
+    error), 3 % for larger coalitions."""
     parties, data = data_of(syn, 1e7, 50)
     masks = coalition_masks(3)
     product = surprises(messages_of(data), masks)
