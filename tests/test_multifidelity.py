@@ -4,6 +4,8 @@ standard error, phi(v - u) sampled on few coalitions, the two variances added: u
 30 players whose Shapley values are known in closed form, a surrogate that fails for some coalitions falls back there,
 and a run resumes and saves with its estimate (issue 61)."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -96,6 +98,12 @@ def test_a_run_with_an_estimated_control_resumes_saves_and_refuses_another():
         sampled(3, other, permutations=2 * N, resume_from=half)
     with pytest.raises(ValueError, match="an estimated surrogate, this run with none"):
         sampled(3, None, permutations=2 * N, resume_from=half)
+    renamed = dataclasses.replace(control, name="another surrogate")  # the same estimate of another u
+    with pytest.raises(ValueError, match="against the estimated surrogate 'surrogate', this run against 'another"):
+        sampled(3, renamed, permutations=2 * N, resume_from=half)
+    unnamed = dataclasses.replace(half, state=dataclasses.replace(half.state, control_name=None))  # saved before
+    with pytest.raises(ValueError, match="before results recorded which surrogate, so bayesval cannot check"):
+        sampled(3, control, permutations=2 * N, resume_from=unnamed)
     with pytest.raises(ValueError, match="estimates the shapley semivalue, not the banzhaf"):
         semivalue(GAME.utility, N, 0, weights="banzhaf", stop=MaxEvaluations(10), control=control)
 
@@ -107,8 +115,11 @@ def test_a_state_with_an_estimated_control_survives_a_file_and_part_of_one_is_re
     loaded = ValuationResult.load(tmp_path / "run.npz")
     for name in ("control_semivalue", "control_variance", "control_dof"):
         assert np.array_equal(getattr(loaded.state, name), getattr(result.state, name))
-    assert np.array_equal(loaded.state.estimate().variances, result.stderr**2)
+    assert loaded.state.control_name == result.state.control_name == control.name
     meta, arrays = result.state.to_record()
+    before = {key: value for key, value in meta.items() if key != "control_name"}  # as version 4 wrote it
+    assert type(result.state).from_record(before, arrays, version=4).control_name is None
+    assert np.array_equal(loaded.state.estimate().variances, result.stderr**2)
     with pytest.raises(ValueError, match="part of a control variate"):
         type(result.state).from_record(meta, {k: v for k, v in arrays.items() if k != "control_dof"})
 

@@ -114,6 +114,7 @@ def test_beyond_twelve_parties_the_policy_estimates_the_surrogates_values_and_st
         result = valued(game, settings(n, 0.03), seed)
         assert "its Shapley values from" in result.method
         assert ("of a cheaper surrogate" in result.method) == levelled
+        assert result.sampled.state.control_name.endswith(", over 1 cheaper level") == levelled  # a resume checks it
         control_variance = result.sampled.state.control_variance
         assert result.sampled.state.control_table is None and (result.stderr**2 > control_variance).all()
         z.append((result.values - exact) / result.stderr)

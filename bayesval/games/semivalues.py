@@ -391,6 +391,7 @@ def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, c
         weights=semivalue.weights(num_players) if cached else None,
         control_variance=control.variances if estimated else None,
         control_dof=control.dof if estimated else None,
+        control_name=control.name if estimated else None,
     )
 
 
@@ -516,6 +517,7 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             )
     table = getattr(control, "table", None)
     estimate = getattr(control, "estimate", None)
+    _check_estimated_surrogate(state, control)
     if not (same_control(state.control_table, table) and _same_estimate(state, estimate)):
         estimated = state.control_variance is not None
         there = "an estimated surrogate" if estimated else describe_control(state.control_table)
@@ -531,6 +533,25 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             f"(or use another key), got batch_size={batch_size}"
         )
     return state.copy(), done
+
+
+def _check_estimated_surrogate(state: SemivalueState, control) -> None:
+    """A run sampled against an estimated control resumes only against the same surrogate u, by name
+    (`EstimatedControl.name`): its phi(u) was estimated of that u, and its draws are of v - u. A state saved before
+    the name was recorded cannot be checked, and is refused."""
+    if state.control_variance is None or not isinstance(control, EstimatedControl):
+        return
+    if state.control_name is None:
+        raise ValueError(
+            "resume_from was sampled against an estimated surrogate before results recorded which surrogate, so "
+            f"bayesval cannot check that this run's ({control.name!r}) is the same function of the coalitions; value "
+            "the game again without resume_from"
+        )
+    if state.control_name != control.name:
+        raise ValueError(
+            f"resume_from was sampled against the estimated surrogate {state.control_name!r}, this run against "
+            f"{control.name!r}: its draws are of another difference v - u; resume with the same surrogate"
+        )
 
 
 def _same_estimate(state: SemivalueState, estimate: np.ndarray | None) -> bool:

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval import progress
-from bayesval.games.control import ControlVariate, EstimatedControl, Surrogate
+from bayesval.games.control import ControlVariate, EstimatedControl, Surrogate, SurrogateLevels
 from bayesval.games.multifidelity import estimated_control
 from bayesval.games.samplers import PermutationSampler
 from bayesval.games.semivalues import KeylessUtility, semivalue
@@ -69,7 +69,9 @@ from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
 
 SURROGATE = "the model's surrogate"  # the control variate's name in results, where the surrogate gives none
-ESTIMATED_SURROGATE = "the model's surrogate of the coalitions sampled"  # an estimated control's
+# An estimated control's name, which a resumed run must share (`bayesval.games.semivalues`): give the surrogate of a
+# model's `surrogate_game` a new name wherever its values change, as the levels beneath it did (2026-11-29).
+ESTIMATED_SURROGATE = "the model's surrogate of the coalitions sampled"
 DEFAULT_K = 4  # neighbours of the k-NN KL estimator
 DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
 DEFAULT_TOLERANCE = 0.05  # the default stopping rule's standard error, in nats
@@ -638,7 +640,7 @@ def _resumed_control(surrogates: Surrogates, resumed, asked: bool) -> ControlVar
             "variate), which it gives no more; resume with the model it was valued with"
         )
     saved = (resumed.control_semivalue, resumed.control_variance, resumed.control_dof)
-    return EstimatedControl(surrogate, *saved, SHAPLEY.name, ESTIMATED_SURROGATE)
+    return EstimatedControl(surrogate, *saved, SHAPLEY.name, _estimated_name(surrogate))
 
 
 def _estimated_control(surrogates: Surrogates, settings: PartyValuationSettings, n: int, key, asked: bool):
@@ -658,8 +660,15 @@ def _estimated_control(surrogates: Surrogates, settings: PartyValuationSettings,
             key,
             tolerance=tolerance,
             max_evaluations=MAX_SURROGATE_EVALUATIONS,
-            name=ESTIMATED_SURROGATE,
+            name=_estimated_name(surrogate),
         )
+
+
+def _estimated_name(surrogate) -> str:
+    """The name of the estimated control of the model's `surrogate` of the coalitions: with the number of cheaper
+    levels beneath it (`SurrogateLevels`), whose fallback on a coalition whose fit failed makes it another u."""
+    cheaper = len(surrogate.levels) - 1 if isinstance(surrogate, SurrogateLevels) else 0
+    return ESTIMATED_SURROGATE + ("" if cheaper == 0 else f", over {cheaper} cheaper level{'s' * (cheaper > 1)}")
 
 
 def _warn_no_control(asked: bool, reason: str) -> None:

@@ -73,6 +73,9 @@ class SemivalueState:
     control_variance      (n,) the variance of an estimated phi(u) (a multi-fidelity control: u known as a function
                           of the coalition, no table), None where phi(u) is exact; the estimate adds it
     control_dof           (n,) that variance's degrees of freedom
+    control_name          the name of an estimated control (`EstimatedControl.name`), which says which function of
+                          the coalitions u is, so that a run resumes only against the u it sampled; None without
+                          one, and in a state saved before it was recorded (version 4)
     noise                 the cached estimates of every coalition valued (`CoalitionNoise`), from which the utility's
                           error is estimated; None: it is the spread of the R per-estimate semivalues (none if R = 1)
     game                  the game's fingerprint (`bayesval.games.semivalues.fingerprint`): {"id": the caller's
@@ -103,13 +106,14 @@ class SemivalueState:
     game: dict | None = None
     control_variance: np.ndarray | None = None
     control_dof: np.ndarray | None = None
+    control_name: str | None = None
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
     CONTROL = ("control_table", "control_semivalue")
     ESTIMATED = ("control_variance", "control_dof")  # an estimated control's, in place of a table
-    # of its record (`to_record`; 3 before `game`, 2 before `noise`, 1 before control variates; an estimated control's
-    # arrays are optional within version 4: a state without one writes none)
-    version = 4
+    # of its record (`to_record`; 4 before `control_name`, 3 before `game`, 2 before `noise`, 1 before control
+    # variates; an estimated control's arrays are optional from version 4: a state without one writes none)
+    version = 5
 
     @classmethod
     def empty(
@@ -125,11 +129,12 @@ class SemivalueState:
         game: dict | None = None,
         control_variance: np.ndarray | None = None,
         control_dof: np.ndarray | None = None,
+        control_name: str | None = None,
     ):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
         with the control variate's table and semivalue where one is used, given the semivalue's `weights` w(s) an
         empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint; an
-        estimated control has no table, and its phi(u)'s variance and degrees of freedom instead."""
+        estimated control has no table, and its phi(u)'s variance, degrees of freedom and name instead."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
@@ -151,6 +156,7 @@ class SemivalueState:
             game=game,
             control_variance=control_variance,
             control_dof=control_dof,
+            control_name=control_name,
         )
 
     @property
@@ -248,6 +254,8 @@ class SemivalueState:
             self.control_semivalue, other.control_semivalue
         ):
             return f"control variate {describe_control(self.control_table)} != {describe_control(other.control_table)}"
+        if self.control_name != other.control_name:
+            return f"estimated control {self.control_name!r} != {other.control_name!r}"
         if (self.noise is None) != (other.noise is None):
             return f"the utility's error {describe_error(self)} != {describe_error(other)}"
         return None
@@ -299,10 +307,10 @@ class SemivalueState:
         return replace(self, streams={k: list(v) for k, v in self.streams.items()}, noise=noise, **arrays)
 
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The state as a record of `bayesval.results.serialisation` (version 4): meta the scalars (semivalue,
-        sampler, evaluations, value_low, value_high, streams, game), arrays `ARRAYS` (rankings only when kept), with a
-        control variate `CONTROL` (an estimated one: control_semivalue and `ESTIMATED`, no table), and with a
-        `CoalitionNoise` record its arrays, named noise_ and theirs."""
+        """The state as a record of `bayesval.results.serialisation` (version 5): meta the scalars (semivalue,
+        sampler, evaluations, value_low, value_high, streams, game, control_name), arrays `ARRAYS` (rankings only
+        when kept), with a control variate `CONTROL` (an estimated one: control_semivalue and `ESTIMATED`, no table),
+        and with a `CoalitionNoise` record its arrays, named noise_ and theirs."""
         meta = {
             "semivalue": self.semivalue,
             "sampler": self.sampler,
@@ -311,6 +319,7 @@ class SemivalueState:
             "value_high": self.value_high,
             "streams": self.streams,
             "game": self.game,
+            "control_name": self.control_name,
         }
         kept = self.ARRAYS + self.CONTROL + self.ESTIMATED
         arrays = {name: getattr(self, name) for name in kept if getattr(self, name) is not None}
@@ -319,8 +328,9 @@ class SemivalueState:
         return meta, arrays
 
     @classmethod
-    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 4) -> SemivalueState:
-        """The state `to_record` wrote, at version 4 (with an estimated control's arrays or without), 3 (before `game`:
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 5) -> SemivalueState:
+        """The state `to_record` wrote, at version 5, 4 (before `control_name`: an estimated control's is None, and
+        the run cannot be resumed against it), 3 (before `game`:
         its game has no fingerprint, None), 2 (before `noise`: the utility's error is the per-estimate spread) or 1
         (before control variates: its draws are of the game itself). A state saved before m3 and m4 were kept (version
         1: they were added as optional arrays) gets the moments of normal draws (m3 = 0, m4 = 3 m2^2 / m): its variances
