@@ -104,6 +104,8 @@ def test_a_run_with_an_estimated_control_resumes_saves_and_refuses_another():
     unnamed = dataclasses.replace(half, state=dataclasses.replace(half.state, control_name=None))  # saved before
     with pytest.raises(ValueError, match="before results recorded which surrogate, so bayesval cannot check"):
         sampled(3, control, permutations=2 * N, resume_from=unnamed)
+    with pytest.raises(ValueError, match="cannot merge the results of different games: estimated control 'surrogate'"):
+        half + unnamed
     with pytest.raises(ValueError, match="estimates the shapley semivalue, not the banzhaf"):
         semivalue(GAME.utility, N, 0, weights="banzhaf", stop=MaxEvaluations(10), control=control)
 
