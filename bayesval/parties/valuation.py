@@ -69,8 +69,9 @@ from bayesval.results.result import ValuationResult
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
 
 SURROGATE = "the model's surrogate"  # the control variate's name in results, where the surrogate gives none
-# An estimated control's name, which a resumed run must share (`bayesval.games.semivalues`): give the surrogate of a
-# model's `surrogate_game` a new name wherever its values change, as the levels beneath it did (2026-11-29).
+# An estimated control's name, which a resumed run must share (`bayesval.games.semivalues`): it says how many cheaper
+# levels the surrogate has (`_estimated_name`); a change of bayesval that moves the surrogate's values otherwise must
+# change it too, as the levels' fallback on failed fits did (2026-11-29).
 ESTIMATED_SURROGATE = "the model's surrogate of the coalitions sampled"
 DEFAULT_K = 4  # neighbours of the k-NN KL estimator
 DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
