@@ -23,7 +23,12 @@ from bayesval.parties import valuation as party_valuation
 
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
 SMALL = TINY.with_(num_warmup=30, num_samples=100, num_repeats=3)  # 21 rows for 3 parties: one compiled program
-ALGORITHM_1 = bv.models.LinearRegression(interweaving_moves=0)  # the smallest program: the quickest to compile
+# Algorithm 1 as printed (no interweaving or collapsed moves): the smallest program, the quickest to compile. It was
+# `LinearRegression(interweaving_moves=0)` while interweaving moves were the default; since collapsed moves became the
+# default that was the default sampler, whose programs took twice as long here (8 parties: 126 s, against 60 s on one
+# core with a cold compilation cache). The model of tests/test_multiprocess.py, so the four-device test's program is
+# this module's SMALL one.
+ALGORITHM_1 = bv.models.LinearRegression(interweaving_moves=0, collapsed_moves=0)
 
 
 def _releases(num_parties: int, epsilon: float = 0.5):
@@ -275,7 +280,7 @@ def test_four_devices_give_the_values_of_one():
     output = subprocess.run([sys.executable, "-c", _FOUR_DEVICES], env=env, capture_output=True, text=True, check=True)
     devices, values = output.stdout.strip().splitlines()[-1].split(" ", 1)
     assert int(devices) == 4
-    single = _valuate(_releases(3, epsilon=1.0), bv.models.LinearRegression(collapsed_moves=0), key=3, config=SMALL)
+    single = _valuate(_releases(3, epsilon=1.0), ALGORITHM_1, key=3, config=SMALL)
     assert SMALL == bv.SamplerConfig(
         num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False
     )
