@@ -91,7 +91,8 @@ def test_tempered_posterior_is_the_conjugate_update_with_kappa_scaled_statistics
     model = bv.models.LinearRegression()
     parties = syn_parties(epsilons=(1e7, 1e7, 1e7))
     data = NoiseAwareData.from_releases(release_all(model, parties))
-    surprise = CoalitionSurprise(model, data, BUDGET, 4, jax.random.key(5), max_coalitions=7)
+    # the valuation's budget below (`tempered`): the grand coalition's sampler and reward programs are compiled once
+    surprise = CoalitionSurprise(model, data, REWARD_BUDGET, 4, jax.random.key(5), max_coalitions=7)
     kappas = [0.01, 0.1, 0.4, 1.0]
     trials = RewardSampler(surprise, jax.random.key(6)).evaluate([data.tempered(k) for k in kappas], kappas)
     statistic = sum(p.exact_statistic() for p in parties)
@@ -133,7 +134,9 @@ def tempered():
     model = bv.models.LinearRegression()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence at the test budget
-        result = bv.valuate(model, parties, key=1, config=REWARD_BUDGET, rewards="tempering", rho=0.5)
+        # every coalition's draws kept: test_rewards_compare_with_the_valuations_own_draws... compares the rewards'
+        # grand and own draws with them, on this valuation rather than on one more valuation and reward search
+        result = bv.valuate(model, parties, key=1, config=REWARD_BUDGET, rewards="tempering", rho=0.5, keep_draws=True)
     return model, parties, syn, result
 
 
@@ -409,13 +412,7 @@ def test_allocate_asks_any_reward_mechanism_the_same_questions():
 def test_rewards_compare_with_the_valuations_own_draws_of_the_grand_coalition_and_each_party(tempered):
     """The grand coalition's and each party's own posterior draws that the reward metrics use are those the
     valuation sampled for v_N and v_i (every repeat, every chain), not a second sample of the same posteriors."""
-    _, parties, _, _ = tempered
-    config = BUDGET.with_(num_warmup=50, num_samples=100)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # convergence at the test budget
-        result = bv.valuate(
-            bv.models.LinearRegression(), parties, key=2, config=config, rewards="tempering", keep_draws=True
-        )
+    _, parties, _, result = tempered
     n, masks = len(parties), result.coalition_masks
     grand = int(np.flatnonzero(masks.all(axis=1))[0])
     dim = result.draws.shape[-1]
