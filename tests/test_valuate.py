@@ -13,6 +13,9 @@ from bayesval.parties import release_all
 from bayesval.parties.surprise import CoalitionSurprise
 
 BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2, progress_bar=False)
+# four parties' sampled games: short chains that keep the chains (`bayesval.parties.importance.pays`), one budget for
+# the tests below so that their 4-party sampler and surrogate programs are compiled once
+SAMPLED_BUDGET = BUDGET.with_(num_samples=200, num_warmup=50)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +115,7 @@ def test_many_parties_use_permutation_sampling(syn):
     """With more parties than exact_up_to, values come from permutation sampling over on-demand coalitions (at this
     test's budget their posteriors keep the chains: `bayesval.parties.importance.pays`)."""
     parties = _split_syn(syn, 4)
-    budget = BUDGET.with_(num_samples=200, num_warmup=50)
+    budget = SAMPLED_BUDGET
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         result = bv.valuate(
@@ -149,7 +152,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
     that resumes it (num_repeats 3, which also sets sampled_repeats None), and that config takes its estimates over
     (its one batch held every coalition: nothing is sampled again)."""
     parties = _split_syn(syn, 4)
-    three = BUDGET.with_(num_samples=20, num_warmup=10, num_repeats=3)
+    three = SAMPLED_BUDGET.with_(num_repeats=3)
     options = dict(exact_up_to=3, key=0, stop=bv.games.MaxEvaluations(10), control_variate=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
