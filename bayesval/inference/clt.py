@@ -56,18 +56,26 @@ def pair_product_moments(
     (a Laplace fit's Newton steps, docs/benchmarks.md)."""
     if gathered or len(rows) > SCALAR_LIMIT:
         return _gathered_pair_product_moments(mean, cov, np.asarray(rows), np.asarray(cols))
+    stat_mean, stat_cov = pair_product_entries(mean, cov, rows, cols)
+    return jnp.stack(stat_mean), jnp.stack([jnp.stack(row) for row in stat_cov])
+
+
+def pair_product_entries(mean: jnp.ndarray, cov: jnp.ndarray, rows, cols) -> tuple[list, list[list]]:
+    """`pair_product_moments` on scalars: the mean as a list of scalars and the covariance as nested lists. A
+    caller that only reads the entries (a Gaussian density's factorisation, `bayesval.inference.linalg`) never
+    gathers them into a matrix: under `vmap` stacking scalars into a (batch, P, P) array and reading them back
+    cost 17x the arithmetic (docs/benchmarks.md)."""
     rows, cols = np.asarray(rows).tolist(), np.asarray(cols).tolist()
     size = mean.shape[-1]
     m = [mean[i] for i in range(size)]
     S = [[cov[i, j] for j in range(size)] for i in range(size)]
-    stat_mean = jnp.stack([S[a][b] + m[a] * m[b] for a, b in zip(rows, cols)])
+    stat_mean = [S[a][b] + m[a] * m[b] for a, b in zip(rows, cols)]
     entries = {}
     for first, (a, b) in enumerate(zip(rows, cols)):
         for second, (c, d) in enumerate(zip(rows[: first + 1], cols[: first + 1])):
             entries[first, second] = entries[second, first] = _isserlis(S, m, a, b, c, d)
     size = len(rows)
-    stat_cov = jnp.stack([jnp.stack([entries[first, second] for second in range(size)]) for first in range(size)])
-    return stat_mean, stat_cov
+    return stat_mean, [[entries[first, second] for second in range(size)] for first in range(size)]
 
 
 def _gathered_pair_product_moments(mean, cov, rows: np.ndarray, cols: np.ndarray):

@@ -51,6 +51,10 @@ from bayesval.statistics import LinearRegressionStatistic
 WIDE = 2.0  # the defensive component's scale, in the proposal's standard deviations
 DEFENSIVE = 0.2  # the share of theta draws from the defensive component
 INNER_DRAWS = 4  # draws of each member's data model per theta draw
+# Draws a row evaluates at once (`lax.map` in chunks): at 2,048 draws of 24 parties a weight's intermediates (draws x
+# inner draws x parties x the data model's coordinates) are megabytes each and left the cache; in chunks of 256 the
+# weights of a row ran 2.7x faster on 2 cores, the conjugate draws 2x (docs/benchmarks.md, "Cheaper rows")
+CHUNK = 256
 # A rerun's inner draws over the attempt's before: the weights of the hard coalitions of 12 parties held 1.6-4 times
 # the effective draws at 16 as at 4 (the noise of each member's estimated likelihood, multiplied over the members, was
 # most of their spread), at about 3 times the cost of a row (docs/importance.md, "When it draws again")
@@ -171,7 +175,11 @@ def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, n
     white = jnp.take_along_axis(weighted.white[chosen], members[:, None, :, None], axis=1)[:, 0]  # (S, n, W)
     thetas = weighted.thetas[chosen]
     keys = jax.random.split(key_conjugate, num_draws)
-    draws = jax.vmap(lambda k, theta, w: _conjugate_draw(k, terms, mask, proposal, theta, w))(keys, thetas, white)
+
+    def conjugate(args):
+        return _conjugate_draw(*args[:1], terms, mask, proposal, *args[1:])
+
+    draws = jax.lax.map(conjugate, (keys, thetas, white), batch_size=CHUNK)
     return draws, k_hat, 1.0 / jnp.sum(normalised**2), mode.gradient <= CONVERGED
 
 
@@ -243,12 +251,12 @@ def _weighted(key, terms, mask, proposal: _Proposal, num_draws: int, inner_draws
         log_conditional = -0.5 * jnp.sum(white_k**2, axis=-1) - log_det
 
         def party(omega, perturbed, count, noise_std):
-            return -terms.party(theta, omega, perturbed, count, noise_std, True)
+            return -terms.party(theta, omega, perturbed, count, noise_std, True, scalar=True)
 
         joint = jax.vmap(lambda row: jax.vmap(party)(row, *terms.data))(omegas)
         return jnp.where(mask, joint - log_conditional, 0.0)
 
-    log_inner = jax.vmap(inner)(thetas, white)
+    log_inner = jax.lax.map(lambda pair: inner(*pair), (thetas, white), batch_size=CHUNK)
     log_likelihood = jnp.sum(logsumexp(log_inner, axis=1) - jnp.log(inner_draws), axis=1)
     parts = [_log_gaussian(thetas, proposal.centre, chol, scale) for scale in (1.0, WIDE)]
     log_proposal = jnp.logaddexp(jnp.log1p(-DEFENSIVE) + parts[0], jnp.log(DEFENSIVE) + parts[1])

@@ -31,15 +31,16 @@ def _basis(index: jnp.ndarray, dim: int, ndim: int = 1) -> jnp.ndarray:
 SCALAR_LIMIT = 10
 
 
-def _cholesky_entries(matrix: jnp.ndarray) -> list[list]:
-    """The lower Cholesky factor as nested lists of scalars (entries above the diagonal are None)."""
-    dim = matrix.shape[-1]
+def _cholesky_entries(matrix) -> list[list]:
+    """The lower Cholesky factor as nested lists of scalars (entries above the diagonal are None), of a matrix or
+    of its entries as nested lists."""
+    dim = len(matrix)
     lower = [[None] * dim for _ in range(dim)]
     for j in range(dim):
-        pivot = jnp.sqrt(matrix[j, j] - sum((lower[j][k] ** 2 for k in range(j)), 0.0))
+        pivot = jnp.sqrt(matrix[j][j] - sum((lower[j][k] ** 2 for k in range(j)), 0.0))
         lower[j][j] = pivot
         for i in range(j + 1, dim):
-            lower[i][j] = (matrix[i, j] - sum((lower[i][k] * lower[j][k] for k in range(j)), 0.0)) / pivot
+            lower[i][j] = (matrix[i][j] - sum((lower[i][k] * lower[j][k] for k in range(j)), 0.0)) / pivot
     return lower
 
 
@@ -49,6 +50,30 @@ def _substitute_entries(lower: list[list], rhs: list) -> list:
     for i, value in enumerate(rhs):
         solution.append((value - sum((lower[i][k] * solution[k] for k in range(i)), 0.0)) / lower[i][i])
     return solution
+
+
+def _back_substitute_entries(lower: list[list], rhs: list) -> list:
+    """Back substitution on scalars: x with L^T x = rhs for L as `_cholesky_entries` gives it."""
+    dim = len(rhs)
+    solution = [None] * dim
+    for i in reversed(range(dim)):
+        above = sum((lower[k][i] * solution[k] for k in range(i + 1, dim)), 0.0)
+        solution[i] = (rhs[i] - above) / lower[i][i]
+    return solution
+
+
+def spd_solve_entries(matrix, rhs) -> list:
+    """`spd_solve` on scalars: x (a list) with matrix @ x = rhs, the matrix given as its entries (nested lists, or
+    an array up to SCALAR_LIMIT)."""
+    lower = _cholesky_entries(matrix)
+    return _back_substitute_entries(lower, _substitute_entries(lower, list(rhs)))
+
+
+def cholesky_times_entries(matrix, vector) -> list:
+    """L @ vector on scalars, for L the lower Cholesky factor of the matrix (given as `spd_solve_entries` takes
+    it): a Gaussian draw's offset from standard normal `vector`."""
+    lower = _cholesky_entries(matrix)
+    return [sum((lower[i][k] * vector[k] for k in range(i + 1)), 0.0) for i in range(len(lower))]
 
 
 def cholesky(matrix: jnp.ndarray) -> jnp.ndarray:
@@ -215,10 +240,16 @@ def mvt_log_prob_cholesky(value: jnp.ndarray, mean: jnp.ndarray, lower: jnp.ndar
 
 def mvn_log_prob(value: jnp.ndarray, mean: jnp.ndarray, cov: jnp.ndarray) -> jnp.ndarray:
     """log N(value; mean, cov); up to SCALAR_LIMIT the factorisation and the forward substitution run on scalars,
-    together."""
-    dim = cov.shape[-1]
-    if dim > SCALAR_LIMIT:
+    together (`mvn_log_prob_entries`)."""
+    if cov.shape[-1] > SCALAR_LIMIT:
         return mvn_log_prob_cholesky(value, mean, cholesky(cov))
+    return mvn_log_prob_entries(value, mean, cov)
+
+
+def mvn_log_prob_entries(value, mean, cov) -> jnp.ndarray:
+    """log N(value; mean, cov) on scalars: `mean` and `value` vectors or lists of scalars, `cov` a matrix or its
+    entries as nested lists (`bayesval.inference.clt.pair_product_entries`), which are then never stacked."""
+    dim = len(cov)
     lower = _cholesky_entries(cov)
     standard = _substitute_entries(lower, [value[i] - mean[i] for i in range(dim)])
     log_det = sum(2.0 * jnp.log(lower[i][i]) for i in range(dim))

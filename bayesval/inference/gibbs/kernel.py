@@ -27,9 +27,9 @@ import jax.numpy as jnp
 
 from bayesval.inference.conjugate import NIG, nig_update, niw_update, sample_nig, sample_niw
 from bayesval.inference.gibbs.adaptation import ConditionalFit, RunningMoments, fit_for, gather_moments, joint_dimension
-from bayesval.inference.gibbs.moves import clt_moments, collapsed_moves, interweaving_moves
+from bayesval.inference.gibbs.moves import clt_entries, clt_moments, collapsed_moves, interweaving_moves, with_noise
 from bayesval.inference.gibbs.state import BLRPriors, GibbsInputs, GibbsSettings, GibbsState
-from bayesval.inference.linalg import cholesky, spd_solve
+from bayesval.inference.linalg import SCALAR_LIMIT, cholesky, cholesky_times_entries, spd_solve, spd_solve_entries
 
 
 def init(key: jax.Array, priors: BLRPriors, num_parties: int, shared_data_model: bool = False) -> GibbsState:
@@ -52,12 +52,20 @@ def sample_latent_statistic(key, statistic, state_i, perturbed, count, noise_std
     Two Cholesky factorisations replace the eigendecomposition of the direct form. `state_i` is
     (weights, noise_var, x_mean_i, x_cov_i).
     """
-    clt_mean, clt_cov = clt_moments(statistic, *state_i, count)
-    eye = jnp.eye(clt_cov.shape[0])
     key_prior, key_noise = jax.random.split(key)
-    prior_draw = clt_mean + cholesky(clt_cov) @ jax.random.normal(key_prior, clt_mean.shape)
-    residual = perturbed - prior_draw - noise_std * jax.random.normal(key_noise, clt_mean.shape)
-    return prior_draw + clt_cov @ spd_solve(clt_cov + noise_std**2 * eye, residual)
+    size = len(statistic.pairs[0])
+    prior_white, noise_white = (jax.random.normal(k, (size,)) for k in (key_prior, key_noise))
+    if size > SCALAR_LIMIT:
+        clt_mean, clt_cov = clt_moments(statistic, *state_i, count)
+        prior_draw = clt_mean + cholesky(clt_cov) @ prior_white
+        residual = perturbed - prior_draw - noise_std * noise_white
+        return prior_draw + clt_cov @ spd_solve(clt_cov + noise_std**2 * jnp.eye(size), residual)
+    clt_mean, clt_cov = clt_entries(statistic, *state_i, count)  # on scalars, as the likelihood
+    offset = cholesky_times_entries(clt_cov, prior_white)
+    prior_draw = [mean + step for mean, step in zip(clt_mean, offset)]
+    residual = [perturbed[i] - prior_draw[i] - noise_std * noise_white[i] for i in range(size)]
+    solved = spd_solve_entries(with_noise(clt_cov, noise_std), residual)
+    return jnp.stack([draw + sum(c * x for c, x in zip(row, solved)) for draw, row in zip(prior_draw, clt_cov)])
 
 
 def step(

@@ -15,7 +15,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
+from bayesval.inference.clt import linear_regression_record_moments, pair_product_entries, pair_product_moments
 from bayesval.inference.conjugate import nig_log_density, niw_log_density
 from bayesval.inference.gibbs.adaptation import (
     PROPOSAL_DOF,
@@ -26,8 +26,10 @@ from bayesval.inference.gibbs.adaptation import (
 )
 from bayesval.inference.gibbs.state import GibbsInputs, GibbsSettings, GibbsState
 from bayesval.inference.linalg import (
+    SCALAR_LIMIT,
     cholesky,
     mvn_log_prob,
+    mvn_log_prob_entries,
     mvt_log_prob_cholesky,
     pd_from_unconstrained,
     pd_log_abs_det_jacobian,
@@ -35,24 +37,52 @@ from bayesval.inference.linalg import (
     spd_inverse,
 )
 
+JITTER = 1e-10  # added to the CLT covariance's diagonal, relative to its mean diagonal entry
+
 
 def clt_moments(statistic, weights, noise_var, x_mean, x_cov, count):
     """c mu_t and c Sigma_t (plus a relative jitter) for one party: the CLT moments of its exact statistic
     (Sim et al. 2023, Sec. 4)."""
     rows, cols = statistic.pairs
+    if len(rows) <= SCALAR_LIMIT:
+        mean, cov = clt_entries(statistic, weights, noise_var, x_mean, x_cov, count)
+        return jnp.stack(mean), jnp.stack([jnp.stack(row) for row in cov])
     z_mean, z_cov = linear_regression_record_moments(weights, noise_var, x_mean, x_cov)
     t_mean, t_cov = pair_product_moments(z_mean, z_cov, rows, cols)
     clt_cov = count * t_cov
-    jitter = 1e-10 * jnp.trace(clt_cov) / clt_cov.shape[0]
+    jitter = JITTER * jnp.trace(clt_cov) / clt_cov.shape[0]
     return count * t_mean, clt_cov + jitter * jnp.eye(clt_cov.shape[0])
+
+
+def clt_entries(statistic, weights, noise_var, x_mean, x_cov, count) -> tuple[list, list[list]]:
+    """`clt_moments` on scalars, for a statistic of at most SCALAR_LIMIT entries: the mean a list, the covariance
+    nested lists. A caller that only reads them (a density, a draw) never stacks them into matrices: under `vmap`
+    stacking scalars into (batch, P, P) arrays and reading them back cost 3.4x the whole likelihood of a party of
+    Syn (docs/benchmarks.md)."""
+    z_mean, z_cov = linear_regression_record_moments(weights, noise_var, x_mean, x_cov)
+    t_mean, t_cov = pair_product_entries(z_mean, z_cov, *statistic.pairs)
+    cov = [[count * entry for entry in row] for row in t_cov]
+    jitter = JITTER * sum((row[i] for i, row in enumerate(cov)), 0.0) / len(cov)
+    return [count * entry for entry in t_mean], [
+        [entry + jitter if i == j else entry for j, entry in enumerate(row)] for i, row in enumerate(cov)
+    ]
+
+
+def with_noise(cov: list[list], noise_std) -> list[list]:
+    """c Sigma_t + sigma_z^2 I on entries: the covariance of a release around c mu_t."""
+    noise_var = noise_std**2
+    return [[entry + noise_var if i == j else entry for j, entry in enumerate(row)] for i, row in enumerate(cov)]
 
 
 def marginal_log_likelihood(statistic, weights, noise_var, x_mean, x_cov, perturbed, count, noise_std):
     """log N(o_i; c_i mu_t, c_i Sigma_t + sigma_z,i^2 I): one party's perturbed statistic with its exact
-    statistic integrated out (the likelihood NUTS uses)."""
-    clt_mean, clt_cov = clt_moments(statistic, weights, noise_var, x_mean, x_cov, count)
-    total = clt_cov + noise_std**2 * jnp.eye(clt_cov.shape[0])
-    return mvn_log_prob(perturbed, clt_mean, total)
+    statistic integrated out (the likelihood NUTS uses). Up to SCALAR_LIMIT entries on scalars (`clt_entries`,
+    `mvn_log_prob_entries`), never stacked."""
+    if len(statistic.pairs[0]) > SCALAR_LIMIT:
+        clt_mean, clt_cov = clt_moments(statistic, weights, noise_var, x_mean, x_cov, count)
+        return mvn_log_prob(perturbed, clt_mean, clt_cov + noise_std**2 * jnp.eye(clt_cov.shape[0]))
+    clt_mean, clt_cov = clt_entries(statistic, weights, noise_var, x_mean, x_cov, count)
+    return mvn_log_prob_entries(perturbed, clt_mean, with_noise(clt_cov, noise_std))
 
 
 def interweaving_moves(key, num_moves: int, state: GibbsState, stats, inputs: GibbsInputs, statistic):
