@@ -223,3 +223,34 @@ def test_independence_moves_cross_a_heavy_tail_that_stalls_a_gaussian_proposal(d
     else:
         assert stuck < 0.05, stuck
         assert abs(tail - 2 * stats.t.sf(3.0, 3.0)) < 0.01, tail
+
+
+@pytest.mark.parametrize("num_features", [2, 3])  # a statistic of 9 entries, on scalars; of 14, on matrices
+def test_a_latent_statistic_draw_follows_its_gaussian_conditional(num_features):
+    """Algorithm 1's step 7 (Sim et al. 2023): s_i | theta, omega_i, o_i is N(m + A (A + s^2 I)^-1 (o - m),
+    A - A (A + s^2 I)^-1 A) for the CLT moments m = c mu_t, A = c Sigma_t; and the release's likelihood with s_i
+    integrated out is N(o; m, A + s^2 I). Both against the closed form, on scalars and on matrices."""
+    from scipy import stats
+
+    from bayesval.inference.gibbs.kernel import sample_latent_statistic
+    from bayesval.inference.gibbs.moves import clt_moments, marginal_log_likelihood
+
+    statistic = bv.models.LinearRegression().statistic(num_features)
+    rng = np.random.default_rng(num_features)
+    root = rng.normal(size=(num_features, num_features))
+    state = (jnp.asarray(rng.normal(size=num_features + 1)), 0.7, jnp.asarray(rng.normal(size=num_features)))
+    state += (jnp.asarray(root @ root.T + np.eye(num_features)),)
+    count, noise_std = 50.0, 20.0
+    mean, cov = (np.asarray(a) for a in clt_moments(statistic, *state, count))
+    perturbed = mean + rng.normal(size=mean.shape) * np.sqrt(np.diag(cov) + noise_std**2)
+    gain = cov @ np.linalg.inv(cov + noise_std**2 * np.eye(len(mean)))
+    expected_mean, expected_cov = mean + gain @ (perturbed - mean), cov - gain @ cov
+    keys = jax.random.split(jax.random.key(0), 40_000)
+    draw = jax.jit(jax.vmap(lambda k: sample_latent_statistic(k, statistic, state, perturbed, count, noise_std)))
+    draws = np.asarray(draw(keys))
+    standard_error = np.sqrt(np.diag(expected_cov) / len(keys))
+    assert np.all(np.abs(draws.mean(axis=0) - expected_mean) < 4.5 * standard_error)
+    np.testing.assert_allclose(np.cov(draws.T).diagonal(), expected_cov.diagonal(), rtol=0.05)
+    likelihood = marginal_log_likelihood(statistic, *state, perturbed, count, noise_std)
+    expected = stats.multivariate_normal(mean, cov + noise_std**2 * np.eye(len(mean))).logpdf(perturbed)
+    np.testing.assert_allclose(float(likelihood), expected, rtol=1e-9)

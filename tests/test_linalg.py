@@ -29,6 +29,14 @@ def test_factorisations_and_solves_match_numpy(dim):
     np.testing.assert_allclose(linalg.spd_inverse(matrix), np.linalg.inv(matrix), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(linalg.log_det_from_cholesky(lower), np.linalg.slogdet(matrix)[1], rtol=1e-12)
     assert np.isnan(np.asarray(linalg.cholesky(-jnp.eye(dim)))).any()  # not PD: NaN, as LAPACK's
+    if dim <= linalg.SCALAR_LIMIT:  # the same on entries given as nested lists of scalars, never stacked
+        entries = [[jnp.asarray(value) for value in row] for row in matrix]
+        vector = rhs[:, 0]
+        solved = linalg.spd_solve_entries(entries, vector)
+        np.testing.assert_allclose(solved, np.linalg.solve(matrix, vector), rtol=1e-8)
+        np.testing.assert_allclose(linalg.cholesky_times_entries(entries, vector), np.linalg.cholesky(matrix) @ vector)
+        expected = stats.multivariate_normal(rhs[:, 1], matrix).logpdf(vector)
+        np.testing.assert_allclose(linalg.mvn_log_prob_entries(vector, list(rhs[:, 1]), entries), expected, rtol=1e-10)
 
 
 @pytest.mark.parametrize("dim", [2, 4, 7])

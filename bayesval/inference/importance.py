@@ -53,7 +53,7 @@ DEFENSIVE = 0.2  # the share of theta draws from the defensive component
 INNER_DRAWS = 4  # draws of each member's data model per theta draw
 # Draws a row evaluates at once (`lax.map` in chunks): at 2,048 draws of 24 parties a weight's intermediates (draws x
 # inner draws x parties x the data model's coordinates) are megabytes each and left the cache; in chunks of 256 the
-# weights of a row ran 2.7x faster on 2 cores, the conjugate draws 2x (docs/benchmarks.md, "Cheaper rows")
+# weights of a row ran 2.7x faster on one core, the conjugate draws 2x (docs/benchmarks.md, "Cheaper rows")
 CHUNK = 256
 # A rerun's inner draws over the attempt's before: the weights of the hard coalitions of 12 parties held 1.6-4 times
 # the effective draws at 16 as at 4 (the noise of each member's estimated likelihood, multiplied over the members, was
@@ -176,8 +176,9 @@ def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, n
     thetas = weighted.thetas[chosen]
     keys = jax.random.split(key_conjugate, num_draws)
 
-    def conjugate(args):
-        return _conjugate_draw(*args[:1], terms, mask, proposal, *args[1:])
+    def conjugate(row):
+        row_key, theta, row_white = row
+        return _conjugate_draw(row_key, terms, mask, proposal, theta, row_white)
 
     draws = jax.lax.map(conjugate, (keys, thetas, white), batch_size=CHUNK)
     return draws, k_hat, 1.0 / jnp.sum(normalised**2), mode.gradient <= CONVERGED
