@@ -225,6 +225,33 @@ def test_a_coalition_short_of_effective_draws_is_drawn_again_with_closer_likelih
     assert rerun.ess.mean() > first.ess.mean()
 
 
+def test_a_wide_coalition_draws_each_members_data_model_more_times(monkeypatch):
+    """The inner draws follow the party slots of a row (`inner_draw_count`: one per 1.5 slots, at least 4), because
+    the noise of the members' estimated likelihoods adds up over the members: 11 members of 12 parties (epsilon 0.5)
+    at the 8 draws of 12 slots hold well more effective draws than at 4, on the same keys."""
+    from bayesval.datasets.synthetic import make_syn
+    from bayesval.inference import importance as draws
+
+    syn = make_syn(seed=0, sizes=(100,) * 12)
+    parties = [
+        bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+    model = bv.models.LinearRegression()
+    data = NoiseAwareData.from_releases(release_all(model, parties))
+    assert [draws.inner_draw_count(width) for width in (3, 4, 8, 12, 24)] == [4, 4, 6, 8, 16]
+    assert draws.inner_draw_count(12, attempt=1) == 8 * draws.RERUN_INNER
+    masks = np.ones((3, 12), bool)
+    masks[:, 0] = False
+    keys = jax.random.split(jax.random.key(3), 3)
+    rows = NoiseAwareData.per_row([data] * 3)
+    wide = model.importance_draws(keys, rows, masks, 1024)
+    monkeypatch.setattr(draws, "MEMBERS_PER_INNER_DRAW", np.inf)  # every width at the fewest, 4
+    assert draws.inner_draw_count(12) == draws.INNER_DRAWS
+    few = model.importance_draws(keys, rows, masks, 1024)
+    assert wide.ess.mean() > 1.3 * few.ess.mean(), (wide.ess, few.ess)
+
+
 def test_a_fit_that_fails_from_the_priors_mode_starts_again_from_the_releases(syn, monkeypatch):
     """Where the steps from the prior's mode fail (here: reported unconverged), the fit starts again from the mode
     of the NIG posterior of the members' releases taken as exact statistics, which the data place, and converges to

@@ -16,8 +16,9 @@ posterior; where noise dominates they follow the CLT-marginal posterior, as the 
   moments, widened `INFLATE` times (adaptive importance sampling; Cappe, Douc, Guillin, Marin & Robert 2008,
   Statist. Comput. 18(4)): at Syn's noise the posterior's mean lies up to 2 fitted standard deviations from the
   mode, where the fit alone left k-hat above 1.
-* **omega_i given theta** is drawn K times (INNER_DRAWS; RERUN_INNER times as many on each rerun) from a Gaussian
-  linear in theta: first the fit's conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow
+* **omega_i given theta** is drawn K times (`inner_draw_count`: one per MEMBERS_PER_INNER_DRAW party slots of the
+  row, at least INNER_DRAWS; RERUN_INNER times as many on each rerun) from a Gaussian linear in theta: first the
+  fit's conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow
   Hessian's blocks), then the weighted draws' regression of omega_i on theta. Each party's data model meets theta
   and nothing else, so the average of the K inner weights is an unbiased estimate of L_i(theta) = int p(o_i |
   theta, omega_i) p(omega_i) d omega_i, and theta's weight p(theta) prod_i L_i(theta) / g(theta) stays a weight of
@@ -32,6 +33,7 @@ posterior; where noise dominates they follow the CLT-marginal posterior, as the 
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import NamedTuple
 
@@ -50,7 +52,16 @@ from bayesval.statistics import LinearRegressionStatistic
 
 WIDE = 2.0  # the defensive component's scale, in the proposal's standard deviations
 DEFENSIVE = 0.2  # the share of theta draws from the defensive component
-INNER_DRAWS = 4  # draws of each member's data model per theta draw
+INNER_DRAWS = 4  # the fewest draws of each member's data model per theta draw
+# Party slots of a row per draw of each member's data model (`inner_draw_count`). A member's likelihood is the mean
+# of K inner weights, so the log of theta's weight carries the noise of m members' estimates, of variance about
+# m v / K, and the effective draws fall as m / K grows: at K = 4 rows of 8, 16 and 23 of 24 parties held a median
+# 594, 303 and 203 effective draws of 2,048, their KL spread over 10 keys 0.044, 0.061 and 0.138 nats, and the two
+# wider fell below the 400 that draws them again; at K = 6, 12 and 16 (1.5 slots a draw at widths 8, 16 and 24) 777,
+# 807 and 832, spread 0.031, 0.040 and 0.040, the wider two's means within 0.03 nats of K = 64's (K = 4's 0.06
+# below), for 1.3, 2.0 and 2.5 times a first row's cost and less than a first row and its rerun cost before
+# (docs/benchmarks.md, "Inner draws by width")
+MEMBERS_PER_INNER_DRAW = 1.5
 # Draws a row evaluates at once (`lax.map` in chunks): at 2,048 draws of 24 parties a weight's intermediates (draws x
 # inner draws x parties x the data model's coordinates) are megabytes each and left the cache; in chunks of 256 the
 # weights of a row ran 2.7x faster on one core, the conjugate draws 2x (docs/benchmarks.md, "Cheaper rows")
@@ -88,14 +99,14 @@ def importance_draws(
 ) -> ImportanceDraws:
     """`num_draws` resampled draws of each row's coalition posterior, from as many weighted ones: a key (B,) a row,
     the coalitions `masks` (B, n) and each row's releases (`NoiseAwareData.per_row`, perturbed (B, n, P)), under the
-    NIG prior and each party's NIW data model, each member's data model drawn INNER_DRAWS x RERUN_INNER^attempt
-    times per theta (`attempt`: 0 the first, then the reruns). A row is two compiled programs, its fit
+    NIG prior and each party's NIW data model, each member's data model drawn `inner_draw_count(n, attempt)` times per
+    theta (`attempt`: 0 the first, then the reruns). A row is two compiled programs, its fit
     (`joint_mode`) and its draws (vectorised), and rows are drawn one after another: a batch of rows would compile a
     program per batch size, and under `vmap` each fit would run as many steps as the slowest."""
     if num_draws % 2 or num_draws < 20:
         raise ValueError(f"num_draws must be even and at least 20, got {num_draws}")
-    inner_draws = INNER_DRAWS * RERUN_INNER**attempt
     masks = np.asarray(masks, bool)
+    draws_a_member = inner_draw_count(masks.shape[1], attempt)
     parts = [np.asarray(part) for part in data]
     rows, modes = [], {}  # a coalition's repeats share its fit: a deterministic function of its mask and releases
     for row in range(len(masks)):
@@ -105,9 +116,17 @@ def importance_draws(
             modes[coalition] = joint_mode(row_data, masks[row], prior, data_prior, statistic)
         mode = modes[coalition]
         rows.append(
-            _row_draws(keys[row], row_data, masks[row], prior, data_prior, statistic, mode, num_draws, inner_draws)
+            _row_draws(keys[row], row_data, masks[row], prior, data_prior, statistic, mode, num_draws, draws_a_member)
         )
     return ImportanceDraws(*(np.stack([np.asarray(row[field]) for row in rows]) for field in range(4)))
+
+
+def inner_draw_count(width: int, attempt: int = 0) -> int:
+    """The draws of each member's data model per theta draw in a row of `width` party slots, on `attempt` (0 the
+    first, then the reruns): one per MEMBERS_PER_INNER_DRAW slots, rounded up to even, at least INNER_DRAWS, and
+    RERUN_INNER times as many on each rerun. A program serves one width, so its members (at most `width`) set it."""
+    first = max(INNER_DRAWS, 2 * math.ceil(width / (2 * MEMBERS_PER_INNER_DRAW)))
+    return first * RERUN_INNER**attempt
 
 
 def joint_mode(data: NoiseAwareData, mask: np.ndarray, prior: NIG, data_prior: NIW, statistic) -> JointMode:

@@ -167,12 +167,12 @@ class ImportanceExecutor:
     def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData, attempt: int = 0) -> ImportanceRows:
         """Every row of the model's `attempt`: its key (rows,), coalition mask (rows, n), the game's releases; its
         members packed to the planner's width (`member_width`: from 6 parties on, a third of the parties at a time,
-        so at most three compiled programs) on a first attempt, at every party's slot on a rerun (its few rows in one
-        compiled program), ROWS_PER_CALL rows a call."""
+        so at most three compiled programs an attempt), ROWS_PER_CALL rows a call. A rerun's rows are packed as the
+        first attempt's are: the inner draws follow the width (`bayesval.inference.importance.inner_draw_count`),
+        and a narrow coalition drawn again at every party's slot paid the widest row's inner draws, 4 times over
+        (docs/benchmarks.md, "Inner draws by width")."""
         masks = np.asarray(masks, bool)
-        widths = np.array(
-            [member_width(int(mask.sum()), self.num_parties) if attempt == 0 else self.num_parties for mask in masks]
-        )
+        widths = np.array([member_width(int(mask.sum()), self.num_parties) for mask in masks])
         parts = [np.empty(len(masks)) for _ in ImportanceRows._fields]
         for width in np.unique(widths):
             rows = np.flatnonzero(widths == width)
