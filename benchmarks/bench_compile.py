@@ -100,6 +100,16 @@ def run_json(command: list[str], package_root: Path | None) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def side_by_side(command: list[str], against: str | None) -> dict[str, dict]:
+    """`command`'s JSON (`run_json`) from this tree and, where `against` names a commit, from the package at it
+    (`checkout`), each in a fresh process: keyed 'this tree' and the commit."""
+    runs = {"this tree": run_json(command, None)}
+    if against:
+        with checkout(against) as tree:
+            runs[against] = run_json(command, tree)
+    return runs
+
+
 def run_child(case: str, ahead: bool, package_root: Path | None) -> dict:
     """One fresh process valuing `case`; with `package_root`, `bayesval` is imported from there."""
     return run_json([sys.executable, __file__, "--child", case, "ahead" if ahead else "called"], package_root)

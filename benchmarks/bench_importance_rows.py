@@ -71,14 +71,11 @@ def main() -> None:
         print(json.dumps(child(args.child, args.rows)))
         return
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_compile import checkout, run_json
+    from bench_compile import side_by_side
 
     for num_parties in args.parties:
         command = [sys.executable, __file__, "--child", str(num_parties), "--rows", str(args.rows)]
-        runs = {"this tree": run_json(command, None)}
-        if args.against:
-            with checkout(args.against) as tree:
-                runs[args.against] = run_json(command, tree)
+        runs = side_by_side(command, args.against)
         print(f"\n{num_parties} parties, {args.rows} rows a width after the first call:")
         print("| width | package | first call (s) | a row: median (min-max) ms |")
         print("|---|---|---|---|")

@@ -87,13 +87,10 @@ def main() -> None:
         print(json.dumps(child(args.child, args.coalitions)))
         return
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_compile import checkout, run_json
+    from bench_compile import side_by_side
 
     command = [sys.executable, __file__, "--child", str(args.parties), "--coalitions", str(args.coalitions)]
-    runs = {"this tree": run_json(command, None)}
-    if args.against:
-        with checkout(args.against) as tree:
-            runs[args.against] = run_json(command, tree)
+    runs = side_by_side(command, args.against)
     print(f"\n{args.parties} parties, {args.coalitions} coalitions a width, {runs['this tree']['repeats']} repeats:")
     print("| width (sizes) | package | s a coalition | drawn again | median ESS | KL spread (nats) | trusted |")
     print("|---|---|---|---|---|---|---|")
