@@ -3,6 +3,7 @@ what the policy spends against the number of parties (issue 61).
 
     python benchmarks/bench_shapley_policy.py --part calibration [--keys 200] [--tolerance 0.02] [--noise 0.05]
     python benchmarks/bench_shapley_policy.py --part cost [--parties 3 6 12 24 50] [--keys 5]
+    python benchmarks/bench_shapley_policy.py --part samplers [--parties 12 16 24] [--keys 12] [--noise 0.04]
 
 A replayed game (`bayesval.parties.replay.ReplayedGame`) gives each coalition asked for two estimates (the repeats a
 sampled coalition gets at the fast preset; three where every coalition is valued), its known value plus N(0, 0.02^2)
@@ -27,6 +28,13 @@ permutations against the control variate until the stopping rule holds.
   regression estimator), per key: permutations, coalitions valued (the expensive evaluations), the largest stderr and
   the largest |z| against the exact values where they are known (up to 12 parties), and the method (with the
   surrogate evaluations an estimated phi(u) spent).
+* samplers: Latin blocks against plain permutations (in batches of 8, the rule's step where coalitions are valued
+  one after another) on the replayed games of `cost` valued as importance sampling values them, at each `--parties`
+  (at most 24) with the tolerance of `cost` (0.03 where it names none), `--noise` an estimate (default 0.04, a
+  repeat's spread by importance sampling) and the policy's control; exact Shapley values by enumerating the 2^n
+  coalitions of the closed form (16.8 million at 24 parties). Per sampler: permutations and coalitions spent
+  (median and range over keys), RMS z against the exact values, the largest |z|, stderr / spread over keys (median
+  and range over parties) and the largest stderr.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import jax
 import numpy as np
 
 import bayesval as bv
-from bayesval.games import SHAPLEY
+from bayesval.games import SHAPLEY, KeylessUtility
 from bayesval.games.stopping import MaxEvaluations, StandardError
 from bayesval.games.weights import semivalue_matrix
 from bayesval.parties import valuation
@@ -176,19 +184,59 @@ def cost(parties: list[int], keys: int) -> None:
             )
 
 
+def samplers(parties: list[int], keys: int, noise: float) -> None:
+    if max(parties) > 24:
+        raise SystemExit("--part samplers enumerates every coalition for the exact values: at most 24 parties")
+    for n in parties:
+        tolerance = TOLERANCES.get(n, 0.03)
+        truth = noise_free_game(n)
+        surrogate = laplace_like_surrogate(n, truth)
+        start = time.perf_counter()
+        exact = bv.games.exact_semivalue(KeylessUtility(truth), n, jax.random.key(0), batch_size=1 << 18).values
+        print(f"{n} parties: exact Shapley values by enumeration in {time.perf_counter() - start:.0f} s", flush=True)
+        latin_up_to = valuation.LATIN_UP_TO
+        for label, up_to in (("Latin blocks", n), ("plain permutations", n - 1)):
+            valuation.LATIN_UP_TO = up_to
+            chosen = settings(n, tolerance, False)
+            rows = []
+            for seed in range(keys):
+                game = ReplayedGame(n, truth, noise, 2, seed=20_000 + seed, surrogate=surrogate, vectorised=False)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    result = run(game, chosen, seed)
+                rows.append((result.sampled.state.batch_draws, game.num_sampled, result.values, result.stderr))
+            valuation.LATIN_UP_TO = latin_up_to
+            permutations, coalitions, values, stderr = zip(*rows)
+            values, stderr = np.array(values), np.array(stderr)
+            z = (values - exact) / stderr
+            ratio = stderr.mean(axis=0) / values.std(axis=0, ddof=1)
+            print(
+                f"  {label}, t = {tolerance}, noise {noise}: permutations {np.median(permutations):.0f} "
+                f"({min(permutations)}-{max(permutations)}), coalitions {np.median(coalitions):.0f} "
+                f"({min(coalitions)}-{max(coalitions)}); RMS z {np.sqrt(np.mean(z**2)):.3f}, largest |z| "
+                f"{np.abs(z).max():.2f}; stderr / spread median {np.median(ratio):.2f} ({ratio.min():.2f}-"
+                f"{ratio.max():.2f}); largest stderr {stderr.max():.4f}",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("calibration", "cost"), default="calibration")
+    parser.add_argument("--part", choices=("calibration", "cost", "samplers"), default="calibration")
     parser.add_argument("--keys", type=int, default=None)
     parser.add_argument("--tolerance", type=float, default=0.02)
-    parser.add_argument("--noise", type=float, default=None, help="calibration: the sd of an estimate (the table's)")
+    parser.add_argument(
+        "--noise", type=float, default=None, help="the sd of an estimate: calibration's the table's, samplers' 0.04"
+    )
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12, 24, 50])
     args = parser.parse_args()
     jax.config.update("jax_enable_x64", True)
     if args.part == "calibration":
         calibration(args.keys or 200, args.tolerance, args.noise)
-    else:
+    elif args.part == "cost":
         cost(args.parties, args.keys or 5)
+    else:
+        samplers(args.parties, args.keys or 12, 0.04 if args.noise is None else args.noise)
 
 
 if __name__ == "__main__":

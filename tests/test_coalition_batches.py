@@ -112,10 +112,10 @@ def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exact
         _valuate(releases, resume_from=whole.state, **options)
 
 
-def test_permutations_come_in_latin_blocks_up_to_32_parties_and_plain_beyond():
-    """Latin blocks where two of them fit in the default rule's 64 permutations, in batches of about 32 permutations
+def test_permutations_come_in_latin_blocks_up_to_16_parties_and_plain_beyond():
+    """Latin blocks where two of them fit in one batch of 32 permutations, in batches of about 32 permutations
     rounded to whole blocks; plain permutations in batches of 32 beyond."""
-    cases = {4: (True, 32), 11: (True, 33), 12: (True, 36), 20: (True, 40), 32: (True, 32), 33: (False, 32)}
+    cases = {4: (True, 32), 11: (True, 33), 12: (True, 36), 16: (True, 32), 17: (False, 32), 20: (False, 32)}
     cases[50] = (False, 32)
     for parties, expected in cases.items():
         sampler, batch_size = party_valuation.permutation_sampler(parties)

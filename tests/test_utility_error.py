@@ -212,3 +212,18 @@ def test_a_version_2_state_reads_without_the_record():
     meta, arrays = result.state.to_record()
     old = SemivalueState.from_record(meta, arrays, version=2)
     assert old.noise is None and np.array_equal(old.estimate().variances, result.state.estimate().variances)
+
+
+def test_estimates_that_differ_by_rounding_are_one_coalitions_but_noise_is_not():
+    """With a control variate the record holds v - u, and u is computed again whenever its coalition comes, in a
+    batch of another shape (a Laplace fit, a sum over members), which can round otherwise in the last bits: such
+    estimates are the coalition's own (the first kept), where estimates 1e-6 apart, a utility that values afresh,
+    are refused as before."""
+    record = CoalitionNoise.empty(np.ones(3) / 3, 2)
+    masks = np.array([[1, 0, 1], [0, 1, 0]], bool)
+    values = np.array([[1.25, 0.5], [1.5, 0.75]])  # (R, M)
+    first = record.added(masks, values)
+    again = first.added(masks[::-1], values[:, ::-1] * (1 + 4 * np.finfo(np.float64).eps))
+    assert again.num_coalitions == 2 and np.array_equal(again.estimates, first.estimates)
+    with pytest.raises(ValueError, match=r"the coalition \[0, 2\] two different sets of estimates"):
+        first.added(masks[:1], values[:, :1] + 1e-6)

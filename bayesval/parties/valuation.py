@@ -82,9 +82,12 @@ DEFAULT_RHO = 0.2  # the reward targets' rho (Sim et al. 2023, Sec. 6)
 # The default rule stops once every standard error is at most the tolerance and trusted (`StandardError`: at least
 # TRUSTED_DOF degrees of freedom, bayesval.results.variance), with no floor of permutations of its own (64 until
 # 2026-11-28; docs/benchmarks.md, "A stopping rule that stops on time").
-LATIN_UP_TO = 32  # parties sampled in Latin blocks: two blocks, the fewest that give a position a variance, <= 64
+# Parties sampled in Latin blocks: two blocks, the fewest that give a position a variance, fit in one batch of
+# PERMUTATION_BATCH (docs/games.md, "Latin permutations"; 32 until 2026-11-30, when two blocks were <= 64).
+LATIN_UP_TO = 16
 MAX_PERMUTATIONS = 10_000  # the default rule's cap, as MaxEvaluations(MAX_PERMUTATIONS * (n + 1))
 PERMUTATION_BATCH = 32  # permutations per batch of coalition posteriors, rounded to whole Latin blocks
+SEQUENTIAL_BATCH = 8  # plain permutations a batch where coalitions are valued one after another: the rule's step
 MAX_CONTROL_PARTIES = 12  # the most parties whose surrogate is fitted on every coalition (4,095 fits in 142 s)
 # Beyond, phi(u) is estimated from evaluations of the surrogate (`estimated_control`) to this share of the tolerance
 # (its variance, a ninth of the tolerance's square, adds to the sampled difference's), with at most this many fits.
@@ -94,24 +97,27 @@ MAX_SURROGATE_EVALUATIONS = 20_000
 
 def permutation_sampler(
     num_parties: int, resumed: str | None = None, vectorised: bool = True
-) -> tuple[PermutationSampler, int]:
+) -> tuple[PermutationSampler, int | None]:
     """The permutation sampler and its permutations per batch. Latin blocks (`PermutationSampler(latin=True)`: each
-    party at every position once a block, its marginals averaged by position) up to LATIN_UP_TO = 32 parties, where
-    two blocks, the fewest that give each position's marginals a variance, are no more than 64 permutations (64 was
-    the default rule's floor until 2026-11-28); plain permutations beyond, where two blocks would cost more
-    permutations than the spread between positions saves (50 noise-free parties: 100 against 66 for a standard error
-    of 0.05, docs/games.md, "Latin permutations"). A game whose coalitions are valued in `vectorised` sampler calls
-    (the chains: a larger call costs less a coalition) takes batches of PERMUTATION_BATCH, rounded to whole blocks;
-    one that values them one after another (importance sampling) takes one Latin block a batch, the stopping rule's
-    finest step: on a replayed 12-party game the rule stopped after 24 to 48 permutations where batches of 36
-    sometimes went on to 72 (docs/importance.md, "When it runs"). Plain permutations come in batches of
-    PERMUTATION_BATCH. A run resumed from a result sampled with plain permutations (`resumed`: its sampler's name;
-    saved before Latin blocks came in) goes on with them, in batches of PERMUTATION_BATCH as then."""
-    plain = PermutationSampler()
-    if num_parties > LATIN_UP_TO or resumed == plain.name:
-        return plain, PERMUTATION_BATCH
+    party at every position once a block, its marginals averaged by position) up to LATIN_UP_TO = 16 parties, where
+    two blocks, the fewest that give each position's marginals a variance, fit in one batch of PERMUTATION_BATCH;
+    plain permutations beyond. Against the control variate a party's marginals of v - u hardly change with the
+    position, so a Latin block's permutation is worth a plain one and two blocks are a floor the variance does not ask
+    for: on a replayed 24-party game (tolerance 0.03) Latin blocks stopped at their floor of 48 permutations, 1,052
+    coalitions, plain permutations at 32, 716, as calibrated (docs/benchmarks.md, "Plain permutations beyond 16
+    parties"). A game whose coalitions are valued in `vectorised` sampler calls (the chains: a larger call costs less
+    a coalition) takes batches of PERMUTATION_BATCH, rounded to whole blocks; one that values them one after another
+    (importance sampling) takes the stopping rule's finest step: one Latin block, or SEQUENTIAL_BATCH plain
+    permutations, a batch (on a replayed 12-party game the rule stopped after 24 to 48 permutations where batches of
+    36 sometimes went on to 72: docs/importance.md, "When it runs"). A resumed run (`resumed`: its sampler's name)
+    goes on with the sampler it was sampled with, in the batches of its saved state (None here)."""
+    plain, latin = PermutationSampler(), PermutationSampler(latin=True)
+    if resumed is not None:
+        return (latin if resumed == latin.name else plain), None
+    if num_parties > LATIN_UP_TO:
+        return plain, PERMUTATION_BATCH if vectorised else SEQUENTIAL_BATCH
     blocks = max(1, round(PERMUTATION_BATCH / num_parties)) if vectorised else 1
-    return PermutationSampler(latin=True), num_parties * blocks
+    return latin, num_parties * blocks
 
 
 @dataclass(frozen=True)
@@ -533,10 +539,11 @@ def shapley_values(
 ) -> ShapleyValues:
     """The Shapley policy of the party route (docs/sim2023.md, "Which route runs for your parties"): exact Shapley
     values up to `exact_up_to` parties; beyond, permutation sampling from `key` until the stopping rule holds or every
-    coalition is known (then the exact values cost nothing more). Up to 32 parties the permutations come in Latin
+    coalition is known (then the exact values cost nothing more). Up to 16 parties the permutations come in Latin
     blocks and a party's marginals are averaged by position (`permutation_sampler`): a party's marginal contribution
     shrinks as the coalition grows, and that spread between positions was most of a plain permutation's variance
-    (docs/games.md, "Latin permutations"). Sampled, the game is valued against a control variate from `surrogates`
+    (docs/games.md, "Latin permutations"); beyond, plain permutations, as the control leaves little of that spread.
+    Sampled, the game is valued against a control variate from `surrogates`
     (`surrogate_control`; phi(u) estimated from `surrogate_key`, by default split from `key`, beyond
     MAX_CONTROL_PARTIES parties). `game` is any
     `CoalitionGame`: the coalition surprise, or a replayed table of coalition values."""

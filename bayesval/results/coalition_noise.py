@@ -50,6 +50,12 @@ from math import comb
 
 import numpy as np
 
+# Two sets of estimates of one coalition are the same where they agree to this share of the largest |estimate| of the
+# records: with a control variate the estimates are v - u, and u is computed again each time its coalition comes
+# (a Laplace fit, a sum over members), in a batch of another shape, which can round otherwise in the last bits; a
+# utility that values a coalition afresh differs by its Monte Carlo error, many orders of magnitude more.
+SAME_ESTIMATES = 1e-9
+
 
 @dataclass
 class CoalitionNoise:
@@ -109,13 +115,15 @@ class CoalitionNoise:
         return joined
 
     def _joined(self, other: CoalitionNoise) -> tuple[CoalitionNoise, np.ndarray | None]:
-        """Both records' coalitions, each once, and the packed mask of a coalition whose estimates differ (None)."""
+        """Both records' coalitions, each once (the first estimates of each), and the packed mask of a coalition whose
+        estimates differ by more than rounding (SAME_ESTIMATES), or None."""
         masks = np.concatenate([self.masks, other.masks])
         estimates = np.concatenate([self.estimates, other.estimates])
         rows = np.ascontiguousarray(masks).view(f"V{masks.shape[1]}").ravel()
         _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
         inverse = inverse.ravel()
-        differ = ~(estimates == estimates[first[inverse]]).all(axis=1)
+        largest = np.max(np.abs(estimates), where=np.isfinite(estimates), initial=1.0)
+        differ = ~(np.abs(estimates - estimates[first[inverse]]) <= SAME_ESTIMATES * largest).all(axis=1)
         kept = np.sort(first)
         return CoalitionNoise(self.weights, masks[kept], estimates[kept]), masks[differ][0] if differ.any() else None
 
