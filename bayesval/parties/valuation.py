@@ -104,7 +104,7 @@ def permutation_sampler(
     plain permutations beyond. Against the control variate a party's marginals of v - u hardly change with the
     position, so a Latin block's permutation is worth a plain one and two blocks are a floor the variance does not ask
     for: on a replayed 24-party game (tolerance 0.03) Latin blocks stopped at their floor of 48 permutations, 1,052
-    coalitions, plain permutations at 32, 716, as calibrated (docs/benchmarks.md, "Plain permutations beyond 16
+    coalitions, plain permutations at 32, 717, as calibrated (docs/benchmarks.md, "Plain permutations beyond 16
     parties"). A game whose coalitions are valued in `vectorised` sampler calls (the chains: a larger call costs less
     a coalition) takes batches of PERMUTATION_BATCH, rounded to whole blocks; one that values them one after another
     (importance sampling) takes the stopping rule's finest step: one Latin block, or SEQUENTIAL_BATCH plain

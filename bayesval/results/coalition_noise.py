@@ -51,9 +51,9 @@ from math import comb
 import numpy as np
 
 # Two sets of estimates of one coalition are the same where they agree to this share of the largest |estimate| of the
-# records: with a control variate the estimates are v - u, and u is computed again each time its coalition comes
-# (a Laplace fit, a sum over members), in a batch of another shape, which can round otherwise in the last bits; a
-# utility that values a coalition afresh differs by its Monte Carlo error, many orders of magnitude more.
+# records (or of 1, if larger): with a control variate the estimates are v - u, and u is computed again each time its
+# coalition comes (a Laplace fit, a sum over members), in a batch of another shape, which can round otherwise in the
+# last bits; a utility that values a coalition afresh differs by its Monte Carlo error, many orders of magnitude more.
 SAME_ESTIMATES = 1e-9
 
 
