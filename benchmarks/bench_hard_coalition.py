@@ -25,9 +25,10 @@ import jax
 import numpy as np
 
 import bayesval as bv
+from bayesval.games.masks import code_masks, members
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties.importance import ImportanceExecutor
-from bayesval.parties.surprise import CoalitionSurprise
+from bayesval.parties.surprise import CoalitionSurprise, per_repeat
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_scale import releases_of  # noqa: E402
@@ -49,8 +50,8 @@ def main() -> None:
     executor = ImportanceExecutor(model.importance_draws, PARTIES, config, 4, model.prior_log_density(data))
     chains = dataclasses.replace(config, num_repeats=args.repeats, progress_bar=False)
     for code in args.coalitions:
-        members = [party for party in range(PARTIES) if code >> party & 1]
-        print(f"coalition {code}: parties {members}", flush=True)
+        mask = code_masks(np.array(code), PARTIES)
+        print(f"coalition {code}: parties {members(mask)}", flush=True)
         summary = {}
         for attempt in args.attempts:
             start = time.perf_counter()
@@ -64,7 +65,7 @@ def main() -> None:
             summary[f"importance, attempt {attempt}"] = rows.kl[0]
         surprise = CoalitionSurprise(model, data, chains, 4, jax.random.key(7), 8, surprise="mcmc")
         start = time.perf_counter()
-        kl = surprise(((code >> np.arange(PARTIES)) & 1).astype(bool)[None])[:, 0]
+        kl = surprise(mask[None])[:, 0]
         seconds = time.perf_counter() - start
         print(
             f"  Gibbs chains: R-hat {surprise.diagnostics['r_hat'][0]:.3f}, bulk ESS "
@@ -73,8 +74,8 @@ def main() -> None:
         )
         summary["Gibbs chains"] = kl
         for name, values in summary.items():
-            error = np.std(values, ddof=1) / np.sqrt(len(values))
-            print(f"  {name}: KL {np.mean(values):.3f} +- {error:.3f}", flush=True)
+            mean, error = per_repeat(values)
+            print(f"  {name}: KL {mean:.3f} +- {error:.3f}", flush=True)
 
 
 if __name__ == "__main__":
