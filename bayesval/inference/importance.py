@@ -78,13 +78,15 @@ INFLATE = 1.2  # the moved proposal's standard deviations over the weighted draw
 class ImportanceDraws(NamedTuple):
     """Resampled draws of a batch of rows (coalition, repeat): theta = (w, sigma^2) (B, S, D + 1), the Pareto k-hat
     of each row's weights (B,), their effective sample size (B,: 1 / the sum of squared normalised smoothed
-    weights) and whether the row's Laplace fit converged (B,: a gradient at most
-    `bayesval.inference.laplace.CONVERGED`)."""
+    weights), whether the row's Laplace fit converged (B,: a gradient at most
+    `bayesval.inference.laplace.CONVERGED`) and how unevenly its estimated likelihoods are noisy over theta (B,: the
+    weighted standard deviation of `likelihood_noise` over the draws)."""
 
     draws: np.ndarray
     k_hat: np.ndarray
     ess: np.ndarray
     converged: np.ndarray
+    noise_spread: np.ndarray
 
 
 def importance_draws(
@@ -118,7 +120,7 @@ def importance_draws(
         rows.append(
             _row_draws(keys[row], row_data, masks[row], prior, data_prior, statistic, mode, num_draws, draws_a_member)
         )
-    return ImportanceDraws(*(np.stack([np.asarray(row[field]) for row in rows]) for field in range(4)))
+    return ImportanceDraws(*(np.stack([np.asarray(part) for part in parts]) for parts in zip(*rows)))
 
 
 def inner_draw_count(width: int, attempt: int = 0) -> int:
@@ -175,9 +177,9 @@ class _Weighted(NamedTuple):
 
 @sampler_jit(static_argnames=("statistic", "num_draws", "inner_draws"))
 def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, num_draws: int, inner_draws: int):
-    """(resampled draws (S, D + 1), k-hat, ESS, converged) of one coalition from its joint mode (`JointMode`): the
-    Laplace fit's proposal, moved ADAPT_ROUNDS times to the moments of its weighted draws (`lax.scan`: one
-    compiled copy of a round), then the draws."""
+    """(resampled draws (S, D + 1), k-hat, ESS, converged, the weighted spread of `likelihood_noise`) of one
+    coalition from its joint mode (`JointMode`): the Laplace fit's proposal, moved ADAPT_ROUNDS times to the
+    moments of its weighted draws (`lax.scan`: one compiled copy of a round), then the draws."""
     terms = coalition_terms(data, prior, data_prior, statistic)
     key_adapt, key_weighted, key_resample, key_inner, key_conjugate = jax.random.split(key, 5)
 
@@ -200,7 +202,24 @@ def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, n
         return _conjugate_draw(row_key, terms, mask, proposal, theta, row_white)
 
     draws = jax.lax.map(conjugate, (keys, thetas, white), batch_size=CHUNK)
-    return draws, k_hat, 1.0 / jnp.sum(normalised**2), mode.gradient <= CONVERGED
+    noise = likelihood_noise(weighted.log_inner)
+    noise_spread = jnp.sqrt(normalised @ (noise - normalised @ noise) ** 2)
+    return draws, k_hat, 1.0 / jnp.sum(normalised**2), mode.gradient <= CONVERGED, noise_spread
+
+
+def likelihood_noise(log_inner):
+    """The variance of log L-hat(theta) = sum_i log mean_k w_ik, the log of theta's estimated likelihood, at each
+    theta draw (S,), from its log inner weights (S, K, n) (a non-member's are 0): by the delta method each member's
+    log-mean has variance Var_k(w_ik) / (K E_k[w_ik]^2), estimated from its K weights. The weights of the pairs
+    target the posterior whatever this is (Andrieu & Roberts 2009), but where it is uneven over theta, a finite
+    sample under-represents the noisier thetas (a log-normal factor of variance v has mean 1 and median e^(-v/2), so
+    its mass sits in rare large weights), the draws come out tilted away from them, and neither k-hat nor the
+    effective draws see it (docs/importance.md, "When it draws again")."""
+    inner_draws = log_inner.shape[1]
+    log_mean = logsumexp(log_inner, axis=1) - jnp.log(inner_draws)
+    log_second = logsumexp(2 * log_inner, axis=1) - jnp.log(inner_draws)
+    spread = jnp.expm1(jnp.maximum(log_second - 2 * log_mean, 0.0))  # E[w^2] / E[w]^2 - 1 >= 0
+    return jnp.sum(jnp.where(jnp.isfinite(log_mean), spread, 0.0), axis=1) / (inner_draws - 1)
 
 
 def _systematic(key, normalised):

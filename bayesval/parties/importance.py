@@ -46,15 +46,28 @@ IMPORTANCE_WINDOW = 50
 # the fast preset's 9,600 chain-sweeps (docs/benchmarks.md), so the route pays from about 1,700 a repeat, 3,500 a
 # coalition of 2 repeats. Below, at a smoke test's budget, the chains cost less than a row's Laplace fit and draws.
 IMPORTANCE_FROM_CHAIN_SWEEPS = 4_000
+# A row whose estimated likelihoods are this unevenly noisy over theta (`ImportanceDraws.noise_spread`: the weighted
+# standard deviation of the variance of log L-hat) is drawn again, with more inner draws. Measured against the chains
+# and against rows at 16 times the inner draws (docs/importance.md, "When it draws again"): rows of coalitions of 12
+# parties spread 0.11-0.33 and sat within 0.04 nats; a 6-member coalition of 24 parties spread 0.44-0.77 and sat 0.3-0.6
+# nats above the chains (one such row at k-hat 0.57 and 456 effective draws); at spread 0.07-0.25 within 0.03.
+NOISE_SPREAD = 0.4
+# The route's reruns for each of the chains' (`SamplerConfig.reruns`): a rerun of chains doubles their sweeps; two of
+# the route's, at 4 and 16 times the inner draws, cost less than a chain call where measured (at 16 times, 2.5 s a
+# repeat of a 6-member coalition of 24 parties against 18 s of the fast preset's chains; docs/benchmarks.md, "Hard
+# coalitions of 24 parties against the chains")
+RERUNS_PER_CHAIN_RERUN = 2
 
 
 class ImportanceRows(NamedTuple):
     """What the importance route left for each row (rows,): KL, Pareto k-hat, the weights' effective sample size,
-    and whether the row can be trusted (fit converged, k-hat at most the threshold, finite KL)."""
+    how unevenly its estimated likelihoods are noisy over theta (`bayesval.inference.importance.ImportanceDraws`) and
+    whether the row can be trusted (fit converged, k-hat at most the threshold, finite KL)."""
 
     kl: np.ndarray
     k_hat: np.ndarray
     ess: np.ndarray
+    noise_spread: np.ndarray
     trusted: np.ndarray
 
     def replaced(self, rows: np.ndarray, rerun: ImportanceRows) -> ImportanceRows:
@@ -125,7 +138,7 @@ class ImportanceExecutor:
 
     def __init__(self, draw: Callable, num_parties: int, config: SamplerConfig, k: int, log_density) -> None:
         self.draw, self.num_parties, self.k, self.log_density = draw, num_parties, k, log_density
-        self.repeats, self.reruns = config.num_repeats, config.reruns
+        self.repeats, self.reruns = config.num_repeats, RERUNS_PER_CHAIN_RERUN * config.reruns
         draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
         self.num_draws = max(draws + draws % 2, 20)
 
@@ -145,18 +158,20 @@ class ImportanceExecutor:
     def until_effective(
         self, key: jax.Array, codes: list[int], data: NoiseAwareData
     ) -> tuple[ImportanceRows, np.ndarray]:
-        """Every repeat of the coalitions `codes` (`coalitions`), then, up to the budget's reruns, the coalitions that
-        are not trusted or whose weights hold fewer than ESS_THRESHOLD effective draws (400, the chains' flag) in some
-        repeat drawn again from the rerun keys of the attempt (`bayesval.parties.keys.rerun_key`), each member's
-        likelihood estimated from RERUN_INNER times the inner draws of the attempt before, the rerun's estimates
-        filed over the ones before (`ImportanceRows.replaced`), as a chain's rerun, with twice the sweeps, is. On the
-        coalitions of 12 parties that fell to the chains before, a rerun's weights held 1.6-4 times the effective
-        draws (docs/importance.md, "When it draws again"). Returns the rows (codes, repeats) and the rerun that drew
-        each coalition (0: the first attempt)."""
+        """Every repeat of the coalitions `codes` (`coalitions`), then, up to RERUNS_PER_CHAIN_RERUN times the
+        budget's reruns, the coalitions drawn again that in some repeat are not trusted, hold fewer than ESS_THRESHOLD
+        effective draws (400, the chains' flag) or are noisy unevenly over theta (`NOISE_SPREAD`), from the rerun
+        keys of the attempt (`bayesval.parties.keys.rerun_key`), each member's likelihood estimated from RERUN_INNER
+        times the inner draws of the attempt before, the rerun's estimates filed over the ones before
+        (`ImportanceRows.replaced`), as a chain's rerun, with twice the sweeps, is. On the coalitions of 12 parties
+        that fell to the chains before, a rerun's weights held 1.6-4 times the effective draws (docs/importance.md,
+        "When it draws again"). Returns the rows (codes, repeats) and the rerun that drew each coalition (0: the
+        first attempt)."""
         done = self.coalitions(key, codes, data, self.repeats)
         reruns = np.zeros(len(codes), int)
         for attempt in range(1, self.reruns + 1):
-            weak = np.flatnonzero(~done.trusted.all(axis=1) | (done.ess.min(axis=1) < ESS_THRESHOLD))
+            short = done.ess.min(axis=1) < ESS_THRESHOLD
+            weak = np.flatnonzero(~done.trusted.all(axis=1) | short | (done.noise_spread.max(axis=1) > NOISE_SPREAD))
             if not len(weak):
                 break
             rerun = self.coalitions(rerun_key(key, attempt), [codes[i] for i in weak], data, self.repeats, attempt)
@@ -191,9 +206,9 @@ class ImportanceExecutor:
                 window = min(IMPORTANCE_WINDOW, self.num_draws // 4)
                 kl = np.asarray(_kl(out.draws[:, None], self.k, self.log_density, window))
                 trusted = out.converged & (out.k_hat <= k_hat_threshold(self.num_draws)) & np.isfinite(kl)
-                for part, value in zip(parts, (kl, out.k_hat, out.ess, trusted)):
+                for part, value in zip(parts, (kl, out.k_hat, out.ess, out.noise_spread, trusted)):
                     part[chunk] = value
-        return ImportanceRows(parts[0], parts[1], parts[2], parts[3].astype(bool))
+        return ImportanceRows(*parts[:-1], parts[-1].astype(bool))
 
 
 @partial(jax.jit, static_argnames=("k", "window"))
