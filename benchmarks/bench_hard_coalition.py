@@ -7,9 +7,10 @@ by side in one run: the coalitions of 24 parties that the importance route did n
 A coalition is a bitmask of the 24 Syn parties of `bench_scale.releases_of` (100 points each, epsilon 0.5). Each
 attempt draws `--repeats` repeats of the coalition with that attempt's inner draws of each member's data model
 (`bayesval.inference.importance.inner_draw_count`: 6 at the coalition's width of 8 slots, 4 times as many each
-attempt) at the fast preset's 2,048 weighted draws, and prints each repeat's Pareto k-hat, effective draws and KL;
-the chains sample the same repeats at the fast preset's budget (4 chains x 1,600 kept sweeps after 800 of warm-up).
-The mean and standard error over the repeats of each are printed last. Seconds include compiling.
+attempt) at the fast preset's 2,048 weighted draws, and prints each repeat's Pareto k-hat, effective draws, the spread
+of its likelihoods' noise over theta (the route draws a coalition again above 0.4) and KL; the chains sample the
+same repeats at the fast preset's budget (4 chains x 1,600 kept sweeps after 800 of warm-up). The mean and standard
+error over the repeats of each are printed last. Seconds include compiling.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def main() -> None:
             seconds = time.perf_counter() - start
             print(
                 f"  importance, attempt {attempt}: k-hat {np.round(rows.k_hat[0], 2)}, effective draws "
-                f"{np.round(rows.ess[0]).astype(int)}, KL {np.round(rows.kl[0], 3)} ({seconds:.0f} s)",
+                f"{np.round(rows.ess[0]).astype(int)}, noise spread {np.round(rows.noise_spread[0], 2)}, "
+                f"KL {np.round(rows.kl[0], 3)} ({seconds:.0f} s)",
                 flush=True,
             )
             summary[f"importance, attempt {attempt}"] = rows.kl[0]
