@@ -48,9 +48,10 @@ IMPORTANCE_WINDOW = 50
 IMPORTANCE_FROM_CHAIN_SWEEPS = 4_000
 # A row whose estimated likelihoods are this unevenly noisy over theta (`ImportanceDraws.noise_spread`: the weighted
 # standard deviation of the variance of log L-hat) is drawn again, with more inner draws. Measured against the chains
-# and against rows at 16 times the inner draws (docs/importance.md, "When it draws again"): rows of coalitions of 12
-# parties spread 0.11-0.33 and sat within 0.04 nats; a 6-member coalition of 24 parties spread 0.44-0.77 and sat 0.3-0.6
-# nats above the chains (one such row at k-hat 0.57 and 456 effective draws); at spread 0.07-0.25 within 0.03.
+# and against rows at 16 times the inner draws (docs/benchmarks.md, "Uneven noise draws a coalition again"): first
+# attempts at coalitions of 12 parties spread 0.11-0.33 and sat within 0.04 nats; a 6-member coalition of 24 parties
+# spread 0.44-0.77 and sat 0.3-0.6 nats above the chains (one row at k-hat 0.57 and 456 effective draws, passing
+# both other rules), and drawn at 16 times the inner draws spread 0.11-0.18 and sat 0.03 above.
 NOISE_SPREAD = 0.4
 # The route's reruns for each of the chains' (`SamplerConfig.reruns`): a rerun of chains doubles their sweeps; two of
 # the route's, at 4 and 16 times the inner draws, cost less than a chain call where measured (at 16 times, 2.5 s a
