@@ -45,6 +45,12 @@ _LATER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bayesval-compile-
 # asked only of a backend that compiles with it (`sampler_compile_options`).
 FUSION_EMITTERS_OFF = {"xla_cpu_use_fusion_emitters": False}
 
+# A program that runs once per sampler call (a chain's start) is worth only its compile time: XLA's cheapest backend
+# settings compile NUTS's start program for Diab ~30 % faster (CPU time) and the Gibbs start program for Syn in 1.8-2.6
+# s against 4.2-4.8 s, and its one run's speed does not matter. The sweep programs keep their optimisation: at these
+# settings the Gibbs sweeps ran 2x slower (docs/benchmarks.md, "Compiling a start program for its one run").
+RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
 
 def compiles_with(options: dict) -> bool:
     """Whether the default backend's compiler takes these compiler `options`: False where it refuses one it does not

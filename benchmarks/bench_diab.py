@@ -62,7 +62,7 @@ def model_and_config(path: str):
 
     from bayesval.inference import nuts
 
-    nuts._RUN_ONCE_OPTIONS = None  # the start program compiled with XLA's default settings, as before
+    nuts.RUN_ONCE_OPTIONS = None  # the start program compiled with XLA's default settings, as before
     return Before(max_sq_norm=cap, max_tree_depth=3, target_accept_prob=0.8), bv.SamplerConfig(**TODAYS_FAST)
 
 

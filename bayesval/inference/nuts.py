@@ -32,7 +32,7 @@ from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 from tqdm.auto import tqdm
 
 from bayesval.batching import even_splits, pad_rows
-from bayesval.compilation import compile_ahead, sampler_jit
+from bayesval.compilation import RUN_ONCE_OPTIONS, compile_ahead, sampler_jit
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.linalg import cholesky
@@ -88,13 +88,6 @@ def longest_repeat(draws: np.ndarray) -> np.ndarray:
     steps = np.arange(same.shape[-1])
     last_move = np.maximum.accumulate(np.where(same, -1, steps), axis=-1)  # the latest step <= t that moved
     return np.max(np.where(same, steps - last_move, 0), axis=-1, initial=0) + 1
-
-
-# The start program runs once per call, so its compile time is what counts: XLA's cheapest backend settings compile
-# Diab's ~30 % faster (CPU time), and its one run's speed does not matter. The sampling program keeps the default
-# optimisation (at these settings it ran ~2x slower). Both compile without the CPU fusion emitters where the
-# backend takes that option (`compilation.sampler_jit`).
-_RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 class _NUTSProgram:
@@ -187,7 +180,7 @@ class _NUTSProgram:
             return jax.vmap(one, in_axes=(0, data.row_axis, 0))(z, data, masks)
 
         self.fit = sampler_jit(fit)
-        self.start = sampler_jit(start, compiler_options=_RUN_ONCE_OPTIONS)
+        self.start = sampler_jit(start, compiler_options=RUN_ONCE_OPTIONS)
         self.run = sampler_jit(run)
         self.constrain = jax.jit(constrain, static_argnums=3)
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from bayesval.compilation import Program, compile_ahead, sampler_jit
+from bayesval.compilation import RUN_ONCE_OPTIONS, Program, compile_ahead, sampler_jit
 from bayesval.inference.batching import row_keys
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs.adaptation import end_window, fit_for, is_adapting, is_window_end
@@ -50,7 +50,7 @@ def _segment_keys(row_keys: jax.Array, segment, num_chains: int) -> jax.Array:
     return _chain_keys(segment_keys, num_chains)
 
 
-@sampler_jit(static_argnames=("num_chains", "num_parties", "shared_data_model"), compiler_options=_COMPILER_OPTIONS)
+@sampler_jit(static_argnames=("num_chains", "num_parties", "shared_data_model"), compiler_options=RUN_ONCE_OPTIONS)
 def _initial_states(
     row_keys: jax.Array, num_chains: int, priors: BLRPriors, num_parties: int, shared_data_model: bool
 ) -> GibbsState:
