@@ -68,28 +68,37 @@ def rng():
     return np.random.default_rng(20261122)
 
 
-# The slowest modules (seconds of test time on 2 cores, 2026-11-26), run first: `--dist loadfile` hands whole
-# modules to the two workers in collection order, so starting with the longest leaves short ones to even out the
-# finish, where running them alphabetically left one worker alone with a slow module for the last ~8 minutes.
+# The slowest modules (seconds of test time on 2 cores, `--durations=0 --junitxml`, a clean clone of 2c4c82f with other
+# work beside it, 2026-11-30), run first: `--dist loadfile` hands whole modules to the two workers in collection
+# order, so starting with the longest leaves short ones to even out the finish, where running them alphabetically
+# left one worker alone with a slow module (test_valuate.py, test_reruns.py) for the last minutes.
 SLOWEST_FIRST = (
-    "test_examples.py",  # ~450 before the examples shared the compilation cache
-    "test_coalition_batches.py",  # ~240
-    "test_importance.py",  # ~480 at load 9 (2026-11-28), ~half of it compiling the importance and Gibbs programs
-    "test_gibbs.py",  # ~140
-    "test_notebooks.py",  # ~135
-    "test_multiprocess.py",  # ~95 with the cut calls (2026-11-27)
-    "test_rewards.py",  # ~90
-    "test_games_calibration.py",  # ~85
-    "test_doc_blocks.py",  # ~80
-    "test_paper_trends.py",  # ~60
-    "test_games_semivalues.py",  # ~60
-    "test_diab_trends.py",  # ~50
-    "test_control_variate.py",  # ~50
-    "test_laplace.py",  # ~40
-    "test_divergence.py",
-    "test_valuate.py",
-    "test_member_packing.py",
-    "test_logistic.py",
+    "test_gibbs.py",  # 276
+    "test_examples.py",  # 247
+    "test_games_calibration.py",  # 239
+    "test_multiprocess.py",  # 237, two processes beside this one
+    "test_notebooks.py",  # 222
+    "test_valuate.py",  # 216
+    "test_importance.py",  # 198
+    "test_rewards.py",  # 191
+    "test_doc_blocks.py",  # 180
+    "test_reruns.py",  # 159
+    "test_compilation.py",  # 156
+    "test_member_packing.py",  # 155
+    "test_games_semivalues.py",  # 143
+    "test_shapley_policy.py",  # 134
+    "test_paper_trends.py",  # 126
+    "test_logistic.py",  # 125
+    "test_diab_trends.py",  # 111
+    "test_rao_blackwell.py",  # 109
+    "test_divergence.py",  # 109
+    "test_coalition_batches.py",  # 99
+    "test_party_product.py",  # 78
+    "test_california.py",  # 78
+    "test_linalg.py",  # 77
+    "test_games_regression.py",  # 74
+    "test_party_valuation.py",  # 71
+    "test_privacy_boundary.py",  # 62
 )
 
 
