@@ -71,7 +71,8 @@ def rng():
 # The slowest modules (seconds of test time on 2 cores, `--durations=0 --junitxml`, a clean clone of 2c4c82f with other
 # work beside it, 2026-11-30), run first: `--dist loadfile` hands whole modules to the two workers in collection
 # order, so starting with the longest leaves short ones to even out the finish, where running them alphabetically
-# left one worker alone with a slow module (test_valuate.py, test_reruns.py) for the last minutes.
+# left one worker alone with a slow module for the last ~8 minutes (2026-11-26). Modules not listed run after these,
+# in alphabetical order.
 SLOWEST_FIRST = (
     "test_gibbs.py",  # 276
     "test_examples.py",  # 247
