@@ -15,11 +15,14 @@ os.environ.setdefault("BAYESVAL_DATA", os.path.join(os.path.dirname(__file__), "
 # processes tests start (examples, notebook kernels, the CLI): a module that needs a program another module, worker
 # or process compiled loads it (~1 MB) instead of compiling it again (a small Syn valuation: 30.2 s, then 11.8 s;
 # the Syn examples after the first: 56 s, then 18 s). Entries are keyed by the whole computation, JAX version and
-# compiler options, so a stale one is never used.
+# compiler options, so a stale one is never used. Every program is kept, however quick to compile: on a cold cache
+# XLA's compiling was 1,893 s of the suite's 3,315 s of in-process test time (2026-11-30, an Intel Xeon sandbox), and
+# `jax.clear_caches()` after each module (below) leaves the programs under a second (most of a module's programs) to
+# be compiled again by every module that meets them.
 os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "bayesval-tests-jax-cache")
-os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "1"
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ jax.config.update("jax_cpu_collectives_implementation", "gloo")
 port, process, out, cache = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 if cache:  # the compiled programs of earlier runs (tests/conftest.py)
     jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process)
 import numpy as np
 import bayesval as bv

@@ -45,7 +45,7 @@ def test_notebook_runs_at_the_tiny_budget_and_shows_a_plot(name, monkeypatch):
             assert not internal_imports(cell.source), f"{name} imports internals: {internal_imports(cell.source)}"
     monkeypatch.setenv("BAYESVAL_BUDGET", "tiny")
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "bayesval-tests-jax-cache"))
-    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     NotebookClient(
         notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": tempfile.gettempdir()}}
     ).execute()
