@@ -35,6 +35,15 @@ from bayesval.parties.execute import summarise
 COALITIONS = ((0,), (3,), (0, 1), (2, 4, 5), (0, 1, 2, 3), tuple(range(6)))
 
 
+def reference_parties() -> list[bv.Party]:
+    """The six Syn parties of 100 points at epsilon 0.5, each with its fixed noise seed (7100 + i)."""
+    syn = make_syn(seed=3, sizes=(100,) * 6)
+    return [
+        bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=7100 + i)
+        for i, (X, y) in enumerate(syn.parties)
+    ]
+
+
 def nuts_surprise(model, data, members, num_parties, key, args) -> float:
     """One k-NN surprise of the coalition from NumPyro NUTS draws of (w, sigma^2), 4 vectorised chains."""
     mask = np.zeros(num_parties, bool)
@@ -62,11 +71,7 @@ def main() -> None:
     parser.add_argument("--surprise", choices=["mcmc", "importance"], default="mcmc", help="our route (valuate's)")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
-    syn = make_syn(seed=3, sizes=(100,) * 6)
-    parties = [
-        bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=7100 + i)
-        for i, (X, y) in enumerate(syn.parties)
-    ]
+    parties = reference_parties()
     model = bv.models.LinearRegression()
     releases = release_all(model, parties)
     start = time.perf_counter()

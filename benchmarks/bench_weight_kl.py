@@ -15,8 +15,10 @@ Six Syn parties of 100 points at epsilon 0.5 (seed 3, noise seeds 7100 + i), the
 """
 
 import argparse
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +26,6 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 import bayesval as bv
-from bayesval.datasets.synthetic import make_syn
 from bayesval.inference import importance
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.laplace import coalition_terms
@@ -33,7 +34,9 @@ from bayesval.parties import release_all
 from bayesval.parties.importance import IMPORTANCE_WINDOW, _kl
 from bayesval.parties.plan import member_width
 
-COALITIONS = ((0,), (3,), (0, 1), (2, 4, 5), (0, 1, 2, 3), tuple(range(6)))
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_reference import COALITIONS, reference_parties  # noqa: E402
+
 # NumPyro NUTS on the CLT-marginal model, 4 chains x 512 draws, 8 keys for the last two and 3 for the others
 # (docs/benchmarks.md, "Against the independent NumPyro reference, at equal draws")
 NUTS = (1.730, 1.788, 2.832, 3.201, 3.520, 4.358)
@@ -70,13 +73,8 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, nargs="+", default=[0, 1, 2], help="the route's attempts (K = 4 * 4^a)")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)
-    syn = make_syn(seed=3, sizes=(100,) * 6)
-    parties = [
-        bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=7100 + i)
-        for i, (X, y) in enumerate(syn.parties)
-    ]
     model = bv.models.LinearRegression()
-    data = NoiseAwareData.from_releases(release_all(model, parties))
+    data = NoiseAwareData.from_releases(release_all(model, reference_parties()))
     priors, statistic = model.priors(2), model.statistic(2)
     log_density = model.prior_log_density(data)
     weights = jax.jit(weight_kl, static_argnames=("statistic", "inner_draws"))
