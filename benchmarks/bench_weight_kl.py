@@ -48,13 +48,7 @@ def weight_kl(key, data, mask, mode, priors, statistic, inner_draws: int):
     the route adapts it, then NUM_DRAWS weighted draws."""
     terms = coalition_terms(data, priors.model, priors.data, statistic)
     key_adapt, key_weighted = jax.random.split(key)
-
-    def adapt(proposal, round_key):
-        adapting = importance._weighted(round_key, terms, mask, proposal, NUM_DRAWS // 4, inner_draws)
-        return importance._moments(adapting, proposal, mask), None
-
-    start = importance._laplace_proposal(terms, mode)
-    proposal, _ = jax.lax.scan(adapt, start, jax.random.split(key_adapt, importance.ADAPT_ROUNDS))
+    proposal = importance.adapted_proposal(key_adapt, terms, mask, mode, NUM_DRAWS, inner_draws)
     weighted = importance._weighted(key_weighted, terms, mask, proposal, NUM_DRAWS, inner_draws)
     smoothed, k_hat = pareto_smoothed(weighted.log_weights)
     normalised = jax.nn.softmax(smoothed)

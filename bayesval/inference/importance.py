@@ -182,12 +182,7 @@ def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, n
     moments of its weighted draws (`lax.scan`: one compiled copy of a round), then the draws."""
     terms = coalition_terms(data, prior, data_prior, statistic)
     key_adapt, key_weighted, key_resample, key_inner, key_conjugate = jax.random.split(key, 5)
-
-    def adapt(proposal, round_key):
-        adapting = _weighted(round_key, terms, mask, proposal, max(num_draws // ADAPT_SHARE, 20), inner_draws)
-        return _moments(adapting, proposal, mask), None
-
-    proposal, _ = jax.lax.scan(adapt, _laplace_proposal(terms, mode), jax.random.split(key_adapt, ADAPT_ROUNDS))
+    proposal = adapted_proposal(key_adapt, terms, mask, mode, num_draws, inner_draws)
     weighted = _weighted(key_weighted, terms, mask, proposal, num_draws, inner_draws)
     smoothed, k_hat = pareto_smoothed(weighted.log_weights)
     normalised = jax.nn.softmax(smoothed)
@@ -205,6 +200,18 @@ def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, n
     noise = likelihood_noise(weighted.log_inner)
     noise_spread = jnp.sqrt(normalised @ (noise - normalised @ noise) ** 2)
     return draws, k_hat, 1.0 / jnp.sum(normalised**2), mode.gradient <= CONVERGED, noise_spread
+
+
+def adapted_proposal(key, terms, mask, mode: JointMode, num_draws: int, inner_draws: int) -> _Proposal:
+    """The Laplace fit's proposal moved ADAPT_ROUNDS times to the moments of its weighted draws (`lax.scan`: one
+    compiled copy of a round), each round a 1 / ADAPT_SHARE of the row's `num_draws` (at least 20)."""
+
+    def adapt(proposal, round_key):
+        adapting = _weighted(round_key, terms, mask, proposal, max(num_draws // ADAPT_SHARE, 20), inner_draws)
+        return _moments(adapting, proposal, mask), None
+
+    proposal, _ = jax.lax.scan(adapt, _laplace_proposal(terms, mode), jax.random.split(key, ADAPT_ROUNDS))
+    return proposal
 
 
 def likelihood_noise(log_inner):
