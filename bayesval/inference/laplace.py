@@ -49,6 +49,10 @@ MAX_STEP = 4.0  # the largest move of an unconstrained coordinate in one step
 INITIAL_DAMPING = 1.0  # the Levenberg-Marquardt damping of the first step (divided by 4 on success, times 4 if not)
 MAX_DAMPING = 1e12  # the steps stop once the damping has grown past this: no step lowers the potential
 CONVERGED = 1e-4  # a fit whose largest partial derivative of the log posterior is above this has not converged
+# Newton steps on the data models alone, theta held, that a profiled start takes (`_Terms.profiled_start`): on the
+# 24 Syn parties of docs/benchmarks.md the steps of the three coalitions it was made for reached their data models'
+# modes given theta within 10-20 steps
+PROFILE_STEPS = 30
 
 
 class LaplaceFit(NamedTuple):
@@ -68,7 +72,8 @@ class JointMode(NamedTuple):
     """A coalition's joint posterior mode in unconstrained coordinates: theta (T,) and each party's omega_i (n, W)
     (a non-member's at 0), the gradient and arrow Hessian's blocks there (`_Terms.derivatives`: g_theta, g_omega,
     A, B, D), the theta marginal's covariance (T, T), the largest absolute gradient left (inf where the precision is
-    not positive) and the steps taken."""
+    not positive), the steps taken and the negative log posterior there (up to a constant the coalition's modes
+    share, so the lower of two is the higher mode)."""
 
     theta: jnp.ndarray
     omegas: jnp.ndarray
@@ -76,6 +81,7 @@ class JointMode(NamedTuple):
     cov: jnp.ndarray
     gradient: jnp.ndarray
     steps: jnp.ndarray
+    potential: jnp.ndarray
 
 
 def laplace_surprises(
@@ -253,6 +259,27 @@ class _Terms:
         omegas = jax.vmap(omega)(self.data.perturbed, self.data.counts)
         return theta, jnp.where(mask[:, None], omegas, 0.0)
 
+    def profiled_start(self, mask, theta):
+        """`start` with each member's omega_i moved to its mode given theta: PROFILE_STEPS Newton steps on the omega
+        blocks alone (given theta the members' terms are apart, so each block steps by its own D_i^-1 g_i, no
+        coordinate further than MAX_STEP, and keeps a step only where it lowers its own term). Started at their own
+        releases' modes (`start`), the data models can pull the joint steps into a basin where they explain the
+        releases in theta's place; from their modes given theta, the steps follow theta (docs/importance.md, "When it
+        falls back")."""
+        theta, omegas = self.start(mask, theta)
+        terms = jax.vmap(self.party, in_axes=(None, 0, 0, 0, 0, 0))
+
+        def step(_, omegas):
+            _, g_omega, _, _, d = self.derivatives(theta, omegas, mask)
+            move = jnp.linalg.solve(d, g_omega[..., None])[..., 0]
+            move = move * jnp.minimum(1.0, MAX_STEP / jnp.abs(move).max(axis=1, keepdims=True))
+            moved = omegas - move
+            before, after = terms(theta, omegas, *self.data, mask), terms(theta, moved, *self.data, mask)
+            lower = (jnp.isfinite(after) & (after <= before) & jnp.isfinite(moved).all(axis=1))[:, None]
+            return jnp.where(lower & mask[:, None], moved, omegas)
+
+        return theta, jax.lax.fori_loop(0, PROFILE_STEPS, step, omegas)
+
     def release_start(self, mask):
         """theta at the mode of the NIG posterior of the members' releases taken as exact statistics (each projected
         to the PSD cone by `nig_update`): a start that the data place, where the prior's mode can be far off."""
@@ -263,14 +290,15 @@ class _Terms:
 
     def fit(self, mask, theta_start) -> LaplaceFit:
         """The Laplace fit at the mode `mode` finds."""
-        theta, _, _, cov, gradient, steps = self.mode(mask, theta_start)
+        theta, _, _, cov, gradient, steps, _ = self.mode(mask, theta_start)
         return LaplaceFit(self.surprise(theta, cov), theta, cov, gradient, steps)
 
-    def mode(self, mask, theta_start) -> JointMode:
-        """Levenberg-Marquardt steps from `start` until the gradient is below GRADIENT_TOLERANCE, the damping has
-        grown past MAX_DAMPING (no step lowers the potential) or MAX_STEPS were taken: the mode there, with the
-        derivatives, the theta marginal's covariance, the largest gradient left (inf where the precision is not
-        positive) and the steps taken (`JointMode`)."""
+    def mode(self, mask, theta_start, profiled=False) -> JointMode:
+        """Levenberg-Marquardt steps from `start` (from `profiled_start` where `profiled`, a bool that may be traced)
+        until the gradient is below GRADIENT_TOLERANCE, the damping has grown past MAX_DAMPING (no step lowers the
+        potential) or MAX_STEPS were taken: the mode there, with the derivatives, the theta marginal's covariance, the
+        largest gradient left (inf where the precision is not positive), the steps taken and the potential
+        (`JointMode`)."""
 
         def gradient_size(derivatives):
             return jnp.maximum(jnp.abs(derivatives[0]).max(), jnp.abs(derivatives[1]).max())
@@ -291,7 +319,7 @@ class _Terms:
             damping = jnp.where(better, damping / 4, damping * 4)
             return theta, omegas, damping, jnp.where(better, new_value, value), derivatives, steps + 1
 
-        theta, omegas = self.start(mask, theta_start)
+        theta, omegas = jax.lax.cond(profiled, self.profiled_start, self.start, mask, theta_start)
         start = (
             theta,
             omegas,
@@ -300,12 +328,12 @@ class _Terms:
             self.derivatives(theta, omegas, mask),
             jnp.asarray(0),
         )
-        theta, omegas, _, _, derivatives, steps = jax.lax.while_loop(going, step, start)
+        theta, omegas, _, potential, derivatives, steps = jax.lax.while_loop(going, step, start)
         factor = jnp.linalg.cholesky(self.schur(derivatives, 0.0)[0])  # NaN where the precision is not positive
         cov = jax.scipy.linalg.cho_solve((factor, True), jnp.eye(self.theta_dim))
         cov = 0.5 * (cov + cov.T)
         gradient = jnp.where(jnp.isfinite(factor).all(), gradient_size(derivatives), jnp.inf)
-        return JointMode(theta, omegas, derivatives, cov, gradient, steps)
+        return JointMode(theta, omegas, derivatives, cov, gradient, steps, potential)
 
     def surprise(self, mode, cov):
         """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2) (`gaussian_surprise`)."""
