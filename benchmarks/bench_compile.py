@@ -110,6 +110,26 @@ def side_by_side(command: list[str], against: str | None) -> dict[str, dict]:
     return runs
 
 
+def parsed_or_child(parser: argparse.ArgumentParser, child, option: str) -> argparse.Namespace | None:
+    """The arguments of a benchmark whose measurement runs in fresh processes (`package_runs`): `parser` with
+    --against REV and the hidden --child N added. In such a process (--child N) it prints `child(N, <--option>)` as
+    JSON and returns None."""
+    parser.add_argument("--against", metavar="REV", help="the commit whose package to compare with")
+    parser.add_argument("--child", type=int, metavar="N", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, getattr(args, option))))
+        return None
+    return args
+
+
+def package_runs(script: str, num_parties: int, option: str, value, against: str | None) -> dict[str, dict]:
+    """`script --child num_parties --option value` (`parsed_or_child`) in this tree and at `against`
+    (`side_by_side`)."""
+    command = [sys.executable, script, "--child", str(num_parties), f"--{option}", str(value)]
+    return side_by_side(command, against)
+
+
 def run_child(case: str, ahead: bool, package_root: Path | None) -> dict:
     """One fresh process valuing `case`; with `package_root`, `bayesval` is imported from there."""
     return run_json([sys.executable, __file__, "--child", case, "ahead" if ahead else "called"], package_root)

@@ -15,7 +15,6 @@ holds up to 16 rows of one width; one row a call shows a row's own cost).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -64,18 +63,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, nargs="+", default=[24])
     parser.add_argument("--rows", type=int, default=6, help="timed rows a width, after the first")
-    parser.add_argument("--against", metavar="REV", help="the commit whose package to compare with")
-    parser.add_argument("--child", type=int, metavar="N", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(args.child, args.rows)))
-        return
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_compile import side_by_side
+    from bench_compile import package_runs, parsed_or_child
 
+    args = parsed_or_child(parser, child, "rows")
+    if args is None:
+        return
     for num_parties in args.parties:
-        command = [sys.executable, __file__, "--child", str(num_parties), "--rows", str(args.rows)]
-        runs = side_by_side(command, args.against)
+        runs = package_runs(__file__, num_parties, "rows", args.rows, args.against)
         print(f"\n{num_parties} parties, {args.rows} rows a width after the first call:")
         print("| width | package | first call (s) | a row: median (min-max) ms |")
         print("|---|---|---|---|")

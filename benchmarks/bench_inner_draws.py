@@ -18,7 +18,6 @@ preset's budget of a sampled game (2 repeats, 2,048 draws, one rerun).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -77,17 +76,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parties", type=int, default=24)
     parser.add_argument("--coalitions", type=int, default=8, help="coalitions a width")
-    parser.add_argument("--against", metavar="REV", help="the commit whose package to compare with")
-    parser.add_argument("--child", type=int, metavar="N", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(args.child, args.coalitions)))
-        return
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_compile import side_by_side
+    from bench_compile import package_runs, parsed_or_child
 
-    command = [sys.executable, __file__, "--child", str(args.parties), "--coalitions", str(args.coalitions)]
-    runs = side_by_side(command, args.against)
+    args = parsed_or_child(parser, child, "coalitions")
+    if args is None:
+        return
+    runs = package_runs(__file__, args.parties, "coalitions", args.coalitions, args.against)
     print(f"\n{args.parties} parties, {args.coalitions} coalitions a width, {runs['this tree']['repeats']} repeats:")
     print("| width (sizes) | package | s a coalition | drawn again | median ESS | KL spread (nats) | trusted |")
     print("|---|---|---|---|---|---|---|")
