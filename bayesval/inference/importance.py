@@ -137,9 +137,10 @@ def inner_draw_count(width: int, attempt: int = 0) -> int:
 
 def joint_mode(data: NoiseAwareData, mask: np.ndarray, prior: NIG, data_prior: NIW, statistic) -> JointMode:
     """A coalition's joint mode (`mask` (n,) of the parties of `data`): the lower of two fits from the prior's mode
-    of theta, one with each member's data model at its own release's mode (the start of the surprise table's fits)
-    and one with the data models at their modes given theta (`_Terms.profiled_start`), the first kept unless the
-    second converged lower by more than MODE_MARGIN; and where neither converged, again from the releases' start
+    of theta, one with each member's data model at its own release's mode (`_Terms.start`) and one with the data
+    models at their modes given theta (`_Terms.profiled_start`, where the surrogate's fits start), the first kept
+    unless the second converged lower by more than MODE_MARGIN (so a coalition whose fits meet keeps the draws it
+    had before the second fit existed); and where neither converged, again from the releases' start
     (`_Terms.release_start`). The joint posterior need not have one mode. From the releases' data models the steps
     can settle where the data models explain the releases in theta's place: on 181 coalitions of 24 Syn parties, two
     fits did (their modes 26 and 39 nats above the coalition's highest, the weights' k-hat 1.4-3.1, 3-10 effective
