@@ -7,7 +7,10 @@
 # STEPS picks the steps and their order (default "syn demo diab twelve"); "cut" values one batch of 8 permutations of
 # the 12 parties twice, every call full and each width's last call cut to its rows (not cut on a GPU by default: where
 # it pays); "sampled" values the 12 parties by the default route (Latin permutation blocks) until every stderr <= 0.02
-# (a run cut off by its limit shows how far its progress bar got).
+# (a run cut off by its limit shows how far its progress bar got); "default12", "default24" and "default50" value 12,
+# 24 and 50 parties by today's default route (coalition posteriors by importance sampling, the Laplace control
+# variate, docs/importance.md) until every stderr <= 0.02, 0.03 and 0.05 (DEFAULT12_LIMIT, DEFAULT24_LIMIT,
+# DEFAULT50_LIMIT).
 #   BAYESVAL_DATA=<folder holding pima_indians_diabetes.csv> bash benchmarks/gpu_timings.sh
 set -uo pipefail
 logs="${LOG_DIR:-.}"
@@ -33,6 +36,13 @@ for name in ${STEPS:-syn demo diab twelve}; do
             --memory-limit-mb 32768 ;;
         sampled) step "${SAMPLED_LIMIT:-590}" sampled python3 benchmarks/bench_scale.py --end-to-end 12 \
             --child members --tolerance 0.02 --progress --memory-limit-mb 32768 ;;
-        *) echo "unknown step $name (syn, demo, diab, twelve, cut, sampled)" >&2; exit 2 ;;
+        default12) step "${DEFAULT12_LIMIT:-300}" default12 python3 benchmarks/bench_scale.py --end-to-end 12 \
+            --child members --tolerance 0.02 --control-variate --progress --memory-limit-mb 32768 ;;
+        default24) step "${DEFAULT24_LIMIT:-600}" default24 python3 benchmarks/bench_scale.py --end-to-end 24 \
+            --child members --tolerance 0.03 --control-variate --progress --memory-limit-mb 32768 ;;
+        default50) step "${DEFAULT50_LIMIT:-600}" default50 python3 benchmarks/bench_scale.py --end-to-end 50 \
+            --child members --tolerance 0.05 --control-variate --progress --memory-limit-mb 32768 ;;
+        *) echo "unknown step $name (syn, demo, diab, twelve, cut, sampled, default12, default24, default50)" >&2
+           exit 2 ;;
     esac
 done
