@@ -18,6 +18,7 @@ side by side in one run.
     ... --surprise mcmc                              # coalition posteriors by the chains (the default where they
                                                      # are sampled: importance sampling, docs/importance.md)
     ... --valuation-key 1                            # another key for bv.valuate (default 0)
+    ... --max-permutations 48                        # sampled: stop after 48 permutations at most
     python benchmarks/bench_scale.py --sweep-cost 12 24 40
                                                      # one chain-sweep's cost at n slots, with and without the
                                                      # collapsed moves
@@ -114,6 +115,7 @@ def valuation(
     surprise: str = "auto",
     save: str | None = None,
     key: int = 0,
+    max_permutations: int | None = None,
 ) -> None:
     """One `bv.valuate` at the fast preset in this process, compilation included: by the default route for
     `num_parties` (permutation sampling beyond 10 parties, until every stderr <= `tolerance`, the default 0.05 if
@@ -121,13 +123,20 @@ def valuation(
     chain) and `num_chains` (a repeat) unless they are given; sampled without a control variate unless
     `control_variate` (the route's default); each coalition posterior by the `surprise` route ('auto', the
     default: importance sampling where the coalitions are sampled; 'mcmc', the chains; docs/importance.md), the
-    result saved to `save` where given, from the valuation's `key`. Beside the 12 parties' sampled values, their z
+    result saved to `save` where given, from the valuation's `key`; sampled, stopped after `max_permutations`
+    permutations where given, whether or not the rule holds (each party's standard error and its degrees of freedom are
+    printed, so that a run that does not stop shows why). Beside the 12 parties' sampled values, their z
     against the exact values of the same releases (`REFERENCE_12`)."""
     model = AllParties() if path == "all" else bv.models.LinearRegression()
     releases = releases_of(num_parties)
     options = {"exact_up_to": num_parties} if exact else {}
     if tolerance is not None:
         options["tolerance"] = tolerance
+    if max_permutations is not None:
+        threshold = 0.05 if tolerance is None else tolerance
+        options["stop"] = bv.games.StandardError(threshold) | bv.games.MaxEvaluations(
+            max_permutations * (num_parties + 1)
+        )
     config = bv.SamplerConfig.preset("fast", model.sampler)
     if memory_limit_mb is not None:
         config = config.with_(memory_limit_mb=memory_limit_mb)
@@ -156,6 +165,9 @@ def valuation(
         f"   phi {np.round(result.values, 3).tolist()}",
         flush=True,
     )
+    if "indices" in diagnostics:
+        dof = np.round(diagnostics["indices"]["dof"], 1).tolist()
+        print(f"stderr {np.round(result.stderr, 4).tolist()}\ndegrees of freedom {dof}", flush=True)
     if "route" in diagnostics:
         routes, counts = np.unique(diagnostics["route"], return_counts=True)
         k_hat = np.array(diagnostics["k_hat"], float)
@@ -225,6 +237,9 @@ def main() -> None:
     parser.add_argument("--surprise", choices=["auto", "importance", "mcmc"], default="auto", help="end to end: route")
     parser.add_argument("--save", help="end to end, --child: save the result to this path")
     parser.add_argument("--valuation-key", type=int, default=0, help="end to end: bv.valuate's key")
+    parser.add_argument(
+        "--max-permutations", type=int, help="end to end, sampled: stop after this many permutations at most"
+    )
     parser.add_argument("--sweep-cost", type=int, nargs="+", metavar="N", help="ms per chain-sweep at N slots")
     parser.add_argument("--mixing", type=int, metavar="SIZE", help="ESS and R-hat of coalitions of SIZE of 12")
     parser.add_argument("--keys", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="with --mixing: the keys")
@@ -249,6 +264,7 @@ def main() -> None:
             args.surprise,
             args.save,
             args.valuation_key,
+            args.max_permutations,
         )
     if args.end_to_end:
         print(f"bv.valuate of {args.end_to_end} parties at the fast preset, each path in a fresh process:")
@@ -265,6 +281,8 @@ def main() -> None:
             if args.num_chains is not None:
                 command += ["--num-chains", str(args.num_chains)]
             command += ["--surprise", args.surprise, "--valuation-key", str(args.valuation_key)]
+            if args.max_permutations is not None:
+                command += ["--max-permutations", str(args.max_permutations)]
             subprocess.run(command, check=True)
         return
     party_plan.PACK_FROM_CHAIN_SWEEPS = 0  # pack at this short budget too: the cost per coalition is the question

@@ -1,7 +1,8 @@
-"""The estimated control beyond 12 parties (`estimated_control` of `LinearRegression.surrogate_game`): the Laplace
-surprise's Shapley values estimated alone (the route before 2026-11-29) against the same estimate sampled against the
-closed-form product of the parties' Gaussian messages beneath it (`SurrogateLevels`), side by side in one run on the
-same Syn releases (100 points a party, epsilon 0.5, `bench_scale.releases_of`).
+"""The estimated control of 2026-11-29 to 2026-12-01 beyond 12 parties: the Laplace surprise's Shapley values
+estimated alone (the route before 2026-11-29) against the same estimate sampled against the product of the parties'
+quadratic likelihoods beneath it (`SurrogateLevels`, with `LinearRegression.surrogate_game`, the party product, as the
+cheaper level; since 2026-12-01 that product alone is the control there), side by side in one run on the same Syn
+releases (100 points a party, epsilon 0.5, `bench_scale.releases_of`).
 
     python benchmarks/bench_surrogate_levels.py --parties 12 --keys 0 1 2 --tolerance 0.01 0.005
         # every coalition's Laplace surprise is fitted once (4,095 fits), so each estimate draws from the table: the
@@ -32,8 +33,25 @@ from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.multifidelity import estimated_control
 from bayesval.games.weights import SHAPLEY, coalition_coefficients
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.laplace import CONVERGED, laplace_surprises
 
 MAX_FITS = 20_000  # the valuation's cap on the Laplace evaluations (MAX_SURROGATE_EVALUATIONS)
+MODEL = bv.models.LinearRegression()
+
+
+def surprise_levels(data: NoiseAwareData) -> SurrogateLevels:
+    """The party product (`LinearRegression.surrogate_game`) beneath the Laplace surprise of each coalition (0 for the
+    empty one, flagged where its fit did not converge), for Syn's 2 features."""
+    priors, statistic = MODEL.priors(2), MODEL.statistic(2)
+
+    def laplace(masks) -> SurrogateValues:
+        masks = np.asarray(masks, bool)
+        fit = laplace_surprises(data, masks, priors.model, priors.data, statistic)
+        values, gradient = np.asarray(fit.surprise, np.float64), np.asarray(fit.gradient)
+        empty = ~masks.any(axis=1)
+        return SurrogateValues(np.where(empty, 0.0, values), empty | ((gradient <= CONVERGED) & np.isfinite(values)))
+
+    return SurrogateLevels((MODEL.surrogate_game(data), laplace))
 
 
 def tabled(levels: SurrogateLevels, num_parties: int, refitted: SurrogateValues | None = None):
@@ -70,14 +88,14 @@ def main() -> None:
     n = args.parties
     data = NoiseAwareData.from_releases(releases_of(n))
     start = time.perf_counter()
-    levels = bv.models.LinearRegression().surrogate_game(data)
+    levels = surprise_levels(data)
     print(f"{n} parties: the parties' messages in {time.perf_counter() - start:.1f} s", flush=True)
     exact = None
     if n <= 12:
         start = time.perf_counter()
         refitted = None
         if args.refitted:
-            table = bv.models.LinearRegression().surrogate_surprises(data)
+            table = MODEL.surrogate_surprises(data)
             refitted = SurrogateValues(table.values, np.ones(len(table.values), bool))
         levels, exact = tabled(levels, n, refitted)
         print(f"the Laplace table of {2**n - 1} coalitions in {time.perf_counter() - start:.1f} s", flush=True)

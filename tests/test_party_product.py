@@ -2,7 +2,7 @@
 the exact prior times its members' likelihoods as quadratics in theta. A single party's coalition is its own Laplace
 fit exactly (its quadratic is its fit's curvature less the prior's, at its mode); at negligible noise every
 coalition is near the conjugate closed form; a party whose fit failed sends no message; `LinearRegression` offers it
-beneath the Laplace surprise as the cheaper level of its surrogate game (issue 61)."""
+as its surrogate game, the control variate beyond 12 parties (issue 61)."""
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +11,6 @@ import pytest
 
 import bayesval as bv
 from bayesval.divergence import nig_kl
-from bayesval.games.control import SurrogateLevels
 from bayesval.games.masks import coalition_masks
 from bayesval.inference import party_product
 from bayesval.inference.data import NoiseAwareData
@@ -81,12 +80,13 @@ def test_a_party_whose_fit_failed_sends_no_message(syn, monkeypatch):
     np.testing.assert_allclose(values, values[0])  # every coalition is the prior's own Laplace approximation
 
 
-def test_linear_regression_offers_it_beneath_the_laplace_surprise(syn):
+def test_linear_regression_offers_it_as_its_surrogate_game(syn):
+    """The surrogate game beyond 12 parties is the party product, 0 for the empty coalition, flagged usable; None
+    with a shared data model, which the parties' fits do not model."""
     _, data = data_of(syn, 0.5, 40)
     game = MODEL.surrogate_game(data)
-    assert isinstance(game, SurrogateLevels) and len(game.levels) == 2
     masks = coalition_masks(3, include_empty=True)
-    cheap, laplace = (level(masks) for level in game.levels)
-    assert cheap.values[0] == laplace.values[0] == 0.0 and cheap.usable.all()
-    np.testing.assert_array_equal(game(masks).values, laplace.values)
-    np.testing.assert_allclose(cheap.values[1:], surprises(messages_of(data), masks[1:]), rtol=1e-12)
+    given = game(masks)
+    assert given.values[0] == 0.0 and given.usable.all()
+    np.testing.assert_allclose(given.values[1:], surprises(messages_of(data), masks[1:]), rtol=1e-12)
+    assert bv.models.LinearRegression(shared_data_model=True).surrogate_game(data) is None

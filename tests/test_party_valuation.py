@@ -374,20 +374,6 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
         valuation.surrogate_control(valuation.model_surrogates(model), on, 3, None)
 
 
-def test_the_laplace_surrogate_of_given_coalitions_is_the_table_where_both_exist(releases):
-    """`LinearRegression.surrogate_game`, the surrogate beyond 12 parties, gives each coalition the value of the
-    table `surrogate_surprises` fits (from the prior's mode: both converge here), 0 for the empty coalition, with a
-    flag per fit."""
-    from bayesval.games.masks import coalition_masks
-    from bayesval.inference.data import NoiseAwareData
-
-    data = NoiseAwareData.from_releases(releases)
-    given = MODEL.surrogate_game(data)(coalition_masks(3, include_empty=True))
-    assert given.usable.all()
-    np.testing.assert_allclose(given.values, MODEL.surrogate_surprises(data).values, rtol=1e-9, atol=1e-12)
-    assert bv.models.LinearRegression(shared_data_model=True).surrogate_game(data) is None
-
-
 def test_the_coalitions_error_is_estimated_from_their_estimates_unless_the_kl_correlates_them():
     """`independent_estimates`: each coalition's repeats come from its own chains, so their errors are independent
     with the prior-density and Rao-Blackwellised KL; the two-sample KL scores every coalition of a repeat against one

@@ -18,8 +18,10 @@ surprise itself.
 
 It ignores how the members' data models move as the coalition's theta moves away from each party's own mode, so it is
 not the Laplace surprise; it tracks it (docs/benchmarks.md, "Many parties: a cheap surrogate beneath the Laplace
-fits"), which is what the cheapest level of a multi-fidelity control variate needs
-(`bayesval.games.control.SurrogateLevels`): a fixed function of the coalition that costs almost nothing.
+fits"), and what a control variate needs is a fixed function of the coalition close to the game, which this is at
+almost no cost: beyond 12 parties it is the party route's control (`LinearRegression.surrogate_game`), closer to the
+sampled surprise than the coalitions' own Laplace fits were (docs/benchmarks.md, "A control without fits beyond 12
+parties").
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ kl='rao-blackwell') and `posterior_programs(key, data, masks, config)` (the comp
 those arguments calls, as `bayesval.compilation.Program`s, so that a batch's programs compile while an earlier
 batch samples) and `surrogate_surprises(data)` (a deterministic surrogate of every coalition's surprise, an object
 whose `values` are 2^n numbers in coalition-code order, or None: the control variate of a sampled valuation
-by default (`control_variate`), docs/games.md, "Control variates"), `surrogate_game(data)` (the same surrogate of
+by default (`control_variate`), docs/games.md, "Control variates"), `surrogate_game(data)` (a surrogate of
 given coalitions: a function of masks (B, n) giving `bayesval.games.control.SurrogateValues`, or None; the control
 variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control variates"),
 `kernel_settings(data)` (the settings of the model's own sampler kernel for these releases, one signature for every

@@ -71,8 +71,9 @@ from bayesval.validation import check_bool, check_int, check_key, check_positive
 SURROGATE = "the model's surrogate"  # the control variate's name in results, where the surrogate gives none
 # An estimated control's name, which a resumed run must share (`bayesval.games.semivalues`): it says how many cheaper
 # levels the surrogate has (`_estimated_name`); a change of bayesval that moves the surrogate's values otherwise must
-# change it too, as the levels' fallback on failed fits did (2026-11-29).
-ESTIMATED_SURROGATE = "the model's surrogate of the coalitions sampled"
+# change it too, as the levels' fallback on failed fits did (2026-11-29) and the party product in the Laplace fits'
+# place did (2026-12-01: "the model's surrogate of the coalitions sampled" before).
+ESTIMATED_SURROGATE = "the model's surrogate of the coalitions sampled (without fits)"
 DEFAULT_K = 4  # neighbours of the k-NN KL estimator
 DEFAULT_EXACT_UP_TO = 10  # parties valued by enumerating all 2^n coalitions
 DEFAULT_TOLERANCE = 0.05  # the default stopping rule's standard error, in nats
@@ -607,11 +608,11 @@ def surrogate_control(
     """The control variate of a sampled party game (docs/games.md, "Control variates"), where `settings.control_variate`
     is not False: up to MAX_CONTROL_PARTIES parties the surrogate of every coalition (`surrogates.table`, the Laplace
     surprise of `LinearRegression`), its Shapley values exact; beyond, the surrogate of the coalitions sampled
-    (`surrogates.of_coalitions`) with its Shapley values estimated from `key` by the regression estimator to
-    SURROGATE_SHARE of the tolerance (`estimated_control`: a multi-fidelity estimate, docs/games.md, "Multi-fidelity
-    control variates"). A resumed run goes on with the control it was sampled with. Asked for (True) where it cannot
-    be had (no surrogate, a run resumed that was sampled without one), a warning says why; by default (None) it is
-    left out without one."""
+    (`surrogates.of_coalitions`, the party product of `LinearRegression`) with its Shapley values estimated from `key`
+    by the regression estimator to SURROGATE_SHARE of the tolerance (`estimated_control`: a multi-fidelity estimate,
+    docs/games.md, "Multi-fidelity control variates"). A resumed run goes on with the control it was sampled with.
+    Asked for (True) where it cannot be had (no surrogate, a run resumed that was sampled without one), a warning says
+    why; by default (None) it is left out without one."""
     if settings.control_variate is False:
         return None
     asked = settings.control_variate is True
