@@ -124,6 +124,41 @@ def test_an_untrusted_coalition_is_sampled_by_mcmc(syn):
     assert game.diagnostics["coalitions"] == [[1, 0, 0], [0, 1, 0]]
 
 
+class _UntrustedAtFirst(bv.models.LinearRegression):
+    """LinearRegression whose importance draws report unconverged fits in its first `failing` calls, and which
+    records the attempt each call was drawn at."""
+
+    def __init__(self, failing: int) -> None:
+        super().__init__()
+        self.failing, self.attempts = failing, []
+
+    def importance_draws(self, keys, data, masks, num_draws, attempt=0):
+        out = super().importance_draws(keys, data, masks, num_draws, attempt)
+        self.attempts.append(attempt)
+        return out._replace(converged=np.full(len(out.converged), len(self.attempts) > self.failing))
+
+
+@pytest.mark.parametrize("failing", [3, 5])
+def test_an_untrusted_coalition_is_drawn_again_from_fresh_keys_before_the_chains(syn, failing):
+    """A coalition still untrusted after the reruns is drawn again up to UNTRUSTED_RETRIES times from the keys of the
+    next attempts at the last rerun's inner draws (the model's attempt stays the reruns'), and goes to the chains
+    only where every retry fails too."""
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    model = _UntrustedAtFirst(failing)
+    game = CoalitionSurprise(model, data, CONFIG, 4, jax.random.key(3), 1, surprise="importance")
+    game(coalition_masks(3)[:1])
+    reruns = importance.RERUNS_PER_CHAIN_RERUN * CONFIG.reruns
+    assert reruns == 2 and importance.UNTRUSTED_RETRIES == 2
+    drawn = min(failing + 1, reruns + importance.UNTRUSTED_RETRIES + 1)  # the first attempt, its reruns and retries
+    assert model.attempts == [min(attempt, reruns) for attempt in range(drawn)]
+    if failing < drawn:
+        assert game.diagnostics["route"] == ["importance"] and game.diagnostics["reruns"] == [failing]
+        retry = game.importance.coalitions(rerun_key(game.key_posterior, failing), [1], data, 2, failing)
+        np.testing.assert_allclose(game.values[1], retry.kl[0], rtol=1e-12)
+    else:
+        assert game.diagnostics["route"] == ["mcmc, after importance"]
+
+
 def test_k_hat_over_the_threshold_sends_coalitions_to_mcmc(syn, monkeypatch):
     """Any coalition whose k-hat passes the threshold is sampled by the chains (here a threshold below every
     k-hat)."""

@@ -2,7 +2,8 @@
 the exact prior times its members' likelihoods as quadratics in theta. A single party's coalition is its own Laplace
 fit exactly (its quadratic is its fit's curvature less the prior's, at its mode); at negligible noise every
 coalition is near the conjugate closed form; a party whose fit failed sends no message; `LinearRegression` offers it
-as its surrogate game, the control variate beyond 12 parties (issue 61)."""
+as its surrogate game, the control variate beyond 12 parties, and as the table of every coalition, the control up to
+12 (issue 61)."""
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +16,7 @@ from bayesval.games.masks import coalition_masks
 from bayesval.inference import party_product
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.laplace import laplace_surprises, theta_prior_potential
+from bayesval.models import linear_regression
 
 MODEL = bv.models.LinearRegression()
 PRIORS, STATISTIC = MODEL.priors(2), MODEL.statistic(2)
@@ -90,3 +92,20 @@ def test_linear_regression_offers_it_as_its_surrogate_game(syn):
     assert given.values[0] == 0.0 and given.usable.all()
     np.testing.assert_allclose(given.values[1:], surprises(messages_of(data), masks[1:]), rtol=1e-12)
     assert bv.models.LinearRegression(shared_data_model=True).surrogate_game(data) is None
+
+
+def test_linear_regression_tables_it_for_every_coalition_as_its_surrogate_surprises(syn, monkeypatch):
+    """The control up to 12 parties is the same surrogate over every coalition in code order, named in the result's
+    method; coalitions whose steps did not converge are named and kept as they are (a control needs only be a fixed
+    function of the coalition)."""
+    _, data = data_of(syn, 0.5, 40)
+    table = MODEL.surrogate_surprises(data)
+    masks = coalition_masks(3, include_empty=True)
+    assert table.values.shape == (8,) and table.values[0] == 0.0 and table.name == "the party product"
+    assert len(table.unconverged) == 0
+    np.testing.assert_array_equal(table.values, MODEL.surrogate_game(data)(masks).values)
+    monkeypatch.setattr(linear_regression, "CONVERGED", -1.0)  # no coalition's steps count as converged
+    failed = MODEL.surrogate_surprises(data)
+    np.testing.assert_array_equal(failed.unconverged, np.arange(1, 8))
+    np.testing.assert_array_equal(failed.values, table.values)
+    assert bv.models.LinearRegression(shared_data_model=True).surrogate_surprises(data) is None

@@ -315,7 +315,7 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
 
 
 def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):
-    """`surrogate_control`: the Laplace surprise of every coalition for LinearRegression (per-party data models)
+    """`surrogate_control`: the party product of every coalition for LinearRegression (per-party data models)
     by default and with control_variate=True (never with False), up to MAX_CONTROL_PARTIES parties; beyond, the
     surrogate of given coalitions with its Shapley values estimated (`estimated_control`). Where the model has no
     surrogate (or none beyond 12 parties), or the run resumes one sampled without: without a word by default, with a
@@ -338,7 +338,7 @@ def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(
     assert default.control_variate is None  # wherever it can be had
     for settings in (on, default):
         control = valuation.surrogate_control(game, settings, 3, None)
-        assert control.name == "the Laplace surprise" and control.num_players == 3
+        assert control.name == "the party product" and control.num_players == 3
         np.testing.assert_array_equal(control.table, MODEL.surrogate_surprises(data).values)
     assert valuation.surrogate_control(game, off, 3, None) is None
     shared = surrogates_of(bv.models.LinearRegression(shared_data_model=True))

@@ -49,6 +49,7 @@ from bayesval.statistics import LinearRegressionStatistic
 NEWTON_STEPS = 10
 HALVINGS = 4  # a step is tried at 1, 1/2, ..., 1/2^(HALVINGS - 1) of its length and the lowest potential kept
 FLOOR = 1e-8  # the smallest absolute eigenvalue of a Newton step's Hessian
+PARTY_PRODUCT = "the party product"  # the surrogate's name as a control variate in a result's method
 
 
 class PartyMessages(NamedTuple):

@@ -26,14 +26,15 @@ from jax.tree_util import Partial
 
 from bayesval.compilation import Program
 from bayesval.games.control import Surrogate, SurrogateValues
+from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.inference.clt import linear_regression_record_moments, pair_product_moments
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
 from bayesval.inference.importance import ImportanceDraws, importance_draws
-from bayesval.inference.laplace import CONVERGED, SurpriseTable, surprise_table
-from bayesval.inference.party_product import PartyMessages, party_messages, product_surprises
+from bayesval.inference.laplace import CONVERGED, SurpriseTable
+from bayesval.inference.party_product import PARTY_PRODUCT, PartyMessages, party_messages, product_surprises
 from bayesval.statistics import LinearRegressionStatistic
 from bayesval.validation import check_bool, check_count, user_stacklevel
 
@@ -208,15 +209,21 @@ class LinearRegression:
         return self.priors(_num_features(data)).model
 
     def surrogate_surprises(self, data: NoiseAwareData) -> SurpriseTable | None:
-        """The Laplace surprise of every coalition of the releases (`bayesval.inference.laplace.surprise_table`), a
-        deterministic surrogate of the surprise that a sampled party valuation uses as a control variate by
-        default (`control_variate`; docs/games.md, "Control variates"); None with a shared data model, which the fit
-        does not model."""
-        if self.shared_data_model:
+        """The party product (`surrogate_game`) of every coalition of the releases in code order, with the
+        coalitions whose Newton steps did not converge (kept as they are): the deterministic surrogate of the
+        surprise that a sampled party valuation of up to 12 parties uses as a control variate by default, its Shapley
+        values exact (`control_variate`; docs/games.md, "Control variates"). On the 337 coalitions a 12-party
+        valuation sampled, the marginals of the surprise minus it spread no wider (median standard deviation 0.118
+        nats, largest 0.147) than those of the surprise minus the coalitions' own Laplace fits (0.134, 0.176), and its
+        4,095 coalitions cost a fraction of a second against 2.6 minutes of fits (docs/benchmarks.md, "The party
+        product as the 12-party control"). None with a shared data model, which the parties' fits do not model."""
+        surrogate = self.surrogate_game(data)
+        if surrogate is None:
             return None
-        num_features = _num_features(data)
-        priors = self.priors(num_features)
-        return surprise_table(data, priors.model, priors.data, self.statistic(num_features))
+        masks = coalition_masks(len(data.counts), include_empty=True)
+        table = surrogate(masks)
+        values = np.where(np.isfinite(table.values), table.values, 0.0)  # a fixed value where the steps failed
+        return SurpriseTable(values, mask_codes(masks[~table.usable]), PARTY_PRODUCT)
 
     def surrogate_game(self, data: NoiseAwareData) -> Surrogate | None:
         """The surprise of given coalitions under the prior and their members' likelihoods, each a quadratic in theta
