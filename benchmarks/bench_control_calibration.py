@@ -7,9 +7,10 @@ The sampled surprise has no closed form at realistic noise, so the game here is 
 posterior), valued with independent N(0, noise^2) error per coalition and repeat (the sampled surprise's own error:
 two repeats a coalition, as the Gibbs presets give a sampled game), drawn once per key and cached, as the party
 surprise caches each coalition's estimates (a coalition's error is shared by every permutation that passes it). The
-surrogate is the package's own: the Laplace surprise of the same parties' releases at epsilon = 1e7
-(`LinearRegression.surrogate_surprises`), which misses the closed form by the CLT model of the statistics and the
-Gaussian fit (0.2 to 4 % on Syn's three parties, tests/test_laplace.py). Every phi(v) is known exactly, so over
+surrogate is the package's: the Laplace surprise of the same parties' releases at epsilon = 1e7
+(`bayesval.inference.laplace.surprise_table`, the control up to 12 parties until 2026-12-01), which misses the
+closed form by the CLT model of the statistics and the Gaussian fit (0.2 to 4 % on Syn's three parties,
+tests/test_laplace.py). Every phi(v) is known exactly, so over
 `--keys` keys this prints, with the control variate and without (the same permutations), and with the coalitions'
 own error estimated two ways: the z-scores' mean and spread, the share of |z| < 1.96, the largest |z|, and the
 standard errors' median ratio, at the default route's two batches of Latin blocks (72 permutations at 12 parties),
@@ -37,6 +38,7 @@ from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.games.weights import semivalue_matrix
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.laplace import surprise_table
 from bayesval.parties.valuation import permutation_sampler
 from bayesval.results.variance import TRUSTED_DOF
 
@@ -69,7 +71,9 @@ def main() -> None:
     table = jnp.asarray(noise_free_game(n)(coalition_masks(n, include_empty=True)))
     exact = semivalue_matrix(n, SHAPLEY) @ np.asarray(table)
     start = time.perf_counter()
-    surrogate = bv.models.LinearRegression().surrogate_surprises(NoiseAwareData.from_releases(near_exact_releases(n)))
+    model, data = bv.models.LinearRegression(), NoiseAwareData.from_releases(near_exact_releases(n))
+    priors = model.priors(2)
+    surrogate = surprise_table(data, priors.model, priors.data, model.statistic(2))
     print(
         f"{n} parties: Laplace surrogate of {2**n - 1} coalitions in {time.perf_counter() - start:.0f} s, "
         f"{len(surrogate.unconverged)} unconverged; u / v - 1 from {np.min(surrogate.values[1:] / table[1:] - 1):.3f} "

@@ -7,7 +7,7 @@ releases (100 points a party, epsilon 0.5, `bench_scale.releases_of`).
     python benchmarks/bench_surrogate_levels.py --parties 12 --keys 0 1 2 --tolerance 0.01 0.005
         # every coalition's Laplace surprise is fitted once (4,095 fits), so each estimate draws from the table: the
         # Laplace evaluations each spends, and its error against the exact Shapley values of the table
-    ... --refitted   # the table of the 12-party control (`surrogate_surprises`): failed fits started again
+    ... --refitted   # the Laplace table (`bayesval.inference.laplace.surprise_table`): failed fits started again
     python benchmarks/bench_surrogate_levels.py --parties 24 --keys 0 --tolerance 0.01
         # the Laplace fits run as the valuation runs them: evaluations and seconds of each side
     ... --levels-only   # the levels' side alone (alone, 24 parties run to the 20,000-fit cap: about 25 minutes)
@@ -33,7 +33,7 @@ from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.multifidelity import estimated_control
 from bayesval.games.weights import SHAPLEY, coalition_coefficients
 from bayesval.inference.data import NoiseAwareData
-from bayesval.inference.laplace import CONVERGED, laplace_surprises
+from bayesval.inference.laplace import CONVERGED, laplace_surprises, surprise_table
 
 MAX_FITS = 20_000  # the valuation's cap on the Laplace evaluations (MAX_SURROGATE_EVALUATIONS)
 MODEL = bv.models.LinearRegression()
@@ -95,7 +95,8 @@ def main() -> None:
         start = time.perf_counter()
         refitted = None
         if args.refitted:
-            table = MODEL.surrogate_surprises(data)
+            priors = MODEL.priors(2)
+            table = surprise_table(data, priors.model, priors.data, MODEL.statistic(2))
             refitted = SurrogateValues(table.values, np.ones(len(table.values), bool))
         levels, exact = tabled(levels, n, refitted)
         print(f"the Laplace table of {2**n - 1} coalitions in {time.perf_counter() - start:.1f} s", flush=True)

@@ -8,8 +8,8 @@ Syn parties of 100 points (`make_syn(seed=0)`), as `benchmarks/bench_control_cal
 
 * values   (4096,) v_C of every coalition in code order: the closed-form KL of the NIG posterior of C's exact summed
            statistics from the NIG prior (the non-private limit of the surprise, Sim et al. 2023, Sec. 3);
-* surrogate (4096,) u_C: the package's Laplace surprise (`LinearRegression.surrogate_surprises`) of the same parties'
-           releases at epsilon = 1e7, which misses v by the CLT model of the statistics and the Gaussian fit;
+* surrogate (4096,) u_C: the package's Laplace surprise (`bayesval.inference.laplace.surprise_table`) of the same
+           parties' releases at epsilon = 1e7, which misses v by the CLT model of the statistics and the Gaussian fit;
 * noise    (4096,) the Monte Carlo standard deviation of one estimate of each coalition: 0.02 nats for every
            non-empty coalition (the sampled surprise's error at the fast preset is about 0.018), 0 for the empty one.
 
@@ -28,6 +28,7 @@ from bayesval.datasets.synthetic import make_syn
 from bayesval.games.masks import coalition_masks
 from bayesval.inference.conjugate import nig_expected_log_density
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.laplace import surprise_table
 
 NUM_PARTIES = 12
 NOISE = 0.02
@@ -59,7 +60,8 @@ def main() -> None:
     ]
     model = bv.models.LinearRegression()
     releases = [party.release(model.statistic(2)) for party in parties]
-    surrogate = model.surrogate_surprises(NoiseAwareData.from_releases(releases))
+    priors = model.priors(2)
+    surrogate = surprise_table(NoiseAwareData.from_releases(releases), priors.model, priors.data, model.statistic(2))
     values = exact_values(parties)
     noise = np.full(values.shape, NOISE)
     noise[0] = 0.0
