@@ -66,15 +66,27 @@ class PartyMessages(NamedTuple):
 def party_messages(
     data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic
 ) -> PartyMessages:
-    """The parties' messages from one Laplace fit each (n fits, `laplace_surprises` of the single-party
-    coalitions): a deterministic function of the releases."""
-    num_parties = len(data.counts)
-    fit = laplace_surprises(data, np.eye(num_parties, dtype=bool), prior, data_prior, statistic)
-    gradient = jax.vmap(jax.grad(theta_prior_potential, argnums=1), (None, 0))(prior, fit.mode)
-    curvature = jax.vmap(jax.hessian(theta_prior_potential, argnums=1), (None, 0))(prior, fit.mode)
-    precisions = jax.vmap(psd_project)(jnp.linalg.inv(fit.cov) - curvature)
-    shifts = gradient + jnp.einsum("bij,bj->bi", precisions, fit.mode)
-    converged = (fit.gradient <= CONVERGED) & jnp.isfinite(shifts).all(axis=1)
+    """The parties' messages from one Laplace fit each, of each party's own release (`laplace_surprises`: one
+    compiled program of one party serves all n; fitted among all n parties' releases, the programs of 36 and 50
+    parties stalled on JAX 0.10.2's CPU backend, docs/benchmarks.md, "Fifty parties stall on the CPU"): a
+    deterministic function of the releases."""
+    alone = [data.members(mask, 1) for mask in np.eye(len(data.counts), dtype=bool)]  # each party's own release
+    fits = [laplace_surprises(release, mask[None], prior, data_prior, statistic) for release, mask in alone]
+    modes, covs, gradients = (
+        jnp.concatenate([getattr(fit, part) for fit in fits]) for part in ("mode", "cov", "gradient")
+    )
+    return _messages(prior, modes, covs, gradients <= CONVERGED)
+
+
+@jax.jit
+def _messages(prior: NIG, modes, covs, fitted) -> PartyMessages:
+    """The messages of parties whose own fits have these modes (n, T) and covariances (n, T, T), where they
+    converged (`fitted` (n,)), in one compiled program."""
+    gradient = jax.vmap(jax.grad(theta_prior_potential, argnums=1), (None, 0))(prior, modes)
+    curvature = jax.vmap(jax.hessian(theta_prior_potential, argnums=1), (None, 0))(prior, modes)
+    precisions = jax.vmap(psd_project)(jnp.linalg.inv(covs) - curvature)
+    shifts = gradient + jnp.einsum("bij,bj->bi", precisions, modes)
+    converged = fitted & jnp.isfinite(shifts).all(axis=1)
     precisions = jnp.where(converged[:, None, None], precisions, 0.0)
     shifts = jnp.where(converged[:, None], shifts, 0.0)
     return PartyMessages(precisions, shifts, prior_start(prior))
