@@ -216,7 +216,8 @@ class LinearRegression:
         valuation sampled, the marginals of the surprise minus it spread no wider (median standard deviation 0.118
         nats, largest 0.147) than those of the surprise minus the coalitions' own Laplace fits (0.134, 0.176), and its
         4,095 coalitions cost 24 s with compilation (1.4 s again) against 2.6 minutes of fits (docs/benchmarks.md,
-        "The party product as the 12-party control"). None with a shared data model, which the parties' fits do not model."""
+        "The party product as the 12-party control"). None with a shared data model, which the parties' fits do not
+        model."""
         surrogate = self.surrogate_game(data)
         if surrogate is None:
             return None
