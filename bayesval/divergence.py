@@ -29,11 +29,11 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import digamma, gammaln, logsumexp
 from scipy.spatial import cKDTree
 
 from bayesval.inference.conjugate import NIG, nig_expected_log_density, nig_log_density, sample_nig
+from bayesval.inference.linalg import cholesky, solve_lower
 
 EXTRA_NEIGHBOURS = 16  # how far past k a point looks for a non-zero distance among repeated MCMC draws
 # The brute-force search's largest block of squared distances (posteriors x queries x points), 512 MiB in float64.
@@ -178,11 +178,11 @@ def _whitening(points, kept):
     centre = weights @ points
     centred = points - centre
     cov = (centred * weights[:, None]).T @ centred * (kept.sum() / (kept.sum() - 1))
-    return centre, jnp.linalg.cholesky(cov)
+    return centre, cholesky(cov)
 
 
 def _whiten(points, centre, chol):
-    return solve_triangular(chol, (points - centre).T, lower=True).T
+    return solve_lower(chol, (points - centre).T).T
 
 
 def _neighbours(white, kept, white_prior, k, per_chain, window, backend, chunk_size):

@@ -107,6 +107,86 @@ def test_gibbs_program_calls_no_lapack_kernel():
     assert not re.findall(r"lapack_\w+", lowered.as_text())
 
 
+@pytest.mark.parametrize("dim", [1, 2, 5, linalg.SCALAR_LIMIT + 3])
+def test_lu_solve_inverse_and_log_determinant_match_numpy(dim):
+    """Partial pivoting: a general matrix, one whose first pivot is 0 (no factorisation without a row swap) and an
+    indefinite symmetric one (a Newton step's system away from a mode); a singular matrix gives non-finite values."""
+    rng = np.random.default_rng(30 + dim)
+    general, rhs = rng.normal(size=(dim, dim)), rng.normal(size=(dim, 2))
+    swapped = np.roll(np.eye(dim), 1, axis=0) + 0.1 * np.tril(rng.normal(size=(dim, dim)), -1)
+    indefinite = general + general.T
+    for matrix in (general, swapped, indefinite):
+        np.testing.assert_allclose(jax.jit(linalg.solve)(matrix, rhs), np.linalg.solve(matrix, rhs), rtol=1e-8)
+        np.testing.assert_allclose(linalg.solve(matrix, rhs[:, 0]), np.linalg.solve(matrix, rhs[:, 0]), rtol=1e-8)
+        np.testing.assert_allclose(linalg.inverse(matrix), np.linalg.inv(matrix), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(linalg.log_abs_det(matrix), np.linalg.slogdet(matrix)[1], atol=1e-10)
+    batched = jax.vmap(linalg.solve)(jnp.stack([general, indefinite]), jnp.asarray(rhs.T))
+    np.testing.assert_allclose(batched[1], np.linalg.solve(indefinite, rhs[:, 1]), rtol=1e-8)
+    if dim > 1:
+        assert not np.isfinite(np.asarray(linalg.solve(np.ones((dim, dim)), rhs))).all()
+
+
+def test_loops_and_scalars_give_one_factor():
+    """`on_scalars=False`, the form a twice-differentiated function takes, against the scalar form."""
+    rng = np.random.default_rng(5)
+    matrix, rhs = _spd(rng, 9), rng.normal(size=9)
+    for on_scalars in (True, False):
+        lower = linalg.cholesky(jnp.asarray(matrix), on_scalars=on_scalars)
+        np.testing.assert_allclose(lower, np.linalg.cholesky(matrix), rtol=1e-10, atol=1e-12)
+        solved = linalg.solve_lower(lower, rhs, on_scalars=on_scalars)
+        np.testing.assert_allclose(solved, np.linalg.solve(np.asarray(lower), rhs), rtol=1e-10)
+
+
+def test_party_route_programs_call_no_lapack_kernel():
+    """The Laplace fits, the importance rows, the party product and the k-NN KL hold no LAPACK custom call: at 50
+    parties the fit's batched triangular solves (34 x 9 x 81) passed the batch size from which jaxlib 0.10's kernel
+    splits a batch over XLA's intra-op pool and blocks its thread, two ran at once, and the valuation stalled with
+    every thread asleep (docs/architecture.md, "Why the Gibbs program has its own linear algebra")."""
+    from bayesval.divergence import _kl_to_density, _kl_two_sample
+    from bayesval.inference import importance, laplace, party_product
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.models import LinearRegression
+
+    model, num_parties = LinearRegression(), 3
+    rng = np.random.default_rng(6)
+    data = NoiseAwareData(jnp.asarray(rng.normal(size=(num_parties, 9))), jnp.full(num_parties, 100.0), jnp.ones(3))
+    priors, statistic, mask = model.priors(2), model.statistic(2), np.ones(num_parties, bool)
+    start = laplace.prior_start(priors.model)
+    theta_dim, width = 4, 5
+    mode = laplace.JointMode(
+        jnp.zeros(theta_dim),
+        jnp.zeros((num_parties, width)),
+        (
+            jnp.zeros(theta_dim),
+            jnp.zeros((num_parties, width)),
+            jnp.eye(theta_dim),
+            jnp.zeros((num_parties, theta_dim, width)),
+            jnp.tile(jnp.eye(width), (num_parties, 1, 1)),
+        ),
+        jnp.eye(theta_dim),
+        jnp.asarray(0.0),
+        jnp.asarray(0),
+        jnp.asarray(0.0),
+    )
+    messages = party_product.PartyMessages(jnp.tile(jnp.eye(theta_dim), (num_parties, 1, 1)), jnp.zeros((3, 4)), start)
+    points, kept = jnp.zeros((2, 64, theta_dim)), jnp.ones((2, 64), bool)
+    lowered = {
+        "fit": importance._mode.lower(data, mask, priors.model, priors.data, statistic, start, False),
+        "fits": laplace._fit_batch.lower(data, mask[None], priors.model, priors.data, statistic, start),
+        "draws": importance._row_draws.lower(
+            jax.random.key(0), data, mask, priors.model, priors.data, statistic, mode, 64, 4
+        ),
+        "messages": party_product._messages.lower(
+            priors.model, jnp.zeros((3, 4)), jnp.tile(jnp.eye(4), (3, 1, 1)), mask
+        ),
+        "product": party_product.product_surprises.lower(messages, priors.model, jnp.ones((2, num_parties), bool)),
+        "kl": _kl_to_density.lower(points, kept, jnp.zeros((2, 64)), 4, 32, 4, "kdtree", 2048),
+        "kl, two samples": _kl_two_sample.lower(points, kept, points, 4, 32, 4, "kdtree", 2048),
+    }
+    calls = {name: re.findall(r"lapack_\w+", program.as_text()) for name, program in lowered.items()}
+    assert calls == {name: [] for name in lowered}
+
+
 @pytest.mark.parametrize("dim, dof", [(1, 3.0), (4, 5.0), (9, 30.0)])
 def test_multivariate_t_log_density_matches_scipy(dim, dof):
     rng = np.random.default_rng(20 + dim)

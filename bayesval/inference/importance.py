@@ -47,6 +47,7 @@ from bayesval.inference.conjugate import NIG, NIW, nig_update, sample_nig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.gibbs.kernel import sample_latent_statistic
 from bayesval.inference.laplace import CONVERGED, JointMode, coalition_terms, prior_start
+from bayesval.inference.linalg import cholesky, inverse, solve, solve_lower
 from bayesval.inference.psis import pareto_smoothed
 from bayesval.statistics import LinearRegressionStatistic
 
@@ -256,8 +257,8 @@ def _laplace_proposal(terms, mode) -> _Proposal:
     """The Laplace fit's Gaussian: theta ~ N(theta*, Sigma), omega_i | theta ~ N(omega_i* - D_i^-1 B_i^T
     (theta - theta*), D_i^-1) (the arrow Hessian's blocks)."""
     _, d_inv_bt = terms.schur(mode.derivatives, 0.0)
-    omega_chol = jnp.linalg.cholesky(jnp.linalg.inv(mode.derivatives[4]))
-    return _Proposal(mode.theta, jnp.linalg.cholesky(mode.cov), mode.omegas, -d_inv_bt, omega_chol)
+    omega_chol = jax.vmap(lambda d: cholesky(inverse(d)))(mode.derivatives[4])
+    return _Proposal(mode.theta, cholesky(mode.cov), mode.omegas, -d_inv_bt, omega_chol)
 
 
 def _moments(weighted: _Weighted, proposal: _Proposal, mask) -> _Proposal:
@@ -275,14 +276,14 @@ def _moments(weighted: _Weighted, proposal: _Proposal, mask) -> _Proposal:
     omega_offsets = omegas - omega_centre
     cross = jnp.einsum("skn,sknw,st->nwt", joint, omega_offsets, offsets)  # Cov(omega_i, theta) (n, W, T)
     omega_cov = jnp.einsum("skn,sknv,sknw->nvw", joint, omega_offsets, omega_offsets)
-    slope = jnp.swapaxes(jnp.linalg.solve(theta_cov, jnp.swapaxes(cross, 1, 2)), 1, 2)  # (n, W, T)
+    slope = jax.vmap(lambda c: solve(theta_cov, c.T).T)(cross)  # (n, W, T)
     conditional = omega_cov - jnp.einsum("nwt,nvt->nwv", slope, cross)
     conditional = 0.5 * (conditional + jnp.swapaxes(conditional, 1, 2)) + 1e-9 * jnp.eye(omega_cov.shape[-1])
-    omega_chol = INFLATE * jnp.linalg.cholesky(conditional)
+    omega_chol = INFLATE * jax.vmap(cholesky)(conditional)
     member = mask[:, None]
     moved = _Proposal(
         centre,
-        INFLATE * jnp.linalg.cholesky(theta_cov),
+        INFLATE * cholesky(theta_cov),
         jnp.where(member, omega_centre, proposal.omega_centre),
         jnp.where(member[..., None], slope, proposal.slope),
         jnp.where(member[..., None], omega_chol, proposal.omega_chol),
@@ -328,7 +329,7 @@ def _weighted(key, terms, mask, proposal: _Proposal, num_draws: int, inner_draws
 
 def _log_gaussian(points, centre, chol, scale):
     """log N(points; centre, scale^2 chol chol^T) of each row of points, up to the constant every scale shares."""
-    white = jax.scipy.linalg.solve_triangular(chol, (points - centre).T, lower=True).T / scale
+    white = solve_lower(chol, (points - centre).T).T / scale
     return -0.5 * jnp.sum(white**2, axis=1) - centre.shape[0] * jnp.log(scale)
 
 

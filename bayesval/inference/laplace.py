@@ -37,6 +37,7 @@ from bayesval.inference.clt import linear_regression_record_moments, pair_produc
 from bayesval.inference.conjugate import NIG, NIW, nig_log_density, nig_update, niw_log_density, niw_update
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.gibbs.moves import marginal_log_likelihood
+from bayesval.inference.linalg import cho_solve, cholesky, log_abs_det, solve, solve_lower
 from bayesval.statistics import LinearRegressionStatistic
 
 MAX_STEPS = 300  # Levenberg-Marquardt steps at most
@@ -187,8 +188,9 @@ class _Terms:
         meet theta, |omega_i|^2 / 2, which holds it at 0 (its start) and keeps the Hessian invertible.
 
         Two forms of one density (`scalar` static), equal up to a constant and rounding: the fit's steps
-        differentiate twice the gathered form (`pair_product_moments(gathered=True)`, a library Cholesky), whose
-        derivatives compile in seconds; `scalar` is the Gibbs sampler's `marginal_log_likelihood`, on scalars, which
+        differentiate twice the gathered form (`pair_product_moments(gathered=True)`, a Cholesky factor in loops,
+        `bayesval.inference.linalg`, not LAPACK's, whose batched kernel stalled 50 parties' fits), whose derivatives
+        compile in seconds; `scalar` is the Gibbs sampler's `marginal_log_likelihood`, on scalars, which
         the importance weights evaluate for every draw of every member: 3-4x faster under `vmap`
         (docs/benchmarks.md, "Cheaper rows")."""
         mean, cov, _ = self.data_model(omega)
@@ -201,8 +203,8 @@ class _Terms:
             record_mean, record_cov = linear_regression_record_moments(weights, noise_var, mean, cov)
             t_mean, t_cov = pair_product_moments(record_mean, record_cov, *self.pairs, gathered=True)
             total = count * t_cov + noise_std**2 * jnp.eye(t_mean.shape[0])
-            chol = jnp.linalg.cholesky(total)
-            residual = jax.scipy.linalg.solve_triangular(chol, perturbed - count * t_mean, lower=True)
+            chol = cholesky(total, on_scalars=False)
+            residual = solve_lower(chol, perturbed - count * t_mean, on_scalars=False)
             likelihood = jnp.sum(jnp.log(jnp.diagonal(chol))) + 0.5 * residual @ residual
         return jnp.where(member, likelihood + self.omega_prior(omega), 0.5 * omega @ omega)
 
@@ -229,7 +231,7 @@ class _Terms:
         """The Schur complement of the theta block of H + damping I, A - sum_i B_i D_i^-1 B_i^T (T, T) (with
         damping 0, the inverse of the theta marginal's covariance), and D_i^-1 B_i^T (n, W, T)."""
         _, _, a, b, d = derivatives
-        d_inv_bt = jnp.linalg.solve(d + damping * jnp.eye(self.omega_dim), jnp.swapaxes(b, 1, 2))
+        d_inv_bt = jax.vmap(solve)(d + damping * jnp.eye(self.omega_dim), jnp.swapaxes(b, 1, 2))
         return a + damping * jnp.eye(self.theta_dim) - jnp.einsum("ntw,nws->ts", b, d_inv_bt), d_inv_bt
 
     def newton_step(self, derivatives, damping):
@@ -237,8 +239,8 @@ class _Terms:
         g_theta, g_omega, _, b, d = derivatives
         d = d + damping * jnp.eye(self.omega_dim)
         schur, d_inv_bt = self.schur(derivatives, damping)
-        d_inv_g = jnp.linalg.solve(d, g_omega[..., None])[..., 0]  # (n, W)
-        step_theta = jnp.linalg.solve(schur, g_theta - jnp.einsum("ntw,nw->t", b, d_inv_g))
+        d_inv_g = jax.vmap(solve)(d, g_omega)  # (n, W)
+        step_theta = solve(schur, g_theta - jnp.einsum("ntw,nw->t", b, d_inv_g))
         step_omega = d_inv_g - jnp.einsum("nwt,t->nw", d_inv_bt, step_theta)
         largest = jnp.maximum(jnp.abs(step_theta).max(), jnp.abs(step_omega).max())
         shrink = jnp.minimum(1.0, MAX_STEP / largest)  # a step moves no coordinate further than MAX_STEP
@@ -252,7 +254,7 @@ class _Terms:
         def omega(perturbed, party_count):
             moments = to_matrix(perturbed, party_count)
             posterior = niw_update(self.data_prior, moments[:d, d], moments[:d, :d], party_count)
-            factor = jnp.linalg.cholesky(posterior.scale / (posterior.dof + d + 1))
+            factor = cholesky(posterior.scale / (posterior.dof + d + 1))
             factor = factor - jnp.diag(jnp.diagonal(factor)) + jnp.diag(jnp.log(jnp.diagonal(factor)))
             return jnp.concatenate([posterior.mean, factor[self.tril]])
 
@@ -271,7 +273,7 @@ class _Terms:
 
         def step(_, omegas):
             _, g_omega, _, _, d = self.derivatives(theta, omegas, mask)
-            move = jnp.linalg.solve(d, g_omega[..., None])[..., 0]
+            move = jax.vmap(solve)(d, g_omega)
             move = move * jnp.minimum(1.0, MAX_STEP / jnp.abs(move).max(axis=1, keepdims=True))
             moved = omegas - move
             before, after = terms(theta, omegas, *self.data, mask), terms(theta, moved, *self.data, mask)
@@ -336,8 +338,8 @@ class _Terms:
             jnp.asarray(0),
         )
         theta, omegas, _, potential, derivatives, steps = jax.lax.while_loop(going, step, start)
-        factor = jnp.linalg.cholesky(self.schur(derivatives, 0.0)[0])  # NaN where the precision is not positive
-        cov = jax.scipy.linalg.cho_solve((factor, True), jnp.eye(self.theta_dim))
+        factor = cholesky(self.schur(derivatives, 0.0)[0])  # NaN where the precision is not positive
+        cov = cho_solve(factor, jnp.eye(self.theta_dim))
         cov = 0.5 * (cov + cov.T)
         gradient = jnp.where(jnp.isfinite(factor).all(), gradient_size(derivatives), jnp.inf)
         return JointMode(theta, omegas, derivatives, cov, gradient, steps, potential)
@@ -361,12 +363,12 @@ def gaussian_surprise(prior: NIG, mode: jnp.ndarray, cov: jnp.ndarray) -> jnp.nd
         prior.shape * jnp.log(prior.scale)
         - gammaln(prior.shape)
         - 0.5 * dim * jnp.log(2 * jnp.pi)
-        + 0.5 * jnp.linalg.slogdet(prior.precision)[1]
+        + 0.5 * log_abs_det(prior.precision)
     )
     tilted = mean_w - cov_ws - prior.mean
     quadratic = tilted @ prior.precision @ tilted + jnp.trace(prior.precision @ cov_ww)
     expected_log_prior = (
         constant - (prior.shape + dim / 2) * mean_s - jnp.exp(-mean_s + var_s / 2) * (prior.scale + 0.5 * quadratic)
     )
-    entropy = 0.5 * jnp.linalg.slogdet(2 * jnp.pi * jnp.e * cov)[1]
+    entropy = 0.5 * log_abs_det(2 * jnp.pi * jnp.e * cov)
     return -entropy - expected_log_prior

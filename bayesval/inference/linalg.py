@@ -1,12 +1,13 @@
-"""Small dense linear algebra in plain jax.numpy, for the batched Gibbs program.
+"""Small dense linear algebra in plain jax.numpy, for the batched Gibbs program and the party route's programs
+(the Laplace fits, the importance rows, the party product, the k-NN KL's whitening).
 
 Why not `jnp.linalg`: on CPU its Cholesky, triangular-solve, LU and eigh lower to LAPACK custom calls
 whose batched kernels (jaxlib 0.10) split a large batch over XLA's intra-op thread pool and then block
 that pool thread until the pieces finish. When XLA runs two such calls at once on pool threads and the
 pool has no free thread (2 threads on a 2-core machine), every thread waits on work that none can run:
-the valuation of 6+ parties deadlocked this way (docs/architecture.md, "Why the Gibbs program has its
-own linear algebra"). The matrices here are tiny (the statistic of w features is (w+2)(w+3)/2 - 1
-long). The Cholesky factor and the triangular solves are `fori_loop`s over columns or rows whose
+the valuation of 6+ parties deadlocked this way, and the Laplace fits of 36 and 50 parties (docs/architecture.md,
+"Why the Gibbs program has its own linear algebra"). The matrices here are tiny (the statistic of w features is
+(w+2)(w+3)/2 - 1 long). The Cholesky factor and the triangular solves are `fori_loop`s over columns or rows whose
 body is a few whole-matrix operations, so under `vmap` each compiles to a handful of kernels at any
 size; the Jacobi eigendecomposition is unrolled over the entries within a sweep, which runs several
 times faster than a loop of rotations for the small matrices it serves (docs/architecture.md). None
@@ -76,13 +77,15 @@ def cholesky_times_entries(matrix, vector) -> list:
     return [sum((lower[i][k] * vector[k] for k in range(i + 1)), 0.0) for i in range(len(lower))]
 
 
-def cholesky(matrix: jnp.ndarray) -> jnp.ndarray:
-    """Lower Cholesky factor L (L L^T = matrix); NaN where the matrix is not PD. Up to SCALAR_LIMIT it is
-    written on scalars; above, one column per loop step (column j is matrix[:, j] - L L[j]^T over the whole row,
-    the columns not yet computed being zero)."""
+def cholesky(matrix: jnp.ndarray, on_scalars: bool | None = None) -> jnp.ndarray:
+    """Lower Cholesky factor L (L L^T = matrix); NaN where the matrix is not PD. `on_scalars` (by default up to
+    SCALAR_LIMIT) it is written on scalars; otherwise one column per loop step (column j is matrix[:, j] - L L[j]^T
+    over the whole row, the columns not yet computed being zero). A function differentiated twice takes the loop at
+    any size: the second derivatives of the Laplace fit's 9 x 9 factor compiled in 18 s as loops and 74 s on scalars
+    (docs/architecture.md, "Why the Gibbs program has its own linear algebra")."""
     matrix = jnp.asarray(matrix)
     dim = matrix.shape[-1]
-    if dim <= SCALAR_LIMIT:
+    if dim <= SCALAR_LIMIT if on_scalars is None else on_scalars:
         lower = _cholesky_entries(matrix)
         zero = jnp.zeros((), matrix.dtype)
         return jnp.stack([jnp.stack([lower[i][j] if j <= i else zero for j in range(dim)]) for i in range(dim)])
@@ -97,13 +100,13 @@ def cholesky(matrix: jnp.ndarray) -> jnp.ndarray:
     return jax.lax.fori_loop(0, dim, column, jnp.zeros_like(matrix))
 
 
-def _substitute(triangular: jnp.ndarray, rhs: jnp.ndarray, order: jnp.ndarray) -> jnp.ndarray:
-    """Solve a triangular system by substitution in `order` (rows whose unknowns are already known first). Up
-    to SCALAR_LIMIT on scalars (rows of rhs); above, one row per loop step, the unknowns not yet solved being
-    zero so that each row's known part is a full dot product."""
+def _substitute(triangular: jnp.ndarray, rhs: jnp.ndarray, order: jnp.ndarray, on_scalars: bool | None) -> jnp.ndarray:
+    """Solve a triangular system by substitution in `order` (rows whose unknowns are already known first).
+    `on_scalars` (by default up to SCALAR_LIMIT) on scalars (rows of rhs); otherwise one row per loop step, the
+    unknowns not yet solved being zero so that each row's known part is a full dot product."""
     triangular, rhs = jnp.asarray(triangular), jnp.asarray(rhs)
     dim = triangular.shape[-1]
-    if dim <= SCALAR_LIMIT:
+    if dim <= SCALAR_LIMIT if on_scalars is None else on_scalars:
         order, solution = np.asarray(order).tolist(), [None] * dim
         for step, i in enumerate(order):
             known = sum((triangular[i, k] * solution[k] for k in order[:step]), 0.0)
@@ -119,14 +122,15 @@ def _substitute(triangular: jnp.ndarray, rhs: jnp.ndarray, order: jnp.ndarray) -
     return jax.lax.fori_loop(0, dim, row, jnp.zeros_like(rhs))
 
 
-def solve_lower(lower: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
-    """x with lower @ x = rhs (rhs a vector or a matrix of columns), by forward substitution."""
-    return _substitute(lower, rhs, np.arange(lower.shape[-1]))
+def solve_lower(lower: jnp.ndarray, rhs: jnp.ndarray, on_scalars: bool | None = None) -> jnp.ndarray:
+    """x with lower @ x = rhs (rhs a vector or a matrix of columns), by forward substitution (`on_scalars` as
+    `cholesky` takes it)."""
+    return _substitute(lower, rhs, np.arange(lower.shape[-1]), on_scalars)
 
 
 def solve_upper(upper: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
     """x with upper @ x = rhs, by back substitution."""
-    return _substitute(upper, rhs, np.arange(upper.shape[-1])[::-1])
+    return _substitute(upper, rhs, np.arange(upper.shape[-1])[::-1], None)
 
 
 # Below this size `lower_inverse` substitutes; above, it halves the matrix (`lower_inverse`).
@@ -185,6 +189,44 @@ def spd_inverse(matrix: jnp.ndarray) -> jnp.ndarray:
 
 def log_det_from_cholesky(lower: jnp.ndarray) -> jnp.ndarray:
     return 2.0 * jnp.sum(jnp.log(jnp.diagonal(lower)))
+
+
+def lu_factor(matrix: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """LU with partial pivoting (Golub & Van Loan 2013, Sec. 3.4): (lu, order) with matrix[order] = L U, L unit
+    lower triangular below lu's diagonal and U upper triangular on and above it. One column per loop step: its
+    largest entry on or below the diagonal is swapped up and the rows below eliminated by one outer product. For the
+    square matrices a Newton step solves with, which need not be positive definite away from a mode; inf or NaN
+    where the matrix is singular, as LAPACK's."""
+    matrix = jnp.asarray(matrix)
+    dim = matrix.shape[-1]
+    rows = jnp.arange(dim)
+
+    def column(k, carry):
+        lu, order = carry
+        pivot = jnp.argmax(jnp.where(rows >= k, jnp.abs(lu[:, k]), -1.0))
+        swap = jnp.where(rows == k, pivot, jnp.where(rows == pivot, k, rows))
+        lu, order = lu[swap], order[swap]
+        factors = jnp.where(rows > k, lu[:, k] / lu[k, k], 0.0)
+        lu = lu - factors[:, None] * jnp.where(rows > k, lu[k], 0.0)[None, :]
+        return jnp.where(rows[None, :] == k, jnp.where(rows > k, factors, lu[:, k])[:, None], lu), order
+
+    return jax.lax.fori_loop(0, dim, column, (matrix, rows))
+
+
+def solve(matrix: jnp.ndarray, rhs: jnp.ndarray) -> jnp.ndarray:
+    """x with matrix @ x = rhs (rhs a vector or a matrix of columns) for a square matrix, by `lu_factor`."""
+    lu, order = lu_factor(matrix)
+    unit_lower = jnp.tril(lu, -1) + jnp.eye(lu.shape[-1], dtype=lu.dtype)
+    return solve_upper(jnp.triu(lu), solve_lower(unit_lower, jnp.asarray(rhs)[order]))
+
+
+def inverse(matrix: jnp.ndarray) -> jnp.ndarray:
+    return solve(matrix, jnp.eye(matrix.shape[-1], dtype=matrix.dtype))
+
+
+def log_abs_det(matrix: jnp.ndarray) -> jnp.ndarray:
+    """log |det matrix| of a square matrix (`jnp.linalg.slogdet`'s second part), by `lu_factor`."""
+    return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu_factor(matrix)[0]))))
 
 
 def eigh(matrix: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:

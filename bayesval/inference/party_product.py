@@ -42,7 +42,7 @@ from bayesval.inference.laplace import (
     prior_start,
     theta_prior_potential,
 )
-from bayesval.inference.linalg import psd_project
+from bayesval.inference.linalg import cho_solve, cholesky, eigh, inverse, psd_project, solve
 from bayesval.statistics import LinearRegressionStatistic
 
 # Newton steps of a coalition's theta (D + 1 coordinates): every coalition of 12 Syn parties had converged after 5
@@ -67,9 +67,9 @@ def party_messages(
     data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic
 ) -> PartyMessages:
     """The parties' messages from one Laplace fit each, of each party's own release (`laplace_surprises`: one
-    compiled program of one party serves all n; fitted among all n parties' releases, the programs of 36 and 50
-    parties stalled on JAX 0.10.2's CPU backend, docs/benchmarks.md, "Fifty parties stall on the CPU"): a
-    deterministic function of the releases."""
+    compiled program of one party serves all n, where a program carrying all n releases compiles for each n; that one
+    stalled at 36 and 50 parties while the fits called LAPACK, docs/benchmarks.md, "Fifty parties stall on the CPU"):
+    a deterministic function of the releases."""
     alone = [data.members(mask, 1) for mask in np.eye(len(data.counts), dtype=bool)]  # each party's own release
     fits = [laplace_surprises(release, mask[None], prior, data_prior, statistic) for release, mask in alone]
     modes, covs, gradients = (
@@ -84,7 +84,7 @@ def _messages(prior: NIG, modes, covs, fitted) -> PartyMessages:
     converged (`fitted` (n,)), in one compiled program."""
     gradient = jax.vmap(jax.grad(theta_prior_potential, argnums=1), (None, 0))(prior, modes)
     curvature = jax.vmap(jax.hessian(theta_prior_potential, argnums=1), (None, 0))(prior, modes)
-    precisions = jax.vmap(psd_project)(jnp.linalg.inv(covs) - curvature)
+    precisions = jax.vmap(lambda cov, bend: psd_project(inverse(cov) - bend))(covs, curvature)
     shifts = gradient + jnp.einsum("bij,bj->bi", precisions, modes)
     converged = fitted & jnp.isfinite(shifts).all(axis=1)
     precisions = jnp.where(converged[:, None, None], precisions, 0.0)
@@ -116,7 +116,7 @@ def _fit(prior: NIG, precision, shift, start) -> ProductFit:
 
     def step(_, theta):
         gradient, hessian = jax.grad(potential)(theta), jax.hessian(potential)(theta)
-        values, vectors = jnp.linalg.eigh(hessian)
+        values, vectors = eigh(hessian)
         move = vectors @ ((vectors.T @ gradient) / jnp.maximum(jnp.abs(values), FLOOR))
         move = move * jnp.minimum(1.0, MAX_STEP / jnp.abs(move).max())
         tries = theta - move / (2.0 ** jnp.arange(HALVINGS))[:, None]
@@ -131,11 +131,11 @@ def _fit(prior: NIG, precision, shift, start) -> ProductFit:
 
     # a plain Newton step from `start` first (the members' quadratics are exact, only the prior is expanded), the
     # guarded steps from there
-    theta = start - jnp.linalg.solve(jax.hessian(potential)(start), jax.grad(potential)(start))
+    theta = start - solve(jax.hessian(potential)(start), jax.grad(potential)(start))
     theta = jax.lax.fori_loop(0, NEWTON_STEPS, step, jnp.where(jnp.isfinite(theta).all(), theta, start))
     hessian = jax.hessian(potential)(theta)
-    factor = jnp.linalg.cholesky(hessian)  # NaN where the Hessian is not positive definite
-    cov = jax.scipy.linalg.cho_solve((factor, True), jnp.eye(theta.shape[0]))
+    factor = cholesky(hessian)  # NaN where the Hessian is not positive definite
+    cov = cho_solve(factor, jnp.eye(theta.shape[0]))
     cov = 0.5 * (cov + cov.T)
     gradient = jnp.where(jnp.isfinite(factor).all(), jnp.abs(jax.grad(potential)(theta)).max(), jnp.inf)
     return ProductFit(gaussian_surprise(prior, theta, cov), gradient)
