@@ -438,3 +438,42 @@ def test_a_valuation_by_importance_records_its_routes_and_saves_them(syn, tmp_pa
     loaded = bv.ValuationResult.load(tmp_path / "result.npz")
     assert loaded.diagnostics["route"] == result.diagnostics["route"]
     np.testing.assert_allclose(loaded.diagnostics["k_hat"], result.diagnostics["k_hat"])
+
+
+def test_the_rows_bar_advances_as_rows_are_drawn_and_changes_no_value(syn, monkeypatch):
+    """Under a shown progress bar the importance route opens one bar a call, named by its stage, whose rows advance
+    as each chunk's estimates reach the host (a valuation of 50 parties spent half an hour in one batch with no bar
+    moving), and the values are those of a run without it."""
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    bars = []
+
+    class RecordingBar:
+        def __init__(self, total, desc, disable, unit):
+            self.total, self.desc, self.shown, self.updates = total, desc, not disable, []
+            bars.append(self)
+
+        def update(self, rows):
+            self.updates.append(rows)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(importance, "tqdm", RecordingBar)
+    monkeypatch.setattr(importance, "ROWS_PER_CALL", 2)  # two chunks of the call's 4 rows
+    values = {}
+    for shown in (True, False):
+        game = CoalitionSurprise(
+            bv.models.LinearRegression(),
+            data,
+            SMOKE.with_(progress_bar=shown),
+            4,
+            jax.random.key(5),
+            2,
+            surprise="importance",
+        )
+        values[shown] = game(coalition_masks(3)[:2])
+    first = bars[0]
+    assert first.desc == "importance draws of 2 coalition posteriors x 2 repeats [importance]" and first.shown
+    assert first.total == 4 and first.updates == [2, 2]
+    assert not bars[-1].shown
+    np.testing.assert_array_equal(values[True], values[False])
