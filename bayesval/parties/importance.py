@@ -143,8 +143,8 @@ class ImportanceExecutor:
     """Draws rows by the model's `importance_draws` (`draw`) and estimates each row's KL from them: `num_parties`,
     the game's budget `config` (each row draws IMPORTANCE_DRAWS weighted and resampled draws, or the config's
     `draws_per_repeat` where fewer, rounded up to even), the k-NN estimator's `k` and the prior's log density
-    (`log_density`). Where the config shows a progress bar, a call's rows advance one as they are drawn: at 50
-    parties a batch of 612 coalitions took half an hour, under a permutation bar that moves at the batch's end."""
+    (`log_density`). Where the config shows progress bars, each call shows one whose rows advance as they are drawn:
+    at 50 parties a batch of 612 coalitions took half an hour, under a permutation bar that moves at the batch's end."""
 
     def __init__(self, draw: Callable, num_parties: int, config: SamplerConfig, k: int, log_density) -> None:
         self.draw, self.num_parties, self.k, self.log_density = draw, num_parties, k, log_density
