@@ -19,7 +19,8 @@ posterior; where noise dominates they follow the CLT-marginal posterior, as the 
 * **omega_i given theta** is drawn K times (`inner_draw_count`: one per MEMBERS_PER_INNER_DRAW party slots of the
   row, at least INNER_DRAWS; RERUN_INNER times as many on each rerun) from a Gaussian linear in theta: first the
   fit's conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow
-  Hessian's blocks), then the weighted draws' regression of omega_i on theta. Each party's data model meets theta
+  Hessian's blocks), then the weighted draws' regression of omega_i on theta, its spread widened OMEGA_INFLATE
+  times. Each party's data model meets theta
   and nothing else, so the average of the K inner weights is an unbiased estimate of L_i(theta) = int p(o_i |
   theta, omega_i) p(omega_i) d omega_i, and theta's weight p(theta) prod_i L_i(theta) / g(theta) stays a weight of
   a 4-dimensional proposal however many members the coalition has (the weights of the pairs are those of importance
@@ -56,13 +57,14 @@ DEFENSIVE = 0.2  # the share of theta draws from the defensive component
 INNER_DRAWS = 4  # the fewest draws of each member's data model per theta draw
 # Party slots of a row per draw of each member's data model (`inner_draw_count`). A member's likelihood is the mean
 # of K inner weights, so the log of theta's weight carries the noise of m members' estimates, of variance about
-# m v / K, and the effective draws fall as m / K grows: at K = 4 rows of 8, 16 and 23 of 24 parties held a median
-# 594, 303 and 203 effective draws of 2,048, their KL spread over 10 keys 0.044, 0.061 and 0.138 nats, and the two
-# wider fell below the 400 that draws them again; at K = 6, 12 and 16 (1.5 slots a draw at widths 8, 16 and 24) 777,
-# 807 and 832, spread 0.031, 0.040 and 0.040, the wider two's means within 0.03 nats of K = 64's (K = 4's 0.06
-# below), for 1.3, 2.0 and 2.5 times a first row's cost and less than a first row and its rerun cost before
-# (docs/benchmarks.md, "Inner draws by width")
-MEMBERS_PER_INNER_DRAW = 1.5
+# m v / K (v: one inner weight's relative variance), and the effective draws fall as m / K grows. At 24 parties and
+# K = 4, rows of 8, 16 and 23 members held a median 594, 303 and 203 effective draws of 2,048 and fell below the 400
+# that draws them again (docs/benchmarks.md, "Inner draws by width"). With the data models' proposal widened
+# OMEGA_INFLATE = 1.1 times, v is 0.13-0.14 at 22 of 24 and 45 of 50 parties' members (0.32-0.33 at 1.2), so one
+# draw per 3 slots leaves m v / K below what one per 1.5 left at 1.2: at 45 of 50 parties' members K = 18 held a
+# median 970 effective draws of 2,048 against 850 at K = 34, for 0.63 times the row's cost (docs/benchmarks.md,
+# "Fewer inner draws from a closer data-model proposal")
+MEMBERS_PER_INNER_DRAW = 3.0
 # Draws a row evaluates at once (`lax.map` in chunks): at 2,048 draws of 24 parties a weight's intermediates (draws x
 # inner draws x parties x the data model's coordinates) are megabytes each and left the cache; in chunks of 256 the
 # weights of a row ran 2.7x faster on one core, the conjugate draws 2x (docs/benchmarks.md, "Cheaper rows")
@@ -77,7 +79,13 @@ ADAPT_SHARE = 4  # an adapting round draws a quarter of the last round's draws
 # one mode agree far closer (a potential is within about g^2 / 2h of its mode's at the fits' gradient of 1e-6), and
 # the plain fit's mode is then kept as it was
 MODE_MARGIN = 1e-6
-INFLATE = 1.2  # the moved proposal's standard deviations over the weighted draws' (heavier than the target's tails)
+INFLATE = 1.2  # the moved theta proposal's standard deviations over its weighted draws' (heavier tails than the target)
+# The moved data models' conditional standard deviations over the weighted draws'. Each member's K inner weights
+# estimate its likelihood only where their variance is finite: at the adapted proposal of rows of 11 of 12, 22 of 24
+# and 45 of 50 parties' members, 4,000 inner draws at each of 8 theta draws gave each member's inner weights a Pareto
+# k-hat of at most 0.46 at 1.1 (finite variance below 0.5), up to 0.79-1.03 at 1.0 and below 0.2 at 1.2, whose
+# wider spread costs twice the inner draws (`MEMBERS_PER_INNER_DRAW`)
+OMEGA_INFLATE = 1.1
 
 
 class ImportanceDraws(NamedTuple):
@@ -279,7 +287,7 @@ def _moments(weighted: _Weighted, proposal: _Proposal, mask) -> _Proposal:
     slope = jax.vmap(lambda c: solve(theta_cov, c.T).T)(cross)  # (n, W, T)
     conditional = omega_cov - jnp.einsum("nwt,nvt->nwv", slope, cross)
     conditional = 0.5 * (conditional + jnp.swapaxes(conditional, 1, 2)) + 1e-9 * jnp.eye(omega_cov.shape[-1])
-    omega_chol = INFLATE * jax.vmap(cholesky)(conditional)
+    omega_chol = OMEGA_INFLATE * jax.vmap(cholesky)(conditional)
     member = mask[:, None]
     moved = _Proposal(
         centre,
@@ -307,24 +315,31 @@ def _weighted(key, terms, mask, proposal: _Proposal, num_draws: int, inner_draws
     thetas = proposal.centre + scales[:, None] * (jax.random.normal(key_theta, (num_draws, terms.theta_dim)) @ chol.T)
     num_parties, width = proposal.omega_centre.shape
     white = jax.random.normal(key_omega, (num_draws, inner_draws, num_parties, width))
-    log_det = jnp.sum(jnp.log(jnp.diagonal(proposal.omega_chol, axis1=1, axis2=2)), axis=1)  # (n,)
 
-    def inner(theta, white_k):  # log inner weights (K, n) of one theta
-        omegas = _data_models(proposal, theta, white_k)
-        log_conditional = -0.5 * jnp.sum(white_k**2, axis=-1) - log_det
+    def inner(pair):
+        return log_inner_weights(terms, mask, proposal, *pair)
 
-        def party(omega, perturbed, count, noise_std):
-            return -terms.party(theta, omega, perturbed, count, noise_std, True, scalar=True)
-
-        joint = jax.vmap(lambda row: jax.vmap(party)(row, *terms.data))(omegas)
-        return jnp.where(mask, joint - log_conditional, 0.0)
-
-    log_inner = jax.lax.map(lambda pair: inner(*pair), (thetas, white), batch_size=CHUNK)
+    log_inner = jax.lax.map(inner, (thetas, white), batch_size=CHUNK)
     log_likelihood = jnp.sum(logsumexp(log_inner, axis=1) - jnp.log(inner_draws), axis=1)
     parts = [_log_gaussian(thetas, proposal.centre, chol, scale) for scale in (1.0, WIDE)]
     log_proposal = jnp.logaddexp(jnp.log1p(-DEFENSIVE) + parts[0], jnp.log(DEFENSIVE) + parts[1])
     log_weights = -jax.vmap(terms.theta_prior)(thetas) + log_likelihood - log_proposal
     return _Weighted(thetas, white, log_inner, jnp.where(jnp.isfinite(log_weights), log_weights, -jnp.inf))
+
+
+def log_inner_weights(terms, mask, proposal: _Proposal, theta, white):
+    """log inner weights (K, n) of one theta (T,): each member's K data models omega_ik = `_data_models(proposal,
+    theta, white)` (white (K, n, W) standard normal) weighted by p(o_i | theta, omega_ik) p(omega_ik) over their
+    proposal's density; a non-member's are 0. Their mean over k estimates member i's likelihood L_i(theta)."""
+    omegas = _data_models(proposal, theta, white)
+    log_det = jnp.sum(jnp.log(jnp.diagonal(proposal.omega_chol, axis1=1, axis2=2)), axis=1)  # (n,)
+    log_conditional = -0.5 * jnp.sum(white**2, axis=-1) - log_det
+
+    def party(omega, perturbed, count, noise_std):
+        return -terms.party(theta, omega, perturbed, count, noise_std, True, scalar=True)
+
+    joint = jax.vmap(lambda row: jax.vmap(party)(row, *terms.data))(omegas)
+    return jnp.where(mask, joint - log_conditional, 0.0)
 
 
 def _log_gaussian(points, centre, chol, scale):
