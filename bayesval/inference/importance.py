@@ -18,14 +18,13 @@ posterior; where noise dominates they follow the CLT-marginal posterior, as the 
   mode, where the fit alone left k-hat above 1.
 * **omega_i given theta** is drawn K times (`inner_draw_count`: one per MEMBERS_PER_INNER_DRAW party slots of the
   row, at least INNER_DRAWS; RERUN_INNER times as many on each rerun) from a Gaussian linear in theta: first the
-  fit's conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow
-  Hessian's blocks), then the weighted draws' regression of omega_i on theta, its spread widened OMEGA_INFLATE
-  times. Each party's data model meets theta
-  and nothing else, so the average of the K inner weights is an unbiased estimate of L_i(theta) = int p(o_i |
-  theta, omega_i) p(omega_i) d omega_i, and theta's weight p(theta) prod_i L_i(theta) / g(theta) stays a weight of
-  a 4-dimensional proposal however many members the coalition has (the weights of the pairs are those of importance
-  sampling on the extended space, so the resampled pairs follow the posterior; Andrieu & Roberts 2009, Ann.
-  Statist. 37(2)).
+  fit's conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow Hessian's blocks), then the
+  weighted draws' regression of omega_i on theta, its spread widened OMEGA_INFLATE times. Each party's data model
+  meets theta and nothing else, so the average of the K inner weights is an unbiased estimate of L_i(theta) =
+  int p(o_i | theta, omega_i) p(omega_i) d omega_i, and theta's weight p(theta) prod_i L_i(theta) / g(theta) stays
+  a weight of a 4-dimensional proposal however many members the coalition has (the weights of the pairs are those
+  of importance sampling on the extended space, so the resampled pairs follow the posterior; Andrieu & Roberts
+  2009, Ann. Statist. 37(2)).
 * The weights are Pareto-smoothed (`bayesval.inference.psis`); k-hat says whether they can be trusted (a coalition
   over the threshold is sampled by MCMC instead: `bayesval.parties.importance`). Then `num_draws` pairs are drawn by
   systematic resampling (Douc, Cappe & Moulines 2005), each member's data model among its K by its inner weight, and
