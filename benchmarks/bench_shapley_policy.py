@@ -4,6 +4,9 @@ what the policy spends against the number of parties (issue 61).
     python benchmarks/bench_shapley_policy.py --part calibration [--keys 200] [--tolerance 0.02] [--noise 0.05]
     python benchmarks/bench_shapley_policy.py --part cost [--parties 3 6 12 24 50] [--keys 5]
     python benchmarks/bench_shapley_policy.py --part samplers [--parties 12 16 24] [--keys 12] [--noise 0.04]
+    python benchmarks/bench_shapley_policy.py --part samplers --parties 24 --noise 0.045 --surrogate measured \
+        --designs "plain permutations" "prefixed permutations (1)" "prefixed permutations (2)" \
+        "prefixed permutations (3)"
 
 A replayed game (`bayesval.parties.replay.ReplayedGame`) gives each coalition asked for two estimates (the repeats a
 sampled coalition gets at the fast preset; three where every coalition is valued), its known value plus N(0, 0.02^2)
@@ -33,8 +36,13 @@ permutations against the control variate until the stopping rule holds.
   (at most 24) with the tolerance of `cost` (0.03 where it names none), `--noise` an estimate (default 0.04, a
   repeat's spread by importance sampling) and the policy's control; exact Shapley values by enumerating the 2^n
   coalitions of the closed form (16.8 million at 24 parties). Per sampler: permutations and coalitions spent
-  (median and range over keys), RMS z against the exact values, the largest |z|, stderr / spread over keys (median
-  and range over parties) and the largest stderr.
+  (median and range over keys), what those coalitions would cost as importance sampling's rows at 24 parties
+  (`ROW_SECONDS` by the width of their program), RMS z against the exact values, the largest |z|, the share of |z|
+  above 4, stderr / spread over keys (median and range over parties) and the largest stderr. `--designs` picks the
+  samplers (`DESIGNS`: Latin blocks, plain permutations, prefixed permutations with 1 to 3 prefixes; the first two by
+  default); `--surrogate measured` takes a control that errs as the party product did on a 24-party valuation
+  (`measured_surrogate`: its spread by size, nested coalitions erring alike, Student-t tails), whose marginals'
+  spread by position is printed first, beside the valuation's.
 """
 
 from __future__ import annotations
@@ -149,6 +157,61 @@ def laplace_like_surrogate(n: int, truth):
     return value
 
 
+# The spread over coalitions of the sampled surprise minus the party product (v - u) at each size of 24 Syn parties
+# (1,379 coalitions of a valuation, 2026-12-01; docs/benchmarks.md, "Prefixed permutations"), sizes 1 to 24
+MEASURED_SPREAD = (
+    0.081, 0.166, 0.254, 0.275, 0.266, 0.270, 0.259, 0.235, 0.209, 0.213, 0.196, 0.158,
+    0.159, 0.148, 0.131, 0.129, 0.107, 0.095, 0.084, 0.083, 0.074, 0.060, 0.048, 0.0,
+)  # fmt: skip
+# The share of an error's variance that a coalition's members carry with them, so that nested coalitions err alike:
+# 0.7 up to 3 of 24 parties' share, 0.97 from 10 of 24 (between, linear), which puts the spread of the marginals of
+# v - u at each position where the 24-party valuation's were (0.22 at positions 1-4 falling to 0.06 at 17-23, the
+# estimates' noise included; `marginal_spreads` prints the replay's)
+SHARED = ((3 / 24, 0.7), (10 / 24, 0.97))
+
+
+def measured_surrogate(n: int, truth):
+    """u(masks) = v - e_C, e_C with the spread by size of the party product's error at 24 parties (MEASURED_SPREAD,
+    at the coalition's share of the parties), a share (SHARED) of its variance from its members (the mean of a
+    standard normal per party, scaled to unit variance) and the rest its own, drawn once per coalition from a Student
+    t of 4 degrees of freedom (unit variance: the heavy tails of the measured marginals)."""
+    from bayesval.games.masks import mask_codes
+
+    shares = np.arange(1, 25) / 24
+    parties = np.random.default_rng(11).standard_normal(n)
+    (low, shared_low), (high, shared_high) = SHARED
+
+    def value(masks):
+        masks = np.asarray(masks, bool)
+        size = masks.sum(axis=1)
+        spread = np.interp(size / n, shares, MEASURED_SPREAD)
+        shared = np.interp(size / n, [low, high], [shared_low, shared_high])
+        members = masks @ parties / np.sqrt(np.maximum(size, 1))
+        own = np.array([np.random.default_rng((13, int(code))).standard_t(4) for code in mask_codes(masks)])
+        error = spread * (np.sqrt(shared) * members + np.sqrt((1 - shared) / 2) * own)
+        return truth(masks) - np.where(size > 0, error, 0.0)
+
+    return value
+
+
+def marginal_spreads(n: int, truth, surrogate, noise: float, permutations: int = 200) -> str:
+    """The spread of the replay's marginals of v - u (each a mean of 2 estimates of noise `noise`) by position, in
+    bins of 4 positions from 1, over `permutations` random permutations: to set beside the measured ones."""
+    rng = np.random.default_rng(5)
+    gains = []
+    for _ in range(permutations):
+        order = rng.permutation(n)
+        masks = np.zeros((n + 1, n), bool)
+        for k in range(1, n + 1):
+            masks[k, order[:k]] = True
+        estimates = truth(masks) - surrogate(masks) + noise / np.sqrt(2) * rng.standard_normal(n + 1)
+        gains.append(np.diff(np.where(masks.any(axis=1), estimates, 0.0)))
+    gains = np.array(gains)
+    return ", ".join(
+        f"{start}-{min(start + 3, n - 2)}: {gains[:, start : start + 4].std():.3f}" for start in range(1, n - 1, 4)
+    )
+
+
 def cost(parties: list[int], keys: int) -> None:
     for n in parties:
         tolerance = TOLERANCES.get(n, 0.05)
@@ -184,19 +247,33 @@ def cost(parties: list[int], keys: int) -> None:
             )
 
 
-def samplers(parties: list[int], keys: int, noise: float) -> None:
+# Seconds a row of importance sampling at 24 parties, by the width of its program (a third of the parties at a time:
+# docs/benchmarks.md, "Fewer inner draws from a closer data-model proposal"), to weigh the coalitions a design spends
+ROW_SECONDS = {8: 0.13, 16: 0.28, 24: 0.45}
+DESIGNS = {  # label: (Latin blocks up to, prefixes a permutation beyond)
+    "Latin blocks": (None, 0),
+    "plain permutations": (0, 0),
+    "prefixed permutations (1)": (0, 1),
+    "prefixed permutations (2)": (0, 2),
+    "prefixed permutations (3)": (0, 3),
+}
+
+
+def samplers(parties: list[int], keys: int, noise: float, surrogate_kind: str, designs: list[str]) -> None:
     if max(parties) > 24:
         raise SystemExit("--part samplers enumerates every coalition for the exact values: at most 24 parties")
     for n in parties:
         tolerance = TOLERANCES.get(n, 0.03)
         truth = noise_free_game(n)
-        surrogate = laplace_like_surrogate(n, truth)
+        surrogate = (measured_surrogate if surrogate_kind == "measured" else laplace_like_surrogate)(n, truth)
         start = time.perf_counter()
         exact = bv.games.exact_semivalue(KeylessUtility(truth), n, jax.random.key(0), batch_size=1 << 18).values
         print(f"{n} parties: exact Shapley values by enumeration in {time.perf_counter() - start:.0f} s", flush=True)
-        latin_up_to = valuation.LATIN_UP_TO
-        for label, up_to in (("Latin blocks", n), ("plain permutations", n - 1)):
-            valuation.LATIN_UP_TO = up_to
+        print(f"  marginals of v - u by position: {marginal_spreads(n, truth, surrogate, noise)}", flush=True)
+        before = valuation.LATIN_UP_TO, valuation.PREFIXES
+        for label in designs:
+            latin_up_to, prefixes = DESIGNS[label]
+            valuation.LATIN_UP_TO, valuation.PREFIXES = n if latin_up_to is None else n - 1, prefixes
             chosen = settings(n, tolerance, False)
             rows = []
             for seed in range(keys):
@@ -204,20 +281,33 @@ def samplers(parties: list[int], keys: int, noise: float) -> None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     result = run(game, chosen, seed)
-                rows.append((result.sampled.state.batch_draws, game.num_sampled, result.values, result.stderr))
-            valuation.LATIN_UP_TO = latin_up_to
-            permutations, coalitions, values, stderr = zip(*rows)
+                rows.append(
+                    (result.sampled.state.batch_draws, game.num_sampled, result.values, result.stderr, rows_cost(game))
+                )
+            valuation.LATIN_UP_TO, valuation.PREFIXES = before
+            permutations, coalitions, values, stderr, seconds = zip(*rows)
             values, stderr = np.array(values), np.array(stderr)
             z = (values - exact) / stderr
             ratio = stderr.mean(axis=0) / values.std(axis=0, ddof=1)
             print(
                 f"  {label}, t = {tolerance}, noise {noise}: permutations {np.median(permutations):.0f} "
                 f"({min(permutations)}-{max(permutations)}), coalitions {np.median(coalitions):.0f} "
-                f"({min(coalitions)}-{max(coalitions)}); RMS z {np.sqrt(np.mean(z**2)):.3f}, largest |z| "
-                f"{np.abs(z).max():.2f}; stderr / spread median {np.median(ratio):.2f} ({ratio.min():.2f}-"
-                f"{ratio.max():.2f}); largest stderr {stderr.max():.4f}",
+                f"({min(coalitions)}-{max(coalitions)}), rows' seconds {np.median(seconds):.0f} ({min(seconds):.0f}-"
+                f"{max(seconds):.0f}); RMS z {np.sqrt(np.mean(z**2)):.3f}, largest |z| {np.abs(z).max():.2f}, "
+                f"|z| > 4: {np.mean(np.abs(z) > 4):.1%}; stderr / spread median {np.median(ratio):.2f} "
+                f"({ratio.min():.2f}-{ratio.max():.2f}); largest stderr {stderr.max():.4f}",
                 flush=True,
             )
+
+
+def rows_cost(game: ReplayedGame) -> float:
+    """What the game's coalitions would cost as importance sampling's rows at 24 parties (ROW_SECONDS, 2 repeats),
+    each packed to a program a third of the parties wide."""
+    from bayesval.parties.plan import member_width
+
+    sizes = [int(code).bit_count() for code in game.values if code]
+    widths = [member_width(size, game.num_parties) * 24 // game.num_parties for size in sizes]
+    return sum(2 * ROW_SECONDS[min(ROW_SECONDS, key=lambda w: abs(w - width))] for width in widths)
 
 
 def main() -> None:
@@ -229,6 +319,10 @@ def main() -> None:
         "--noise", type=float, default=None, help="the sd of an estimate: calibration's the table's, samplers' 0.04"
     )
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 6, 12, 24, 50])
+    parser.add_argument(
+        "--surrogate", choices=("laplace-like", "measured"), default="laplace-like", help="samplers: the control"
+    )
+    parser.add_argument("--designs", nargs="+", choices=list(DESIGNS), help="samplers: the designs compared")
     args = parser.parse_args()
     jax.config.update("jax_enable_x64", True)
     if args.part == "calibration":
@@ -236,7 +330,8 @@ def main() -> None:
     elif args.part == "cost":
         cost(args.parties, args.keys or 5)
     else:
-        samplers(args.parties, args.keys or 12, 0.04 if args.noise is None else args.noise)
+        noise = 0.04 if args.noise is None else args.noise
+        samplers(args.parties, args.keys or 12, noise, args.surrogate, args.designs or list(DESIGNS)[:2])
 
 
 if __name__ == "__main__":

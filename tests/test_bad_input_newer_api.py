@@ -987,7 +987,33 @@ SAMPLERS = [
         "PermutationSampler-latin-and-antithetic",
         lambda w: PermutationSampler(antithetic=True, latin=True),
         ValueError,
-        r"choose antithetic or latin permutations, not both",
+        r"choose one of antithetic, latin or prefixed permutations",
+    ),
+    refused(
+        "PermutationSampler-latin-and-prefixes",
+        lambda w: PermutationSampler(latin=True, prefixes=3),
+        ValueError,
+        r"choose one of antithetic, latin or prefixed permutations",
+    ),
+    refused("PermutationSampler-prefixes-negative", lambda w: PermutationSampler(prefixes=-1), ValueError, r"prefix"),
+    refused("PermutationSampler-prefixes-float", lambda w: PermutationSampler(prefixes=2.0), TypeError, r"prefixes"),
+    refused(
+        "PermutationSampler-depth-without-prefixes",
+        lambda w: PermutationSampler(depth=4),
+        ValueError,
+        r"depth is the cut of the prefixes; set prefixes >= 1",
+    ),
+    refused(
+        "PermutationSampler-depth-beyond-the-late-positions",
+        lambda w: semivalue(w.additive, 4, 0, sampler=PermutationSampler(prefixes=1, depth=3)),
+        ValueError,
+        r"prefixed permutations of 4 players need a depth in 2\.\.2",
+    ),
+    refused(
+        "PermutationSampler-prefixes-on-three-players",
+        lambda w: semivalue(w.additive, 3, 0, sampler=PermutationSampler(prefixes=1)),
+        ValueError,
+        r"they need at least 4 players",
     ),
 ]
 

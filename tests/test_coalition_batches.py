@@ -112,15 +112,20 @@ def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exact
         _valuate(releases, resume_from=whole.state, **options)
 
 
-def test_permutations_come_in_latin_blocks_up_to_16_parties_and_plain_beyond():
+def test_permutations_come_in_latin_blocks_up_to_16_parties_and_prefixed_beyond():
     """Latin blocks where two of them fit in one batch of 32 permutations, in batches of about 32 permutations
-    rounded to whole blocks; plain permutations in batches of 32 beyond."""
-    cases = {4: (True, 32), 11: (True, 33), 12: (True, 36), 16: (True, 32), 17: (False, 32), 20: (False, 32)}
-    cases[50] = (False, 32)
+    rounded to whole blocks; beyond, prefixed permutations, 32 in all a batch (whole and cut) on the chains' calls and
+    8 where coalitions are valued one after another."""
+    prefixes = party_valuation.PREFIXES
+    cases = {4: (True, 32), 11: (True, 33), 12: (True, 36), 16: (True, 32), 17: (False, 32 // (1 + prefixes))}
+    cases |= {20: (False, 32 // (1 + prefixes)), 50: (False, 32 // (1 + prefixes))}
     for parties, expected in cases.items():
         sampler, batch_size = party_valuation.permutation_sampler(parties)
         assert (sampler.latin, batch_size) == expected, parties
+        assert sampler.prefixes == (0 if sampler.latin else prefixes)
         sampler.plan(parties, batch_size, bv.games.SHAPLEY)  # a batch the sampler accepts
+    sampler, batch_size = party_valuation.permutation_sampler(50, vectorised=False)
+    assert batch_size * (1 + prefixes) == party_valuation.SEQUENTIAL_BATCH
 
 
 def test_a_call_holds_more_rows_on_an_accelerator_within_the_memory_limit(monkeypatch):

@@ -122,12 +122,13 @@ def test_beyond_twelve_parties_the_policy_estimates_the_surrogates_values_and_st
     assert 0.7 <= np.sqrt(np.mean(z**2)) <= 1.3 and np.abs(z).max() <= 4
 
 
-def test_beyond_sixteen_parties_plain_permutations_stop_before_two_latin_blocks_would():
-    """18 parties valued one coalition after another (importance sampling's game) against the control: plain
-    permutations in batches of 8, each run stopping before the 36 permutations that two Latin blocks (the fewest
-    that give a position a variance) would have cost, with z-scores against the exact values (enumeration of 262,144
-    coalitions) of RMS within [0.7, 1.3] and none above 4 over 6 keys. Up to 16 parties the policy keeps Latin
-    blocks, and a resumed run goes on with the sampler and batches it was sampled in, whatever its size."""
+def test_beyond_sixteen_parties_prefixed_permutations_stop_before_two_latin_blocks_would():
+    """18 parties valued one coalition after another (importance sampling's game) against the control: prefixed
+    permutations in batches of 8 (2 whole, 6 cut after a third of the parties), each run stopping before the 36
+    permutations that two Latin blocks (the fewest that give a position a variance) would have cost, with z-scores
+    against the exact values (enumeration of 262,144 coalitions) of RMS within [0.7, 1.3] and none above 4 over 6 keys.
+    Up to 16 parties the policy keeps Latin blocks, and a resumed run goes on with the sampler and batches it was
+    sampled in, whatever its size (plain permutations, as runs beyond 16 parties took before prefixes)."""
     n = 18
     value, _ = concave_game(n, seed=1)
     weights = np.random.default_rng(1).uniform(0.5, 1.5, n)  # the game's (`concave_game`, seed 1)
@@ -137,17 +138,21 @@ def test_beyond_sixteen_parties_plain_permutations_stop_before_two_latin_blocks_
 
     exact = semivalue_matrix(n, SHAPLEY) @ value(coalition_masks(n, include_empty=True))
     plain, latin = bv.games.PermutationSampler(), bv.games.PermutationSampler(latin=True)
+    prefixed = bv.games.PermutationSampler(prefixes=valuation.PREFIXES)
     z = []
     for seed in range(6):
         game = ReplayedGame(n, value, 0.02, seed=1_300 + seed, surrogate=surrogate, vectorised=False)
         result = valued(game, settings(n, 0.03), seed)
-        assert result.sampled.state.sampler == plain.name and result.sampled.diagnostics["batch_size"] == 8
+        assert result.sampled.state.sampler == prefixed.name
+        assert result.sampled.diagnostics["batch_size"] * (1 + valuation.PREFIXES) == 8
         assert result.sampled.state.batch_draws < 2 * n and result.sampled.converged.all()
         z.append((result.values - exact) / result.stderr)
     z = np.concatenate(z)
     assert 0.7 <= np.sqrt(np.mean(z**2)) <= 1.3 and np.abs(z).max() <= 4
     assert valuation.permutation_sampler(16, None, vectorised=False) == (latin, 16)
     assert valuation.permutation_sampler(24, latin.name, vectorised=False) == (latin, None)
+    assert valuation.permutation_sampler(24, plain.name, vectorised=False) == (plain, None)
+    assert valuation.permutation_sampler(24, prefixed.name, vectorised=False) == (prefixed, None)
 
 
 def test_a_replayed_game_caches_each_coalitions_estimates_whatever_the_order():

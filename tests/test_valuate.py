@@ -234,12 +234,14 @@ def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         latin = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(30), **options)
-        plain = party_valuation.permutation_sampler  # at 40 parties: plain permutations, as before Latin blocks
+        today = party_valuation.permutation_sampler  # plain permutations, as before Latin blocks
         monkeypatch.setattr(
-            party_valuation, "permutation_sampler", lambda n, resumed=None, vectorised=True: plain(40, resumed)
+            party_valuation,
+            "permutation_sampler",
+            lambda n, resumed=None, vectorised=True: (bv.games.PermutationSampler(), 2),
         )
         before = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(12), **options)
-        monkeypatch.setattr(party_valuation, "permutation_sampler", plain)
+        monkeypatch.setattr(party_valuation, "permutation_sampler", today)
         resumed = bv.valuate(
             bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(72), resume_from=before, **options
         )

@@ -54,7 +54,8 @@ class SemivalueState:
     semivalue, sampler    names of the semivalue and the sampler (with its options), e.g. 'shapley', 'permutation'
     coefficients          (G,) c_g of each group
     exact                 (G,) groups of a single coalition (their draws differ only by the utility's noise)
-    layers                (G,) groups of a single coalition size (their spread is within one size)
+    layers                (G,) groups that are strata of coalition sizes (one size, or positions no other group
+                          draws from): their spread is within them
     sums                  (R, G, n) sums of the draws from each of the utility's R estimates
     m2, m3, m4            (G, n) sums of squared, cubed and fourth-power deviations of the draws (averaged over the
                           R estimates) from their group mean (m3 and m4: how far a variance can be trusted)

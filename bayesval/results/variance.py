@@ -15,7 +15,8 @@ variance, Gelman et al. 2013, Sec. 3.3, with prior variances worth a number of d
 * tau_guard^2 = (r / 2)^2, the largest variance of a number within the index's observed range r, worth g =
   `PRIOR_DRAWS` times the group's share of the index's sampled draws, so that the index as a whole carries one such
   draw however its draws are grouped: a rule-of-three guard against the mass no draw has shown. A layer (a group of
-  one coalition size, whose spread is within that size) takes its own range where it varied; elsewhere the range counts
+  one coalition size, or of positions no other group draws from, whose spread is within them) takes its own range
+  where it varied; elsewhere the range counts
   the exact groups (the airport game's cheap player shows its cost in the size-0 group, so a rare cost in the middle
   sizes cannot hide behind the one small hit that was seen), then the game's largest range where the index never
   varied, then the range of the coalition values seen where no index did.
