@@ -39,22 +39,26 @@ from bayesval.parties.surprise import CoalitionSurprise
 OUTLIER = 0.5  # nats from the size's median of v - u
 
 
-def marginals(codes: np.ndarray, difference: np.ndarray, num_parties: int) -> list[np.ndarray]:
+def marginals(codes: np.ndarray, difference: np.ndarray, num_parties: int, noise=None) -> list[np.ndarray]:
     """Per party, the marginals of `difference` (v - u of each coalition of `codes`) between sampled coalitions one
-    member apart, at positions 1 to n - 2: (marginal, position) pairs (m, 2)."""
+    member apart, at positions 1 to n - 2: (marginal, position, its estimates' noise variance) (m, 3), the last from
+    the coalitions' standard errors `noise` where given (else 0)."""
     index = {int(code): j for j, code in enumerate(codes)}
+    noise = np.zeros(len(codes)) if noise is None else np.asarray(noise, float) ** 2
     per_party = []
     for party in range(num_parties):
         bit, found = 1 << party, []
         for code in codes.tolist():
             smaller = code ^ bit
             if code & bit and smaller in index and 1 <= smaller.bit_count() <= num_parties - 2:
-                found.append((difference[index[code]] - difference[index[smaller]], smaller.bit_count()))
-        per_party.append(np.array(found).reshape(-1, 2))
+                rows = index[code], index[smaller]
+                gain = difference[rows[0]] - difference[rows[1]]
+                found.append((gain, smaller.bit_count(), noise[rows[0]] + noise[rows[1]]))
+        per_party.append(np.array(found).reshape(-1, 3))
     return per_party
 
 
-def report(name: str, codes: np.ndarray, sizes: np.ndarray, difference: np.ndarray, num_parties: int) -> None:
+def report(name: str, codes: np.ndarray, sizes: np.ndarray, difference: np.ndarray, num_parties: int, noise=None):
     print(f"\n{name}: v - u by coalition size (median, standard deviation, coalitions > {OUTLIER} nats off)")
     for size in np.unique(sizes):
         chosen = difference[sizes == size]
@@ -62,17 +66,20 @@ def report(name: str, codes: np.ndarray, sizes: np.ndarray, difference: np.ndarr
         off = int((np.abs(chosen - median) > OUTLIER).sum())
         print(f"  {size:3d} members: {chosen.size:4d} coalitions, {median:+.2f}, {chosen.std():.2f}, {off}")
     spread, kurtosis = [], []
-    per_party = marginals(codes, difference, num_parties)
+    per_party = marginals(codes, difference, num_parties, noise)
     for found in per_party:
         centred = found[:, 0] - found[:, 0].mean()
         spread.append(found[:, 0].std(ddof=1))
         kurtosis.append(np.mean(centred**4) / np.mean(centred**2) ** 2)
     every = np.concatenate(per_party)
     bins = [(start, min(start + 3, num_parties - 2)) for start in range(1, num_parties - 1, 4)]
-    by_position = [every[(every[:, 1] >= low) & (every[:, 1] <= high), 0] for low, high in bins]
+    by_position = [every[(every[:, 1] >= low) & (every[:, 1] <= high)] for low, high in bins]
     print(
-        "  marginals of v - u by position (their mean, spread): "
-        + ", ".join(f"{low}-{high}: {x.mean():+.3f}, {x.std():.3f}" for (low, high), x in zip(bins, by_position))
+        "  marginals of v - u by position (their mean, spread, the estimates' noise in it): "
+        + ", ".join(
+            f"{low}-{high}: {x[:, 0].mean():+.3f}, {x[:, 0].std():.3f}, {np.sqrt(x[:, 2].mean()):.3f}"
+            for (low, high), x in zip(bins, by_position)
+        )
     )
     print(
         f"  marginals of v - u: standard deviation median {np.median(spread):.3f}, largest {max(spread):.3f}; "
@@ -125,7 +132,8 @@ def main() -> None:
         product = levels.levels[0](masks)
         seconds = time.perf_counter() - start
         print(f"{len(codes)} coalitions of {num_parties} parties; their party products in {seconds:.1f} s")
-        report("the party product", codes, sizes, sampled - product.values, num_parties)
+        noise = np.asarray(result.coalition_stderr, float).reshape(len(codes), -1)[:, 0]
+        report("the party product", codes, sizes, sampled - product.values, num_parties, noise)
         if args.chains:
             against_chains(masks, sampled, sampled - product.values, data)
         return

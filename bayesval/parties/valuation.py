@@ -581,10 +581,11 @@ def shapley_values(
         game_id=f"party game {game.fingerprint}",
     )
     count = sampled.state.batch_draws
+    spent = f"{count} permutations" + (f" and {count * sampler.prefixes} prefixes" if sampler.prefixes else "")
     if game.num_sampled == 2**n - 1:
-        method = f"exact Shapley (all coalitions sampled in {count} permutations)"
+        method = f"exact Shapley (all coalitions sampled in {spent})"
         return ShapleyValues(*_exact_shapley(game, n, settings), method, sampled)
-    method = f"permutation Shapley ({count} permutations{_against(control)})"
+    method = f"permutation Shapley ({spent}{_against(control)})"
     return ShapleyValues(sampled.values, sampled.stderr, method, sampled, sampled.diagnostics["utility_error"])
 
 
