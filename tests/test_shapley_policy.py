@@ -145,7 +145,9 @@ def test_beyond_sixteen_parties_prefixed_permutations_stop_before_two_latin_bloc
         result = valued(game, settings(n, 0.03), seed)
         assert result.sampled.state.sampler == prefixed.name
         assert result.sampled.diagnostics["batch_size"] * (1 + valuation.PREFIXES) == 8
-        assert result.sampled.state.batch_draws < 2 * n and result.sampled.converged.all()
+        whole = result.sampled.state.batch_draws
+        assert whole < 2 * n and result.sampled.converged.all()
+        assert f"({whole} permutations and {whole * valuation.PREFIXES} prefixes, " in result.method
         z.append((result.values - exact) / result.stderr)
     z = np.concatenate(z)
     assert 0.7 <= np.sqrt(np.mean(z**2)) <= 1.3 and np.abs(z).max() <= 4
