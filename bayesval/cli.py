@@ -14,6 +14,7 @@ files, or, on one trusted machine, the parties' tables released in-process) and 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import textwrap
 import time
@@ -39,6 +40,11 @@ FEATURES_HELP = "comma-separated feature columns (default: all others)"
 EPSILON_HELP = (
     "privacy budget of the release: epsilon of (RDP_ORDER, epsilon)-Renyi DP (with --delta: of (epsilon, delta)-DP); "
     "smaller is more private and noisier (docs/own_data.md, section 3)"
+)
+TOLERANCE_HELP = (
+    "the standard error, in nats, every Shapley value must meet: where the coalitions are sampled (more than 10 "
+    "parties) the stopping rule's (default 0.05); where every coalition is valued, repeats are added until it holds "
+    "from at least 11 repeats (default: the preset's repeats alone; 0.005 is Sim et al.'s precision)"
 )
 DELTA_HELP = "declare (epsilon, delta)-DP with this delta instead of Renyi DP (default: Renyi DP, no delta)"
 RDP_ORDER_HELP = "the order lambda of the (lambda, epsilon)-Renyi DP guarantee (default 2, as in Sim et al. 2023)"
@@ -71,7 +77,8 @@ def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.Val
     print(f"Syn setting: {[len(p.X) for p in parties]} points, epsilon = {epsilons}, bounds {syn.bounds}")
     model = bv.models.LinearRegression()
     config = _config(budget, model)
-    return _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards="tempering")
+    tolerance = getattr(budget, "tolerance", None)
+    return _valuate_and_report(model, parties, seed, config, progress_bar, save, "tempering", tolerance=tolerance)
 
 
 def release(
@@ -223,7 +230,8 @@ def valuate_files(
         print(f"  {released.owner} ({released.source_file.path}): {released.integrity}")
     model = _model(model)
     config = _config(budget, model)
-    result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards, rho)
+    tolerance = getattr(budget, "tolerance", None)
+    result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards, rho, tolerance)
     _plot(result, plot)
     return result
 
@@ -299,12 +307,24 @@ PLUS_MINUS = "± MC s.e."
 
 
 def _valuate_and_report(
-    model, parties, seed: int, config, progress_bar: bool, save: str | None, rewards=None, rho: float | None = None
+    model,
+    parties,
+    seed: int,
+    config,
+    progress_bar: bool,
+    save: str | None,
+    rewards=None,
+    rho: float | None = None,
+    tolerance: float | None = None,
 ):
     start = time.perf_counter()
-    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, rewards=rewards, rho=rho)
+    options = {"rewards": rewards, "rho": rho, "tolerance": tolerance}
+    result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, **options)
     elapsed = time.perf_counter() - start
-    sources = f"the sampler's {result.diagnostics['sampler']['num_repeats']} repeats"
+    repeats = result.diagnostics.get(
+        "repeats", result.diagnostics["sampler"]["num_repeats"]
+    )  # saved before: no repeats
+    sources = f"the sampler's {repeats} repeats"
     if result.counts is not None:  # permutation sampling: the permutations' own error is in the ± too
         sources += " and the sampled permutations"
     table = {"float_format": lambda v: f"{v:.3f}"}
@@ -539,6 +559,17 @@ def _file_name(option: str, name: str) -> str:
     return name
 
 
+def _positive(text: str) -> float:
+    """A finite number > 0 (argparse type)."""
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return number
+
+
 def _columns(text: str) -> list[str]:
     """'a,b,c' as column names."""
     names = [name.strip() for name in text.split(",")]
@@ -580,6 +611,7 @@ def main(argv: list[str] | None = None) -> None:
 def _add_demo(commands) -> None:
     run = commands.add_parser("demo", help="value three private parties on the Syn setting")
     bv.SamplerConfig.add_arguments(run)
+    run.add_argument("--tolerance", type=_positive, default=None, help=TOLERANCE_HELP)
     run.add_argument("--seed", type=int, default=0, help="data and sampler seed (privacy noise is OS entropy)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--save", default=None, help="write the result to this .npz file")
@@ -661,6 +693,7 @@ def _add_valuate(commands) -> None:
         help="the model the parties are valued under (default: read from the release files; needed for data tables)",
     )
     value.add_argument("--seed", type=int, default=0, help="sampler seed (privacy noise never comes from it)")
+    value.add_argument("--tolerance", type=_positive, default=None, help=TOLERANCE_HELP)
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")

@@ -70,10 +70,10 @@ def valuate(
     k: neighbours in the KL estimator (default 4).
     kl: the KL estimator: 'prior-density', 'two-sample' (Sim et al. 2023, App. C.3) or 'auto' (the default), all
         k-NN, or 'rao-blackwell' (from the Gibbs sampler's conjugate conditionals; `LinearRegression` only).
-    exact_up_to: the most parties valued by enumerating all 2^n coalitions (default 10); beyond it, permutation
-        sampling (Latin blocks up to 16 parties, prefixed beyond: docs/games.md) until `stop` holds (a rule
-        of `bayesval.games.stopping`; default: every stderr <= `tolerance`, 0.05, and trusted, from 10 degrees of
-        freedom or more, at most 10,000 permutations) or every coalition is known.
+    exact_up_to: the most parties valued by enumerating all 2^n coalitions (default 10; given a `tolerance`, with
+        repeats added until every stderr meets it, trusted); beyond, permutation sampling (docs/games.md) until
+        `stop` holds (a rule of `bayesval.games.stopping`; default: every stderr <= `tolerance`, 0.05, trusted from
+        10 degrees of freedom, at most 10,000 permutations) or every coalition is known.
     resume_from: a result of the same game to continue: its coalition estimates are not sampled again.
     keep_draws: keep every coalition's posterior draws (`result.to_inference_data()`); off by default.
     progress_bar: show progress bars (default: as the sampler config says).

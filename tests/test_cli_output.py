@@ -205,3 +205,29 @@ def test_valuate_rewards_release_files(syn, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["valuate", *files, "--rho", "0.5"])
     assert "--rho 0.5 sets the reward targets: pass --rewards tempering or --rewards noise" in capsys.readouterr().err
+
+
+def test_valuate_tolerance_adds_repeats_and_says_how_many_ran(syn, tmp_path, capsys):
+    """`bayesval valuate --tolerance` on three release files (every coalition valued) adds repeats until every
+    standard error meets it: the output's ± counts the repeats that ran, a progress bar says what was added; a
+    tolerance that is not a positive number is refused before anything runs."""
+    files = []
+    for i, (X, y) in enumerate(syn.parties):
+        party = bv.Party(X, y, epsilon=0.5, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=41 + i)
+        files.append(str(party.release().save(tmp_path / f"p{i + 1}.release.json", experiment=True)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # tiny budget: convergence
+        main(["valuate", *files, "--tolerance", "1", "--save", str(tmp_path / "r.npz"), *TINY])
+    captured = capsys.readouterr()
+    result = bv.ValuationResult.load(tmp_path / "r.npz")
+    repeats = result.diagnostics["repeats"]
+    assert repeats >= 11 and np.all(result.stderr <= 1.0)
+    assert f"over the sampler's {repeats} repeats" in " ".join(captured.out.split())
+    added = [d for d in progress_descriptions(captured.err) if "more repeats of every coalition posterior" in d]
+    pattern = r"valuation: \d+ more repeats of every coalition posterior, to a standard error of 1"
+    pattern += r"(, call \d of \d)? \[Gibbs\]"
+    assert added and all(re.fullmatch(pattern, d) for d in added), added
+    for bad in ("0", "-0.01", "nan", "abc"):
+        with pytest.raises(SystemExit):
+            main(["valuate", *files, "--tolerance", bad, "--no-progress"])
+        assert "argument --tolerance: must be a finite number > 0" in capsys.readouterr().err

@@ -385,3 +385,76 @@ def test_the_coalitions_error_is_estimated_from_their_estimates_unless_the_kl_co
     game = SimpleNamespace(kl_estimator="prior-density")
     assert valuation.independent_estimates(game, SimpleNamespace(noise=None)) is False  # saved before the record
     assert valuation.independent_estimates(game, SimpleNamespace(noise=object())) is True
+
+
+def _replayed_game(n: int, noise: float, seed: int, repeats: int = 3):
+    """A diminishing-returns game of n players, v(C) = sqrt(sum of its members' weights), replayed with noise."""
+    weights = np.linspace(0.5, 2.0, n)
+    from bayesval.parties.replay import ReplayedGame
+
+    return ReplayedGame(n, lambda masks: np.sqrt(masks @ weights), noise, num_repeats=repeats, seed=seed), weights
+
+
+def test_an_enumerated_game_given_a_tolerance_adds_repeats_until_its_errors_meet_it_and_are_calibrated():
+    """An enumerated game given a tolerance adds repeats of every coalition until every standard error meets it from
+    at least 10 degrees of freedom (11 repeats): over 60 keys of a replayed 5-player game (each estimate its
+    coalition's value plus N(0, 0.1^2)), every run within the tolerance, RMS z against the exact Shapley values of
+    the noiseless game in [0.75, 1.25] over the 300 z-scores, none above 4.5; without a tolerance it keeps its 3
+    repeats."""
+    from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
+
+    n, tolerance, names = 5, 0.02, [f"p{i}" for i in range(5)]
+    game, weights = _replayed_game(n, 0.1, seed=0)
+    masks = coalition_masks(n, include_empty=True)
+    exact = exact_shapley_per_repeat(np.sqrt(masks @ weights)[None])[0]
+    kept = valuation.shapley_values(game, names, valuation.party_settings(MODEL).for_parties(n), None, None)
+    assert len(game.values[1]) == 3 and kept.stderr.max() > tolerance  # 3 repeats do not meet it
+    z, repeats = [], []
+    for seed in range(60):
+        game, _ = _replayed_game(n, 0.1, seed=seed)
+        settings = valuation.party_settings(MODEL, tolerance=tolerance).for_parties(n)
+        result = valuation.shapley_values(game, names, settings, None, None)
+        assert result.method == "exact Shapley" and np.all(result.stderr <= tolerance)
+        assert {len(values) for values in game.values.values()} == {len(game.values[0])}
+        repeats.append(len(game.values[0]))
+        z.append((result.values - exact) / result.stderr)
+    z = np.array(z)
+    assert min(repeats) >= 11 and all(r % 3 == 0 for r in repeats)
+    assert 0.75 <= np.sqrt(np.mean(z**2)) <= 1.25 and np.abs(z).max() < 4.5
+
+
+def test_added_repeats_keep_the_estimates_before_them_and_a_capped_run_warns():
+    """A replayed game's added repeats leave its first estimates as they were and give a coalition valued later as
+    many; a tolerance that MAX_EXACT_REPEATS cannot meet stops there with a warning naming the standard error."""
+    game, _ = _replayed_game(4, 0.1, seed=7)
+    first = game(np.eye(4, dtype=bool)).copy()
+    game.add_repeats(6)
+    assert np.array_equal(game(np.eye(4, dtype=bool))[:3], first) and len(game.values[1]) == 9
+    assert game(np.ones((1, 4), bool)).shape == (9, 1)
+    settings = valuation.party_settings(MODEL, tolerance=1e-4).for_parties(4)
+    game, _ = _replayed_game(4, 0.1, seed=8)
+    with pytest.warns(UserWarning, match=r"standard errors are 0\.0\d+ at most after 96 repeats"):
+        result = valuation.shapley_values(game, [f"p{i}" for i in range(4)], settings, None, None)
+    assert len(game.values[0]) == valuation.MAX_EXACT_REPEATS and np.all(result.stderr > 1e-4)
+
+
+def test_a_valuation_given_a_tolerance_adds_repeats_by_the_chains_from_the_rows_own_keys(valued, releases):
+    """valuate(tolerance=...) of an enumerated game: the first repeats are the valuation's without it (each row's key
+    is its coalition's and repeat's), the added ones new draws; the diagnostics keep one entry a coalition; the
+    result resumes without sampling; surprise='importance' with it is refused before any sampling."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # convergence at the tiny budget
+        result = bv.valuate(MODEL, releases, key=3, config=TINY, tolerance=1.0)
+    estimates, before = result.coalition_estimates.estimates, valued.coalition_estimates.estimates
+    repeats = len(estimates[7])
+    assert repeats >= 11 and repeats % 2 == 0 and result.diagnostics["repeats"] == repeats
+    for code, values in before.items():
+        assert np.array_equal(estimates[code][:2], values) and len(estimates[code]) == repeats
+        assert len(np.unique(estimates[code])) == repeats
+    assert len(result.diagnostics["coalitions"]) == 7 and np.all(result.stderr <= 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        again = bv.valuate(MODEL, releases, key=3, config=TINY, tolerance=1.0, resume_from=result)
+    assert np.array_equal(again.values, result.values) and np.array_equal(again.stderr, result.stderr)
+    with pytest.raises(ValueError, match="tolerance on an enumerated game .* surprise='importance'"):
+        bv.valuate(MODEL, releases, config=TINY, tolerance=0.01, surprise="importance")

@@ -77,12 +77,14 @@ class Rows(NamedTuple):
     keep: np.ndarray
 
     @classmethod
-    def repeated(cls, key: jax.Array, labels, masks, inputs: list, keep, num_repeats: int) -> Rows:
-        """Every repeat of each labelled row (a coalition's bitmask, or a reward input's index) with its mask,
-        releases and whether its draws are kept: rows (label, repeat) in that order, the one place a row's key is
-        made, `row_keys(key, label, repeat)`."""
+    def repeated(
+        cls, key: jax.Array, labels, masks, inputs: list, keep, num_repeats: int, first_repeat: int = 0
+    ) -> Rows:
+        """Repeats first_repeat, ..., first_repeat + num_repeats - 1 of each labelled row (a coalition's bitmask, or a
+        reward input's index) with its mask, releases and whether its draws are kept: rows (label, repeat) in that
+        order, the one place a row's key is made, `row_keys(key, label, repeat)`."""
         label_of_row = np.repeat(np.asarray(labels, np.uint64), num_repeats)
-        repeat_of_row = np.tile(np.arange(num_repeats), len(label_of_row) // num_repeats)
+        repeat_of_row = first_repeat + np.tile(np.arange(num_repeats), len(label_of_row) // num_repeats)
         return cls(
             row_keys(key, label_of_row, repeat_of_row),
             np.repeat(np.asarray(masks, bool), num_repeats, axis=0),

@@ -156,12 +156,14 @@ class CallLayout:
         return min(self.batch_rows, rows)
 
     def repeat_runs(self, repeats, batch_rows: int) -> int:
-        """`num_repeats` where the rows are runs of repeats 0, 1, ..., num_repeats - 1 (one posterior each) and a
-        call holds at least one run, else 1."""
+        """`num_repeats` where the rows are runs of repeats 0, 1, ..., num_repeats - 1 modulo num_repeats (one
+        posterior each; repeats added to an enumerated game come in whole runs, `CoalitionSurprise.add_repeats`) and
+        a call holds at least one run, else 1."""
         runs = self.config.num_repeats
         if runs == 1 or batch_rows < runs or len(repeats) % runs:
             return 1
-        return runs if np.array_equal(repeats, np.tile(np.arange(runs), len(repeats) // runs)) else 1
+        runs_of = np.tile(np.arange(runs), len(repeats) // runs)
+        return runs if np.array_equal(np.asarray(repeats) % runs, runs_of) else 1
 
     def plan(
         self, sizes, repeats, config: SamplerConfig | None = None, width: int | None = None, rerun: bool = False

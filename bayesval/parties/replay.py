@@ -89,12 +89,25 @@ class ReplayedGame:
         codes = mask_codes(masks).tolist()
         new = {int(code): row for row, code in enumerate(codes) if int(code) not in self.cache}
         if new:
-            rows = masks[list(new.values())]
-            means, sds = _of(self.truth, rows), np.broadcast_to(_of(self.noise, rows), (len(rows),))
-            for code, mean, sd in zip(new, means, sds):
-                draws = np.random.default_rng((self.seed, code)).standard_normal(self.num_repeats)
-                self.cache[code] = mean + sd * draws
+            self._draw(list(new), masks[list(new.values())], 0, len(self.cache[0]))
         return np.stack([self.cache[int(code)] for code in codes], axis=1)
+
+    def add_repeats(self, count: int) -> None:
+        """`count` more estimates of every coalition valued so far, and as many for those valued later: the repeats
+        an enumerated game adds to meet a tolerance (`bayesval.parties.valuation.repeats_to_tolerance`)."""
+        codes = sorted(set(self.cache) - {0})
+        first = len(self.cache[0])
+        self.cache[0] = np.zeros(first + count)
+        masks = ((np.array(codes, np.int64)[:, None] >> np.arange(self.num_parties)) & 1).astype(bool)
+        self._draw(codes, masks.reshape(len(codes), self.num_parties), first, count)
+
+    def _draw(self, codes: list[int], masks: np.ndarray, first: int, count: int) -> None:
+        """Estimates first, ..., first + count - 1 of the coalitions `codes` (masks `masks`), after their others:
+        the value plus its noise, each repeat's from its own stream."""
+        means, sds = _of(self.truth, masks), np.broadcast_to(_of(self.noise, masks), (len(masks),))
+        for code, mean, sd in zip(codes, means, sds):
+            draws = np.random.default_rng((self.seed, code)).standard_normal(first + count)[first:]
+            self.cache[code] = np.concatenate([self.cache.get(code, np.zeros(0)), mean + sd * draws])
 
     def sampler_calls(self, sizes) -> int:
         """No sampler runs: 0 calls."""

@@ -280,12 +280,86 @@ def unestimated(kl_estimator: str) -> str:
 DIAGNOSTICS_PER_COALITION = CoalitionDiagnostics._fields[:-1]  # coalitions, r_hat, ess, ..., reruns
 
 
+class FiledCoalitions:
+    """What a `CoalitionSurprise` keeps of the coalitions it sampled, filed by coalition code: each one's estimates
+    per repeat (`values`, code -> (repeats,), the empty coalition's zeros under 0), its draws where the game keeps
+    them (`draws`: (repeats, chains, kept, d) of every coalition with keep_draws, else None; `pooled_draws`: (m, d)
+    of the `pooled` codes, for the reward metrics: the grand coalition and each party alone) and its diagnostics,
+    one entry a coalition in the order filed (`diagnostics`, with "converged"; with `routed`, each one's route and
+    k-hat). `repeats` counts each coalition's estimates: the config's, or more where repeats were added."""
+
+    def __init__(self, repeats: int, keep_draws: bool, pooled: Collection[int], routed: bool) -> None:
+        self.repeats, self.routed, self.pooled = repeats, routed, frozenset(int(code) for code in pooled)
+        self.values: dict[int, np.ndarray] = {0: np.zeros(repeats)}
+        self.draws: dict[int, np.ndarray] | None = {} if keep_draws else None
+        self.pooled_draws: dict[int, np.ndarray] = {}
+        self.diagnostics: dict = {"converged": True} | {name: [] for name in DIAGNOSTICS_PER_COALITION}
+
+    def keeps_draws(self, code: int) -> bool:
+        """Whether the draws of coalition `code` are kept (every coalition's with keep_draws, else the pooled)."""
+        return self.draws is not None or code in self.pooled
+
+    def file(self, code: int, run: CoalitionRun, num_parties: int) -> None:
+        """Keep a sampled coalition's estimates, its draws where they are kept, and its diagnostics."""
+        self.values[code] = run.kl
+        if self.draws is not None:
+            self.draws[code] = run.draws
+        if code in self.pooled:
+            self.pooled_draws[code] = run.draws[run.kept].reshape(-1, run.draws.shape[-1])
+        members = ((code >> np.arange(num_parties)) & 1).tolist()
+        for name, value in zip(DIAGNOSTICS_PER_COALITION, (members, *run[1:5], run.reruns)):
+            self.diagnostics[name].append(value)
+        if self.routed:
+            self.diagnostics["route"].append(run.route)
+            self.diagnostics["k_hat"].append(run.k_hat)
+        self.diagnostics["converged"] &= run.converged
+
+    def file_more(self, code: int, run: CoalitionRun) -> None:
+        """File added repeats of a coalition after its others: estimates and draws appended, its diagnostics the
+        worst of both runs (largest R-hat and rerun, smallest ESS, dropped chains and divergences summed)."""
+        self.values[code] = np.concatenate([self.values[code], run.kl])
+        if self.draws is not None:
+            self.draws[code] = np.concatenate([self.draws[code], run.draws])
+        if code in self.pooled:
+            more = run.draws[run.kept].reshape(-1, run.draws.shape[-1])
+            self.pooled_draws[code] = np.concatenate([self.pooled_draws[code], more])
+        index = mask_codes(np.array(self.diagnostics["coalitions"], bool)).tolist().index(code)
+        worst = {"r_hat": max, "ess": min, "dropped_chains": sum, "divergences": sum, "reruns": max}
+        for name, value in zip(DIAGNOSTICS_PER_COALITION[1:], (*run[1:5], run.reruns)):
+            self.diagnostics[name][index] = worst[name]((self.diagnostics[name][index], value))
+        self.diagnostics["converged"] &= run.converged
+
+    def count_repeats(self, repeats: int) -> None:
+        """Every coalition now has `repeats` estimates (the empty one's zeros follow)."""
+        self.repeats = repeats
+        self.values[0] = np.zeros(repeats)
+
+    def estimates(self, fingerprint: str) -> CoalitionEstimates:
+        """Every filed coalition's estimates and diagnostics, as the typed state of the game `fingerprint`."""
+        codes = sorted(set(self.values) - {0})
+        lists = [list(self.diagnostics[name]) for name in DIAGNOSTICS_PER_COALITION]
+        sampled = CoalitionDiagnostics(*lists, bool(self.diagnostics["converged"]))
+        return CoalitionEstimates(fingerprint, {code: self.values[code] for code in codes}, sampled)
+
+    def restore(self, state: CoalitionEstimates) -> None:
+        """File the coalitions of an earlier valuation's state (estimates and diagnostics): routed, they say
+        'resumed' (the typed record holds no route)."""
+        self.values.update({int(code): np.asarray(value, np.float64) for code, value in state.estimates.items()})
+        self.count_repeats(max(len(value) for value in self.values.values()))  # an enumerated game's added repeats
+        for name in DIAGNOSTICS_PER_COALITION:
+            self.diagnostics[name] = list(getattr(state.diagnostics, name))
+        self.diagnostics["converged"] = bool(state.diagnostics.converged)
+        if self.routed:
+            count = len(self.diagnostics["coalitions"])
+            self.diagnostics["route"], self.diagnostics["k_hat"] = ["resumed"] * count, [float("nan")] * count
+
+
 class CoalitionSurprise:
     """v_C of coalition masks, per repeat, sampled on demand and cached by coalition.
 
-    `surprise(masks)` returns the (num_repeats, B) KL estimates of masks (B, n) (the empty coalition is 0).
-    `values` maps each sampled coalition's bitmask to its (num_repeats,) estimates; `diagnostics` holds
-    R-hat, bulk ESS, dropped chains, divergences and reruns per sampled coalition. Coalitions not cached are laid
+    `surprise(masks)` returns the (repeats, B) KL estimates of masks (B, n) (the empty coalition is 0), filed in
+    `filed` (`FiledCoalitions`: `values`, `diagnostics`, `draws`, `pooled_draws`, read here too as attributes of the
+    surprise; num_repeats estimates a coalition, more after `add_repeats`). Coalitions not cached are laid
     out in sampler calls (`layout`, a `bayesval.parties.plan.CallLayout`) and run (`executor`, a
     `bayesval.parties.execute.CallExecutor`); the few that fail the convergence flags are sampled again
     (`bayesval.parties.reruns`), or drawn by importance sampling (`bayesval.parties.importance.route`).
@@ -293,7 +367,7 @@ class CoalitionSurprise:
     The public surface other modules read: `game` (a read-only `SurpriseGame`), `batch_rows` (rows per sampler
     call at most), `layout` (rows per call by width: `CallLayout.rows_per_batch`), `sampler_calls(sizes)`,
     `of_inputs` (the surprise of modified releases, for rewards), `prior_draws`, `estimates()` (the typed resume
-    state), `restore` and `vectorised`. The attributes `model`, `data`, `config` and `k` are kept for older callers.
+    state), `restore`, `add_repeats`, `vectorised`; `model`, `data`, `config` and `k` are kept for older callers.
     """
 
     def __init__(
@@ -313,14 +387,7 @@ class CoalitionSurprise:
         self.capabilities = caps = capabilities(model)
         config = budget_that_runs(caps, data, config)
         self.model, self.data, self.config, self.k = model, data, config, k
-        # with keep_draws, each sampled coalition's posterior draws (repeats, chains, kept, d), on the host
-        self.draws: dict[int, np.ndarray] | None = {} if keep_draws else None
-        # the coalitions whose draws are kept pooled (m, d), for the reward metrics: the grand one and each party alone
-        self._pooled_codes = frozenset(int(code) for code in pooled_draws_of)
-        self.pooled_draws: dict[int, np.ndarray] = {}
         self.key_posterior, self.key_prior = jax.random.split(key)
-        self.values: dict[int, np.ndarray] = {0: np.zeros(config.num_repeats)}
-        self.diagnostics: dict = {"converged": True} | {name: [] for name in DIAGNOSTICS_PER_COALITION}
         dimension = draw_dimension(model, data)
         self.batch_rows = batch_rows(model, data, config, max_coalitions * config.num_repeats, kl, dimension, caps)
         self.layout = CallLayout(int(data.counts.shape[0]), config, self.batch_rows, caps.packs_members)
@@ -332,7 +399,10 @@ class CoalitionSurprise:
         self.executor = CallExecutor(*executor)
         route = (caps, model.name, surprise, kl, sampled, self.layout, k, log_density)
         self.importance, note = importance_executor(*route)
-        self.diagnostics |= route_diagnostics(self.importance, note)
+        self.filed = FiledCoalitions(config.num_repeats, keep_draws, pooled_draws_of, self.importance is not None)
+        self.filed.diagnostics |= route_diagnostics(self.importance, note)
+        self.values, self.diagnostics = self.filed.values, self.filed.diagnostics  # as filed, for other modules
+        self.draws, self.pooled_draws = self.filed.draws, self.filed.pooled_draws
         self.vectorised = self.importance is None  # by the chains' vectorised calls, not rows one after another
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
             one_game_in_every_process(self.fingerprint, config.reruns, key)
@@ -361,22 +431,13 @@ class CoalitionSurprise:
     def estimates(self) -> CoalitionEstimates:
         """Every sampled coalition's estimates and diagnostics with this game's fingerprint: the state a result
         carries so that a later valuation of the same game resumes (`restore`) instead of sampling them again."""
-        codes = sorted(set(self.values) - {0})
-        lists = [list(self.diagnostics[name]) for name in DIAGNOSTICS_PER_COALITION]
-        sampled = CoalitionDiagnostics(*lists, bool(self.diagnostics["converged"]))
-        return CoalitionEstimates(self.fingerprint, {code: self.values[code] for code in codes}, sampled)
+        return self.filed.estimates(self.fingerprint)
 
     def restore(self, state: CoalitionEstimates) -> None:
         """Take the coalition estimates and diagnostics of an earlier valuation (`state`, of this game: the caller
         compares fingerprints; with its `CoalitionDiagnostics`), a typed record alone: those coalitions are not
         sampled again, and the diagnostics go on from theirs."""
-        self.values.update({int(code): np.asarray(value, np.float64) for code, value in state.estimates.items()})
-        for name in DIAGNOSTICS_PER_COALITION:
-            self.diagnostics[name] = list(getattr(state.diagnostics, name))
-        self.diagnostics["converged"] = bool(state.diagnostics.converged)
-        if self.importance is not None:  # the typed record holds no route: the resumed coalitions say so
-            count = len(self.diagnostics["coalitions"])
-            self.diagnostics["route"], self.diagnostics["k_hat"] = ["resumed"] * count, [float("nan")] * count
+        self.filed.restore(state)
 
     @property
     def num_sampled(self) -> int:
@@ -404,12 +465,30 @@ class CoalitionSurprise:
                 for code, run in by_mcmc.items()
             }
         for code in codes:
-            self._file(code, runs[code])
+            self.filed.file(code, runs[code], self.layout.num_parties)
+        if self.filed.repeats > self.config.num_repeats:  # a game whose repeats were added: as many for these
+            self._extend(codes, self.config.num_repeats, self.filed.repeats - self.config.num_repeats)
+
+    def add_repeats(self, count: int) -> None:
+        """`count` more repeats (a multiple of `num_repeats`: calls of whole runs) of every coalition sampled so far,
+        and as many of any sampled later, by the chains from their rows' keys (`row_keys`): an enumerated game given a
+        tolerance (`bayesval.parties.valuation.repeats_to_tolerance`). Not on the importance route."""
+        if self.importance is not None:
+            raise ValueError("repeats are added by the chains; this game's coalitions take importance sampling")
+        if count <= 0 or count % self.config.num_repeats:
+            raise ValueError(f"repeats are added in multiples of num_repeats = {self.config.num_repeats}, got {count}")
+        self._extend(sorted(set(self.values) - {0}), self.filed.repeats, count)
+        self.filed.count_repeats(self.filed.repeats + count)
+
+    def _extend(self, codes: list[int], first_repeat: int, count: int) -> None:
+        """Repeats first_repeat, ..., first_repeat + count - 1 of the coalitions `codes`, filed after their others."""
+        for code, run in self._by_mcmc(codes, first_repeat, count).items():
+            self.filed.file_more(code, run)
 
     def _by_importance(self, codes: list[int]) -> tuple[dict[int, CoalitionRun], dict[int, float]]:
         """The runs of the coalitions among `codes` that the importance route values and trusts, and the largest
         k-hat of each it does not (none off the route; a coalition whose draws are kept is left to the chains)."""
-        wanted = [code for code in codes if self.draws is None and code not in self._pooled_codes]
+        wanted = [code for code in codes if not self.filed.keeps_draws(code)]
         if self.importance is None or not wanted:
             return {}, {}
         done, reruns = self.importance.until_effective(self.key_posterior, wanted, self.data)
@@ -420,9 +499,11 @@ class CoalitionSurprise:
             {code: float(k) for code, k, ok in zip(wanted, k_hat, trusted) if not ok},
         )
 
-    def _by_mcmc(self, codes: list[int]) -> dict[int, CoalitionRun]:
-        """Every repeat of the coalitions `codes` by MCMC, the few that fail the convergence flags sampled again."""
-        runs = self._sample_coalitions(codes, self.config, self.key_posterior)
+    def _by_mcmc(self, codes: list[int], first_repeat: int = 0, repeats: int | None = None) -> dict[int, CoalitionRun]:
+        """The repeats (every one, or `repeats` of them from `first_repeat`) of the coalitions `codes` by MCMC, the
+        few that fail the convergence flags sampled again."""
+        span = (first_repeat, self.config.num_repeats if repeats is None else repeats)
+        runs = self._sample_coalitions(codes, self.config, self.key_posterior, span=span)
         for attempt in range(1, self.config.reruns + 1):
             failed = to_rerun(runs, codes)
             if not failed:
@@ -430,42 +511,34 @@ class CoalitionSurprise:
             width = self.layout.rerun_width(failed, codes)
             key = rerun_key(self.key_posterior, attempt)
             try:
-                runs |= self._sample_coalitions(failed, self.config.rerun(attempt), key, attempt, width)
+                runs |= self._sample_coalitions(failed, self.config.rerun(attempt), key, attempt, width, span)
             except RuntimeError:  # the rerun lost every chain of some coalition: the first estimates stand, flagged
                 break
         return runs
 
     def _sample_coalitions(
-        self, codes: list[int], config: SamplerConfig, key: jax.Array, attempt: int = 0, width: int | None = None
+        self,
+        codes: list[int],
+        config: SamplerConfig,
+        key: jax.Array,
+        attempt: int = 0,
+        width: int | None = None,
+        span: tuple[int, int] | None = None,
     ) -> dict[int, CoalitionRun]:
-        """Every repeat of the coalitions `codes` sampled with the budget `config`, row (code, repeat) from
-        `row_keys(key, ...)` (`Rows.repeated`), each at its own width or all at the one given (a rerun's, `attempt`
-        >= 1): each coalition's `CoalitionRun`, the draws kept where this game keeps them."""
-        repeats = config.num_repeats
+        """The repeats of the coalitions `codes` (`span`: the first and how many; default every one of `config`)
+        sampled with the budget `config`, row (code, repeat) from `row_keys(key, ...)` (`Rows.repeated`), each at
+        its own width or all at the one given (a rerun's, `attempt` >= 1): each coalition's `CoalitionRun`, the draws
+        kept where this game keeps them."""
+        first, repeats = (0, config.num_repeats) if span is None else span
         masks = (np.array(codes)[:, None] >> np.arange(self.layout.num_parties)) & 1
-        with_draws = np.array([self.draws is not None or code in self._pooled_codes for code in codes])
-        rows = Rows.repeated(key, codes, masks, [self.data] * len(codes), with_draws, repeats)
+        with_draws = np.array([self.filed.keeps_draws(code) for code in codes])
+        rows = Rows.repeated(key, codes, masks, [self.data] * len(codes), with_draws, repeats, first)
         calls = self.layout.plan(rows.masks.sum(axis=1), rows.repeats, config, width, rerun=attempt > 0)
         if not attempt:
             return coalition_runs(codes, repeats, self.executor.run_plan(calls, rows), with_draws, attempt)
         label = f"rerun of {len(codes)} unconverged coalition posteriors with {2**attempt}x the sweeps"
         with progress.stage(label, calls=len(calls)):
             return coalition_runs(codes, repeats, self.executor.run_plan(calls, rows), with_draws, attempt)
-
-    def _file(self, code: int, run: CoalitionRun) -> None:
-        """Keep a sampled coalition's estimates, its draws where this game keeps them, and its diagnostics."""
-        self.values[code] = run.kl
-        if self.draws is not None:
-            self.draws[code] = run.draws
-        if code in self._pooled_codes:
-            self.pooled_draws[code] = run.draws[run.kept].reshape(-1, run.draws.shape[-1])
-        members = ((code >> np.arange(self.layout.num_parties)) & 1).tolist()
-        for name, value in zip(DIAGNOSTICS_PER_COALITION, (members, *run[1:5], run.reruns)):
-            self.diagnostics[name].append(value)
-        if self.importance is not None:
-            self.diagnostics["route"].append(run.route)
-            self.diagnostics["k_hat"].append(run.k_hat)
-        self.diagnostics["converged"] &= run.converged
 
     def of_inputs(self, key: jax.Array, inputs: list, masks: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """The surprise of coalition masks (J, n) under modified releases, one `NoiseAwareData` per mask, against this

@@ -24,6 +24,7 @@ The design, the defaults and the resume contract are described in docs/api/valua
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -66,6 +67,7 @@ from bayesval.parties.surprise import (
 )
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
+from bayesval.results.variance import TRUSTED_DOF
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
 
 SURROGATE = "the model's surrogate"  # the control variate's name in results, where the surrogate gives none
@@ -87,6 +89,8 @@ DEFAULT_RHO = 0.2  # the reward targets' rho (Sim et al. 2023, Sec. 6)
 # PERMUTATION_BATCH (docs/games.md, "Latin permutations"; 32 until 2026-11-30, when two blocks were <= 64).
 LATIN_UP_TO = 16
 MAX_PERMUTATIONS = 10_000  # the default rule's cap, as MaxEvaluations(MAX_PERMUTATIONS * (n + 1))
+# An enumerated game given a tolerance adds repeats until its standard errors meet it, at most this many in all.
+MAX_EXACT_REPEATS = 96
 PERMUTATION_BATCH = 32  # permutations per batch of coalition posteriors, rounded to whole Latin blocks
 SEQUENTIAL_BATCH = 8  # permutations a batch where coalitions are valued one after another: the rule's step
 PREFIXES = 3  # beyond LATIN_UP_TO, permutations cut after a third of the parties beside each whole one
@@ -139,6 +143,8 @@ class PartyValuationSettings:
     exact_up_to  the largest party count valued exactly
     stop         the stopping rule of permutation sampling, capped (None: `stopping_rule`'s default)
     tolerance    the default stopping rule's standard error
+    exact_tolerance  the tolerance as asked (None where not): an enumerated game adds repeats until every standard
+                 error meets it, trusted (`repeats_to_tolerance`); without it, it keeps the config's repeats
     keep_draws   whether the result keeps every coalition's posterior draws
     mechanism    the reward mechanism (None: no rewards), with the targets' rho
     control_variate  whether sampled Shapley values use the model's surrogate as a control variate: None (the
@@ -159,6 +165,7 @@ class PartyValuationSettings:
     rho: float
     control_variate: bool | None = None
     surprise: str = "auto"
+    exact_tolerance: float | None = None
 
     def enumerates(self, num_parties: int) -> bool:
         """Whether a game of `num_parties` parties is valued over every coalition (else by permutation sampling)."""
@@ -209,7 +216,8 @@ def party_settings(
             f"{config.draws_per_repeat}"
         )
     exact_up_to = check_int("exact_up_to", DEFAULT_EXACT_UP_TO if exact_up_to is None else exact_up_to, minimum=1)
-    tolerance = check_positive("tolerance", DEFAULT_TOLERANCE if tolerance is None else tolerance)
+    exact_tolerance = None if tolerance is None else check_positive("tolerance", tolerance)
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else exact_tolerance
     stop = None if stop is None else capped(stop)
     if rewards is None and rho is not None:
         raise ValueError("rho sets the reward targets: pass rewards='tempering' or 'noise' with it")
@@ -222,7 +230,19 @@ def party_settings(
     if surprise not in ROUTES:
         raise ValueError(f"surprise must be one of {ROUTES}, got {surprise!r}")
     return PartyValuationSettings(
-        key, config, k, kl, exact_up_to, tolerance, stop, keep_draws, mechanism, rho, control_variate, surprise
+        key,
+        config,
+        k,
+        kl,
+        exact_up_to,
+        tolerance,
+        stop,
+        keep_draws,
+        mechanism,
+        rho,
+        control_variate,
+        surprise,
+        exact_tolerance,
     )
 
 
@@ -250,6 +270,12 @@ def check_valuation(model, parties, settings: PartyValuationSettings, resume_fro
         prior_density(caps, model.name, placeholder, settings.kl)
         conjugate_prior(caps, model.name, placeholder, settings.kl)
     batch_rows(model, placeholder, settings.config, 1, settings.kl, caps=caps)  # memory_limit_mb fits one posterior
+    if settings.exact_tolerance is not None and settings.enumerates(len(names)) and settings.surprise == "importance":
+        raise ValueError(
+            f"tolerance on an enumerated game ({len(names)} parties, exact_up_to={settings.exact_up_to}) adds "
+            "repeats of every coalition by the chains, and surprise='importance' takes none: pass surprise='auto' "
+            "or 'mcmc' with it, or no tolerance"
+        )
     _check_resume_source(resume_from, names, settings)
     return names
 
@@ -486,6 +512,8 @@ class CoalitionGame(Protocol):
     vectorised          whether it values a batch's coalitions together in vectorised sampler calls, where a larger
                         batch costs less a coalition (the batch size follows: `permutation_sampler`)
     sampler_calls(sizes)  the sampler calls valuing coalitions of these sizes takes (for progress bars)
+    add_repeats(count)  `count` more estimates of every coalition valued so far, and of those valued later (an
+                        enumerated game given a tolerance: `repeats_to_tolerance`)
     """
 
     fingerprint: str
@@ -499,6 +527,8 @@ class CoalitionGame(Protocol):
     def num_sampled(self) -> int: ...
 
     def sampler_calls(self, sizes) -> int: ...
+
+    def add_repeats(self, count: int) -> None: ...
 
 
 class Surrogates(NamedTuple):
@@ -701,12 +731,48 @@ def _warn_no_control(asked: bool, reason: str) -> None:
 
 
 def _exact_shapley(game: CoalitionGame, n: int, settings: PartyValuationSettings) -> tuple[np.ndarray, np.ndarray]:
-    """Shapley values per repeat from every coalition's estimates: their mean and standard error."""
+    """Shapley values per repeat from every coalition's estimates: their mean and standard error, with repeats
+    added until they meet `settings.exact_tolerance` where one was asked of an enumerated game
+    (`repeats_to_tolerance`; a sampled game that sampled every coalition stops as it is)."""
     pending = [code.bit_count() for code in range(1, 2**n) if code not in game.values]  # their sizes
     repeats = settings.config.num_repeats
     label = f"valuation: posteriors p(theta | o_C) of {len(pending)} coalitions x {repeats} repeats"
+    masks = coalition_masks(n, include_empty=True)
     with progress.stage(label, calls=game.sampler_calls(pending)):
-        return per_repeat(exact_shapley_per_repeat(game(coalition_masks(n, include_empty=True))))
+        per = exact_shapley_per_repeat(game(masks))
+    if settings.exact_tolerance is not None and settings.enumerates(n):  # not a sampled game's every coalition
+        per = repeats_to_tolerance(game, masks, per, settings.exact_tolerance, repeats)
+    return per_repeat(per)
+
+
+def repeats_to_tolerance(game: CoalitionGame, masks: np.ndarray, per: np.ndarray, tolerance: float, step: int):
+    """The Shapley values per repeat (repeats, n) of an enumerated game, with repeats of every coalition added
+    (`game.add_repeats`, in multiples of `step`, the config's repeats) until every standard error is at most
+    `tolerance` from at least TRUSTED_DOF + 1 repeats (the game layer's trust, `StandardError`: the repeats' Shapley
+    values are independent, so r repeats give r - 1 degrees of freedom), or MAX_EXACT_REPEATS are reached (with a
+    warning). Each round asks for the repeats that the standard errors so far project, at most as many again as it
+    has (a projection from few repeats is rough)."""
+    while True:
+        repeats = len(per)
+        stderr = per_repeat(per)[1]
+        if (stderr <= tolerance).all() and repeats - 1 >= TRUSTED_DOF:
+            return per
+        if repeats + step > MAX_EXACT_REPEATS:
+            warnings.warn(
+                f"the Shapley values' standard errors are {np.max(stderr):.3g} at most after {repeats} repeats "
+                f"(MAX_EXACT_REPEATS), not within the tolerance {tolerance:g} from {TRUSTED_DOF:g} degrees of freedom; "
+                "a larger tolerance, or more chains or sweeps a repeat (config), meets it",
+                stacklevel=user_stacklevel(),
+            )
+            return per
+        projected = max(TRUSTED_DOF + 1, math.ceil(repeats * float(np.max(stderr) / tolerance) ** 2))
+        count = min(max(projected - repeats, step), repeats, MAX_EXACT_REPEATS - repeats)
+        count = max(step, count // step * step)
+        label = f"valuation: {count} more repeats of every coalition posterior, to a standard error of {tolerance:g}"
+        sizes = masks[1:].sum(axis=1)  # the game's coalitions, every one valued (the empty one first)
+        with progress.stage(label, calls=game.sampler_calls(sizes) * (count // step)):
+            game.add_repeats(count)
+        per = exact_shapley_per_repeat(game(masks))
 
 
 def _sampled_coalitions(game: CoalitionGame, masks) -> np.ndarray:
@@ -800,6 +866,7 @@ def assemble_result(
     mean, stderr = per_repeat(np.stack([estimates.estimates[c] for c in codes], axis=1))
     settings = {"sampler": sampler_record(surprise), "k": surprise.k, "kl_estimator": surprise.kl_estimator}
     settings["like_the_prior"] = like_the_prior(names, masks, mean, stderr)
+    settings["repeats"] = surprise.filed.repeats  # each coalition's: the config's, or more where a tolerance added some
     if repeats_note(surprise.config):
         settings["repeats_note"] = repeats_note(surprise.config)
     sampled = shapley.sampled
