@@ -321,9 +321,8 @@ def _valuate_and_report(
     options = {"rewards": rewards, "rho": rho, "tolerance": tolerance}
     result = bv.valuate(model, parties, key=seed, config=config, progress_bar=progress_bar, **options)
     elapsed = time.perf_counter() - start
-    repeats = result.diagnostics.get(
-        "repeats", result.diagnostics["sampler"]["num_repeats"]
-    )  # saved before: no repeats
+    diagnostics = result.diagnostics  # a result saved before 2026-12-01 records no "repeats": its config's ran
+    repeats = diagnostics.get("repeats", diagnostics["sampler"]["num_repeats"])
     sources = f"the sampler's {repeats} repeats"
     if result.counts is not None:  # permutation sampling: the permutations' own error is in the ± too
         sources += " and the sampled permutations"

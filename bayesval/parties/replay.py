@@ -98,12 +98,12 @@ class ReplayedGame:
         codes = sorted(set(self.cache) - {0})
         first = len(self.cache[0])
         self.cache[0] = np.zeros(first + count)
-        masks = ((np.array(codes, np.int64)[:, None] >> np.arange(self.num_parties)) & 1).astype(bool)
-        self._draw(codes, masks.reshape(len(codes), self.num_parties), first, count)
+        masks = ((np.array(codes, np.int64).reshape(-1, 1) >> np.arange(self.num_parties)) & 1).astype(bool)
+        self._draw(codes, masks, first, count)
 
     def _draw(self, codes: list[int], masks: np.ndarray, first: int, count: int) -> None:
         """Estimates first, ..., first + count - 1 of the coalitions `codes` (masks `masks`), after their others:
-        the value plus its noise, each repeat's from its own stream."""
+        the value plus its noise, drawn from the coalition's stream (`seed`, code) past the estimates before them."""
         means, sds = _of(self.truth, masks), np.broadcast_to(_of(self.noise, masks), (len(masks),))
         for code, mean, sd in zip(codes, means, sds):
             draws = np.random.default_rng((self.seed, code)).standard_normal(first + count)[first:]
