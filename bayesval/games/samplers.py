@@ -125,6 +125,20 @@ def end_coefficients(num_players: int, semivalue: Semivalue) -> np.ndarray:
     return np.bincount(size_groups(num_players), semivalue.size_weights(num_players), minlength=3)
 
 
+def group_weights(groups: np.ndarray, sizes: np.ndarray, num_groups: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """For a permutation's draws filed by position into `groups` (one a position 0..n-1, the first and the last group
+    the ends): c_g, the semivalue's probability of each group (`sizes`: its size weights w(s)); each position's
+    importance weight, (positions in its group) w(s) / c_g (0 where c_g is 0, 1 at the ends); and the variance
+    inflation, the largest mean square of a middle group's weights (1 without one)."""
+    coefficients = np.bincount(groups, sizes, minlength=num_groups)
+    positions = np.bincount(groups, minlength=num_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        importance = np.where(coefficients[groups] > 0, positions[groups] * sizes / coefficients[groups], 0.0)
+    importance[[0, -1]] = 1.0
+    middle = [importance[groups == group] for group in range(1, num_groups - 1) if coefficients[group] > 0]
+    return coefficients, importance, max((float(np.mean(weights**2)) for weights in middle), default=1.0)
+
+
 @partial(jax.jit, static_argnames=("num_groups",))
 def file_draws(draws, groups, num_groups: int) -> BatchStatistics:
     """Draws (R, D, n) of each index, and their groups (D, n) (num_groups: not filed), as BatchStatistics."""
@@ -218,18 +232,14 @@ class PermutationSampler:
             layers = np.ones(num_players, bool)
             sizes = semivalue.size_weights(num_players)
             return BatchPlan(sizes, single_coalition_sizes(num_players), layers, num_masks, draw, _latin_reduce, 1.0)
-        coefficients = end_coefficients(num_players, semivalue)
-        middle = semivalue.size_weights(num_players)[1:-1]
-        importance = np.zeros(num_players)
-        if coefficients[1] > 0:
-            importance[1:-1] = len(middle) * middle / coefficients[1]
+        groups = size_groups(num_players)
+        coefficients, importance, inflation = group_weights(groups, semivalue.size_weights(num_players), 3)
         reduce = partial(
             _permutation_reduce,
             importance=jnp.asarray(importance),
-            groups_by_rank=jnp.asarray(size_groups(num_players)),
+            groups_by_rank=jnp.asarray(groups),
             antithetic=self.antithetic,
         )
-        inflation = float(np.mean(importance[1:-1] ** 2)) if coefficients[1] > 0 else 1.0
         ends = np.array([True, False, True])
         return BatchPlan(coefficients, ends, ends, num_masks, draw, reduce, inflation, heavy_tails(inflation))
 
@@ -238,12 +248,7 @@ class PermutationSampler:
         positions) w(s) / c_group (1 for Shapley), as the plain sampler weights its middle."""
         depth = self.prefix_depth(num_players)
         groups = np.array([0] + [1] * (depth - 1) + [2] * (num_players - 1 - depth) + [3])  # by position
-        sizes = semivalue.size_weights(num_players)
-        coefficients = np.bincount(groups, sizes, minlength=4)
-        positions = np.bincount(groups, minlength=4)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            importance = np.where(coefficients[groups] > 0, positions[groups] * sizes / coefficients[groups], 0.0)
-        importance[[0, -1]] = 1.0
+        coefficients, importance, inflation = group_weights(groups, semivalue.size_weights(num_players), 4)
         prefixes = batch_size * self.prefixes
         draw = partial(_prefixed_masks, ends=ends, batch_size=batch_size, prefixes=prefixes, depth=depth)
         reduce = partial(
@@ -254,8 +259,6 @@ class PermutationSampler:
             depth=depth,
         )
         num_masks = batch_size * (num_players + 1) + prefixes * (depth + 1) + len(ends)
-        middle = [importance[groups == group] for group in (1, 2) if coefficients[group] > 0]
-        inflation = max((float(np.mean(weights**2)) for weights in middle), default=1.0)
         exact = np.array([True, False, False, True])
         # Every group a stratum of positions no other group draws from: its variance is guarded by its own range, as
         # a layer's is (bayesval.results.variance). The index's range would guard the late positions' narrow spread
