@@ -90,13 +90,19 @@ def checkout(revision: str):
             subprocess.run(["git", "-C", str(REPOSITORY), "worktree", "remove", "--force", str(tree)], check=True)
 
 
-def run_json(command: list[str], package_root: Path | None) -> dict:
-    """`command` in a fresh process, its last line of output read as JSON; with `package_root`, `bayesval` is
-    imported from there (a `checkout`) instead of this tree."""
+def package_environment(package_root: Path | None) -> dict[str, str]:
+    """This process's environment, where `package_root` is given with `bayesval` imported from there (a `checkout`)
+    instead of this tree."""
     environment = dict(os.environ)
     if package_root is not None:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), environment.get("PYTHONPATH")]))
-    result = subprocess.run(command, check=True, capture_output=True, text=True, env=environment)
+    return environment
+
+
+def run_json(command: list[str], package_root: Path | None) -> dict:
+    """`command` in a fresh process, its last line of output read as JSON; with `package_root`, `bayesval` is
+    imported from there (a `checkout`) instead of this tree."""
+    result = subprocess.run(command, check=True, capture_output=True, text=True, env=package_environment(package_root))
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
