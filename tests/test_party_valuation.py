@@ -15,7 +15,7 @@ import pytest
 import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.parties import valuation
-from bayesval.parties.surprise import CoalitionSurprise
+from bayesval.parties.surprise import CoalitionRun, CoalitionSurprise, FiledCoalitions
 from bayesval.results.state import PER_COALITION, CoalitionDiagnostics, CoalitionEstimates
 
 TINY = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2, progress_bar=False)
@@ -436,6 +436,27 @@ def test_added_repeats_keep_the_estimates_before_them_and_a_capped_run_warns():
     with pytest.warns(UserWarning, match=r"standard errors are 0\.0\d+ at most after 96 repeats"):
         result = valuation.shapley_values(game, [f"p{i}" for i in range(4)], settings, None, None)
     assert len(game.values[0]) == valuation.MAX_EXACT_REPEATS and np.all(result.stderr > 1e-4)
+
+
+def test_added_repeats_leave_the_pooled_draws_of_the_first_repeats_and_file_after_a_resume():
+    """Repeats added to a coalition whose draws the rewards pool keep its pooled draws those of its first repeats
+    (a reward's own draws come from as many); after a resume, which restores no draws, they file without them (the
+    rewards then sample the grand and own posteriors again) rather than fail."""
+
+    def run(repeats: int, offset: float) -> CoalitionRun:
+        draws = offset + np.arange(repeats * 2 * 3 * 2, dtype=float).reshape(repeats, 2, 3, 2)
+        return CoalitionRun(np.full(repeats, offset), 1.0, 500.0, 0, 0, draws, np.ones((repeats, 2), bool), 0)
+
+    filed = FiledCoalitions(2, keep_draws=False, pooled=[1], routed=False)
+    filed.file(1, run(2, 0.0), num_parties=1)
+    first = filed.pooled_draws[1].copy()
+    filed.file_more(1, run(4, 100.0))
+    assert np.array_equal(filed.pooled_draws[1], first) and first.shape == (2 * 2 * 3, 2)
+    assert np.array_equal(filed.values[1], [0.0, 0.0, 100.0, 100.0, 100.0, 100.0])
+    resumed = FiledCoalitions(2, keep_draws=False, pooled=[1], routed=False)
+    resumed.restore(filed.estimates("game"))
+    resumed.file_more(1, run(2, 200.0))
+    assert len(resumed.values[1]) == 8 and resumed.pooled_draws == {}
 
 
 def test_a_valuation_given_a_tolerance_adds_repeats_by_the_chains_from_the_rows_own_keys(valued, releases):

@@ -316,13 +316,12 @@ class FiledCoalitions:
 
     def file_more(self, code: int, run: CoalitionRun) -> None:
         """File added repeats of a coalition after its others: estimates and draws appended, its diagnostics the
-        worst of both runs (largest R-hat and rerun, smallest ESS, dropped chains and divergences summed)."""
+        worst of both runs (largest R-hat and rerun, smallest ESS, dropped chains and divergences summed). Its pooled
+        draws stay those of its first repeats (as many as a reward's, which the rewards compare them with; none where
+        the coalitions were restored, and the rewards then sample them again)."""
         self.values[code] = np.concatenate([self.values[code], run.kl])
         if self.draws is not None:
             self.draws[code] = np.concatenate([self.draws[code], run.draws])
-        if code in self.pooled:
-            more = run.draws[run.kept].reshape(-1, run.draws.shape[-1])
-            self.pooled_draws[code] = np.concatenate([self.pooled_draws[code], more])
         index = mask_codes(np.array(self.diagnostics["coalitions"], bool)).tolist().index(code)
         worst = {"r_hat": max, "ess": min, "dropped_chains": sum, "divergences": sum, "reruns": max}
         for name, value in zip(DIAGNOSTICS_PER_COALITION[1:], (*run[1:5], run.reruns)):

@@ -749,9 +749,9 @@ def repeats_to_tolerance(game: CoalitionGame, masks: np.ndarray, per: np.ndarray
     """The Shapley values per repeat (repeats, n) of an enumerated game, with repeats of every coalition added
     (`game.add_repeats`, in multiples of `step`, the config's repeats) until every standard error is at most
     `tolerance` from at least TRUSTED_DOF + 1 repeats (the game layer's trust, `StandardError`: the repeats' Shapley
-    values are independent, so r repeats give r - 1 degrees of freedom), or MAX_EXACT_REPEATS are reached (with a
-    warning). Each round asks for the repeats that the standard errors so far project, at most as many again as it
-    has (a projection from few repeats is rough)."""
+    values are independent, so r repeats give r - 1 degrees of freedom), or until no further `step` repeats fit
+    within MAX_EXACT_REPEATS (with a warning). Each round asks for the repeats that the standard errors so far
+    project, at most as many again as it has (a projection from few repeats is rough)."""
     while True:
         repeats = len(per)
         stderr = per_repeat(per)[1]
@@ -760,7 +760,8 @@ def repeats_to_tolerance(game: CoalitionGame, masks: np.ndarray, per: np.ndarray
         if repeats + step > MAX_EXACT_REPEATS:
             warnings.warn(
                 f"the Shapley values' standard errors are {np.max(stderr):.3g} at most after {repeats} repeats "
-                f"(MAX_EXACT_REPEATS), not within the tolerance {tolerance:g} from {TRUSTED_DOF:g} degrees of freedom; "
+                f"(no {step} more fit within MAX_EXACT_REPEATS = {MAX_EXACT_REPEATS}), not within the tolerance "
+                f"{tolerance:g} from {TRUSTED_DOF:g} degrees of freedom; "
                 "a larger tolerance, or more chains or sweeps a repeat (config), meets it",
                 stacklevel=user_stacklevel(),
             )
