@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import bayesval as bv
+from bayesval.compilation import use_persistent_cache
 from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_table, read_table, read_tables
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
@@ -600,11 +601,20 @@ def main(argv: list[str] | None = None) -> None:
     for add_command in (_add_demo, _add_release, _add_valuate, _add_knn, _add_keygen):
         add_command(commands)
     args = parser.parse_args(argv)
+    if holds_no_party_data(args):
+        use_persistent_cache()
     try:
         args.run(args)
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"bayesval {args.command}: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def holds_no_party_data(args: argparse.Namespace) -> bool:
+    """Whether the command's process holds no party's data, so that its compiled programs may be kept on disk for
+    the next run (`bayesval.compilation.use_persistent_cache`): the demo (synthetic parties) and the valuation of
+    release files, not of data tables, nor the party side's commands."""
+    return args.command == "demo" or (args.command == "valuate" and not any(is_table(f) for f in args.files))
 
 
 def _add_demo(commands) -> None:

@@ -10,14 +10,21 @@ The program is the one a plain call compiles, so values are unchanged to the las
 `compile_for_later(programs)` compiles the programs of a step that comes after the current one (the next batch
 shape's sampler and summary programs, say) one after another in a thread of their own, so that they never hold up
 the programs the current step waits for.
+
+`use_persistent_cache()` keeps the programs that take a second or more to compile on disk for the next process
+(JAX's persistent compilation cache), which the command line turns on where a process holds no party's data
+(docs/architecture.md, "Compiled programs kept between runs").
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -174,3 +181,47 @@ def compile_for_later(programs: list[Program]) -> Future:
             program.compile()
 
     return _LATER.submit(compile_each)
+
+
+CACHE_DIRECTORY_VARIABLE = "BAYESVAL_CACHE_DIR"  # where `use_persistent_cache` keeps programs; "off" for nowhere
+CACHE_OFF = frozenset({"", "0", "off", "none", "false", "no"})
+CACHE_LIMIT_BYTES = 2**30  # past this, JAX evicts the least recently used programs
+
+
+def persistent_cache_directory() -> Path | None:
+    """Where `use_persistent_cache` keeps compiled programs: $BAYESVAL_CACHE_DIR, or bayesval/jax in the user's
+    cache directory ($XDG_CACHE_HOME, else ~/.cache); None where $BAYESVAL_CACHE_DIR is 'off' (or '', '0', 'none',
+    'false', 'no')."""
+    setting = os.environ.get(CACHE_DIRECTORY_VARIABLE)
+    if setting is not None:
+        return None if setting.strip().lower() in CACHE_OFF else Path(setting).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bayesval" / "jax"
+
+
+def use_persistent_cache() -> Path | None:
+    """Keep this process's compiled programs on disk for the processes after it (JAX's persistent compilation cache),
+    in `persistent_cache_directory()`, at most CACHE_LIMIT_BYTES (JAX evicts by last use; it needs the `filelock`
+    package for that); returns the directory in use, or None. Where JAX
+    already has a cache directory (JAX_COMPILATION_CACHE_DIR, or `jax.config`), that one is kept, as are its limits.
+    Call it before the first program compiles: JAX reads the setting at its first compilation.
+
+    JAX keeps the programs that took at least a second to compile (the samplers' sweep, start and summary
+    programs; `jax_persistent_cache_min_compile_time_secs`), keyed by the whole computation, the compiler options and
+    the JAX version, so a stale program is never used. Syn's valuation took 22 s where it took 32 s compiling its
+    programs (docs/benchmarks.md, "Compiled programs kept between runs"). A program takes its arrays as arguments, but an
+    array a function closes over is compiled into it as a constant, so the command line keeps programs only where no
+    party's data are in the process (`bayesval.cli`): the demo's synthetic parties and release files, not data
+    tables. A directory that cannot be made leaves the cache off."""
+    if jax.config.jax_compilation_cache_dir:
+        return Path(jax.config.jax_compilation_cache_dir)
+    directory = persistent_cache_directory()
+    if directory is None:
+        return None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    if importlib.util.find_spec("filelock") is not None:  # without it JAX refuses every entry under a size cap
+        jax.config.update("jax_compilation_cache_max_size", CACHE_LIMIT_BYTES)
+    return directory

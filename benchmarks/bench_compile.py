@@ -6,6 +6,11 @@ working tree against the package as it was at commit REV (checked out in a tempo
     python benchmarks/bench_compile.py [--rounds 3] [--cases syn diab demo]
     python benchmarks/bench_compile.py --against 4cab1fd --cases demo diab
     python benchmarks/bench_compile.py --against cb0b10d --cases trace --rounds 4
+    python benchmarks/bench_compile.py --cache --cases syn demo --rounds 4
+
+With `--cache`, a run whose programs come from the persistent compilation cache the command line keeps
+(`bayesval.compilation.use_persistent_cache`, in a temporary $BAYESVAL_CACHE_DIR filled by one untimed run first)
+against a run that compiles them, both compiled ahead.
 
 syn: Syn's default setting (3 parties, epsilon = 0.2 / 0.1 / 0.2, fixed noise seeds), `LinearRegression` (Gibbs) at
 the fast preset. demo: the same valuation with the demo's rewards (tempering, rho = 0.2), `bayesval demo`'s work
@@ -35,11 +40,15 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
-def child(case: str, ahead: bool) -> None:
+def child(case: str, mode: str) -> None:
+    """One valuation of `case`, its programs compiled ahead ('ahead'), when called ('called') or ahead and kept in
+    the persistent compilation cache ('cached', `use_persistent_cache`); prints its seconds and phi as JSON."""
     import bayesval as bv
     from bayesval import compilation
 
-    compilation.AHEAD = ahead
+    compilation.AHEAD = mode != "called"
+    if mode == "cached":
+        compilation.use_persistent_cache()
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     import bench_valuation
 
@@ -136,19 +145,23 @@ def package_runs(script: str, num_parties: int, option: str, value, against: str
     return side_by_side(command, against)
 
 
-def run_child(case: str, ahead: bool, package_root: Path | None) -> dict:
-    """One fresh process valuing `case`; with `package_root`, `bayesval` is imported from there."""
-    return run_json([sys.executable, __file__, "--child", case, "ahead" if ahead else "called"], package_root)
+def run_child(case: str, mode: str, package_root: Path | None) -> dict:
+    """One fresh process valuing `case` (`child`); with `package_root`, `bayesval` is imported from there."""
+    return run_json([sys.executable, __file__, "--child", case, mode], package_root)
 
 
-def compare(cases: list[str], rounds: int, paths: dict[str, tuple[bool, Path | None]]) -> None:
-    """Alternate the two `paths` (label: (compiled ahead, package root or None for this tree)) over `rounds`."""
+def compare(cases: list[str], rounds: int, paths: dict[str, tuple[str, Path | None]]) -> None:
+    """Alternate the two `paths` (label: (the child's mode, package root or None for this tree)) over `rounds`;
+    a 'cached' path's cache is filled by one untimed run of each case first."""
     for case in cases:
+        for mode, root in paths.values():
+            if mode == "cached":
+                run_child(case, mode, root)
         seconds: dict[str, list[float]] = {label: [] for label in paths}
         values: dict[str, set] = {label: set() for label in paths}
         for round_ in range(rounds):
-            for label, (ahead, root) in paths.items():
-                output = run_child(case, ahead, root)
+            for label, (mode, root) in paths.items():
+                output = run_child(case, mode, root)
                 seconds[label].append(output["seconds"])
                 values[label].add(tuple(output["phi"]))
                 print(
@@ -169,14 +182,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", nargs="+", choices=["syn", "diab", "demo", "trace"], default=["syn", "diab"])
     parser.add_argument("--against", metavar="REV", help="compare this working tree with the package at commit REV")
+    parser.add_argument("--cache", action="store_true", help="programs from the persistent cache against compiled")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child[0], args.child[1] == "ahead")
+        return child(*args.child)
+    if args.cache:
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["BAYESVAL_CACHE_DIR"] = cache
+            return compare(args.cases, args.rounds, {"cached": ("cached", None), "compiled": ("ahead", None)})
     if args.against is None:
-        return compare(args.cases, args.rounds, {"ahead": (True, None), "when called": (False, None)})
+        return compare(args.cases, args.rounds, {"ahead": ("ahead", None), "when called": ("called", None)})
     with checkout(args.against) as tree:
-        compare(args.cases, args.rounds, {"today": (True, None), args.against: (True, tree)})
+        compare(args.cases, args.rounds, {"today": ("ahead", None), args.against: ("ahead", tree)})
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@ program in jit's cache, programs lower one at a time while their compiling overl
 program once, in the background, with no program of their own before them (the Gibbs chains' keys are derived in
 the sampler's programs, the draw dimension is traced)."""
 
+import argparse
 import copy
 import inspect
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -232,3 +234,78 @@ def test_importing_bayesval_initialises_no_backend():
         "assert not xla_bridge.backends_are_initialized(), 'a backend was initialised on import'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_persistent_cache_directory_follows_the_environment(monkeypatch, tmp_path):
+    """$BAYESVAL_CACHE_DIR names the directory, 'off' (and its kin) turns the cache off; unset, the user's cache
+    directory ($XDG_CACHE_HOME, else ~/.cache) holds bayesval/jax."""
+    monkeypatch.setenv("BAYESVAL_CACHE_DIR", str(tmp_path / "mine"))
+    assert compilation.persistent_cache_directory() == tmp_path / "mine"
+    for off in ("off", "OFF", "", "0", "none", "false", "no"):
+        monkeypatch.setenv("BAYESVAL_CACHE_DIR", off)
+        assert compilation.persistent_cache_directory() is None, off
+    monkeypatch.delenv("BAYESVAL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compilation.persistent_cache_directory() == tmp_path / "xdg" / "bayesval" / "jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert compilation.persistent_cache_directory() == tmp_path / "home" / ".cache" / "bayesval" / "jax"
+
+
+def test_a_cache_directory_jax_already_has_is_kept(monkeypatch, tmp_path):
+    """The suite's own cache directory (tests/conftest.py) is JAX's already: `use_persistent_cache` keeps it and its
+    limits, whatever $BAYESVAL_CACHE_DIR says."""
+    before = jax.config.jax_compilation_cache_dir, jax.config.jax_compilation_cache_max_size
+    assert before[0]
+    monkeypatch.setenv("BAYESVAL_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert str(compilation.use_persistent_cache()) == before[0]
+    assert (jax.config.jax_compilation_cache_dir, jax.config.jax_compilation_cache_max_size) == before
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("setting", ["cache", "off"])
+def test_a_fresh_process_keeps_its_programs_in_the_cache_directory_unless_it_is_off(setting, tmp_path):
+    """In a fresh process without JAX's own cache setting, `use_persistent_cache` before the first compilation makes
+    JAX write the programs to $BAYESVAL_CACHE_DIR (every program, with the compile-time floor at 0 s), capped at
+    CACHE_LIMIT_BYTES; with 'off' nothing is written and the cache stays off."""
+    directory = tmp_path / "programs"
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("JAX_")}
+    environment |= {"BAYESVAL_CACHE_DIR": str(directory) if setting == "cache" else "off"}
+    environment["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    code = (
+        "import jax, jax.numpy as jnp\n"
+        "from bayesval.compilation import use_persistent_cache\n"
+        "used = use_persistent_cache()\n"
+        "jax.jit(lambda x: jnp.sin(x) * 2.0)(jnp.ones(3)).block_until_ready()\n"
+        "print(used, jax.config.jax_compilation_cache_max_size)\n"
+    )
+    printed = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=environment)
+    used, limit = printed.stdout.split()
+    if setting == "off":
+        assert used == "None" and not directory.exists()
+        return
+    assert used == str(directory) and int(limit) == compilation.CACHE_LIMIT_BYTES
+    assert any(path.is_file() for path in directory.rglob("*")), "no program was written to the cache"
+
+
+def test_the_command_line_keeps_programs_only_where_no_party_data_are_in_the_process(monkeypatch, tmp_path):
+    """`bayesval demo` (synthetic parties) and `bayesval valuate` of release files turn the persistent cache on
+    before any work; `valuate` of data tables and the party side's commands do not (a closed-over array would be
+    compiled into a program as a constant)."""
+    from bayesval import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "use_persistent_cache", lambda: calls.append(True))
+    parse = lambda *argv: argparse.Namespace(command=argv[0], files=list(argv[1:]))  # noqa: E731
+    assert cli.holds_no_party_data(parse("demo"))
+    assert cli.holds_no_party_data(parse("valuate", "a.release.json", "b.release.json"))
+    assert not cli.holds_no_party_data(parse("valuate", "a.csv", "b.parquet"))
+    assert not cli.holds_no_party_data(parse("release", "a.csv"))
+    for argv, cached in (
+        (["valuate", str(tmp_path / "missing.release.json")], True),
+        (["valuate", str(tmp_path / "missing.csv"), "--target", "y"], False),
+    ):
+        calls.clear()
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        assert calls == ([True] if cached else []), argv
