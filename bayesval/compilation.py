@@ -200,18 +200,19 @@ def persistent_cache_directory() -> Path | None:
 
 def use_persistent_cache() -> Path | None:
     """Keep this process's compiled programs on disk for the processes after it (JAX's persistent compilation cache),
-    in `persistent_cache_directory()`, at most CACHE_LIMIT_BYTES (JAX evicts by last use; it needs the `filelock`
-    package for that); returns the directory in use, or None. Where JAX
-    already has a cache directory (JAX_COMPILATION_CACHE_DIR, or `jax.config`), that one is kept, as are its limits.
-    Call it before the first program compiles: JAX reads the setting at its first compilation.
+    in `persistent_cache_directory()`, at most CACHE_LIMIT_BYTES (JAX evicts by last use, which needs the `filelock`
+    package); returns the directory in use, or None. Where JAX already has a cache directory
+    (JAX_COMPILATION_CACHE_DIR, or `jax.config`), that one is kept, as are its limits. Call it before the first
+    program compiles: JAX reads the setting at its first compilation. A directory that cannot be made leaves the
+    cache off.
 
-    JAX keeps the programs that took at least a second to compile (the samplers' sweep, start and summary
-    programs; `jax_persistent_cache_min_compile_time_secs`), keyed by the whole computation, the compiler options and
-    the JAX version, so a stale program is never used. Syn's valuation took 22 s where it took 32 s compiling its
-    programs (docs/benchmarks.md, "Compiled programs kept between runs"). A program takes its arrays as arguments, but an
+    JAX keeps the programs that took at least a second to compile (the samplers' sweep, start and summary programs;
+    `jax_persistent_cache_min_compile_time_secs`), keyed by the whole computation, the compiler options and the JAX
+    version, so a stale program is never used. Syn's valuation took 22 s where it took 32 s compiling its programs
+    (docs/benchmarks.md, "Compiled programs kept between runs"). A program takes its arrays as arguments, but an
     array a function closes over is compiled into it as a constant, so the command line keeps programs only where no
-    party's data are in the process (`bayesval.cli`): the demo's synthetic parties and release files, not data
-    tables. A directory that cannot be made leaves the cache off."""
+    party's data are in the process (`bayesval.cli.holds_no_party_data`): the demo's synthetic parties and release
+    files, not data tables."""
     if jax.config.jax_compilation_cache_dir:
         return Path(jax.config.jax_compilation_cache_dir)
     directory = persistent_cache_directory()
