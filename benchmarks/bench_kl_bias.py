@@ -22,7 +22,9 @@ draws a repeat").
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -31,13 +33,15 @@ from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
 
 import bayesval as bv
-from bayesval.datasets.synthetic import make_syn
 from bayesval.divergence import batched_kl, nig_kl, theiler_window
 from bayesval.games.shapley import coalition_masks
 from bayesval.inference.conjugate import nig_draws, nig_log_density
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import release_all
 from bayesval.parties.surprise import CoalitionSurprise
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_valuation import syn_parties  # noqa: E402
 
 DIMENSION = 4  # Syn's theta = (w, sigma^2): two features and an intercept, and the noise variance
 K = 4  # the valuation's k (Sim et al. 2023, App. C.3)
@@ -70,22 +74,6 @@ def weighted_kl_of_standard_normal(points: np.ndarray) -> float:
     weights = constraints.T @ np.linalg.solve(constraints @ constraints.T, np.array([1.0, 0.0]))
     log_density = -0.5 * (points**2).sum(axis=1) - d / 2 * np.log(2 * np.pi)
     return float(-(weights @ entropies) - log_density.mean())
-
-
-def syn_parties(epsilons, noise_seed: int | None) -> list[bv.Party]:
-    syn = make_syn(seed=0)
-    return [
-        bv.Party(
-            X,
-            y,
-            epsilon=eps,
-            rdp_order=2.0,
-            bounds=syn.bounds,
-            name=f"party {i + 1}",
-            noise_seed=None if noise_seed is None else noise_seed + i,
-        )
-        for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
-    ]
 
 
 def negligible_noise(reps: int) -> None:

@@ -24,11 +24,21 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 
 
-def syn_parties():
+def syn_parties(epsilons: tuple[float, ...] = (0.2, 0.1, 0.2), noise_seed: int | None = 100):
+    """Syn's three parties (data seed 0) at these epsilons, (2, epsilon)-Renyi DP, party i's noise from
+    noise_seed + i (OS entropy where None)."""
     syn = make_syn(seed=0)
     return [
-        bv.Party(X, y, epsilon=eps, rdp_order=2.0, bounds=syn.bounds, name=f"party {i + 1}", noise_seed=100 + i)
-        for i, ((X, y), eps) in enumerate(zip(syn.parties, (0.2, 0.1, 0.2)))
+        bv.Party(
+            X,
+            y,
+            epsilon=eps,
+            rdp_order=2.0,
+            bounds=syn.bounds,
+            name=f"party {i + 1}",
+            noise_seed=None if noise_seed is None else noise_seed + i,
+        )
+        for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
     ]
 
 
