@@ -46,6 +46,7 @@ every archive whose metadata has `"format": "bayesval.archive"` and `"format_ver
 from __future__ import annotations
 
 import json
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -72,6 +73,22 @@ class Record(Protocol):
 
     @classmethod
     def from_record(cls, meta: Meta, arrays: Arrays, *, version: int = ...) -> Record: ...
+
+
+class OldJsonMethods:
+    """The deprecated `to_json` / `from_json` of a record class that had them before `to_record` / `from_record`:
+    each warns with a `DeprecationWarning` and gives what the record methods give."""
+
+    def to_json(self) -> Meta:
+        """Deprecated: the meta of `to_record`."""
+        warnings.warn(f"{type(self).__name__}.to_json is deprecated: use to_record", DeprecationWarning, stacklevel=2)
+        return self.to_record()[0]
+
+    @classmethod
+    def from_json(cls, meta: Meta, arrays: Arrays):
+        """Deprecated: `from_record`."""
+        warnings.warn(f"{cls.__name__}.from_json is deprecated: use from_record", DeprecationWarning, stacklevel=2)
+        return cls.from_record(meta, arrays)
 
 
 _REGISTRY: dict[str, type] = {}

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bayesval.results.coalition_noise import CoalitionNoise
-from bayesval.results.serialisation import register
+from bayesval.results.serialisation import OldJsonMethods, register
 from bayesval.results.variance import (
     exact_indices,
     index_ranges,
@@ -48,7 +48,7 @@ class Estimate(NamedTuple):
 
 @register("bayesval.semivalue_state")
 @dataclass
-class SemivalueState:
+class SemivalueState(OldJsonMethods):
     """What resuming a sampled semivalue needs, and what identifies its game.
 
     semivalue, sampler    names of the semivalue and the sampler (with its options), e.g. 'shapley', 'permutation'
@@ -357,17 +357,6 @@ class SemivalueState:
         noise = _noise_of(arrays, noise_names, players)
         rest = {name: value for name, value in arrays.items() if name not in noise_names}
         return cls(**meta, **rest, noise=noise)
-
-    def to_json(self) -> dict:
-        """Deprecated: the meta of `to_record`."""
-        warnings.warn("SemivalueState.to_json is deprecated: use to_record", DeprecationWarning, stacklevel=2)
-        return self.to_record()[0]
-
-    @classmethod
-    def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> SemivalueState:
-        """Deprecated: `from_record`."""
-        warnings.warn("SemivalueState.from_json is deprecated: use from_record", DeprecationWarning, stacklevel=2)
-        return cls.from_record(meta, arrays)
 
 
 def same_game(game: dict | None, other: dict | None) -> bool:

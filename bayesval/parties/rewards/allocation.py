@@ -16,7 +16,7 @@ from bayesval.parties.rewards.metrics import mnlp_classification, mnlp_regressio
 from bayesval.parties.rewards.sampling import Evaluation, RewardSampler
 from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
 from bayesval.progress import seconds_since
-from bayesval.results.serialisation import register
+from bayesval.results.serialisation import OldJsonMethods, register
 from bayesval.validation import user_stacklevel
 
 MNLP_TASKS = {"regression": mnlp_regression, "classification": mnlp_classification}
@@ -24,7 +24,7 @@ MNLP_TASKS = {"regression": mnlp_regression, "classification": mnlp_classificati
 
 @register("bayesval.rewards")
 @dataclass
-class Rewards:
+class Rewards(OldJsonMethods):
     """Each party's model reward: q_i as posterior samples, with its value r_i against the target r*_i.
 
     mechanism, rho      'tempering' or 'noise addition', and the rho of the targets
@@ -126,17 +126,6 @@ class Rewards:
     def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 1) -> Rewards:
         """The rewards `to_record` wrote."""
         return cls(**meta, **arrays)
-
-    def to_json(self) -> dict:
-        """Deprecated: the meta of `to_record`."""
-        warnings.warn("Rewards.to_json is deprecated: use to_record", DeprecationWarning, stacklevel=2)
-        return self.to_record()[0]
-
-    @classmethod
-    def from_json(cls, meta: dict, arrays: dict[str, np.ndarray]) -> Rewards:
-        """Deprecated: `from_record`."""
-        warnings.warn("Rewards.from_json is deprecated: use from_record", DeprecationWarning, stacklevel=2)
-        return cls.from_record(meta, arrays)
 
 
 def allocate(
