@@ -199,7 +199,8 @@ def valuate_files(
     saved with the result."""
     if rho is not None and rewards is None:
         raise ValueError(f"--rho {rho:g} sets the reward targets: pass --rewards tempering or --rewards noise with it")
-    _check_outputs(save=save, plot=plot)
+    _check_outputs(tuple(files), save=save, plot=plot)
+    check_key("--seed", seed)
     tables = [f for f in files if is_table(f)]
     if tables and len(tables) != len(files):
         raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
@@ -253,7 +254,7 @@ def knn(
 ) -> bv.ValuationResult:
     """Data points: KNN-Shapley or (DP-)TKNN-Shapley (Wang et al. 2023) of each training row against the
     validation rows."""
-    _check_outputs(save=save, plot=plot)
+    _check_outputs((train, validation), save=save, plot=plot)
     if method == "knn":
         if epsilon is not None or delta is not None:
             raise ValueError("--epsilon / --delta apply to --method tknn (DP-TKNN-Shapley)")
@@ -446,11 +447,17 @@ def _reward_legend(symbol: str, repaired: bool) -> list[str]:
     ]
 
 
-def _check_outputs(**paths: str | None) -> None:
-    """Refuse a --save or --plot path that could not be written, before the work whose result it would keep."""
+def _check_outputs(inputs: tuple[str, ...] = (), **paths: str | None) -> None:
+    """Refuse a --save or --plot path that could not be written, that does not end as a result (.npz) or an image
+    does, or that is one of the command's `inputs` (a release file cannot be made again without spending privacy
+    again), before the work whose result it would keep."""
     for option, path in paths.items():
-        if path is not None:
-            check_output_path(f"--{option}", path, suffixes=IMAGE_SUFFIXES if option == "plot" else ())
+        if path is None:
+            continue
+        written = check_output_path(f"--{option}", path, suffixes=IMAGE_SUFFIXES if option == "plot" else (".npz",))
+        given = next((text for text in inputs if Path(text).resolve() == written.resolve()), None)
+        if given is not None:
+            raise ValueError(f"--{option} {path!r} is {given!r}, an input of this command; choose another file name")
 
 
 def _release_output(path: str, force: bool) -> Path:

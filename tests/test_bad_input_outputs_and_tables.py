@@ -49,6 +49,7 @@ class World:
         self.directory.mkdir()
         self.existing = tmp / "existing.release.json"
         self.existing.write_text("the party's earlier release\n")
+        self.earlier = self.result.save(tmp / "earlier.npz")
 
     def frame(self, **columns) -> pd.DataFrame:
         """x1, x2 and y (the regression target) with columns added or replaced."""
@@ -99,6 +100,12 @@ class World:
         for name, data in written.items():
             paths[name] = t / name
             paths[name].write_bytes(data)
+        packed = gzip.compress(self.frame().to_csv(index=False).encode(), mtime=0)
+        damaged = bytearray(packed)
+        damaged[12] ^= 0xFF  # the first block's code lengths: zlib refuses the stream
+        for name, data in (("cut_short.csv.gz", packed[: len(packed) // 2]), ("damaged.csv.gz", bytes(damaged))):
+            paths[name] = t / name
+            paths[name].write_bytes(data)
         paths["empty_gzip.csv.gz"] = t / "empty_gzip.csv.gz"
         paths["empty_gzip.csv.gz"].write_bytes(gzip.compress(b""))
         paths["upper.CSV"] = t / "upper.CSV"
@@ -116,6 +123,8 @@ class World:
         files = {}
         for name, party in parties.items():
             files[name] = party.release(statistics.get(name)).save(self.tmp / f"{name}.release.json")
+        files["npz"] = self.input_npz = self.tmp / "party.npz"  # a release file named as a result is
+        self.input_npz.write_bytes(files["carol"].read_bytes())
         return files
 
     def table(self, name: str) -> str:
@@ -215,6 +224,26 @@ OUTPUT_PATHS = [_writer_case(writer, kind) for writer in WRITERS for kind in UNW
         "knn-plot-txt",
         lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--plot", str(w.tmp / "k.txt")),
         r"--plot .*k\.txt' has no known extension",
+    ),
+    cli_refused(
+        "valuate-save-over-its-release-file",
+        lambda w: w.valuate_cli("--save", str(w.releases["alice"])),
+        r"--save .*alice\.release\.json' has no known extension: end it in one of \.npz",
+    ),
+    cli_refused(
+        "valuate-save-txt",
+        lambda w: w.valuate_cli("--save", str(w.tmp / "r.txt")),
+        r"--save .*r\.txt' has no known extension: end it in one of \.npz",
+    ),
+    cli_refused(
+        "knn-save-over-its-table",
+        lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--save", w.table("labels.csv")),
+        r"--save .*labels\.csv' has no known extension: end it in one of \.npz",
+    ),
+    cli_refused(
+        "valuate-save-over-an-input-named-npz",
+        lambda w: w.valuate_cli("--save", str(w.input_npz), files=("alice", "bob", "npz")),
+        r"--save .*party\.npz' is .*party\.npz', an input of this command; choose another file name",
     ),
     cli_refused(
         "release-output-exists",
@@ -383,6 +412,16 @@ TABLES = [
         "release-not-gzip",
         lambda w: w.release_cli("not_gzip.csv.gz"),
         r"not_gzip\.csv\.gz: cannot be read as a table: Not a gzipped file",
+    ),
+    cli_refused(
+        "release-gzip-cut-short",
+        lambda w: w.release_cli("cut_short.csv.gz"),
+        r"cut_short\.csv\.gz: cannot be read as a table: Compressed file ended before the end-of-stream marker",
+    ),
+    cli_refused(
+        "release-gzip-damaged",
+        lambda w: w.release_cli("damaged.csv.gz"),
+        r"damaged\.csv\.gz: cannot be read as a table: Error -3 while decompressing data",
     ),
     cli_refused(
         "release-empty-gzip", lambda w: w.release_cli("empty_gzip.csv.gz"), r"empty_gzip\.csv\.gz: the file is empty"
@@ -644,6 +683,14 @@ OPTIONS_AND_WORDS = [
         r"steps of the grid 8\.27.*e-25, more than the 2\^26 a discrete Gaussian is drawn exactly with: choose a "
         r"coarser grid \(grid=, --grid on the command line\) or a larger epsilon",
     ),
+    *[
+        cli_refused(
+            f"release-grid-{name}",
+            lambda w, grid=grid: w.release_cli("good.csv", "--grid", repr(grid)),
+            r"steps of the grid .*, more than the 2\^26 a discrete Gaussian is drawn exactly with",
+        )
+        for name, grid in (("smallest-normal", 2.2250738585072014e-308), ("subnormal", 5e-324))
+    ],
 ]
 
 REFUSED = OUTPUT_PATHS + TABLES + OPTIONS_AND_WORDS
@@ -661,7 +708,7 @@ ACCEPTED = [
     pytest.param(lambda w: _reaches_sampling(w, w.tables_cli("good.parquet")), id="valuate-parquet-table"),
     pytest.param(lambda w: _reaches_sampling(w, w.valuate_cli("--plot", str(w.tmp / "F.PNG"))), id="plot-upper-case"),
     pytest.param(lambda w: _reaches_sampling(w, w.valuate_cli("--plot", str(w.tmp / "f.svg"))), id="plot-svg"),
-    pytest.param(lambda w: _reaches_sampling(w, w.valuate_cli("--save", str(w.existing))), id="save-over-a-file"),
+    pytest.param(lambda w: _reaches_sampling(w, w.valuate_cli("--save", str(w.earlier))), id="save-over-a-result"),
     pytest.param(lambda w: _reaches_sampling(w, ["demo", "--save", str(w.tmp / "demo.npz")]), id="demo-save-ok"),
     pytest.param(lambda w: read_table(w.tables["dates.parquet"], "y", ["x1", "x2"])[0], id="dates-left-out"),
     pytest.param(lambda w: read_table(w.tables["good.csv.gz"], "y")[0], id="read-csv-gz"),

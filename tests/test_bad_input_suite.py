@@ -566,7 +566,7 @@ VALUATE = [
     case(
         "valuate-parties-mixed-widths",
         lambda w: w.valuate(parties=[*w.releases, w.wide_release]),
-        r"parties disagree on the number of features",
+        r"parties disagree on the number of features / statistic length: \{'alice': 'a statistic of \d+ entries'",
     ),
     case(
         "valuate-parties-model-mismatch",
@@ -1341,7 +1341,7 @@ CLI = [
     cli_case(
         "cli-valuate-seed-huge",
         lambda w: w.valuate_cli("--seed", str(2**70)),
-        r"key \(an int seed or a jax.random.key\) must be an integer in",
+        r"--seed \(an int seed or a jax.random.key\) must be an integer in",
     ),
     cli_case(
         "cli-valuate-directory",

@@ -145,6 +145,38 @@ def test_a_jitted_utility_compiles_once_across_batches_and_resumes():
         assert len(traces) == 2 and traces[0] == (PROBES, N) and first.diagnostics["batches"] > 1, (sampler, traces)
 
 
+def test_a_run_resumed_with_another_key_goes_on_in_its_own_batches():
+    """Without a batch size, a run resumed with another key takes the one it was sampled in: Latin blocks of 5
+    players need a multiple of 5 (the default 64 is not), and it adds whole blocks of that size."""
+    utility = table_utility(random_table(0, 5))
+    latin = PermutationSampler(latin=True)
+    first = semivalue(utility, 5, 0, sampler=latin, batch_size=10, stop=MaxEvaluations(200))
+    resumed = semivalue(utility, 5, 1, sampler=latin, stop=MaxEvaluations(400), resume_from=first)
+    assert [size for size, _ in resumed.state.streams.values()] == [10, 10]
+    assert resumed.state.batch_draws > first.state.batch_draws
+
+
+def test_semivalue_sampling_at_another_batch_size_neither_resumes_nor_merges():
+    """Semivalue sampling cuts the middle coalition sizes into bins by the batch size (n = 10, Beta(2, 2): 56 and 64
+    give as many bins of other sizes); a draw filed in another layout's bin biased the estimate (z above 20 on every
+    index), so both are refused, naming the batch size to resume with; the same batch size resumes."""
+    from bayesval.games.samplers import SemivalueSampler
+    from bayesval.games.weights import beta_shapley
+
+    utility = table_utility(random_table(1, 10))
+    options = {"weights": beta_shapley(2, 2), "sampler": SemivalueSampler(), "stop": MaxEvaluations(3000)}
+    first = semivalue(utility, 10, 0, batch_size=56, **options)
+    other = semivalue(utility, 10, 1, batch_size=64, **options)
+    plans = [SemivalueSampler().plan(10, size, beta_shapley(2, 2)).coefficients for size in (56, 64)]
+    assert len(plans[0]) == len(plans[1]) and not np.array_equal(*plans)
+    with pytest.raises(ValueError, match=r"groups of coalition sizes"):
+        first + other
+    with pytest.raises(ValueError, match=r"resume with the batch size it ran with \(56\)"):
+        semivalue(utility, 10, 2, batch_size=64, resume_from=first, **options)
+    resumed = semivalue(utility, 10, 2, batch_size=56, resume_from=first, **(options | {"stop": MaxEvaluations(6000)}))
+    assert resumed.state.batch_draws > first.state.batch_draws
+
+
 def test_a_keyless_utility_gets_no_key_and_the_coalitions_of_any_utility():
     """`KeylessUtility(values_of)`: values_of sees the masks alone (as NumPy), and a run draws the coalitions, and so
     the values, that the same function wrapped as utility(key, masks) gives with that key, to the last bit."""
@@ -250,6 +282,13 @@ def test_a_utility_returning_nan_names_the_coalitions():
         ValueError, match=r"NaN or inf for 8 coalitions \(members listed\): \[\['2', '3'\], \['0', '2', '3'\]"
     ):
         bv_exact(utility)
+
+    def noisy(key, masks):  # two estimates a coalition, the second NaN wherever both cy and dee are in
+        values = masks.sum(axis=1) * 1.0
+        return jnp.stack([values, jnp.where(masks[:, 2] & masks[:, 3], jnp.nan, values)])
+
+    with pytest.raises(ValueError, match=r"NaN or inf for 8 coalitions \(members listed\): \[\['2', '3'\]"):
+        bv_exact(noisy)
 
 
 def bv_exact(utility):

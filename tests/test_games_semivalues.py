@@ -294,3 +294,23 @@ def test_masks_of_every_sampler_are_what_they_claim():
     assert not np.any(without[np.arange(n), :, np.arange(n)]) and np.all(with_i[np.arange(n), :, np.arange(n)])
     np.testing.assert_array_equal(without.sum(axis=2), np.broadcast_to(np.repeat(np.arange(n), per_size), (n, 16)))
     assert coalition_masks(n).shape == (2**n - 1, n)
+
+
+def test_the_weights_of_over_a_thousand_players_are_taken_in_log_space_and_a_run_values_them():
+    """From 1,021 players n binom(n - 1, s) is past a double, where the weights overflowed ("int too large to convert
+    to float"): beyond LARGEST_EXACT_N they come from log space, continuous with the exact products, summing to 1;
+    an additive game of 1,100 players is valued exactly (each marginal is the player's own weight)."""
+    from bayesval.games.weights import LARGEST_EXACT_N, Semivalue
+
+    semivalues = [Semivalue("shapley"), Semivalue("banzhaf"), Semivalue("loo"), Semivalue("beta", 4.0, 1.0)]
+    for weights in semivalues:
+        exact = weights.size_weights(LARGEST_EXACT_N)
+        np.testing.assert_allclose(np.exp(weights._log_size_weights(LARGEST_EXACT_N)), exact, rtol=1e-10, atol=0)
+        for n in (LARGEST_EXACT_N + 1, 1_100, 5_000):
+            assert weights.size_weights(n).sum() == pytest.approx(1.0, abs=1e-9)
+            assert np.isfinite(weights.weights(n)).all()
+    n = 1_100
+    own = np.linspace(0.0, 1.0, n)
+    additive = jax.jit(lambda key, masks: masks.astype(jnp.float64) @ jnp.asarray(own))
+    result = semivalue(additive, n, 0, sampler=PermutationSampler(), batch_size=2, stop=MaxEvaluations(2 * (n + 1)))
+    np.testing.assert_allclose(result.values, own, atol=1e-9)

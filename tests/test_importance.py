@@ -439,10 +439,26 @@ def test_a_fit_the_data_models_led_astray_is_replaced_by_the_profiled_one():
     assert float(chosen.theta[0]) > 0 and float(plain.theta[0]) < 0  # the first weight's sign, as the data have it
 
 
-def test_a_shared_data_model_gives_no_importance_draws(syn):
-    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+def test_a_shared_data_model_offers_no_importance_draws_and_keeps_the_chains_with_the_note(syn_parties):
+    """The Laplace fit models each party's data apart, so a shared data model has no importance route: 'importance'
+    warns and values by the chains, and 'auto' takes the note (no warning) where the coalitions are sampled."""
+    from bayesval.models.protocol import capabilities
+    from bayesval.parties.importance import route
+
     model = bv.models.LinearRegression(shared_data_model=True)
-    assert model.importance_draws(jax.random.split(jax.random.key(0), 1), data, np.ones((1, 3), bool), 100) is None
+    assert model.importance_draws is None and bv.models.LinearRegression().importance_draws is not None
+    config = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, num_repeats=2, progress_bar=False)
+    with pytest.warns(UserWarning, match="surprise='importance': .* offers no importance_draws"):
+        asked = bv.valuate(model, syn_parties(), config=config, surprise="importance")
+    assert "offers no importance_draws" in asked.diagnostics["surprise_note"]
+    assert np.isfinite(asked.values).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        takes, note = route(capabilities(model), model.name, "auto", "auto", True, bv.SamplerConfig.preset("fast"))
+    assert not takes and "offers no importance_draws" in note
+    assert route(capabilities(bv.models.LinearRegression()), "", "auto", "auto", True, bv.SamplerConfig.preset("fast"))[
+        0
+    ]
 
 
 def test_an_unknown_route_is_refused_by_name(syn_parties):

@@ -314,6 +314,59 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
     assert game_fingerprint(SurpriseGame(tighter, data, config, 4, "prior-density")) != fingerprint
 
 
+def _two_models_fingerprints(first, second, width: int = 9) -> tuple[str, str]:
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.parties.surprise import SurpriseGame, game_fingerprint
+
+    data = NoiseAwareData(np.ones((3, width)), np.full(3, 10.0), np.ones(3))
+    return tuple(game_fingerprint(SurpriseGame(m, data, TINY, 4, "prior-density")) for m in (first, second))
+
+
+def test_models_built_from_other_priors_or_functions_are_other_games():
+    """The fingerprint reads what a model was built from, not only its simple settings: a LinearRegression of
+    another prior, a NumPyroModel of another function or closure, or of other parameters, is another game (a
+    result of one must not resume as the other); the same function, given twice, is the same game."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    prior = bv.models.syn_model_prior(2)
+    wider = prior._replace(scale=prior.scale * 50)
+    first, second = _two_models_fingerprints(bv.models.LinearRegression(prior=prior), bv.models.LinearRegression())
+    assert first != second
+    assert (
+        len(
+            set(
+                _two_models_fingerprints(
+                    bv.models.LinearRegression(prior=wider), bv.models.LinearRegression(prior=prior)
+                )
+            )
+        )
+        == 2
+    )
+    same = _two_models_fingerprints(bv.models.LinearRegression(prior=prior), bv.models.LinearRegression(prior=prior))
+    assert same[0] == same[1]
+
+    def model_of(scale):
+        def model(data, mask):
+            mean = numpyro.sample("mean", dist.Normal(0.0, scale))
+            numpyro.factor("obs", jnp.sum(mask * dist.Normal(mean, data.noise_std).log_prob(data.perturbed[:, 0])))
+
+        return model
+
+    def other(data, mask):
+        mean = numpyro.sample("mean", dist.Normal(0.0, 1.0))
+        numpyro.factor("obs", jnp.sum(mask * dist.Cauchy(mean, data.noise_std).log_prob(data.perturbed[:, 0])))
+
+    def nuts(fn, parameters=("mean",)):
+        return bv.models.NumPyroModel(fn, list(parameters))
+
+    assert len(set(_two_models_fingerprints(nuts(model_of(1.0)), nuts(model_of(100.0)), 1))) == 2  # the closure
+    assert len(set(_two_models_fingerprints(nuts(model_of(1.0)), nuts(other), 1))) == 2  # the code
+    assert len(set(_two_models_fingerprints(nuts(other), nuts(other, ("mean", "scale")), 1))) == 2
+    assert len(set(_two_models_fingerprints(nuts(model_of(1.0)), nuts(model_of(1.0)), 1))) == 1
+
+
 def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):
     """`surrogate_control`: the party product of every coalition for LinearRegression (per-party data models)
     by default and with control_variate=True (never with False), up to MAX_CONTROL_PARTIES parties; beyond, the

@@ -16,7 +16,14 @@ from scipy.optimize import minimize_scalar
 import bayesval as bv
 from bayesval.estimators import TKNNShapley
 from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, Release, SeedReuseError
-from bayesval.privacy.accounting import PLD_GRID, gaussian_event
+from bayesval.privacy.accounting import (
+    PLD_GRID,
+    CalibrationError,
+    epsilon_at,
+    gaussian_event,
+    zcdp_event,
+    zcdp_multiplier_for,
+)
 from bayesval.statistics import LinearRegressionStatistic
 
 # the ledger and CLI tests check releases and accounting, which no sampling budget changes
@@ -172,6 +179,21 @@ def _release(noise_scale, sensitivity=2.0, guarantee=None, multiplier=None):
         guarantee=guarantee or DPGuarantee(0.5),
         event=gaussian_event(multiplier if multiplier is not None else noise_scale / sensitivity),
     )
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 0.12, 0.1, 0.05, 0.01, 0.002])
+def test_small_epsilon_delta_releases_get_the_noise_their_guarantee_needs(epsilon):
+    """The discrete Gaussian's (epsilon, 1e-5) calibration: its rho converts, by the closed form over every real
+    order, to epsilon within 1 % and never above it. Below epsilon 0.1 the best order passes 64, where the
+    accountant's orders used to stop: it certified nothing smaller, and calibration ran to its bracket's end (2,300
+    times the noise at 0.1). A guarantee no order converts is refused, not met with that much noise."""
+    multiplier = zcdp_multiplier_for(DPGuarantee(epsilon, 1e-5))
+    reached = zcdp_epsilon(1 / (2 * multiplier**2), 1e-5)
+    assert 0.99 * epsilon <= reached <= epsilon * (1 + 1e-6)
+    report = epsilon_at(zcdp_event(multiplier), 1e-5)[0]  # what the ledger says of that release
+    assert reached <= report <= 1.01 * reached
+    with pytest.raises(CalibrationError, match=r"cannot calibrate discrete Gaussian noise for .*ask for a larger"):
+        zcdp_multiplier_for(DPGuarantee(1e-5, 1e-5))
 
 
 def test_a_release_whose_noise_disagrees_with_its_calibration_is_refused():

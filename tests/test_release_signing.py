@@ -249,6 +249,22 @@ def test_an_unsigned_copy_under_another_name_is_refused_naming_both_files(files,
         bv.valuate(bv.models.LinearRegression(), parties, config=TINY)
 
 
+@pytest.mark.parametrize(
+    "field, value", [("release_id", ["a"]), ("release_id", ""), ("owner", "r\rs"), ("what", 7)], ids=str
+)
+def test_a_crafted_release_field_is_refused_at_load_naming_it(files, tmp_path, field, value):
+    """A re-checksummed file whose release_id, owner or description is not one printable string is refused when it is
+    read, naming the field (a list release_id once reached valuate as "unhashable type: 'list'")."""
+
+    def craft(record):
+        record["release"][field] = value
+        record.pop("signature", None)
+
+    crafted = rewrite(files["r"], craft, target=tmp_path / "crafted.release.json")
+    with pytest.raises((ValueError, TypeError), match=rf"Release\.{field} must be a non-empty string of printable"):
+        bv.PerturbedStatistic.load(crafted)
+
+
 def test_a_copy_re_signed_by_the_copier_is_refused_as_a_duplicate(consortium, files, tmp_path):
     """q copies p's release under its own name and signs it with its own key: the file verifies, and the copy is
     found by its statistic (and release_id)."""
@@ -373,6 +389,10 @@ def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(t
     with pytest.raises(ValueError, match=r"exist already; bayesval never overwrites a key"):
         generate_keys(tmp_path / "party 1", owner="party 1")
     assert keys.private.read_bytes() == before
+    for owner in ("alice\rbob", "alice\x0bbob", "alice\u2028bob"):  # line breaks the keyring reader splits on
+        with pytest.raises(ValueError, match=r"must be a party's name \(non-empty, one line"):
+            generate_keys(tmp_path / "other", owner=owner)
+    assert not (tmp_path / "other.key").exists()
 
 
 def test_a_signing_key_readable_by_others_warns(tmp_path):

@@ -492,3 +492,22 @@ def test_tempering_search_shares_its_first_round_and_lands_each_target_in_the_se
     assert [search.calls for search in searches] == [2] * len(targets) and sampler.calls == 2
     for search in searches:
         assert search.reached and abs(search.accepted.value - search.target) <= 2 * stderr
+
+
+def test_a_valuation_whose_numbers_leave_the_targets_undefined_is_kept_without_rewards(syn_parties, monkeypatch):
+    """Every Shapley value 0, or an estimated v_N below 0 (releases that carry nothing), leaves r*_i undefined
+    (`UndefinedTargets`); a valuation asked for rewards then warns and returns its values without them, where it
+    raised after the sampling and lost them (and the CLI's --save, which comes after the rewards)."""
+    from bayesval.parties.rewards import UndefinedTargets, allocation
+
+    with pytest.raises(UndefinedTargets, match="every value is 0"):
+        rho_shapley_targets([0.0, 0.0], 1.0, 0.5)
+    with pytest.raises(UndefinedTargets, match=r"grand_value \(v_N, a KL divergence\) must be >= 0"):
+        rho_shapley_targets([1.0, 2.0], -0.01, 0.5)
+    real = allocation.rho_shapley_targets
+    monkeypatch.setattr(allocation, "rho_shapley_targets", lambda phi, grand, rho: real(phi, -0.01, rho))
+    with pytest.warns(UserWarning, match=r"no rewards: grand_value .* the valuation is returned without them"):
+        result = bv.valuate(
+            bv.models.LinearRegression(), syn_parties(seeds=(64, 65, 66)), config=BUDGET, rewards="tempering"
+        )
+    assert result.rewards is None and np.isfinite(result.values).all()

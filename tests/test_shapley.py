@@ -83,3 +83,17 @@ def test_reported_stderr_matches_spread_over_runs(rng):
     # the spread of 60 runs is itself uncertain by ~9 % per player; pooled over 6 players, ~4 %
     assert 0.85 < np.mean(reported / spread) < 1.15, reported / spread
     np.testing.assert_allclose(reported, spread, rtol=0.5)
+
+
+@pytest.mark.parametrize("batch_size", [32, 60])
+def test_permutation_limits_count_whole_batches_of_permutations(batch_size):
+    """max_permutations rounded up to whole batches is what runs (not fewer: the ends each batch values counted
+    against it), and min_permutations holds before a tolerance may stop it (the ends' exact draws do not count)."""
+    values = random_game(np.random.default_rng(3), 5)
+    game = lambda masks: values[mask_codes(masks)]  # noqa: E731
+    _, _, count = permutation_shapley(game, 5, jax.random.key(0), tolerance=0.0, max_permutations=1000, batch_size=32)
+    assert count == 32 * math.ceil(1000 / 32)
+    _, _, count = permutation_shapley(
+        game, 5, jax.random.key(0), tolerance=10.0, min_permutations=64, batch_size=batch_size
+    )
+    assert count == batch_size * math.ceil(64 / batch_size)

@@ -166,5 +166,9 @@ def test_a_replayed_game_caches_each_coalitions_estimates_whatever_the_order():
     np.testing.assert_array_equal(game(masks), first)
     assert abs(first.mean() - TABLE["values"][[6, 701, 4001]].mean()) < 0.1  # codes 6, 701, 4001: rows + 1
     assert game.fingerprint == other.fingerprint != replayed(2).fingerprint
+    pairs = TABLE["values"].copy()
+    pairs[np.arange(len(pairs)) == 2**N - 1] += 0.5  # another grand coalition, the same singletons
+    assert ReplayedGame(N, pairs, 0.02).fingerprint != ReplayedGame(N, TABLE["values"], 0.02).fingerprint
+    assert ReplayedGame(N, TABLE["values"], 0.03).fingerprint != ReplayedGame(N, TABLE["values"], 0.02).fingerprint
     with pytest.raises(ValueError, match=r"truth must hold one value per coalition of 12 parties, shape \(4096,\)"):
         ReplayedGame(N, TABLE["values"][:100], 0.02)

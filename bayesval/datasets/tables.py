@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +137,8 @@ def _read(path: Path):
         raise ValueError(
             f"{path}: some rows have more fields than the header has names; give every column a name"
         ) from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ImportError, OSError) as error:
+    except (pd.errors.ParserError, UnicodeDecodeError, ImportError, OSError, EOFError, zlib.error) as error:
+        # EOFError and zlib.error: a .csv.gz cut short or damaged
         raise ValueError(f"{path}: cannot be read as a table: {str(error).splitlines()[0]}") from None
     if frame.empty:
         raise ValueError(f"{path}: has no records (a header at most)")

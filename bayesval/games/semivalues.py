@@ -123,7 +123,8 @@ def semivalue(
     stop         a stopping rule (`bayesval.games.stopping`); one without an evaluation or time cap gets a warning
                  and a default cap. Default: StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)
     batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling); default
-                 64 (4.5n coalitions, even, for the regression chosen by default), or resume_from's on its key
+                 64 (4.5n coalitions, even, for the regression chosen by default), or resume_from's (on its key, else
+                 its last key's)
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
                  run goes on at the next batch, with another key it adds new batches; it must have the same control
                  and the same game: the same game_id, or a utility of the same values on fixed probe coalitions
@@ -164,6 +165,7 @@ def semivalue(
     plan = _planned(choice, num_players, semivalue, stop, resume_from is not None)
     game = _fingerprint(utility, num_players, game_id, names, choice.probe_values)
     state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control)
+    _check_same_groups(state, plan, batch_size)
     _check_same_game(state, game)
     _check_estimated_alike(state, independent_estimates)
     started = time.perf_counter()
@@ -300,7 +302,7 @@ def checked_values(values, masks, names: list[str]) -> jax.Array:
         )
     values = jnp.atleast_2d(values).astype(jnp.float64)
     if not bool(jnp.isfinite(values).all()):
-        count, coalitions = _listed(~np.isfinite(np.asarray(values)).any(axis=0), masks, names)
+        count, coalitions = _listed((~np.isfinite(np.asarray(values))).any(axis=0), masks, names)
         raise ValueError(
             f"utility returned NaN or inf for {count} coalitions (members listed): {coalitions}; a coalition's value "
             "must be a finite number (give the empty coalition a value too, e.g. 0)"
@@ -419,10 +421,12 @@ def _fingerprint(utility, num_players: int, game_id: str | None, names: list[str
 
 def _chosen(utility, sampler, semivalue, num_players, batch_size, resume_from, stream, game_id, names):
     """The sampler that runs and its batch size (`bayesval.games.choice`): the caller's, or the default for this
-    semivalue and utility; a batch size left out is resume_from's on this key where it drew from it."""
+    semivalue and utility; a batch size left out is resume_from's: on this key where it drew from it, else that of
+    the key it drew from last (a game resumed with another key goes on in the batches it was sampled in, which a
+    sampler such as Latin blocks may need)."""
     resumed = getattr(resume_from, "state", None)
-    if batch_size is None and resumed is not None and stream in resumed.streams:
-        batch_size = int(resumed.streams[stream][0])
+    if batch_size is None and resumed is not None and resumed.streams:
+        batch_size = int(resumed.streams.get(stream, list(resumed.streams.values())[-1])[0])
     if sampler is not None:
         return given_sampler(_check_sampler(sampler), batch_size)
 
@@ -533,6 +537,20 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             f"(or use another key), got batch_size={batch_size}"
         )
     return state.copy(), done
+
+
+def _check_same_groups(state: SemivalueState | None, plan, batch_size: int) -> None:
+    """A resumed state files its draws in the groups of coalition sizes this run's plan draws (its coefficients c_g):
+    semivalue sampling cuts the middle sizes into bins by the batch size, and a draw added to another layout's bin
+    would bias the estimate."""
+    if state is None or np.array_equal(state.coefficients, plan.coefficients):
+        return
+    used = sorted({size for size, _ in state.streams.values()})
+    raise ValueError(
+        f"resume_from filed its draws in {len(state.coefficients)} groups of coalition sizes, this run's batches of "
+        f"{batch_size} in {len(plan.coefficients)} groups of other sizes ({state.sampler} sampling cuts them by the "
+        f"batch size): resume with the batch size it ran with ({', '.join(map(str, used))})"
+    )
 
 
 def _check_estimated_surrogate(state: SemivalueState, control) -> None:

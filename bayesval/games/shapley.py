@@ -7,6 +7,7 @@ indexed by the bitmask sum_i mask_i 2^i (index 0 = the empty coalition, value 0)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
@@ -76,8 +77,11 @@ def permutation_shapley(
     whole batches), or as soon as `complete()` says the utility has nothing left to learn (every coalition known:
     then exact Shapley is cheaper). Returns (values, stderr, count).
     """
-    stop = StandardError(tolerance, min_count=max(min_permutations, 2)) | MaxEvaluations(
-        max_permutations * (num_players + 1)
+    # the limits count whole batches, each of a batch's utility evaluations (its permutations and the ends they share)
+    per_batch = PermutationSampler().plan(num_players, batch_size, SHAPLEY).num_masks
+    at_least = MaxEvaluations(math.ceil(max(min_permutations, 2) / batch_size) * per_batch)
+    stop = (StandardError(tolerance, min_count=2) & at_least) | MaxEvaluations(
+        math.ceil(max_permutations / batch_size) * per_batch
     )
     if complete is not None:
         stop = stop | When(complete)

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from math import comb
 
 import numpy as np
-from scipy.special import betaln
+from scipy.special import betaln, gammaln
 
 from bayesval.games.masks import coalition_masks
 from bayesval.validation import check_positive
 
 SEMIVALUES = ("shapley", "banzhaf", "beta", "loo")
+# The most players whose weights are products of exact binomials, as they always were: from 1,021 players on,
+# n binom(n - 1, s) is past a double (and from 1,031 binom(n - 1, s) itself), so beyond it they are taken in log space.
+LARGEST_EXACT_N = 1020
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class Semivalue:
     def weights(self, num_players: int) -> np.ndarray:
         """w(s) for s = 0, ..., n - 1: the weight of a marginal contribution to a coalition of size s."""
         n, sizes = num_players, np.arange(num_players)
+        if n > LARGEST_EXACT_N:
+            return np.exp(self._log_size_weights(n) - _log_binomials(n - 1))
         if self.kind == "shapley":
             return np.array([1.0 / (n * comb(n - 1, int(s))) for s in sizes])
         if self.kind == "banzhaf":
@@ -59,7 +64,27 @@ class Semivalue:
 
     def size_weights(self, num_players: int) -> np.ndarray:
         """binom(n-1, s) w(s): the probability that i joins a coalition of size s (they sum to 1)."""
+        if num_players > LARGEST_EXACT_N:
+            return np.exp(self._log_size_weights(num_players))
         return np.array([comb(num_players - 1, s) for s in range(num_players)], np.float64) * self.weights(num_players)
+
+    def _log_size_weights(self, n: int) -> np.ndarray:
+        """log(binom(n-1, s) w(s)) for s = 0, ..., n - 1, where binom(n-1, s) is past a double (n > LARGEST_EXACT_N)."""
+        sizes = np.arange(n)
+        if self.kind == "shapley":
+            return np.full(n, -np.log(n))
+        if self.kind == "banzhaf":
+            return _log_binomials(n - 1) - (n - 1) * np.log(2.0)
+        if self.kind == "loo":
+            return np.where(sizes == n - 1, 0.0, -np.inf)
+        beta = betaln(sizes + self.beta, n - 1 - sizes + self.alpha) - betaln(self.alpha, self.beta)
+        return _log_binomials(n - 1) + beta
+
+
+def _log_binomials(m: int) -> np.ndarray:
+    """log binom(m, s) for s = 0, ..., m."""
+    sizes = np.arange(m + 1)
+    return gammaln(m + 1) - gammaln(sizes + 1) - gammaln(m - sizes + 1)
 
 
 SHAPLEY = Semivalue("shapley")

@@ -14,6 +14,7 @@ noise-naive baselines.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -244,16 +245,19 @@ class LinearRegression:
         messages = party_messages(data, priors.model, priors.data, self.statistic(num_features))
         return partial(_product_surrogate, messages, priors.model)
 
-    def importance_draws(
+    @property
+    def importance_draws(self) -> Callable | None:
+        """`draws_by_importance`, the party path's route without chains (docs/importance.md); None with a shared data
+        model, which the Laplace fit does not model: a valuation then keeps the chains, with the note that says so."""
+        return None if self.shared_data_model else self.draws_by_importance
+
+    def draws_by_importance(
         self, keys: jax.Array, data: NoiseAwareData, masks: np.ndarray, num_draws: int, attempt: int = 0
-    ) -> ImportanceDraws | None:
+    ) -> ImportanceDraws:
         """`num_draws` resampled draws of each row's coalition posterior by importance sampling from its Laplace fit
         (`bayesval.inference.importance`; keys (B,), releases per row, masks (B, n)), with each row's Pareto k-hat,
-        effective sample size and whether its fit converged: the party path's route without chains
-        (docs/importance.md); a rerun (`attempt` >= 1) estimates each member's likelihood from more draws of its data
-        model. None with a shared data model, which the fit does not model."""
-        if self.shared_data_model:
-            return None
+        effective sample size and whether its fit converged; a rerun (`attempt` >= 1) estimates each member's
+        likelihood from more draws of its data model. Per-party data models only (`importance_draws`)."""
         num_features = _num_features(data)
         priors = self.priors(num_features)
         statistic = self.statistic(num_features)

@@ -22,8 +22,9 @@ variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control
 model: `LinearRegression`'s `GibbsSettings`, `NumPyroModel`'s `NUTSSettings`, whose target_accept_prob and min_bfmi
 a result records as they ran) and `importance_draws(keys, data, masks, num_draws, attempt)` (resampled draws of each
 row's coalition posterior by importance sampling, a rerun's (`attempt` >= 1) closer, with their Pareto k-hat,
-effective sample size and whether the proposal's fit converged, or None: the route without chains,
-docs/importance.md) are optional (`OPTIONAL_MEMBERS`).
+effective sample size and whether the proposal's fit converged: the route without chains,
+docs/importance.md; the member is None where the model cannot take that route, as `LinearRegression`'s with a shared
+data model) are optional (`OPTIONAL_MEMBERS`).
 
 The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
 `Capabilities`), and asks that record, never the model, what it offers.

@@ -223,7 +223,10 @@ class ImportanceExecutor:
                     min(attempt, self.reruns),
                 )
                 if out is None:
-                    raise RuntimeError("the model's importance_draws gave no draws for a game it was chosen for")
+                    raise RuntimeError(
+                        "the model's importance_draws gave no draws for rows of a game it was chosen for; a model that "
+                        "cannot draw a game's coalitions offers importance_draws = None, and its chains value them"
+                    )
                 window = min(IMPORTANCE_WINDOW, self.num_draws // 4)
                 kl = np.asarray(_kl(out.draws[:, None], self.k, self.log_density, window))
                 trusted = out.converged & (out.k_hat <= k_hat_threshold(self.num_draws)) & np.isfinite(kl)

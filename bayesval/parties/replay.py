@@ -19,6 +19,7 @@ from functools import partial
 import numpy as np
 
 from bayesval.games.control import surrogate_values
+from bayesval.games.fingerprint import probe_masks
 from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.parties.valuation import Surrogates
 from bayesval.validation import check_int
@@ -77,9 +78,16 @@ class ReplayedGame:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of the replayed values on a few coalitions, the noise's seed and the repeats."""
-        probes = np.eye(self.num_parties, dtype=bool)[: min(self.num_parties, 8)]
-        digest = hashlib.sha256(np.asarray(_of(self.truth, probes), np.float64).tobytes())
+        """A hash of the replayed values, their noise and the surrogate on a few coalitions (the first 8 parties
+        alone, then the games layer's probes: everyone and three fixed random coalitions, `probe_masks`), the noise's
+        seed and the repeats."""
+        probes = np.vstack(
+            [np.eye(self.num_parties, dtype=bool)[: min(self.num_parties, 8)], probe_masks(self.num_parties)]
+        )
+        digest = hashlib.sha256()
+        for given in (self.truth, self.noise) + (() if self.surrogate is None else (self.surrogate,)):
+            values = np.ascontiguousarray(_of(given, probes), np.float64)  # a number, or one value a probe or more
+            digest.update(repr(values.shape).encode() + values.tobytes())
         digest.update(f"{self.seed}/{self.num_repeats}".encode())
         return "replayed " + digest.hexdigest()[:16]
 

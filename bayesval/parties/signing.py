@@ -215,7 +215,7 @@ def generate_keys(path: str | os.PathLike, owner: str | None = None) -> KeyFiles
 
 
 def _check_owner(owner, what: str) -> str:
-    if not isinstance(owner, str) or not owner.strip() or owner != owner.strip() or "\n" in owner:
+    if not isinstance(owner, str) or not owner.strip() or owner != owner.strip() or not owner.isprintable():
         raise ValueError(f"{what} must be a party's name (non-empty, one line, no surrounding spaces), got {owner!r}")
     return owner
 

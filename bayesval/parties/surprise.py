@@ -175,24 +175,96 @@ UNFINGERPRINTED = (
 )
 
 
+SIMPLE = (int, float, str, bool, type(None))  # model settings a fingerprint reads by their repr
+
+
+def model_content(model, settable: dict) -> list[tuple[str, bytes]]:
+    """What a model was built from beyond its simple settings, each as a digest, in name order: arrays and pytrees of
+    them (`LinearRegression`'s prior and data prior) by their leaves' dtype, shape and bytes; a function it was given
+    (a `NumPyroModel`'s model_fn) by its code, constants and closure (`_code_digest`), and then the model's other
+    settings too (a `NumPyroModel`'s parameters: the sites its draws are made of). Private attributes (derived
+    state) and methods of the model's own class are left out: the class, which the model's name names, defines them,
+    so a built-in model's fingerprint is the one its results were saved with. A global a given function reads is not
+    seen: two models whose functions differ only there need different names. Bytecode differs between Python
+    versions, so a result of a model given a function resumes under the Python it was saved with."""
+    content, others, given_function = [], [], False
+    for name, value in sorted(settable.items()):
+        if name.startswith("_") or isinstance(value, SIMPLE) or getattr(value, "__self__", None) is model:
+            continue
+        if callable(value):
+            content.append((name, _code_digest(value)))
+            given_function = True
+        elif all(isinstance(leaf, (np.ndarray, jax.Array, np.generic, int, float)) for leaf in _leaves(value)):
+            content.append((name, _array_digest(value)))
+        else:
+            others.append((name, repr(value).encode()))
+    return sorted(content + (others if given_function else []))
+
+
+def _leaves(value) -> list:
+    return jax.tree_util.tree_leaves(value)
+
+
+def _array_digest(value) -> bytes:
+    digest = hashlib.sha256()
+    for leaf in _leaves(value):
+        array = np.asarray(leaf)
+        digest.update(repr((array.dtype.str, array.shape)).encode() + np.ascontiguousarray(array).tobytes())
+    return digest.digest()
+
+
+def _code_digest(function) -> bytes:
+    """A function's code (bytecode, names, constants, nested code) with what it closes over and, for a
+    `functools.partial`, its arguments; a callable object without code by its class."""
+    digest = hashlib.sha256()
+    if isinstance(function, partial):
+        digest.update(_code_digest(function.func) + repr((function.args, sorted(function.keywords.items()))).encode())
+        return digest.digest()
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    if code is None:
+        digest.update(f"{type(function).__module__}.{type(function).__qualname__}".encode())
+        return digest.digest()
+    digest.update(_code_object_digest(code))
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, SIMPLE):
+            digest.update(repr(value).encode())
+        elif callable(value):
+            digest.update(_code_digest(value))
+        elif all(isinstance(leaf, (np.ndarray, jax.Array, np.generic, int, float)) for leaf in _leaves(value)):
+            digest.update(_array_digest(value))
+        else:
+            digest.update(type(value).__qualname__.encode())
+    return digest.digest()
+
+
+def _code_object_digest(code) -> bytes:
+    digest = hashlib.sha256(code.co_code + repr(code.co_names).encode())
+    for constant in code.co_consts:
+        is_code = hasattr(constant, "co_code")
+        digest.update(_code_object_digest(constant) if is_code else repr(constant).encode())
+    return digest.digest()
+
+
 def game_fingerprint(game: SurpriseGame) -> str:
-    """What makes two valuations the same game, hashed (hex SHA-256): the model's name and simple settings, every
-    sampler setting but the progress bar and the reruns, k, the KL estimator and the released statistics. Not the
-    key, nor the reruns: estimates from any key, and a rerun's, are estimates of the same values, so a result of the
-    same game may be resumed with another key or another number of reruns. Nor `sampled_repeats` or
-    `sampled_chains`: the repeats and chains the game ran are its num_repeats and num_chains
-    (`SamplerConfig.for_sampled_game`). Nor a NUTS model's `warm_start`: where its
-    chains start changes how they mix, not the posterior. The importance route is part of it (its
-    estimates are not the chains'), and today's route adds nothing, so games valued before the route hash alike."""
+    """What makes two valuations the same game, hashed (hex SHA-256): the model's name and simple settings, what it was
+    built from beyond them (`model_content`: its priors, a function it was given), every sampler setting but the
+    progress bar and the reruns, k, the KL estimator and the released statistics. Not the key, nor the reruns: estimates
+    from any key, and a rerun's, are estimates of the same values, so a result of the same game may be resumed with
+    another key or another number of reruns. Nor `sampled_repeats` or `sampled_chains`: the repeats and chains the game
+    ran are its num_repeats and num_chains (`SamplerConfig.for_sampled_game`). Nor a NUTS model's `warm_start`: where
+    its chains start changes how they mix, not the posterior. The importance route is part of it (its estimates are not
+    the chains'), and today's route adds nothing, so games valued before the route hash alike."""
     settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
     settings |= kernel_settings_that_run(capabilities(game.model), game.data, game.config)
-    simple = (int, float, str, bool, type(None))
-    model_settings = {
-        name: value
-        for name, value in vars(game.model).items()
-        if isinstance(value, simple) and name not in KERNEL_FIELDS + UNFINGERPRINTED
-    }
+    settable = {name: value for name, value in vars(game.model).items() if name not in KERNEL_FIELDS + UNFINGERPRINTED}
+    model_settings = {name: value for name, value in settable.items() if isinstance(value, SIMPLE)}
     digest = hashlib.sha256(repr((game.model.name, sorted(model_settings.items()), settings, game.k)).encode())
+    for name, content in model_content(game.model, settable):
+        digest.update(name.encode() + content)
     digest.update(game.kl_estimator.encode())
     if game.route != "mcmc":
         digest.update(game.route.encode())

@@ -54,7 +54,7 @@ from bayesval.parties.party import Party
 from bayesval.parties.rewards.allocation import Rewards, allocate
 from bayesval.parties.rewards.control import NoiseAddition, Tempering, as_mechanism
 from bayesval.parties.rewards.sampling import RewardSampler
-from bayesval.parties.rewards.targets import check_rho
+from bayesval.parties.rewards.targets import UndefinedTargets, check_rho
 from bayesval.parties.surprise import (
     UNFINGERPRINTED,
     CoalitionSurprise,
@@ -785,23 +785,32 @@ def reward_parties(
     surprise: CoalitionSurprise, settings: PartyValuationSettings, names, releases: Releases, shapley, key
 ) -> Rewards | None:
     """Each party's model reward (Sim et al. 2023, Sec. 5) when a mechanism was asked for, against the surprise of
-    each party alone and of the grand coalition (cached where the valuation sampled them)."""
+    each party alone and of the grand coalition (cached where the valuation sampled them). None, with a warning,
+    where the valuation's numbers leave the targets undefined (`UndefinedTargets`): the valuation is kept."""
     if settings.mechanism is None:
         return None
     n = len(names)
     own_and_grand = np.vstack([np.eye(n, dtype=bool), np.ones((1, n), bool)])
     with progress.stage("rewards: posteriors of each party alone and of the grand coalition"):
         own_and_grand_values, own_and_grand_stderr = per_repeat(surprise(own_and_grand))
-    return allocate(
-        RewardSampler(surprise, key),
-        settings.mechanism,
-        settings.rho,
-        names=names,
-        releases=releases.statistics,
-        shapley=shapley,
-        singleton_values=own_and_grand_values[:n],
-        grand=(own_and_grand_values[n], own_and_grand_stderr[n]),
-    )
+    try:
+        return allocate(
+            RewardSampler(surprise, key),
+            settings.mechanism,
+            settings.rho,
+            names=names,
+            releases=releases.statistics,
+            shapley=shapley,
+            singleton_values=own_and_grand_values[:n],
+            grand=(own_and_grand_values[n], own_and_grand_stderr[n]),
+        )
+    except UndefinedTargets as error:
+        warnings.warn(
+            f"no rewards: {error}; the releases carry too little to reward, and the valuation is returned without them",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return None
 
 
 def coalitions_rerun(diagnostics: dict) -> int:
@@ -988,5 +997,6 @@ def _check_release_fits(model, released: PerturbedStatistic) -> None:
         )
 
 
-def _width(party: Party | PerturbedStatistic) -> int:
-    return party.num_features if isinstance(party, Party) else -len(party.perturbed)
+def _width(party: Party | PerturbedStatistic) -> int | str:
+    """A party's number of features, or a release file's statistic length (said so: it counts entries)."""
+    return party.num_features if isinstance(party, Party) else f"a statistic of {len(party.perturbed)} entries"

@@ -40,6 +40,7 @@ LARGEST_EXACT_COUNT = 2**53
 # to an integer above it: a small rational keeps sampling fast, and sigma^2 is recovered exactly from the float sigma.
 SIGMA_SQUARED_DENOMINATOR = 2**16
 WHOLE_SIGMA_SQUARED = 2**20
+MAX_SIGMA_STEPS = 2**26  # sigma in grid units below which sigma^2 is held exactly (sigma^2 < 2^52)
 
 
 def default_grid(sensitivity: float, dimension: int) -> float:
@@ -74,10 +75,21 @@ def grid_sensitivity(sensitivity: float, grid: float, dimension: int) -> float:
 def sigma_squared_for(multiplier: float, sensitivity: float, grid: float, dimension: int) -> Fraction:
     """sigma^2 in grid units for noise multiplier (sigma / Delta_grid) `multiplier`, rounded up to a multiple of
     2^-16 (or to an integer above 2^20)."""
-    target = (multiplier * grid_sensitivity(sensitivity, grid, dimension)) ** 2 * (1 + 1e-12)
+    steps = multiplier * grid_sensitivity(sensitivity, grid, dimension)  # sigma in grid units
+    if not steps < MAX_SIGMA_STEPS:  # also where sensitivity / grid overflows a double
+        raise ValueError(_too_many_steps(steps * grid, grid))
+    target = steps**2 * (1 + 1e-12)
     if target >= WHOLE_SIGMA_SQUARED:
         return Fraction(math.ceil(target))
     return Fraction(math.ceil(target * SIGMA_SQUARED_DENOMINATOR), SIGMA_SQUARED_DENOMINATOR)
+
+
+def _too_many_steps(noise_scale: float, grid: float) -> str:
+    return (
+        f"noise scale {noise_scale!r} is {noise_scale / grid:.3g} steps of the grid {grid!r}, more than the 2^26 a "
+        "discrete Gaussian is drawn exactly with: choose a coarser grid (grid=, --grid on the command line) or a "
+        "larger epsilon"
+    )
 
 
 def sigma_squared_from(noise_scale: float, grid: float) -> Fraction:
@@ -86,11 +98,7 @@ def sigma_squared_from(noise_scale: float, grid: float) -> Fraction:
     approximate = (noise_scale / grid) ** 2
     unit = 1 if approximate >= WHOLE_SIGMA_SQUARED else SIGMA_SQUARED_DENOMINATOR
     if not math.isfinite(approximate) or approximate * unit >= 2**52:
-        raise ValueError(
-            f"noise scale {noise_scale!r} is {noise_scale / grid:.3g} steps of the grid {grid!r}, more than the 2^26 a "
-            "discrete Gaussian is drawn exactly with: choose a coarser grid (grid=, --grid on the command line) or a "
-            "larger epsilon"
-        )
+        raise ValueError(_too_many_steps(noise_scale, grid))
     exact = Fraction(round(approximate * unit), unit)
     if exact <= 0 or not math.isclose(float(exact), approximate, rel_tol=1e-9):
         raise ValueError(

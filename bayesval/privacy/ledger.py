@@ -54,8 +54,10 @@ class Release:
     grid: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.owner, str) or not self.owner:
-            raise TypeError(f"Release.owner must be a non-empty string, got {self.owner!r}")
+        for name in ("owner", "what", "release_id"):  # printed, and keys of tables: one printable line each
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value or not value.isprintable():
+                raise TypeError(f"Release.{name} must be a non-empty string of printable characters, got {value!r}")
         if self.noise not in NOISES:
             raise ValueError(f"Release.noise must be one of {NOISES}, got {self.noise!r}")
         if self.adjacency not in ADJACENCIES:

@@ -251,6 +251,8 @@ class SemivalueState(OldJsonMethods):
                 return f"{label} {a!r} != {b!r}"
         if not same_game(self.game, other.game):
             return f"game {describe_game(self.game)} != {describe_game(other.game)}"
+        if not np.array_equal(self.coefficients, other.coefficients):  # semivalue sampling's bins follow the batch size
+            return f"groups of coalition sizes (coefficients {self.coefficients} != {other.coefficients})"
         if not same_control(self.control_table, other.control_table) or not same_control(
             self.control_semivalue, other.control_semivalue
         ):

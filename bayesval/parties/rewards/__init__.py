@@ -7,7 +7,12 @@ from bayesval.parties.rewards.allocation import Rewards
 from bayesval.parties.rewards.control import NoiseAddition, RewardMechanism, Tempering
 from bayesval.parties.rewards.metrics import base_rate_mnlp, mnlp_classification, mnlp_regression
 from bayesval.parties.rewards.report import IncentiveReport, incentive_report
-from bayesval.parties.rewards.targets import nonnegative_shapley, rationality_bound, rho_shapley_targets
+from bayesval.parties.rewards.targets import (
+    UndefinedTargets,
+    nonnegative_shapley,
+    rationality_bound,
+    rho_shapley_targets,
+)
 
 __all__ = [
     "IncentiveReport",
@@ -15,6 +20,7 @@ __all__ = [
     "RewardMechanism",
     "Rewards",
     "Tempering",
+    "UndefinedTargets",
     "base_rate_mnlp",
     "incentive_report",
     "kl_between",

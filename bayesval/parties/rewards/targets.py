@@ -59,6 +59,11 @@ def nonnegative_shapley(shapley, singleton_values, names=None) -> tuple[np.ndarr
     return adjusted, weight
 
 
+class UndefinedTargets(ValueError):
+    """The valuation's numbers leave the rho-Shapley targets undefined: every (repaired) Shapley value 0, or an
+    estimated v_N below 0 (releases that carry nothing measurable)."""
+
+
 def rho_shapley_targets(shapley, grand_value: float, rho: float) -> np.ndarray:
     """r*_i = v_N (phi_i / max_k phi_k)^rho (Sim et al. 2023, Sec. 4): the top party's target is v_N (efficiency,
     P2), the others' shrink with their Shapley share, less so for smaller rho (more equal rewards)."""
@@ -71,10 +76,10 @@ def rho_shapley_targets(shapley, grand_value: float, rho: float) -> np.ndarray:
         )
     top = shapley.max()
     if not top > 0:
-        raise ValueError("rho-Shapley targets need some party with a positive Shapley value; every value is 0")
+        raise UndefinedTargets("rho-Shapley targets need some party with a positive Shapley value; every value is 0")
     grand_value = check_real("grand_value", grand_value)
     if grand_value < 0:
-        raise ValueError(f"grand_value (v_N, a KL divergence) must be >= 0, got {grand_value!r}")
+        raise UndefinedTargets(f"grand_value (v_N, a KL divergence) must be >= 0, got {grand_value!r}")
     return grand_value * (shapley / top) ** rho
 
 
