@@ -37,6 +37,8 @@ from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
 SPREAD_RELEASES = 6
 SPREAD_PHI = "0.10 to 0.19 nats, against ± of about 0.01"
 MODELS = {"linear": "linear_regression", "logistic": "logistic_regression"}
+DEFAULT_NEIGHBOURS = 5  # knn --k
+DEFAULT_TAU = -0.5  # knn --method tknn --tau
 FEATURES_HELP = "comma-separated feature columns (default: all others)"
 EPSILON_HELP = (
     "privacy budget of the release: epsilon of (RDP_ORDER, epsilon)-Renyi DP (with --delta: of (epsilon, delta)-DP); "
@@ -93,7 +95,7 @@ def release(
     name: str | None,
     features: list[str] | None,
     delta: float | None,
-    rdp_order: float,
+    rdp_order: float | None,
     noise_seed: int | None,
     experiment: bool = False,
     grid: float | None = None,
@@ -107,6 +109,7 @@ def release(
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
     output_path = _release_output(output or f"{name}.release.json", force)
+    _check_guarantee_options(delta, rdp_order)
     from bayesval.parties.boundary import PerturbedStatistic
     from bayesval.parties.signing import load_signing_key
 
@@ -121,7 +124,7 @@ def release(
         bounds=bounds,
         name=name,
         delta=delta,
-        rdp_order=rdp_order,
+        rdp_order=2.0 if rdp_order is None else rdp_order,
         noise_seed=noise_seed,
         grid=grid,
     )
@@ -208,6 +211,7 @@ def valuate_files(
         raise ValueError("--verify checks signed release files; data tables are released here, in-process")
     if tables:
         options = {option: value for option, value in (table_options or {}).items() if value is not None}
+        _check_guarantee_options(options.get("delta"), options.get("rdp_order"))
         missing = [f"--{name}" for name in ("target", "epsilon", "bounds") if options.get(name) is None]
         if missing or model is None:
             raise ValueError(f"valuing data tables needs {', '.join(missing + (['--model'] if model is None else []))}")
@@ -245,8 +249,8 @@ def knn(
     target: str,
     features: list[str] | None,
     method: str,
-    neighbours: int,
-    tau: float,
+    neighbours: int | None,
+    tau: float | None,
     epsilon: float | None,
     delta: float | None,
     save: str | None,
@@ -256,11 +260,13 @@ def knn(
     validation rows."""
     _check_outputs((train, validation), save=save, plot=plot)
     if method == "knn":
-        if epsilon is not None or delta is not None:
-            raise ValueError("--epsilon / --delta apply to --method tknn (DP-TKNN-Shapley)")
-        estimator = bv.estimators.KNNShapley(neighbours)
+        if epsilon is not None or delta is not None or tau is not None:
+            raise ValueError("--tau, --epsilon and --delta apply to --method tknn ((DP-)TKNN-Shapley)")
+        estimator = bv.estimators.KNNShapley(DEFAULT_NEIGHBOURS if neighbours is None else neighbours)
     else:
-        estimator = bv.estimators.TKNNShapley(tau, epsilon=epsilon, delta=delta)
+        if neighbours is not None:
+            raise ValueError("--k applies to --method knn: TKNN-Shapley counts every neighbour within --tau")
+        estimator = bv.estimators.TKNNShapley(DEFAULT_TAU if tau is None else tau, epsilon=epsilon, delta=delta)
     (train_data, val_data), _ = read_tables([train, validation], target, features)
     _check_target("knn", [(train, train_data[1]), (validation, val_data[1])], target)
     _check_knn_classes(train, validation, target, train_data[1], val_data[1])
@@ -302,6 +308,9 @@ def _config(budget, model) -> bv.SamplerConfig:
     """The sampler config the budget flags ask for (the fast preset where there are none)."""
     if budget is None:
         return bv.SamplerConfig.preset("fast", model.sampler)
+    warm = [f"--{name.replace('_', '-')}" for name in ("warm_warmup", "warm_samples") if getattr(budget, name, None)]
+    if warm and model.sampler != "nuts":
+        raise ValueError(f"{' / '.join(warm)}: the budget of NUTS chains started warm, which {model.name} does not run")
     return bv.SamplerConfig.from_arguments(budget, model.sampler)
 
 
@@ -445,6 +454,15 @@ def _reward_legend(symbol: str, repaired: bool) -> list[str]:
         "  similarity r'_i = -KL(p(theta | o_N) || q_i): 0 for the grand coalition's posterior, more negative the "
         "further the reward is from it",
     ]
+
+
+def _check_guarantee_options(delta: float | None, rdp_order: float | None) -> None:
+    """--rdp-order declares a Renyi DP release, --delta an (epsilon, delta)-DP one: not both."""
+    if delta is not None and rdp_order is not None:
+        raise ValueError(
+            f"--rdp-order {rdp_order:g} sets the order of a Renyi DP release, --delta {delta:g} makes it (epsilon, "
+            "delta)-DP, which has no order: give one of them"
+        )
 
 
 def _check_outputs(inputs: tuple[str, ...] = (), **paths: str | None) -> None:
@@ -654,7 +672,7 @@ def _add_release(commands) -> None:
     out.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
     out.add_argument("--epsilon", type=float, required=True, help=EPSILON_HELP)
     out.add_argument("--delta", type=float, default=None, help=DELTA_HELP)
-    out.add_argument("--rdp-order", type=float, default=2.0, help=RDP_ORDER_HELP)
+    out.add_argument("--rdp-order", type=float, default=None, help=RDP_ORDER_HELP)
     out.add_argument("--bounds", type=_bounds, required=True, help=BOUNDS_HELP)
     out.add_argument(
         "--name", default=None, help="the party's name in the release and the results (default: the file's)"
@@ -769,8 +787,10 @@ def _add_knn(commands) -> None:
     points.add_argument("--target", required=True, help="the label column")
     points.add_argument("--features", type=_columns, default=None, help=FEATURES_HELP)
     points.add_argument("--method", default="knn", choices=["knn", "tknn"], help="KNN-Shapley or TKNN-Shapley")
-    points.add_argument("--k", type=_at_least_one, default=5, help="neighbours (knn)")
-    points.add_argument("--tau", type=float, default=-0.5, help="threshold on cosine distance - 1 (tknn)")
+    points.add_argument("--k", type=_at_least_one, default=None, help=f"neighbours (knn; default {DEFAULT_NEIGHBOURS})")
+    points.add_argument(
+        "--tau", type=float, default=None, help=f"threshold on cosine distance - 1 (tknn; default {DEFAULT_TAU})"
+    )
     points.add_argument(
         "--epsilon", type=float, default=None, help="epsilon of (epsilon, delta)-DP: DP-TKNN-Shapley (with --delta)"
     )

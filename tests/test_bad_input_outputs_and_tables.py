@@ -561,6 +561,31 @@ TABLES = [
 
 OPTIONS_AND_WORDS = [
     cli_refused(
+        "release-rdp-order-with-delta",
+        lambda w: w.release_cli("good.csv", "--delta", "1e-5", "--rdp-order", "3"),
+        r"--rdp-order 3 sets the order of a Renyi DP release, --delta 1e-05 makes it \(epsilon, delta\)-DP, which has",
+    ),
+    cli_refused(
+        "valuate-tables-rdp-order-with-delta",
+        lambda w: w.tables_cli("other.csv", "--delta", "1e-5", "--rdp-order", "3"),
+        r"--rdp-order 3 sets the order of a Renyi DP release",
+    ),
+    cli_refused(
+        "knn-tau-without-tknn",
+        lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--tau", "-0.3"),
+        r"--tau, --epsilon and --delta apply to --method tknn",
+    ),
+    cli_refused(
+        "knn-k-with-tknn",
+        lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--method", "tknn", "--k", "3"),
+        r"--k applies to --method knn: TKNN-Shapley counts every neighbour within --tau",
+    ),
+    cli_refused(
+        "valuate-linear-warm-budget",
+        lambda w: w.valuate_cli("--warm-warmup", "100"),
+        r"--warm-warmup: the budget of NUTS chains started warm, which noise-aware Bayesian linear regression",
+    ),
+    cli_refused(
         "valuate-releases-with-epsilon",
         lambda w: w.valuate_cli("--epsilon", "2"),
         r"--epsilon apply to data tables .*release files carry their own target, features, privacy and bounds: drop it",

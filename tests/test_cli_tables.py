@@ -104,4 +104,4 @@ def test_tables_need_their_options_and_do_not_mix_with_release_files(tables, cap
     assert "not both" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["knn", tables["good"], "--validation", tables["other"], "--target", "y", "--epsilon", "1"])
-    assert "--epsilon / --delta apply to --method tknn" in capsys.readouterr().err
+    assert "--tau, --epsilon and --delta apply to --method tknn" in capsys.readouterr().err
