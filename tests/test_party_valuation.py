@@ -365,6 +365,15 @@ def test_models_built_from_other_priors_or_functions_are_other_games():
     assert len(set(_two_models_fingerprints(nuts(model_of(1.0)), nuts(other), 1))) == 2  # the code
     assert len(set(_two_models_fingerprints(nuts(other), nuts(other, ("mean", "scale")), 1))) == 2
     assert len(set(_two_models_fingerprints(nuts(model_of(1.0)), nuts(model_of(1.0)), 1))) == 1
+    from bayesval.parties.surprise import model_content
+
+    class Holder:  # its repr names a memory address, which differs between processes and instances
+        pass
+
+    given = [nuts(other) for _ in range(2)]
+    for model in given:
+        model.helper = Holder()
+    assert model_content(given[0], vars(given[0])) == model_content(given[1], vars(given[1]))
 
 
 def test_a_sampled_game_is_valued_against_the_models_surrogate_where_it_has_one(releases):

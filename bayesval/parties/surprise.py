@@ -197,8 +197,14 @@ def model_content(model, settable: dict) -> list[tuple[str, bytes]]:
         elif all(isinstance(leaf, (np.ndarray, jax.Array, np.generic, int, float)) for leaf in _leaves(value)):
             content.append((name, _array_digest(value)))
         else:
-            others.append((name, repr(value).encode()))
+            others.append((name, _stable_repr(value)))
     return sorted(content + (others if given_function else []))
+
+
+def _stable_repr(value) -> bytes:
+    """A value's repr where it names no memory address (which differs between processes), else its class."""
+    shown = repr(value)
+    return (type(value).__qualname__ if " at 0x" in shown else shown).encode()
 
 
 def _leaves(value) -> list:
