@@ -123,8 +123,7 @@ def semivalue(
     stop         a stopping rule (`bayesval.games.stopping`); one without an evaluation or time cap gets a warning
                  and a default cap. Default: StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS)
     batch_size   draws per batch (permutations, coalitions, or draws per index for stratified sampling); default
-                 64 (4.5n coalitions, even, for the regression chosen by default), or resume_from's (on its key, else
-                 its last key's)
+                 64 (4.5n coalitions, even, for the regression chosen), or resume_from's (its key's, else its last)
     resume_from  a result of this game to continue: its draws count, and with the same key (and batch size) the
                  run goes on at the next batch, with another key it adds new batches; it must have the same control
                  and the same game: the same game_id, or a utility of the same values on fixed probe coalitions
