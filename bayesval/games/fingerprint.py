@@ -2,10 +2,13 @@
 (docs/games.md, "Resume and merge").
 
 A state keeps its game's fingerprint: the caller's own `game_id` where one is given (the party valuation gives the
-hash of its model, releases and settings), else the utility's qualified name and its values on `PROBES` fixed probe
-coalitions under a fixed key. Those values are what tells two utilities apart: a run resumed with a utility whose
-probe values differ is refused, naming both; one that agrees on them under another name (a function renamed, or
-wrapped in a lambda) is warned about. The probes cost `PROBES` evaluations a run, not counted among its draws.
+hash of its model, releases and settings), else the utility's qualified name, its values on `PROBES` fixed probe
+coalitions under a fixed key, and what it is made of (`bayesval.digests.content_parts`: a function's code and what it
+closes over, an object's data, read before the utility is first called). The values tell two utilities apart: a run
+resumed with a utility whose probe values differ is refused, naming both; one that agrees on them under another name
+(a function renamed, or wrapped in a lambda) is warned about. The contents tell apart two utilities of one name that
+agree on the probes (two `Airport` games whose costs differ where no probe coalition looks): refused, naming the
+parts that differ. The probes cost `PROBES` evaluations a run, not counted among its draws.
 """
 
 from __future__ import annotations
@@ -43,12 +46,13 @@ def utility_name(utility) -> str:
     return f"{getattr(utility, '__module__', None) or type(utility).__module__}.{name}"
 
 
-def fingerprint(game_id: str | None, name: str, probe_values: np.ndarray | None) -> dict:
+def fingerprint(game_id: str | None, name: str, probe_values: np.ndarray | None, content: dict | None = None) -> dict:
     """A state's game fingerprint: {"id": game_id} where the caller named the game, else {"utility": name, "probes":
-    the values (R, PROBES) of the probe coalitions}."""
+    the values (R, PROBES) of the probe coalitions, "content": the utility's parts}, its parts those of
+    `bayesval.digests.content_parts`."""
     if game_id is not None:
         return {"id": game_id}
-    return {"utility": name, "probes": np.asarray(probe_values, np.float64).tolist()}
+    return {"utility": name, "probes": np.asarray(probe_values, np.float64).tolist(), "content": content}
 
 
 def check_game_id(game_id) -> str | None:

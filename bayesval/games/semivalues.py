@@ -22,6 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesval.batching import batches, pad_rows
+from bayesval.digests import content_parts
 from bayesval.games.choice import Probed, SamplerChoice, default_choice, given_sampler
 from bayesval.games.control import ControlVariate, EstimatedControl
 from bayesval.games.fingerprint import (
@@ -52,9 +53,9 @@ from bayesval.results.state import (
     describe_control,
     describe_error,
     describe_game,
+    game_difference,
     renamed,
     same_control,
-    same_game,
 )
 from bayesval.results.variance import MAX_VALUE
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
@@ -159,19 +160,19 @@ def semivalue(
     stop = capped(StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS) if stop is None else stop)
     control = _check_control(control, num_players)
     stream = jax.random.key_data(key).tobytes().hex()
+    content = None if game_id is not None else content_parts(utility)  # before its first call: it may fill a cache
     choice = _chosen(utility, sampler, semivalue, num_players, batch_size, resume_from, stream, game_id, names)
     sampler, batch_size = choice.sampler, choice.batch_size
     plan = _planned(choice, num_players, semivalue, stop, resume_from is not None)
-    game = _fingerprint(utility, num_players, game_id, names, choice.probe_values)
+    game = _fingerprint(utility, num_players, game_id, names, content, choice.probe_values)
     state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control)
     _check_same_groups(state, plan, batch_size)
     _check_same_game(state, game)
     _check_estimated_alike(state, independent_estimates)
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
-    bar = tqdm(
-        disable=not shown(progress_bar), desc=f"{semivalue.name} by {sampler.name} sampling", unit=" evaluations"
-    )
+    method = f"{semivalue.name} by {sampler.name} sampling"
+    bar = tqdm(disable=not shown(progress_bar), desc=method, unit=" evaluations")
     while progress is None or not (stop.holds(progress) and state.every_group_drawn):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
@@ -191,7 +192,6 @@ def semivalue(
         progress = _progress(state, started, stop.history)
         bar.update(plan.num_masks)
     bar.close()
-    method = f"{semivalue.name} by {sampler.name} sampling"
     method += "" if control is None else f", {control.name} as a control variate"
     return _sampled_result(
         method, names, state, progress, stop, {"batches": batch, "batch_size": batch_size, "sampler": choice.why}
@@ -407,15 +407,16 @@ def _planned(choice: SamplerChoice, num_players: int, semivalue: Semivalue, stop
     return plan
 
 
-def _fingerprint(utility, num_players: int, game_id: str | None, names: list[str], probe_values=None) -> dict:
-    """The game's fingerprint (`bayesval.games.fingerprint`): the caller's game_id, else the utility's name and its
-    values on the probe coalitions (`probe_values` where the sampler's choice valued them already)."""
+def _fingerprint(utility, num_players: int, game_id: str | None, names: list[str], content, probe_values=None) -> dict:
+    """The game's fingerprint (`bayesval.games.fingerprint`): the caller's game_id, else the utility's name, its
+    values on the probe coalitions (`probe_values` where the sampler's choice valued them already) and its
+    `content` (read before the utility's first call)."""
     if game_id is not None:
         return fingerprint(game_id, "", None)
     if probe_values is None:
         masks = jnp.asarray(probe_masks(num_players))
         probe_values = checked_values(evaluated(utility, probe_key(), masks, num_players), masks, names)
-    return fingerprint(None, utility_name(utility), np.asarray(probe_values))
+    return fingerprint(None, utility_name(utility), np.asarray(probe_values), content)
 
 
 def _chosen(utility, sampler, semivalue, num_players, batch_size, resume_from, stream, game_id, names):
@@ -452,11 +453,12 @@ def _check_same_game(state: SemivalueState | None, game: dict) -> None:
                 stacklevel=user_stacklevel(),
             )
         state.game = game
-    elif not same_game(state.game, game):
+    elif (difference := game_difference(state.game, game, ("it sampled", "this run"))) is not None:
         raise ValueError(
-            f"resume_from is a result of a different game: it sampled {describe_game(state.game)}, this run "
-            f"{describe_game(game)}; resume with the utility it sampled (or, for a utility that is not a pure "
-            "function of (key, masks), pass the same game_id= to both runs)"
+            f"resume_from is a result of a different game: {difference}; resume with the utility it sampled (or, "
+            "for a utility that is not a pure function of (key, masks), pass the same game_id= to both runs; an "
+            "attribute a utility changes as it runs, such as a cache, is not read where its name starts with an "
+            "underscore)"
         )
     elif renamed(state.game, game):
         warnings.warn(

@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from bayesval import progress
+from bayesval.digests import SIMPLE, array_digest, content_digest, is_array_tree, stable_repr
 from bayesval.divergence import EXTRA_NEIGHBOURS, MIXTURE_GAP
 from bayesval.games.shapley import mask_codes
 from bayesval.inference.batching import same_in_every_process
@@ -175,84 +176,28 @@ UNFINGERPRINTED = (
 )
 
 
-SIMPLE = (int, float, str, bool, type(None))  # model settings a fingerprint reads by their repr
-
-
 def model_content(model, settable: dict) -> list[tuple[str, bytes]]:
-    """What a model was built from beyond its simple settings, each as a digest, in name order: arrays and pytrees of
-    them (`LinearRegression`'s prior and data prior) by their leaves' dtype, shape and bytes; a function it was given
-    (a `NumPyroModel`'s model_fn) by its code, constants and closure (`_code_digest`), and then the model's other
-    settings too (a `NumPyroModel`'s parameters: the sites its draws are made of). Private attributes (derived
-    state) and methods of the model's own class are left out: the class, which the model's name names, defines them,
-    so a built-in model's fingerprint is the one its results were saved with. A global a given function reads is not
-    seen: two models whose functions differ only there need different names. Bytecode differs between Python
-    versions, so a result of a model given a function resumes under the Python it was saved with."""
+    """What a model was built from beyond its simple settings, each as a digest (`bayesval.digests.content_digest`),
+    in name order: arrays and pytrees of them (`LinearRegression`'s prior and data prior) by their leaves' dtype,
+    shape and bytes; a function it was given (a `NumPyroModel`'s model_fn) by its code, defaults and what it closes
+    over, and then the model's other settings too (a `NumPyroModel`'s parameters: the sites its draws are made of).
+    Private attributes (derived state) and methods of the model's own class are left out: the class, which the
+    model's name names, defines them, so a built-in model's fingerprint is the one its results were saved with. A
+    global a given function reads is not seen: two models whose functions differ only there need different names.
+    Bytecode differs between Python versions, so a result of a model given a function resumes under the Python it
+    was saved with."""
     content, others, given_function = [], [], False
     for name, value in sorted(settable.items()):
         if name.startswith("_") or isinstance(value, SIMPLE) or getattr(value, "__self__", None) is model:
             continue
         if callable(value):
-            content.append((name, _code_digest(value)))
+            content.append((name, content_digest(value)))
             given_function = True
-        elif all(isinstance(leaf, (np.ndarray, jax.Array, np.generic, int, float)) for leaf in _leaves(value)):
-            content.append((name, _array_digest(value)))
+        elif is_array_tree(value):
+            content.append((name, array_digest(value)))
         else:
-            others.append((name, _stable_repr(value)))
+            others.append((name, stable_repr(value)))
     return sorted(content + (others if given_function else []))
-
-
-def _stable_repr(value) -> bytes:
-    """A value's repr where it names no memory address (which differs between processes), else its class."""
-    shown = repr(value)
-    return (type(value).__qualname__ if " at 0x" in shown else shown).encode()
-
-
-def _leaves(value) -> list:
-    return jax.tree_util.tree_leaves(value)
-
-
-def _array_digest(value) -> bytes:
-    digest = hashlib.sha256()
-    for leaf in _leaves(value):
-        array = np.asarray(leaf)
-        digest.update(repr((array.dtype.str, array.shape)).encode() + np.ascontiguousarray(array).tobytes())
-    return digest.digest()
-
-
-def _code_digest(function) -> bytes:
-    """A function's code (bytecode, names, constants, nested code) with what it closes over and, for a
-    `functools.partial`, its arguments; a callable object without code by its class."""
-    digest = hashlib.sha256()
-    if isinstance(function, partial):
-        digest.update(_code_digest(function.func) + repr((function.args, sorted(function.keywords.items()))).encode())
-        return digest.digest()
-    code = getattr(getattr(function, "__func__", function), "__code__", None)
-    if code is None:
-        digest.update(f"{type(function).__module__}.{type(function).__qualname__}".encode())
-        return digest.digest()
-    digest.update(_code_object_digest(code))
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if isinstance(value, SIMPLE):
-            digest.update(repr(value).encode())
-        elif callable(value):
-            digest.update(_code_digest(value))
-        elif all(isinstance(leaf, (np.ndarray, jax.Array, np.generic, int, float)) for leaf in _leaves(value)):
-            digest.update(_array_digest(value))
-        else:
-            digest.update(type(value).__qualname__.encode())
-    return digest.digest()
-
-
-def _code_object_digest(code) -> bytes:
-    digest = hashlib.sha256(code.co_code + repr(code.co_names).encode())
-    for constant in code.co_consts:
-        is_code = hasattr(constant, "co_code")
-        digest.update(_code_object_digest(constant) if is_code else repr(constant).encode())
-    return digest.digest()
 
 
 def game_fingerprint(game: SurpriseGame) -> str:

@@ -79,9 +79,11 @@ class SemivalueState(OldJsonMethods):
                           one, and in a state saved before it was recorded (version 4)
     noise                 the cached estimates of every coalition valued (`CoalitionNoise`), from which the utility's
                           error is estimated; None: it is the spread of the R per-estimate semivalues (none if R = 1)
-    game                  the game's fingerprint (`bayesval.games.semivalues.fingerprint`): {"id": the caller's
+    game                  the game's fingerprint (`bayesval.games.fingerprint.fingerprint`): {"id": the caller's
                           game_id} or {"utility": its qualified name, "probes": its values (R, P) on fixed probe
-                          coalitions}; None in a state saved before fingerprints (its game cannot be checked)
+                          coalitions, "content": what it is made of, part by part (`bayesval.digests.content_parts`;
+                          absent in a state saved before it was kept)}; None in a state saved before fingerprints (its
+                          game cannot be checked)
     """
 
     semivalue: str
@@ -249,8 +251,9 @@ class SemivalueState(OldJsonMethods):
         for label, a, b in zip(labels, mine, theirs):
             if a != b:
                 return f"{label} {a!r} != {b!r}"
-        if not same_game(self.game, other.game):
-            return f"game {describe_game(self.game)} != {describe_game(other.game)}"
+        game = game_difference(self.game, other.game)
+        if game is not None:
+            return f"game {game}"
         if not np.array_equal(self.coefficients, other.coefficients):  # semivalue sampling's bins follow the batch size
             return f"groups of coalition sizes (coefficients {self.coefficients} != {other.coefficients})"
         if not same_control(self.control_table, other.control_table) or not same_control(
@@ -361,16 +364,38 @@ class SemivalueState(OldJsonMethods):
         return cls(**meta, **rest, noise=noise)
 
 
-def same_game(game: dict | None, other: dict | None) -> bool:
-    """Whether two fingerprints (`SemivalueState.game`) may be of the same game: equal game_ids, or the same probe
-    values (to a relative 1e-6: the same utility on another machine may round otherwise); True where either is
-    unknown (a state saved before fingerprints). The utility's name is not compared here (`renamed`)."""
+def game_difference(game: dict | None, other: dict | None, labels: tuple[str, str] | None = None) -> str | None:
+    """None where two fingerprints (`SemivalueState.game`) may be of the same game, else how they differ, in words
+    ("A != B", or "<labels[0]> A, <labels[1]> B"): their game_ids; their probe values (compared to a relative 1e-6:
+    the same utility on another machine may round otherwise); or, for utilities of one name, what they are made of
+    (`content_differences`). None where either is unknown (a state saved before fingerprints). Another name alone is
+    no difference (`renamed`)."""
     if game is None or other is None:
-        return True
+        return None
+    first, second = ("", " !=") if labels is None else (f"{labels[0]} ", f", {labels[1]}")
     if game.get("id") is not None or other.get("id") is not None:
-        return game.get("id") == other.get("id")
+        same = game.get("id") == other.get("id")
+        return None if same else f"{first}{describe_game(game)}{second} {describe_game(other)}"
     mine, theirs = np.asarray(game["probes"], np.float64), np.asarray(other["probes"], np.float64)
-    return mine.shape == theirs.shape and bool(np.allclose(mine, theirs, rtol=1e-6, atol=1e-12))
+    if mine.shape != theirs.shape or not np.allclose(mine, theirs, rtol=1e-6, atol=1e-12):
+        return f"{first}{describe_game(game)}{second} {describe_game(other)}"
+    differing = content_differences(game, other)
+    if differing:
+        return (
+            f"{first}{game['utility']}{second} one of that name made of other contents (its {', '.join(differing)} "
+            "differ), though they agree on the probe coalitions"
+        )
+    return None
+
+
+def content_differences(game: dict, other: dict) -> list[str]:
+    """The parts (`bayesval.digests.content_parts`: 'attribute costs', 'closure data', 'code', ...) that differ
+    between two fingerprints of a utility of one name; none where the names differ or either was saved without
+    its contents (before they were kept, 2026-12-01)."""
+    mine, theirs = game.get("content"), other.get("content")
+    if mine is None or theirs is None or game.get("utility") != other.get("utility"):
+        return []
+    return sorted(part for part in set(mine) | set(theirs) if mine.get(part) != theirs.get(part))
 
 
 def renamed(game: dict | None, other: dict | None) -> bool:
