@@ -541,3 +541,14 @@ def test_a_valuation_given_a_tolerance_adds_repeats_by_the_chains_from_the_rows_
     assert np.array_equal(again.values, result.values) and np.array_equal(again.stderr, result.stderr)
     with pytest.raises(ValueError, match="tolerance on an enumerated game .* surprise='importance'"):
         bv.valuate(MODEL, releases, config=TINY, tolerance=0.01, surprise="importance")
+
+
+def test_k_is_checked_against_the_fewest_draws_a_repeat_may_keep(releases):
+    """A sampled game's repeats keep `sampled_chains` chains and a warm start `warm_samples` draws a chain: k must
+    stay below those too, refused before anything is sampled, naming the draws that run."""
+    with pytest.raises(ValueError, match="k=15 neighbours need more than k posterior draws per repeat; .* gives 10$"):
+        valuation.party_settings(MODEL, config=TINY.with_(warm_samples=5), k=15)
+    sampled = TINY.with_(sampled_chains=1)
+    assert valuation.party_settings(MODEL, config=sampled, k=25).k == 25
+    with pytest.raises(ValueError, match=r"gives 20 where its 3 parties' game is sampled \(sampled_chains\)"):
+        bv.valuate(MODEL, releases, key=3, config=sampled, k=25, exact_up_to=2)

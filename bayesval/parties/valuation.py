@@ -209,12 +209,7 @@ def party_settings(
     signature; errors name the argument."""
     key = check_key("key", 0 if key is None else key)
     config = sampler_config(model, config, progress_bar)
-    k = check_int("k", DEFAULT_K if k is None else k, minimum=1)
-    if k >= config.draws_per_repeat:
-        raise ValueError(
-            f"k={k} neighbours need more than k posterior draws per repeat; the sampler config gives "
-            f"{config.draws_per_repeat}"
-        )
+    k = check_neighbours(check_int("k", DEFAULT_K if k is None else k, minimum=1), config)
     exact_up_to = check_int("exact_up_to", DEFAULT_EXACT_UP_TO if exact_up_to is None else exact_up_to, minimum=1)
     exact_tolerance = None if tolerance is None else check_positive("tolerance", tolerance)
     tolerance = DEFAULT_TOLERANCE if tolerance is None else exact_tolerance
@@ -246,6 +241,17 @@ def party_settings(
     )
 
 
+def check_neighbours(k: int, config: SamplerConfig, game: str = "") -> int:
+    """k, where a repeat of every coalition posterior keeps more than k draws under `config`, chains started cold or
+    warm (`warm_samples` draws a chain); else a ValueError naming the fewest (`game` says whose budget it is)."""
+    fewest = min(config.for_start(warm).draws_per_repeat for warm in (False, True))
+    if k >= fewest:
+        raise ValueError(
+            f"k={k} neighbours need more than k posterior draws per repeat; the sampler config gives {fewest}{game}"
+        )
+    return k
+
+
 def sampler_config(model, config, progress_bar: bool | None) -> SamplerConfig:
     """A `SamplerConfig`, or a preset name of the model's sampler ('fast', the default, or 'paper'), with the
     progress bar as asked (None: as the config says)."""
@@ -270,6 +276,9 @@ def check_valuation(model, parties, settings: PartyValuationSettings, resume_fro
         prior_density(caps, model.name, placeholder, settings.kl)
         conjugate_prior(caps, model.name, placeholder, settings.kl)
     batch_rows(model, placeholder, settings.config, 1, settings.kl, caps=caps)  # memory_limit_mb fits one posterior
+    if not settings.enumerates(len(names)):
+        sampled = settings.for_parties(len(names)).config
+        check_neighbours(settings.k, sampled, f" where its {len(names)} parties' game is sampled (sampled_chains)")
     if settings.exact_tolerance is not None and settings.enumerates(len(names)) and settings.surprise == "importance":
         raise ValueError(
             f"tolerance on an enumerated game ({len(names)} parties, exact_up_to={settings.exact_up_to}) adds "
