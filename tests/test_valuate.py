@@ -317,3 +317,18 @@ def test_every_public_subpackage_is_reachable_from_a_fresh_import():
     code += "bv.games.semivalue.__name__, sorted(set(bv.__all__) - set(dir(bv))))"
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.split() == ["TKNNShapley", "LinearRegression", "semivalue", "[]"]
+
+
+def test_a_sampled_game_that_valued_every_coalition_is_judged_by_the_repeats_it_reports(syn):
+    """Its values are the exact Shapley values of every coalition's estimates, whose standard errors are the spread
+    of 2 repeats (1 degree of freedom): never trusted, whatever the permutations' own verdicts (the first batch
+    of permutations, which valued all 15 coalitions, met a tolerance of 10 nats from their own draws)."""
+    parties = _split_syn(syn, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = bv.valuate(bv.models.LinearRegression(), parties, config=SAMPLED_BUDGET, exact_up_to=3, tolerance=10)
+    assert result.method.endswith("(all coalitions sampled in 32 permutations)"), result.method
+    assert not result.converged.any()
+    indices = result.diagnostics["indices"]
+    assert indices["dof"] == [1] * 4
+    assert all("the spread of 2 repeats (1 degree of freedom" in verdict for verdict in indices["verdict"])

@@ -567,13 +567,16 @@ PER_REPEAT = "the spread of the Shapley values of each repeat alone"  # exact va
 
 
 class ShapleyValues(NamedTuple):
-    """The parties' Shapley values with standard errors, how they were found, and the permutation run if any."""
+    """The parties' Shapley values with standard errors, how they were found, the permutation run if any, and each
+    value's verdict where one was sampled for (None for an enumerated game)."""
 
     values: np.ndarray
     stderr: np.ndarray
     method: str
     sampled: ValuationResult | None
     utility_error: str = PER_REPEAT  # how the standard errors hold the coalitions' own error
+    converged: np.ndarray | None = None
+    judged_by_repeats: dict | None = None  # a sampled game's that valued every coalition: its "dof" and "verdict"
 
 
 def shapley_values(
@@ -598,7 +601,7 @@ def shapley_values(
     `CoalitionGame`: the coalition surprise, or a replayed table of coalition values."""
     n = len(names)
     if settings.enumerates(n):
-        return ShapleyValues(*_exact_shapley(game, n, settings), "exact Shapley", None)
+        return ShapleyValues(*_exact_shapley(game, n, settings)[:2], "exact Shapley", None)
     resumed = resume_from.state if resume_from is not None and resume_from.state is not None else None
     sampler, batch_size = permutation_sampler(n, None if resumed is None else resumed.sampler, game.vectorised)
     if surrogate_key is None:  # a stream apart from the batches' fold_in(key, batch)
@@ -622,10 +625,14 @@ def shapley_values(
     count = sampled.state.batch_draws
     spent = f"{count} permutations" + (f" and {count * sampler.prefixes} prefixes" if sampler.prefixes else "")
     if game.num_sampled == 2**n - 1:
+        values, stderr, repeats = _exact_shapley(game, n, settings)
+        converged, verdicts = _judged_by_repeats(stderr, repeats, settings.tolerance)
+        judged = {"dof": [repeats - 1] * n, "verdict": verdicts}
         method = f"exact Shapley (all coalitions sampled in {spent})"
-        return ShapleyValues(*_exact_shapley(game, n, settings), method, sampled)
+        return ShapleyValues(values, stderr, method, sampled, converged=converged, judged_by_repeats=judged)
     method = f"permutation Shapley ({spent}{_against(control)})"
-    return ShapleyValues(sampled.values, sampled.stderr, method, sampled, sampled.diagnostics["utility_error"])
+    utility_error = sampled.diagnostics["utility_error"]
+    return ShapleyValues(sampled.values, sampled.stderr, method, sampled, utility_error, sampled.converged)
 
 
 def _against(control: ControlVariate | EstimatedControl | None) -> str:
@@ -739,10 +746,31 @@ def _warn_no_control(asked: bool, reason: str) -> None:
     )
 
 
-def _exact_shapley(game: CoalitionGame, n: int, settings: PartyValuationSettings) -> tuple[np.ndarray, np.ndarray]:
-    """Shapley values per repeat from every coalition's estimates: their mean and standard error, with repeats
-    added until they meet `settings.exact_tolerance` where one was asked of an enumerated game
-    (`repeats_to_tolerance`; a sampled game that sampled every coalition stops as it is)."""
+def _judged_by_repeats(stderr: np.ndarray, repeats: int, tolerance: float) -> tuple[np.ndarray, list[str]]:
+    """The verdicts of exact Shapley values from `repeats` repeats of every coalition, as the values they judge are
+    (a sampled game that valued every coalition reports these, not its permutations'): converged where the standard
+    error meets the tolerance from at least TRUSTED_DOF degrees of freedom (repeats - 1: the game layer's trust)."""
+    converged = (stderr <= tolerance) & (repeats - 1 >= TRUSTED_DOF)
+    words = []
+    for error, done in zip(stderr, converged):
+        if done:
+            words.append("converged")
+        elif repeats - 1 < TRUSTED_DOF:
+            words.append(
+                f"not converged: every coalition was valued, and the standard error is the spread of {repeats} "
+                f"repeats ({repeats - 1} degree{'' if repeats == 2 else 's'} of freedom, fewer than {TRUSTED_DOF:g}), "
+                "a rough guess; exact_up_to= at least the number of parties with tolerance= adds repeats until it holds"
+            )
+        else:
+            words.append(f"not converged: the standard error {error:.3g} is above the tolerance {tolerance:g}")
+    return converged, words
+
+
+def _exact_shapley(game: CoalitionGame, n: int, settings: PartyValuationSettings) -> tuple[np.ndarray, np.ndarray, int]:
+    """Shapley values per repeat from every coalition's estimates: their mean, standard error and number of repeats,
+    with repeats added until they meet `settings.exact_tolerance` where one was asked of an enumerated game
+    (`repeats_to_tolerance`; a sampled game that sampled every coalition stops as it is, its verdicts from its
+    repeats)."""
     pending = [code.bit_count() for code in range(1, 2**n) if code not in game.values]  # their sizes
     repeats = settings.config.num_repeats
     label = f"valuation: posteriors p(theta | o_C) of {len(pending)} coalitions x {repeats} repeats"
@@ -751,7 +779,7 @@ def _exact_shapley(game: CoalitionGame, n: int, settings: PartyValuationSettings
         per = exact_shapley_per_repeat(game(masks))
     if settings.exact_tolerance is not None and settings.enumerates(n):  # not a sampled game's every coalition
         per = repeats_to_tolerance(game, masks, per, settings.exact_tolerance, repeats)
-    return per_repeat(per)
+    return *per_repeat(per), len(per)
 
 
 def repeats_to_tolerance(game: CoalitionGame, masks: np.ndarray, per: np.ndarray, tolerance: float, step: int):
@@ -891,7 +919,7 @@ def assemble_result(
     sampled = shapley.sampled
     if sampled is not None:  # how the standard errors hold the coalitions' own error, and each party's verdict
         settings["utility_error"] = shapley.utility_error
-        settings["indices"] = sampled.diagnostics["indices"]
+        settings["indices"] = sampled.diagnostics["indices"] | (shapley.judged_by_repeats or {})
     return ValuationResult(
         method=f"{model.name}, Bayesian surprise, {shapley.method}",
         values=shapley.values,
@@ -903,7 +931,7 @@ def assemble_result(
         privacy=releases.privacy,
         diagnostics=surprise.diagnostics | settings | {"releases": releases.provenance},
         counts=None if sampled is None else sampled.counts,
-        converged=None if sampled is None else sampled.converged,
+        converged=shapley.converged,
         state=None if sampled is None else sampled.state,
         draws=None if surprise.draws is None else np.stack([surprise.draws[c] for c in codes]),
         parameter_names=_parameter_names(model, parties),
