@@ -8,8 +8,9 @@ What is read:
 * a function by its code (bytecode, the names it uses, its constants and nested code; a set constant in sorted order,
   since a set's order changes with the process's hash seed), its defaults and what it closes over; a
   `functools.partial` by its function and arguments; a wrapper (`jax.jit`, `functools.wraps`) by what it wraps;
-* an object by its class and its public attributes (a bound method by its object and its method's name); a tuple or
-  a frozenset by its items, a string or a number by its value, a module or a class by its name.
+* an array-like object of one numeric type (a pandas table, a tensor) as an array; any other object by its class and
+  its public attributes (a bound method by its object and its method's name); a tuple or a frozenset by its items, a
+  string or a number by its value, a module or a class by its name.
 
 What is not read, and why:
 * an object's private attributes and a function's closure variables whose names start with an underscore, and what
@@ -145,6 +146,9 @@ class _Reader:
             return {"value": _hashed(b"set", *sorted(self.digest(item, depth) for item in value))}
         if isinstance(value, np.ndarray):  # of objects
             return {"value": _hashed(b"objects", repr(value.shape).encode(), self.digest(value.tolist(), depth))}
+        array = _as_array(value)
+        if array is not None:  # a table or a tensor of one numeric type
+            return {"value": array_digest(array)}
         return self._attribute_parts(value, depth)
 
     def _function_parts(self, function: types.FunctionType, depth: int) -> dict[str, bytes]:
@@ -174,6 +178,18 @@ class _Reader:
             and not isinstance(attribute, NUMBERS)
             and not isinstance(getattr(type(value), name, None), functools.cached_property)
         }
+
+
+def _as_array(value) -> np.ndarray | None:
+    """An array-like object (a pandas table, a tensor: anything with `__array__`) as a NumPy array of numbers, or
+    None where it is not one, or holds objects (a table of mixed types: read by its attributes)."""
+    if not hasattr(value, "__array__"):
+        return None
+    try:
+        array = np.asarray(value)
+    except Exception:  # an array-like that will not convert
+        return None
+    return None if array.dtype == object else array
 
 
 def _attributes(value) -> dict:

@@ -11,6 +11,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 
 from bayesval.digests import array_digest, content_digest, content_parts
@@ -120,6 +121,8 @@ def test_state_a_utility_keeps_as_it_runs_is_not_read():
 
     utility = Counted(np.arange(4.0))
     before = content_parts(utility)
+    table = pd.DataFrame({"x": np.arange(4.0), "y": np.ones(4)})
+    assert content_parts(Counted(table)) != content_parts(Counted(table.assign(y=np.arange(4.0))))
     utility(None, np.ones((2, 4), bool))
     assert content_parts(utility) == before
     assert content_parts(Counted(np.arange(4.0) + 1)) != before

@@ -209,6 +209,19 @@ def test_a_release_signed_with_another_key_is_refused_naming_both_keys(consortiu
         bv.PerturbedStatistic.load(files["q"], verify_with=keyring_dir(consortium))
 
 
+def test_a_key_written_in_another_base64_of_the_same_bytes_verifies(consortium, files, tmp_path):
+    """Base64 leaves a 32-byte key's last two bits free: a keyring line that sets them names the same key, and the
+    release verifies (it was refused as signed with another key, naming the same fingerprint twice)."""
+    import base64
+
+    line = (keyring_dir(consortium) / "p.pub").read_text().split()
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    other = line[1][:-2] + alphabet[alphabet.index(line[1][-2]) ^ 1] + "="
+    assert other != line[1] and base64.b64decode(other) == base64.b64decode(line[1])
+    (tmp_path / "p.pub").write_text(f"{line[0]} {other} {line[2]}\n")
+    assert bv.PerturbedStatistic.load(files["p"], verify_with=tmp_path).source_file.status == "verified"
+
+
 def test_an_unsigned_file_is_refused_when_verifying(consortium, files):
     with pytest.raises(
         ValueError, match=rf"release file {at(files['r'])}: it is unsigned, but the keyring holds r's key"

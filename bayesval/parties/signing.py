@@ -274,7 +274,7 @@ class Keyring:
                 f"it is unsigned, but the keyring holds {owner}'s key: verifying asks every release to be signed by "
                 "its party (`bayesval release --sign KEY`, `save(path, signing_key=KEY)`)"
             )
-        if signature.public_key != expected:
+        if base64.b64decode(signature.public_key) != base64.b64decode(expected):  # the key, however it is written
             raise ValueError(
                 f"it is signed with key {signature.fingerprint}, which is not {owner}'s key "
                 f"({fingerprint(base64.b64decode(expected))}, {self.sources[owner]}): a release copied under "
