@@ -112,12 +112,16 @@ class _Reader:
             return _hashed(b"mutable", _class_name(value))
         if is_array_tree(value):
             return array_digest(value)
-        parts = self.parts(value, depth)
+        parts = self._object_parts(value, depth)
         return _hashed(*(name.encode() + digest for name, digest in sorted(parts.items())))
 
     def parts(self, value, depth: int) -> dict[str, bytes]:
         if isinstance(value, SIMPLE + MUTABLE) or is_array_tree(value):
             return {"value": self.digest(value, depth)}
+        return self._object_parts(value, depth)
+
+    def _object_parts(self, value, depth: int) -> dict[str, bytes]:
+        """The parts of a value that is neither simple, mutable nor an array tree (a cycle: its class's name)."""
         if id(value) in self.path:
             return {"value": _hashed(b"cycle", _class_name(value))}
         self.path.add(id(value))
