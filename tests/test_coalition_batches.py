@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 
 import jax
 import numpy as np
@@ -87,6 +88,9 @@ def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exact
     assert indices["draws"] == whole.counts.tolist() and len(indices["dof"]) == num_parties
     assert [verdict in ("exact", "converged") for verdict in indices["verdict"]] == whole.converged.tolist()
 
+    games = []  # the game the first run values (`CoalitionSurprise.game`)
+    real_game = party_valuation.coalition_game
+    monkeypatch.setattr(party_valuation, "coalition_game", lambda *a: games.append(real_game(*a)) or games[-1])
     first = _valuate(releases, stop=one_batch, **options)
     np.testing.assert_array_equal(first.counts, batch + 4)
     loaded = bv.ValuationResult.load(first.save(tmp_path / "first"))
@@ -99,6 +103,28 @@ def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exact
     sampled_first, sampled_resumed = first.diagnostics["coalitions"], resumed.diagnostics["coalitions"]
     assert sampled_resumed[: len(sampled_first)] == sampled_first  # taken over, and not sampled again:
     assert len(sampled_resumed) == len(whole.diagnostics["coalitions"])  # no coalition twice
+
+    # a run that ran out of memory resumes under a lower limit (this one packs the same calls), and a result saved
+    # while the fingerprint held the limit (before 2026-12-02) resumes too, taking today's fingerprint
+    lower = options | dict(config=TINY.with_(memory_limit_mb=1.0))
+    np.testing.assert_array_equal(
+        _valuate(releases, stop=two_batches, resume_from=loaded, **lower).values, whole.values
+    )
+    saved_limit = loaded.diagnostics["sampler"]["memory_limit_mb"]
+    old = party_surprise.game_fingerprint(games[0].game, saved_memory_limit_mb=saved_limit)
+    estimates, state = loaded.coalition_estimates, loaded.state
+    saved_before = replace(
+        loaded,
+        coalition_estimates=replace(estimates, game=old),
+        state=replace(state, game=state.game | {"id": f"party game {old}"}),
+    )
+    from_before = _valuate(releases, stop=two_batches, resume_from=saved_before, **options)
+    np.testing.assert_array_equal(from_before.values, whole.values)
+    assert from_before.coalition_estimates.game == estimates.game != old
+    assert from_before.state.game["id"] == state.game["id"]
+    other_limit = replace(saved_before, diagnostics=saved_before.diagnostics | {"sampler": {"memory_limit_mb": 64.0}})
+    with pytest.raises(ValueError, match="resume_from is a result of a different game"):
+        _valuate(releases, stop=two_batches, resume_from=other_limit, **options)
 
     with pytest.raises(ValueError, match="resume_from is a result of a different game"):
         _valuate(releases, **options | dict(config=TINY.with_(num_samples=40)), stop=two_batches, resume_from=loaded)

@@ -146,7 +146,7 @@ def test_two_processes_split_one_valuation_and_both_return_the_values_of_one(two
         # standard errors, whose few repeats' spread keeps fewer correct digits
         np.testing.assert_allclose(first[name], getattr(single, name), rtol=rtol, atol=0)
     assert first["sampled"] == single.diagnostics["coalitions"]
-    assert "processes [1] have another game, reruns or key than process 0" in first["other_key"]
+    assert "processes [1] have another game, reruns, memory limit or key than process 0" in first["other_key"]
     assert first["other_key"] == second["other_key"]
 
 

@@ -308,10 +308,16 @@ def test_a_nuts_models_game_fingerprint_is_the_one_results_saved_before_the_rede
     ]
     data = NoiseAwareData(np.stack(perturbed), np.array([20.0, 20, 20]), np.array([1.0, 1, 1]))
     config = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, thinning=1, num_repeats=2)
-    fingerprint = game_fingerprint(SurpriseGame(model, data, config, 4, "prior-density"))
+    game = SurpriseGame(model, data, config, 4, "prior-density")
+    # hashed with the memory limit then, as every result saved before 2026-12-02 was (`game_fingerprint`)
+    fingerprint = game_fingerprint(game, saved_memory_limit_mb=config.memory_limit_mb)
     assert fingerprint == "afeae7766a64df29563fd699ceb84240d020a413b6363af415a087b05a21302a"
     tighter = bv.models.LogisticRegression(target_accept_prob=0.9)
-    assert game_fingerprint(SurpriseGame(tighter, data, config, 4, "prior-density")) != fingerprint
+    assert game_fingerprint(SurpriseGame(tighter, data, config, 4, "prior-density"), 2048.0) != fingerprint
+    # today's leaves the limit out: another limit is the same game, and the saved fingerprint is not today's
+    lower = SurpriseGame(model, data, config.with_(memory_limit_mb=64.0), 4, "prior-density")
+    assert game_fingerprint(lower) == game_fingerprint(game) != fingerprint
+    assert game_fingerprint(lower, saved_memory_limit_mb=64.0) != fingerprint
 
 
 def _two_models_fingerprints(first, second, width: int = 9) -> tuple[str, str]:

@@ -163,8 +163,10 @@ def budget_that_runs(caps: Capabilities, data, config: SamplerConfig) -> Sampler
     return config.for_start(getattr(config.overriding(caps.kernel_settings(data)), "warm_start", False) is True)
 
 
-# sampler settings two runs of one game may differ in (a NUTS start changes how chains reach the posterior, not which)
+# sampler settings two runs of one game may differ in (a NUTS start changes how chains reach the posterior, not which;
+# the memory limit, how a game's rows are packed into calls, and each row's keys come from its coalition and repeat)
 UNFINGERPRINTED = (
+    "memory_limit_mb",
     "progress_bar",
     "reruns",
     "sampled_repeats",
@@ -200,7 +202,7 @@ def model_content(model, settable: dict) -> list[tuple[str, bytes]]:
     return sorted(content + (others if given_function else []))
 
 
-def game_fingerprint(game: SurpriseGame) -> str:
+def game_fingerprint(game: SurpriseGame, saved_memory_limit_mb: float | None = None) -> str:
     """What makes two valuations the same game, hashed (hex SHA-256): the model's name and simple settings, what it was
     built from beyond them (`model_content`: its priors, a function it was given), every sampler setting but the
     progress bar and the reruns, k, the KL estimator and the released statistics. Not the key, nor the reruns: estimates
@@ -208,8 +210,14 @@ def game_fingerprint(game: SurpriseGame) -> str:
     another key or another number of reruns. Nor `sampled_repeats` or `sampled_chains`: the repeats and chains the game
     ran are its num_repeats and num_chains (`SamplerConfig.for_sampled_game`). Nor a NUTS model's `warm_start`: where
     its chains start changes how they mix, not the posterior. The importance route is part of it (its estimates are not
-    the chains'), and today's route adds nothing, so games valued before the route hash alike."""
-    settings = {name: value for name, value in vars(game.config).items() if name not in UNFINGERPRINTED}
+    the chains'), and today's route adds nothing, so games valued before the route hash alike. Nor the memory limit,
+    since 2026-12-02 (a run that ran out of memory resumes with a lower one): a result saved before hashed it too, and
+    `saved_memory_limit_mb` gives the fingerprint it was saved with (the limit in its `diagnostics["sampler"]`)."""
+    settings = {
+        name: saved_memory_limit_mb if name == "memory_limit_mb" else value
+        for name, value in vars(game.config).items()
+        if name not in UNFINGERPRINTED or (name == "memory_limit_mb" and saved_memory_limit_mb is not None)
+    }
     settings |= kernel_settings_that_run(capabilities(game.model), game.data, game.config)
     settable = {name: value for name, value in vars(game.model).items() if name not in KERNEL_FIELDS + UNFINGERPRINTED}
     model_settings = {name: value for name, value in settable.items() if isinstance(value, SIMPLE)}
@@ -427,7 +435,7 @@ class CoalitionSurprise:
         self.draws, self.pooled_draws = self.filed.draws, self.filed.pooled_draws
         self.vectorised = self.importance is None  # by the chains' vectorised calls, not rows one after another
         if jax.process_count() > 1:  # the processes that split one valuation value one game with one key
-            one_game_in_every_process(self.fingerprint, config.reruns, key)
+            one_game_in_every_process(self.fingerprint, config, key)
 
     @property
     def game(self) -> SurpriseGame:
@@ -584,12 +592,13 @@ def kl_estimator_name(log_density, conjugate) -> str:
     return "two-sample" if log_density is None else "prior-density"
 
 
-def one_game_in_every_process(fingerprint: str, reruns: int, key: jax.Array) -> None:
-    """The processes that split one valuation value one game, with one key and the same reruns (a process that
-    reruns a coalition meets the others in its sampler calls): refused otherwise (`same_in_every_process`)."""
+def one_game_in_every_process(fingerprint: str, config: SamplerConfig, key: jax.Array) -> None:
+    """The processes that split one valuation value one game, with one key, the same reruns (a process that reruns a
+    coalition meets the others in its sampler calls) and the same memory limit (which packs the rows into those
+    calls): refused otherwise (`same_in_every_process`)."""
     key_data = np.asarray(jax.random.key_data(key)).tobytes()
-    game = f"{fingerprint}; reruns {reruns}".encode()
-    same_in_every_process("game, reruns or key", hashlib.sha256(game + key_data).digest())
+    game = f"{fingerprint}; reruns {config.reruns}; memory {config.memory_limit_mb!r}".encode()
+    same_in_every_process("game, reruns, memory limit or key", hashlib.sha256(game + key_data).digest())
 
 
 def per_repeat(estimates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

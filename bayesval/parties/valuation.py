@@ -60,6 +60,7 @@ from bayesval.parties.surprise import (
     CoalitionSurprise,
     batch_rows,
     conjugate_prior,
+    game_fingerprint,
     kernel_settings_that_run,
     per_repeat,
     prior_density,
@@ -429,11 +430,10 @@ def _warn_about_releases(parties, provenance: dict[str, str]) -> None:
         )
 
 
-def coalition_game(model, releases: Releases, settings: PartyValuationSettings, key, resume_from) -> CoalitionSurprise:
-    """The coalitions' surprise, taking over the coalition estimates of `resume_from` (a result of the same game:
-    same model, releases, sampler settings, k and KL estimator, whatever its key)."""
+def coalition_game(model, releases: Releases, settings: PartyValuationSettings, key) -> CoalitionSurprise:
+    """The coalitions' surprise: nothing sampled yet (`resume_game` files an earlier valuation's)."""
     n = len(releases.statistics)
-    surprise = CoalitionSurprise(
+    return CoalitionSurprise(
         model,
         releases.data,
         settings.config,
@@ -446,16 +446,39 @@ def coalition_game(model, releases: Releases, settings: PartyValuationSettings, 
         surprise=settings.surprise,
         sampled=not settings.enumerates(n),
     )
-    if resume_from is not None:
-        if resume_from.coalition_estimates.game != surprise.fingerprint:
+
+
+def resume_game(surprise: CoalitionSurprise, resume_from: ValuationResult | None) -> ValuationResult | None:
+    """Take over the coalition estimates of `resume_from` (a result of the game `surprise` values: same model,
+    releases, sampler settings, k, KL estimator and route, whatever its key), and give it back fingerprinted as
+    this game is today, for the Shapley values' resume; refused, naming what differs, where it is of another game.
+    A result saved before the memory limit left the fingerprint (`game_fingerprint`) carries the fingerprint with
+    the limit it ran under: it is of this game where that fingerprint is this game's with the same limit, and its
+    coalition estimates and its permutations' state take today's."""
+    if resume_from is None:
+        return None
+    saved, today = resume_from.coalition_estimates.game, surprise.fingerprint
+    if saved != today:
+        limit = resume_from.diagnostics.get("sampler", {}).get("memory_limit_mb")
+        if limit is None or saved != game_fingerprint(surprise.game, limit):
             raise ValueError(
                 "resume_from is a result of a different game: its model, releases, parties, sampler settings, k, "
                 "KL estimator or route differ from this valuation's"
                 + _sampler_differences(resume_from.diagnostics, sampler_record(surprise))
                 + _route_difference(resume_from.diagnostics, surprise.game.route)
             )
-        surprise.restore(resume_from.coalition_estimates)
-    return surprise
+        state = resume_from.state
+        if state is not None and state.game is not None and state.game.get("id") == party_game_id(saved):
+            state = replace(state, game=state.game | {"id": party_game_id(today)})
+        estimates = replace(resume_from.coalition_estimates, game=today)
+        resume_from = replace(resume_from, coalition_estimates=estimates, state=state)
+    surprise.restore(resume_from.coalition_estimates)
+    return resume_from
+
+
+def party_game_id(fingerprint: str) -> str:
+    """The game layer's id of a party game (`semivalue(game_id=...)`) of this fingerprint (`game_fingerprint`)."""
+    return f"party game {fingerprint}"
 
 
 def _route_difference(diagnostics: dict, route: str) -> str:
@@ -620,7 +643,7 @@ def shapley_values(
         control=control,
         independent_estimates=independent_estimates(game, resumed),
         progress_bar=settings.config.progress_bar,
-        game_id=f"party game {game.fingerprint}",
+        game_id=party_game_id(game.fingerprint),
     )
     count = sampled.state.batch_draws
     spent = f"{count} permutations" + (f" and {count * sampler.prefixes} prefixes" if sampler.prefixes else "")
@@ -981,7 +1004,8 @@ def value_parties(
     settings = settings.for_parties(len(names))
     releases = release_parties(model, parties, ledger)
     key_values, key_permutations = jax.random.split(settings.key)
-    surprise = coalition_game(model, releases, settings, key_values, resume_from)
+    surprise = coalition_game(model, releases, settings, key_values)
+    resume_from = resume_game(surprise, resume_from)
     surrogates = model_surrogates(surprise)
     shapley = shapley_values(
         surprise, names, settings, key_permutations, resume_from, surrogates, control_key(settings.key)
