@@ -48,9 +48,10 @@ def test_a_single_party_is_its_own_laplace_fit_and_larger_coalitions_track_the_f
     fit = laplace_surprises(data, masks, PRIORS.model, PRIORS.data, STATISTIC)
     product = surprises(messages, masks)
     single = masks.sum(axis=1) == 1
-    alone = laplace_surprises(data, np.eye(3, dtype=bool), PRIORS.model, PRIORS.data, STATISTIC)
-    curvature = [jax.hessian(theta_prior_potential, argnums=1)(PRIORS.model, mode) for mode in alone.mode]
-    likelihood = np.linalg.eigvalsh(np.linalg.inv(np.asarray(alone.cov)) - np.asarray(curvature))
+    # each party's own fit, among the coalitions' (fitted one after another: as they would be alone, and one program)
+    alone_mode, alone_cov = np.asarray(fit.mode)[single], np.asarray(fit.cov)[single]
+    curvature = [jax.hessian(theta_prior_potential, argnums=1)(PRIORS.model, mode) for mode in alone_mode]
+    likelihood = np.linalg.eigvalsh(np.linalg.inv(alone_cov) - np.asarray(curvature))
     exact = (likelihood >= 0).all(axis=1)  # a quadratic kept as it is: the fit exactly; one projected: close
     assert exact.sum() >= 2
     np.testing.assert_allclose(product[single][exact], np.asarray(fit.surprise)[single][exact], rtol=1e-6)
