@@ -116,7 +116,7 @@ def test_nine_parties_by_permutation_compile_once_report_counts_and_resume_exact
     saved_before = replace(
         loaded,
         coalition_estimates=replace(estimates, game=old),
-        state=replace(state, game=state.game | {"id": f"party game {old}"}),
+        state=replace(state, game=state.game | {"id": party_valuation.party_game_id(old)}),
     )
     from_before = _valuate(releases, stop=two_batches, resume_from=saved_before, **options)
     np.testing.assert_array_equal(from_before.values, whole.values)
