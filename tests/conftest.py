@@ -17,8 +17,8 @@ os.environ.setdefault("BAYESVAL_DATA", os.path.join(os.path.dirname(__file__), "
 # the Syn examples after the first: 56 s, then 18 s). Entries are keyed by the whole computation, JAX version and
 # compiler options, so a stale one is never used. Every program is kept, however quick to compile: on a cold cache
 # XLA's compiling was 1,893 s of the suite's 3,315 s of in-process test time (2026-11-30, an Intel Xeon sandbox), and
-# `jax.clear_caches()` after each module (below) leaves the programs under a second (most of a module's programs) to
-# be compiled again by every module that meets them.
+# `jax.clear_caches()` (below, once a worker holds many programs) leaves the programs under a second (most of a
+# module's programs) to be compiled again by every module that meets them.
 os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "bayesval-tests-jax-cache")
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
@@ -51,14 +51,38 @@ def _isolated_noise_seeds():
         yield
 
 
-@pytest.fixture(scope="module", autouse=True)
+def _memory_maps() -> tuple[int, int] | None:
+    """(memory mappings this process holds, the system's limit on them), or None where /proc does not tell."""
+    try:
+        with open("/proc/self/maps") as maps, open("/proc/sys/vm/max_map_count") as limit:
+            return sum(1 for _ in maps), int(limit.read())
+    except (OSError, ValueError):
+        return None
+
+
+# The compiled programs are released before a module and before a test once the process holds this share of the limit
+# on memory mappings, so that what comes has the other half (~9 of the largest Gibbs programs, ~3,500 mappings each).
+MAPPINGS_KEPT = 1 / 2
+
+
 def _release_compiled_programs():
-    """Drop every compiled XLA program after each module. XLA's CPU backend maps each kernel of a compiled
-    program into its own memory pages (~3 mappings per kernel, ~1,200 per Gibbs program), and the process
-    limit (vm.max_map_count, 65,530) is reached after a few dozen distinct programs: the next compile then
-    crashes (segmentation fault). Modules share few shapes, so the cost is a few recompiles."""
+    """Drop every compiled XLA program once the process nears its limit on memory mappings. XLA's CPU backend maps
+    each kernel of a compiled program into its own memory pages (~3 mappings per kernel, ~1,200 to 3,500 per Gibbs
+    program), and at the process limit (vm.max_map_count, 65,530) the next compile crashes (segmentation fault).
+    Below it the programs stay, so a test that meets a program an earlier test of this worker compiled calls it
+    without tracing, lowering or loading it again. Where /proc does not tell, they are dropped after every test and
+    module.
+    Autouse fixtures come first within their scope, so a module's own fixtures run after the check."""
+    maps = _memory_maps()
+    if maps is not None and maps[0] > MAPPINGS_KEPT * maps[1]:
+        jax.clear_caches()
     yield
-    jax.clear_caches()
+    if maps is None:
+        jax.clear_caches()
+
+
+release_compiled_programs_per_module = pytest.fixture(scope="module", autouse=True)(_release_compiled_programs)
+release_compiled_programs_per_test = pytest.fixture(autouse=True)(_release_compiled_programs)
 
 
 isolated_noise_seeds_per_module = pytest.fixture(scope="module", autouse=True)(_isolated_noise_seeds)

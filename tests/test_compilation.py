@@ -29,6 +29,13 @@ from bayesval.parties import surprise as party_surprise
 from bayesval.statistics import Bounds
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_program_compiled_before():
+    """The tests here see which programs lower and where, so none starts in jit's cache from an earlier module of
+    this worker (tests/conftest.py keeps them between modules)."""
+    jax.clear_caches()
+
+
 @pytest.fixture
 def lowered(caplog):
     """(program name, thread name) of every program jit lowers while the test runs, in any thread (the setting,
