@@ -14,12 +14,14 @@ against a run that compiles them, both compiled ahead.
 
 syn: Syn's default setting (3 parties, epsilon = 0.2 / 0.1 / 0.2, fixed noise seeds), `LinearRegression` (Gibbs) at
 the fast preset. demo: the same valuation with the demo's rewards (tempering, rho = 0.2), `bayesval demo`'s work
-with fixed noise seeds. diab: Pima in 3 parties at epsilon = 0.5, `LogisticRegression` (NUTS) at the fast preset
-(reads pima_indians_diabetes.csv from $BAYESVAL_DATA). trace: no valuation, only the time to trace and lower the
-Gibbs sweep program of Syn's fast-preset valuation (7 coalitions x 3 repeats, 4 chains; not compiled), the part of
-a first call that JAX's compilation cache does not save. Prints each run's wall time (of `bv.valuate`, compilation
-included) and phi, then per case the median wall time of each path and their ratio. Compiled ahead or when called,
-the values must agree to the last bit: the programs are the same. Against a commit they agree as far as the
+with fixed noise seeds. short: Syn's setting at a short budget (`SHORT`: 2 chains, 100 warm-up and 400 kept sweeps,
+2 repeats; 14 rows x 2 chains x 500 sweeps x 3 party slots), a smoke test's or a tutorial's. diab: Pima in 3 parties
+at epsilon = 0.5, `LogisticRegression` (NUTS) at the fast preset (reads pima_indians_diabetes.csv from
+$BAYESVAL_DATA). trace: no valuation, only the time to trace and lower the Gibbs sweep program of Syn's fast-preset
+valuation (7 coalitions x 3 repeats, 4 chains; not compiled), the part of a first call that JAX's compilation cache
+does not save. Prints each run's wall time (of `bv.valuate`, compilation included) and CPU time (every thread of the
+process) and phi, then per case the median wall and CPU time of each path and their ratios. Compiled ahead or when
+called, the values must agree to the last bit: the programs are the same. Against a commit they agree as far as the
 changes between the two allow (the script says whether they are identical).
 """
 
@@ -38,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+SHORT = dict(num_chains=2, num_warmup=100, num_samples=400, thinning=1, num_repeats=2)
 
 
 def child(case: str, mode: str) -> None:
@@ -59,11 +62,13 @@ def child(case: str, mode: str) -> None:
     else:
         model, parties = bv.models.LinearRegression(), bench_valuation.syn_parties()
     options = {"rewards": "tempering"} if case == "demo" else {}
-    start = time.perf_counter()
+    config = bv.SamplerConfig(**SHORT) if case == "short" else "fast"
+    start, cpu = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        result = bv.valuate(model, parties, key=0, config="fast", progress_bar=False, **options)
-    print(json.dumps({"seconds": time.perf_counter() - start, "phi": result.values.tolist()}))
+        result = bv.valuate(model, parties, key=0, config=config, progress_bar=False, **options)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "phi": result.values.tolist()}))
 
 
 def sweep_trace_seconds(parties) -> float:
@@ -158,21 +163,25 @@ def compare(cases: list[str], rounds: int, paths: dict[str, tuple[str, Path | No
             if mode == "cached":
                 run_child(case, mode, root)
         seconds: dict[str, list[float]] = {label: [] for label in paths}
+        cpu: dict[str, list[float]] = {label: [] for label in paths}
         values: dict[str, set] = {label: set() for label in paths}
         for round_ in range(rounds):
             for label, (mode, root) in paths.items():
                 output = run_child(case, mode, root)
                 seconds[label].append(output["seconds"])
+                cpu[label].append(output.get("cpu_seconds", float("nan")))
                 values[label].add(tuple(output["phi"]))
                 print(
-                    f"{case} round {round_ + 1} {label:11s} {output['seconds']:6.1f} s   phi {output['phi']}",
+                    f"{case} round {round_ + 1} {label:11s} {output['seconds']:6.1f} s ({cpu[label][-1]:.1f} s CPU)  "
+                    f"phi {output['phi']}",
                     flush=True,
                 )
         (first, new), (second, old) = ((label, statistics.median(times)) for label, times in seconds.items())
+        new_cpu, old_cpu = (statistics.median(times) for times in cpu.values())
         identical = len(set().union(*values.values())) == 1
         print(
-            f"{case}: median {new:.1f} s {first}, {old:.1f} s {second}, ratio {old / new:.2f}x; values identical in "
-            f"every run: {identical}",
+            f"{case}: median {new:.1f} s {first}, {old:.1f} s {second}, ratio {old / new:.2f}x; CPU {new_cpu:.1f} s "
+            f"against {old_cpu:.1f} s, ratio {old_cpu / new_cpu:.2f}x; values identical in every run: {identical}",
             flush=True,
         )
 
@@ -180,7 +189,9 @@ def compare(cases: list[str], rounds: int, paths: dict[str, tuple[str, Path | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cases", nargs="+", choices=["syn", "diab", "demo", "trace"], default=["syn", "diab"])
+    parser.add_argument(
+        "--cases", nargs="+", choices=["syn", "diab", "demo", "trace", "short"], default=["syn", "diab"]
+    )
     parser.add_argument("--against", metavar="REV", help="compare this working tree with the package at commit REV")
     parser.add_argument("--cache", action="store_true", help="programs from the persistent cache against compiled")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)

@@ -47,9 +47,7 @@ def weight_kl(key, data, mask, mode, priors, statistic, inner_draws: int):
     """(the weights' KL without and with the noise correction, k-hat) of one row: the route's proposal, adapted as
     the route adapts it, then NUM_DRAWS weighted draws."""
     terms = coalition_terms(data, priors.model, priors.data, statistic)
-    key_adapt, key_weighted = jax.random.split(key)
-    proposal = importance.adapted_proposal(key_adapt, terms, mask, mode, NUM_DRAWS, inner_draws)
-    weighted = importance._weighted(key_weighted, terms, mask, proposal, NUM_DRAWS, inner_draws)
+    proposal, weighted = importance.adapted_draws(key, terms, mask, mode, NUM_DRAWS, inner_draws)
     smoothed, k_hat = pareto_smoothed(weighted.log_weights)
     normalised = jax.nn.softmax(smoothed)
     log_mean = logsumexp(weighted.log_inner, axis=1) - jnp.log(inner_draws)

@@ -363,7 +363,7 @@ def test_each_members_inner_weights_have_a_variance(twelve, monkeypatch, widened
     @jax.jit
     def member_k_hats(key):
         key_adapt, key_theta, key_white = jax.random.split(key, 3)
-        proposal = draws.adapted_proposal(key_adapt, terms, jnp.asarray(mask), mode, 2048, 4)
+        proposal, _ = draws.adapted_draws(key_adapt, terms, jnp.asarray(mask), mode, 2048, 4)
         thetas = proposal.centre + jax.random.normal(key_theta, (8, terms.theta_dim)) @ proposal.chol.T
         white = jax.random.normal(key_white, (8, 4000, 12, proposal.omega_centre.shape[1]))
         log_inner = jax.vmap(lambda theta, w: draws.log_inner_weights(terms, mask, proposal, theta, w))(thetas, white)

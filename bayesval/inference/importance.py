@@ -73,7 +73,7 @@ CHUNK = 256
 # most of their spread), at about 3 times the cost of a row (docs/importance.md, "When it draws again")
 RERUN_INNER = 4
 ADAPT_ROUNDS = 2  # times the proposal moves to the moments of its weighted draws before the last draws
-ADAPT_SHARE = 4  # an adapting round draws a quarter of the last round's draws
+ADAPT_SHARE = 4  # a round of `adapted_draws` draws a quarter of the row's draws
 # A profiled fit replaces the plain one where its potential is lower by more than this (nats): two fits that reach
 # one mode agree far closer (a potential is within about g^2 / 2h of its mode's at the fits' gradient of 1e-6), and
 # the plain fit's mode is then kept as it was
@@ -203,11 +203,10 @@ class _Weighted(NamedTuple):
 def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, num_draws: int, inner_draws: int):
     """(resampled draws (S, D + 1), k-hat, ESS, converged, the weighted spread of `likelihood_noise`) of one
     coalition from its joint mode (`JointMode`): the Laplace fit's proposal, moved ADAPT_ROUNDS times to the
-    moments of its weighted draws (`lax.scan`: one compiled copy of a round), then the draws."""
+    moments of its weighted draws, then the draws (`adapted_draws`: one compiled copy of a round for both)."""
     terms = coalition_terms(data, prior, data_prior, statistic)
-    key_adapt, key_weighted, key_resample, key_inner, key_conjugate = jax.random.split(key, 5)
-    proposal = adapted_proposal(key_adapt, terms, mask, mode, num_draws, inner_draws)
-    weighted = _weighted(key_weighted, terms, mask, proposal, num_draws, inner_draws)
+    key_rounds, key_resample, key_inner, key_conjugate = jax.random.split(key, 4)
+    proposal, weighted = adapted_draws(key_rounds, terms, mask, mode, num_draws, inner_draws)
     smoothed, k_hat = pareto_smoothed(weighted.log_weights)
     normalised = jax.nn.softmax(smoothed)
     chosen = _systematic(key_resample, normalised)
@@ -226,16 +225,30 @@ def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, n
     return draws, k_hat, 1.0 / jnp.sum(normalised**2), mode.gradient <= CONVERGED, noise_spread
 
 
-def adapted_proposal(key, terms, mask, mode: JointMode, num_draws: int, inner_draws: int) -> _Proposal:
-    """The Laplace fit's proposal moved ADAPT_ROUNDS times to the moments of its weighted draws (`lax.scan`: one
-    compiled copy of a round), each round a 1 / ADAPT_SHARE of the row's `num_draws` (at least 20)."""
+def _round_draws(num_draws: int) -> int:
+    """The weighted draws of a round of `adapted_draws` for a row of `num_draws` draws: a 1 / ADAPT_SHARE of
+    them, at least 20."""
+    return max(-(-num_draws // ADAPT_SHARE), 20)
 
-    def adapt(proposal, round_key):
-        adapting = _weighted(round_key, terms, mask, proposal, max(num_draws // ADAPT_SHARE, 20), inner_draws)
-        return _moments(adapting, proposal, mask), None
 
-    proposal, _ = jax.lax.scan(adapt, _laplace_proposal(terms, mode), jax.random.split(key, ADAPT_ROUNDS))
-    return proposal
+def adapted_draws(key, terms, mask, mode: JointMode, num_draws: int, inner_draws: int):
+    """(the last proposal, `num_draws` weighted draws from it) of a row, in rounds of `_round_draws(num_draws)`
+    weighted draws, each from its own key, scanned (`lax.scan`: the members' likelihoods, the program's bulk, are
+    one compiled copy): the first ADAPT_ROUNDS move the proposal, from the Laplace fit's, to the moments of their
+    weighted draws; the rounds after them keep it, and their draws, the first `num_draws` of them, are the row's."""
+    size = _round_draws(num_draws)
+    rounds = ADAPT_ROUNDS + -(-num_draws // size)
+
+    def round_(proposal, step):
+        index, round_key = step
+        weighted = _weighted(round_key, terms, mask, proposal, size, inner_draws)
+        # branches made here, not `_moments` itself: JAX keeps a module-level branch's traced form between programs
+        moved = lambda: _moments(weighted, proposal, mask)  # noqa: E731
+        return jax.lax.cond(index < ADAPT_ROUNDS, moved, lambda: proposal), weighted
+
+    start = _laplace_proposal(terms, mode)
+    proposal, weighted = jax.lax.scan(round_, start, (jnp.arange(rounds), jax.random.split(key, rounds)))
+    return proposal, jax.tree.map(lambda a: a[ADAPT_ROUNDS:].reshape((-1,) + a.shape[2:])[:num_draws], weighted)
 
 
 def likelihood_noise(log_inner):
