@@ -16,20 +16,14 @@ from bayesval.inference.gibbs.adaptation import (
     omega_coordinates,
     theta_coordinates,
 )
-from bayesval.inference.gibbs.driver import (
-    BRIEF_SWEEP_PROGRAM,
-    SWEEP_PROGRAM,
-    GibbsRun,
-    plan_coalition_posteriors,
-    sample_coalition_posteriors,
-)
+from bayesval.inference.gibbs.driver import GibbsRun, plan_coalition_posteriors, sample_coalition_posteriors
+from bayesval.inference.gibbs.driver import _advance as _advance  # the compiled program, for its cache size
 from bayesval.inference.gibbs.kernel import init, initial_state, step
 from bayesval.inference.gibbs.state import BLRPriors, GibbsInputs, GibbsSettings, GibbsState
 
 __all__ = [
     "ADAPT_FROM_SEGMENT",
     "BLRPriors",
-    "BRIEF_SWEEP_PROGRAM",
     "ConditionalFit",
     "GibbsInputs",
     "GibbsRun",
@@ -39,7 +33,6 @@ __all__ = [
     "PROPOSAL_INFLATION",
     "Proposal",
     "RunningMoments",
-    "SWEEP_PROGRAM",
     "WINDOW_ENDS",
     "fit_proposals",
     "init",

@@ -31,12 +31,6 @@ from bayesval.statistics import LinearRegressionStatistic
 # XLA's backend optimisation level 1 compiles the sweep program ~30 % faster (Syn, 84 chains: 9.1 s against 13.0 s)
 # and runs it as fast (23.1 against 23.6 ms per sweep): its small matrices leave level 2's passes nothing to gain.
 _COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
-# A call of fewer party-slot sweeps than this (rows x chains x sweeps x party slots) compiles its sweep program at
-# XLA's cheapest settings (`RUN_ONCE_OPTIONS`), which compile Syn's in half the time (16.5 s against 33.7 s; 21 rows
-# of 4 chains) and run it 2.2 times slower (0.42 against 0.19 ms a chain's sweep of 3 party slots): below 120,000
-# the slower sweeps cost at most ~9 s of the ~17 s saved (docs/benchmarks.md, "A short run's sweeps compiled
-# cheaply"). The values differ only in rounding.
-CHEAP_COMPILE_SLOT_SWEEPS = 120_000
 
 
 def _start_and_run_keys(row_keys: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -67,6 +61,7 @@ def _initial_states(
     return jax.vmap(jax.vmap(draw))(_chain_keys(_start_and_run_keys(row_keys)[0], num_chains))
 
 
+@sampler_jit(static_argnames=("settings", "conditionals"), compiler_options=_COMPILER_OPTIONS)
 def _advance(
     row_keys, segment, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps,
     conditionals=False,
@@ -122,14 +117,6 @@ def _advance(
     return jax.tree.map(by_chain, end), jax.tree.map(lambda a: by_chain(jnp.moveaxis(a, 0, 1)), draws)
 
 
-# `_advance` compiled with its optimisation, and at XLA's cheapest settings for a call of few sweeps
-# (`CHEAP_COMPILE_SLOT_SWEEPS`): two jitted functions, so each keeps its own compiled programs
-SWEEP_PROGRAM, BRIEF_SWEEP_PROGRAM = (
-    sampler_jit(_advance, static_argnames=("settings", "conditionals"), compiler_options=options)
-    for options in (_COMPILER_OPTIONS, RUN_ONCE_OPTIONS)
-)
-
-
 def _segments(num_warmup: int, total_kept: int, segments: int) -> tuple[list[int], int, int]:
     """Warm-up sweeps per warm-up segment (exactly num_warmup in at most `segments`), the kept draws per sampling
     segment and the number of sampling segments."""
@@ -161,15 +148,6 @@ class GibbsRun(NamedTuple):
         num_parties = self.inputs.mask.shape[1]
         return (self.row_keys, self.num_chains, self.inputs.priors, num_parties, self.settings.shared_data_model)
 
-    @property
-    def sweep_program(self):
-        """The jitted sweep program of this call: `SWEEP_PROGRAM`, or for a call of fewer than
-        CHEAP_COMPILE_SLOT_SWEEPS party-slot sweeps `BRIEF_SWEEP_PROGRAM` (the same program, compiled cheaply)."""
-        rows, slots = self.inputs.mask.shape
-        sweeps = sum(self.warmup) + self.per_segment * self.sampling * self.thinning
-        brief = rows * self.num_chains * sweeps * slots < CHEAP_COMPILE_SLOT_SWEEPS
-        return BRIEF_SWEEP_PROGRAM if brief else SWEEP_PROGRAM
-
     def _sweep_arguments(self) -> tuple:
         """The arguments of `_advance` for one sampling segment: the chain states' shapes (traced, not computed), the
         row keys, the inputs and the static settings."""
@@ -180,14 +158,13 @@ class GibbsRun(NamedTuple):
 
     def programs(self) -> list[Program]:
         """The start and sweep programs `sample()` calls."""
-        return [Program(_initial_states, self.start), Program(self.sweep_program, self._sweep_arguments())]
+        return [Program(_initial_states, self.start), Program(_advance, self._sweep_arguments())]
 
     def sample(self) -> CoalitionDraws:
         """Run the chains: the draws (K, chains, kept, D + 1), with every chain kept (Gibbs has no BFMI rule), and
         with `conditionals` each draw's NIG conditional."""
         # the sweep program, then the start program, lowered in the background (bayesval.compilation)
-        advance = self.sweep_program
-        sweep_program = compile_ahead(advance, *self._sweep_arguments())
+        sweep_program = compile_ahead(_advance, *self._sweep_arguments())
         compile_ahead(_initial_states, *self.start).result()
         states = _initial_states(*self.start)
         sweep_program.result()
@@ -202,7 +179,7 @@ class GibbsRun(NamedTuple):
                 adapt = np.bool_(is_adapting(index, len(self.warmup)))
                 if settings.collapsed_moves and is_window_end(index, len(self.warmup)):
                     states = end_window(states)
-                states, draws = advance(
+                states, draws = _advance(
                     self.row_keys, np.int32(index), states, self.inputs, settings, adapt, sweeps, self.conditionals
                 )
                 if not warming:
