@@ -44,10 +44,12 @@ NUM_DRAWS = 2048
 
 
 def weight_kl(key, data, mask, mode, priors, statistic, inner_draws: int):
-    """(the weights' KL without and with the noise correction, k-hat) of one row: the route's proposal, adapted as
-    the route adapts it, then NUM_DRAWS weighted draws."""
+    """(the weights' KL without and with the noise correction, k-hat) of one row: the route's proposal about its
+    highest mode (`mode`), adapted as the route adapts it, then NUM_DRAWS weighted draws."""
     terms = coalition_terms(data, priors.model, priors.data, statistic)
-    proposal, weighted = importance.adapted_draws(key, terms, mask, mode, NUM_DRAWS, inner_draws)
+    modes = jax.tree.map(lambda part: part[None], mode)
+    mixture, weighted = importance.adapted_draws(key, terms, mask, modes, NUM_DRAWS, inner_draws)
+    proposal = mixture.component(0)
     smoothed, k_hat = pareto_smoothed(weighted.log_weights)
     normalised = jax.nn.softmax(smoothed)
     log_mean = logsumexp(weighted.log_inner, axis=1) - jnp.log(inner_draws)

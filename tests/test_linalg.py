@@ -170,11 +170,12 @@ def test_party_route_programs_call_no_lapack_kernel():
     )
     messages = party_product.PartyMessages(jnp.tile(jnp.eye(theta_dim), (num_parties, 1, 1)), jnp.zeros((3, 4)), start)
     points, kept = jnp.zeros((2, 64, theta_dim)), jnp.ones((2, 64), bool)
+    modes = jax.tree.map(lambda *parts: jnp.stack(parts), mode, mode)  # two modes: the mixture's program
     lowered = {
         "fit": importance._mode.lower(data, mask, priors.model, priors.data, statistic, start, False),
         "fits": laplace._fit_batch.lower(data, mask[None], priors.model, priors.data, statistic, start),
         "draws": importance._row_draws.lower(
-            jax.random.key(0), data, mask, priors.model, priors.data, statistic, mode, 64, 4
+            jax.random.key(0), data, mask, priors.model, priors.data, statistic, modes, 64, 4
         ),
         "messages": party_product._messages.lower(
             priors.model, jnp.zeros((3, 4)), jnp.tile(jnp.eye(4), (3, 1, 1)), mask

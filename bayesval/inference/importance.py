@@ -15,7 +15,9 @@ posterior; where noise dominates they follow the CLT-marginal posterior, as the 
   start at the Laplace fit's theta marginal N(theta*, Sigma) and move `ADAPT_ROUNDS` times to the weighted draws'
   moments, widened `INFLATE` times (adaptive importance sampling; Cappe, Douc, Guillin, Marin & Robert 2008,
   Statist. Comput. 18(4)): at Syn's noise the posterior's mean lies up to 2 fitted standard deviations from the
-  mode, where the fit alone left k-hat above 1.
+  mode, where the fit alone left k-hat above 1. Where the fits found two modes (`joint_modes`), the proposal is a
+  mixture of one such component about each, in shares set by their Laplace masses and then by their weights (mixture
+  population Monte Carlo, the same paper).
 * **omega_i given theta** is drawn K times (`inner_draw_count`: one per MEMBERS_PER_INNER_DRAW party slots of the
   row, at least INNER_DRAWS; RERUN_INNER times as many on each rerun) from a Gaussian linear in theta: first the
   fit's conditional N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow Hessian's blocks), then the
@@ -78,6 +80,15 @@ ADAPT_SHARE = 4  # a round of `adapted_draws` draws a quarter of the row's draws
 # one mode agree far closer (a potential is within about g^2 / 2h of its mode's at the fits' gradient of 1e-6), and
 # the plain fit's mode is then kept as it was
 MODE_MARGIN = 1e-6
+# A second converged fit joins the proposal as a component of its own where its theta lies more than SEPARATE_MODE
+# of the first's standard deviations from the first's (Mahalanobis) and its Laplace mass is within MODE_RANGE nats
+# of the first's (e^-8 of it beyond). Of the 873 coalitions a 24-party valuation drew, 69 had a second converged fit,
+# 44 of them within 8 nats of the first's potential and 27 within 2, the first two weights' signs flipped; drawn
+# about the first mode alone, six of them came out 0.36-0.59 nats high, four trusted and three sent to the chains,
+# which did not mix between the modes either (docs/benchmarks.md, "Two modes of one coalition")
+SEPARATE_MODE = 3.0
+MODE_RANGE = 8.0
+MIN_SHARE = 0.1  # the least share of a row's theta draws a mode's component keeps, however light its mass
 INFLATE = 1.2  # the moved theta proposal's standard deviations over its weighted draws' (heavier tails than the target)
 # The moved data models' conditional standard deviations over the weighted draws'. Each member's K inner weights
 # estimate its likelihood only where their variance is finite: at the adapted proposal of rows of 11 of 12, 22 of 24
@@ -115,7 +126,7 @@ def importance_draws(
     the coalitions `masks` (B, n) and each row's releases (`NoiseAwareData.per_row`, perturbed (B, n, P)), under the
     NIG prior and each party's NIW data model, each member's data model drawn `inner_draw_count(n, attempt)` times per
     theta (`attempt`: 0 the first, then the reruns). A row is two compiled programs, its fit
-    (`joint_mode`) and its draws (vectorised), and rows are drawn one after another: a batch of rows would compile a
+    (`joint_modes`) and its draws (vectorised), and rows are drawn one after another: a batch of rows would compile a
     program per batch size, and under `vmap` each fit would run as many steps as the slowest."""
     if num_draws % 2 or num_draws < 20:
         raise ValueError(f"num_draws must be even and at least 20, got {num_draws}")
@@ -127,10 +138,20 @@ def importance_draws(
         row_data = NoiseAwareData(*(part[row] for part in parts))
         coalition = masks[row].tobytes() + row_data.perturbed.tobytes()
         if coalition not in modes:
-            modes[coalition] = joint_mode(row_data, masks[row], prior, data_prior, statistic)
-        mode = modes[coalition]
+            found = joint_modes(row_data, masks[row], prior, data_prior, statistic)
+            modes[coalition] = jax.tree.map(lambda *parts: jnp.stack(parts), *found)
         rows.append(
-            _row_draws(keys[row], row_data, masks[row], prior, data_prior, statistic, mode, num_draws, draws_a_member)
+            _row_draws(
+                keys[row],
+                row_data,
+                masks[row],
+                prior,
+                data_prior,
+                statistic,
+                modes[coalition],
+                num_draws,
+                draws_a_member,
+            )
         )
     return ImportanceDraws(*(np.stack([np.asarray(part) for part in parts]) for parts in zip(*rows)))
 
@@ -144,27 +165,61 @@ def inner_draw_count(width: int, attempt: int = 0) -> int:
 
 
 def joint_mode(data: NoiseAwareData, mask: np.ndarray, prior: NIG, data_prior: NIW, statistic) -> JointMode:
-    """A coalition's joint mode (`mask` (n,) of the parties of `data`): the lower of two fits from the prior's mode
-    of theta, one with each member's data model at its own release's mode (`_Terms.start`) and one with the data
-    models at their modes given theta (`_Terms.profiled_start`, where the surrogate's fits start), the first kept
-    unless the second converged lower by more than MODE_MARGIN (so a coalition whose fits meet keeps the draws it
-    had before the second fit existed); and where neither converged, again from the releases' start
-    (`_Terms.release_start`). The joint posterior need not have one mode. From the releases' data models the steps
-    can settle where the data models explain the releases in theta's place: on 181 coalitions of 24 Syn parties, two
-    fits did (their modes 26 and 39 nats above the coalition's highest, the weights' k-hat 1.4-3.1, 3-10 effective
-    draws, the surprise 4-6 nats high) and a third stopped where the precision was not positive; from the profiled
-    start each reached the highest mode, k-hat 0.03-0.20 (docs/benchmarks.md, "Modes the data models made"). The
-    steps from the prior's mode can also run down a ridge (at 12 parties 14 of 4,095 fits failed from there; every
-    one converged from the releases' start). Every fit is one compiled program, given its start."""
+    """A coalition's joint mode, the first of `joint_modes`."""
+    return joint_modes(data, mask, prior, data_prior, statistic)[0]
+
+
+def joint_modes(data: NoiseAwareData, mask: np.ndarray, prior: NIG, data_prior: NIW, statistic) -> list[JointMode]:
+    """A coalition's joint modes (`mask` (n,) of the parties of `data`), its highest first, from three fits: two from
+    the prior's mode of theta, one with each member's data model at its own release's mode (`_Terms.start`) and one
+    with the data models at their modes given theta (`_Terms.profiled_start`, where the surrogate's fits start), and
+    one from the mode of the NIG posterior of the members' releases taken as exact statistics
+    (`_Terms.release_start`). The first mode is the plain fit's unless the profiled one converged lower by more than
+    MODE_MARGIN (so a coalition whose fits meet keeps the draws it had before the second fit existed), and the
+    release fit's where neither converged. From the releases' data models the steps can settle where the data
+    models explain the releases in theta's place: on 181 coalitions of 24 Syn parties, two fits did (their modes 26
+    and 39 nats above the coalition's highest, the weights' k-hat 1.4-3.1, 3-10 effective draws, the surprise 4-6
+    nats high) and a third stopped where the precision was not positive; from the profiled start each reached the
+    highest mode, k-hat 0.03-0.20 (docs/benchmarks.md, "Modes the data models made"). The steps from the prior's mode
+    can also run down a ridge (at 12 parties 14 of 4,095 fits failed from there; every one converged from the
+    releases' start). And the posterior can have two modes of comparable mass (the weights' signs flipped): a
+    converged fit more than SEPARATE_MODE of the first mode's standard deviations away, whose Laplace mass
+    (`log_mass`) is within MODE_RANGE nats of the first's, is the second mode (the heaviest such fit), and the
+    row's proposal draws about both (docs/importance.md, "Two modes of one coalition"). Every fit is one compiled
+    program, given its start."""
     start = prior_start(prior)
-    mode = _mode(data, mask, prior, data_prior, statistic, start, False)
+    plain = _mode(data, mask, prior, data_prior, statistic, start, False)
     profiled = _mode(data, mask, prior, data_prior, statistic, start, True)
+    release_start = _release_start(data, mask, prior, data_prior, statistic)
+    release = _mode(data, mask, prior, data_prior, statistic, release_start, False)
+    mode = plain
     if profiled.gradient <= CONVERGED and not profiled.potential >= mode.potential - MODE_MARGIN:
         mode = profiled
     if not mode.gradient <= CONVERGED:
-        release = _release_start(data, mask, prior, data_prior, statistic)
-        mode = _mode(data, mask, prior, data_prior, statistic, release, False)
-    return mode
+        mode = release
+    lightest = float(log_mass(mode)) - MODE_RANGE
+    others = [
+        fit
+        for fit in (plain, profiled, release)
+        if fit.gradient <= CONVERGED and _separation(fit, mode) > SEPARATE_MODE and float(log_mass(fit)) > lightest
+    ]
+    return [mode] + ([max(others, key=lambda fit: float(log_mass(fit)))] if others else [])
+
+
+@jax.jit
+def log_mass(mode: JointMode):
+    """The log of the Laplace approximation to the posterior mass about `mode`, up to the constant a coalition's
+    modes share: -U* + log det(Sigma_theta) / 2 - sum_i log det(D_i) / 2, the arrow Hessian's determinant being
+    det(D) det(Sigma_theta^-1) (its Schur complement)."""
+    d_blocks = mode.derivatives[4]
+    log_det_d = jnp.sum(jax.vmap(lambda d: jnp.sum(jnp.log(jnp.diagonal(cholesky(d)))))(d_blocks))
+    return -mode.potential + jnp.sum(jnp.log(jnp.diagonal(cholesky(mode.cov)))) - log_det_d
+
+
+def _separation(fit: JointMode, mode: JointMode) -> float:
+    """How far `fit`'s theta lies from `mode`'s, in `mode`'s theta standard deviations (Mahalanobis)."""
+    offset = np.asarray(fit.theta) - np.asarray(mode.theta)
+    return float(np.sqrt(offset @ np.linalg.solve(np.asarray(mode.cov), offset)))
 
 
 @sampler_jit(static_argnames=("statistic",))
@@ -189,40 +244,54 @@ class _Proposal(NamedTuple):
     omega_chol: jnp.ndarray
 
 
+class _Mixture(NamedTuple):
+    """A row's proposal: a `_Proposal` for each mode of its posterior (`components`, every field with a leading
+    axis (M, ...)) and the log share of theta's draws each one proposes (M,)."""
+
+    components: _Proposal
+    log_shares: jnp.ndarray
+
+    def component(self, index) -> _Proposal:
+        return jax.tree.map(lambda part: part[index], self.components)
+
+
 class _Weighted(NamedTuple):
-    """A row's weighted draws: theta (S, T), the standard normal draws behind each member's data models
-    (S, K, n, W), their log inner weights (S, K, n) and theta's log weights (S,)."""
+    """A row's weighted draws: theta (S, T), the mode's component that proposed each (S,), the standard normal draws
+    behind each member's data models (S, K, n, W), their log inner weights (S, K, n) and theta's log weights
+    (S,)."""
 
     thetas: jnp.ndarray
+    components: jnp.ndarray
     white: jnp.ndarray
     log_inner: jnp.ndarray
     log_weights: jnp.ndarray
 
 
 @sampler_jit(static_argnames=("statistic", "num_draws", "inner_draws"))
-def _row_draws(key, data, mask, prior, data_prior, statistic, mode: JointMode, num_draws: int, inner_draws: int):
+def _row_draws(key, data, mask, prior, data_prior, statistic, modes: JointMode, num_draws: int, inner_draws: int):
     """(resampled draws (S, D + 1), k-hat, ESS, converged, the weighted spread of `likelihood_noise`) of one
-    coalition from its joint mode (`JointMode`): the Laplace fit's proposal, moved ADAPT_ROUNDS times to the
-    moments of its weighted draws, then the draws (`adapted_draws`: one compiled copy of a round for both)."""
+    coalition from its joint modes (`JointMode`, each field stacked (M, ...), the highest first): the Laplace fits'
+    proposal, moved ADAPT_ROUNDS times to the moments of its weighted draws, then the draws (`adapted_draws`: one
+    compiled copy of a round for both)."""
     terms = coalition_terms(data, prior, data_prior, statistic)
     key_rounds, key_resample, key_inner, key_conjugate = jax.random.split(key, 4)
-    proposal, weighted = adapted_draws(key_rounds, terms, mask, mode, num_draws, inner_draws)
+    proposal, weighted = adapted_draws(key_rounds, terms, mask, modes, num_draws, inner_draws)
     smoothed, k_hat = pareto_smoothed(weighted.log_weights)
     normalised = jax.nn.softmax(smoothed)
     chosen = _systematic(key_resample, normalised)
     members = jax.random.categorical(key_inner, weighted.log_inner[chosen], axis=1)  # (S, n): one of K each
     white = jnp.take_along_axis(weighted.white[chosen], members[:, None, :, None], axis=1)[:, 0]  # (S, n, W)
-    thetas = weighted.thetas[chosen]
+    thetas, components = weighted.thetas[chosen], weighted.components[chosen]
     keys = jax.random.split(key_conjugate, num_draws)
 
     def conjugate(row):
-        row_key, theta, row_white = row
-        return _conjugate_draw(row_key, terms, mask, proposal, theta, row_white)
+        row_key, theta, row_white, component = row
+        return _conjugate_draw(row_key, terms, mask, proposal.component(component), theta, row_white)
 
-    draws = jax.lax.map(conjugate, (keys, thetas, white), batch_size=CHUNK)
+    draws = jax.lax.map(conjugate, (keys, thetas, white, components), batch_size=CHUNK)
     noise = likelihood_noise(weighted.log_inner)
     noise_spread = jnp.sqrt(normalised @ (noise - normalised @ noise) ** 2)
-    return draws, k_hat, 1.0 / jnp.sum(normalised**2), mode.gradient <= CONVERGED, noise_spread
+    return draws, k_hat, 1.0 / jnp.sum(normalised**2), modes.gradient[0] <= CONVERGED, noise_spread
 
 
 def _round_draws(num_draws: int) -> int:
@@ -231,11 +300,12 @@ def _round_draws(num_draws: int) -> int:
     return max(-(-num_draws // ADAPT_SHARE), 20)
 
 
-def adapted_draws(key, terms, mask, mode: JointMode, num_draws: int, inner_draws: int):
+def adapted_draws(key, terms, mask, modes: JointMode, num_draws: int, inner_draws: int):
     """(the last proposal, `num_draws` weighted draws from it) of a row, in rounds of `_round_draws(num_draws)`
     weighted draws, each from its own key, scanned (`lax.scan`: the members' likelihoods, the program's bulk, are
-    one compiled copy): the first ADAPT_ROUNDS move the proposal, from the Laplace fit's, to the moments of their
-    weighted draws; the rounds after them keep it, and their draws, the first `num_draws` of them, are the row's."""
+    one compiled copy): the first ADAPT_ROUNDS move the proposal, from the Laplace fits' of `modes` (stacked
+    (M, ...)), to the moments of their weighted draws; the rounds after them keep it, and their draws, the first
+    `num_draws` of them, are the row's."""
     size = _round_draws(num_draws)
     rounds = ADAPT_ROUNDS + -(-num_draws // size)
 
@@ -246,7 +316,7 @@ def adapted_draws(key, terms, mask, mode: JointMode, num_draws: int, inner_draws
         moved = lambda: _moments(weighted, proposal, mask)  # noqa: E731
         return jax.lax.cond(index < ADAPT_ROUNDS, moved, lambda: proposal), weighted
 
-    start = _laplace_proposal(terms, mode)
+    start = _laplace_proposal(terms, modes)
     proposal, weighted = jax.lax.scan(round_, start, (jnp.arange(rounds), jax.random.split(key, rounds)))
     return proposal, jax.tree.map(lambda a: a[ADAPT_ROUNDS:].reshape((-1,) + a.shape[2:])[:num_draws], weighted)
 
@@ -273,24 +343,68 @@ def _systematic(key, normalised):
     return jnp.minimum(jnp.searchsorted(jnp.cumsum(normalised), points), size - 1)
 
 
-def _laplace_proposal(terms, mode) -> _Proposal:
-    """The Laplace fit's Gaussian: theta ~ N(theta*, Sigma), omega_i | theta ~ N(omega_i* - D_i^-1 B_i^T
-    (theta - theta*), D_i^-1) (the arrow Hessian's blocks)."""
-    _, d_inv_bt = terms.schur(mode.derivatives, 0.0)
-    omega_chol = jax.vmap(lambda d: cholesky(inverse(d)))(mode.derivatives[4])
-    return _Proposal(mode.theta, cholesky(mode.cov), mode.omegas, -d_inv_bt, omega_chol)
+def _laplace_proposal(terms, modes) -> _Mixture:
+    """The Laplace fits' Gaussians, one a mode (`modes` stacked (M, ...)): theta ~ N(theta*, Sigma), omega_i | theta
+    ~ N(omega_i* - D_i^-1 B_i^T (theta - theta*), D_i^-1) (the arrow Hessian's blocks), each mode's share of the
+    draws its Laplace mass's (`log_mass`), at least MIN_SHARE."""
+
+    def component(mode):
+        _, d_inv_bt = terms.schur(mode.derivatives, 0.0)
+        omega_chol = jax.vmap(lambda d: cholesky(inverse(d)))(mode.derivatives[4])
+        return _Proposal(mode.theta, cholesky(mode.cov), mode.omegas, -d_inv_bt, omega_chol)
+
+    num_modes = modes.theta.shape[0]
+    if num_modes == 1:
+        only = component(jax.tree.map(lambda part: part[0], modes))
+        return _Mixture(jax.tree.map(lambda part: part[None], only), jnp.zeros(1))
+    masses = jax.nn.softmax(jax.vmap(log_mass)(modes))
+    return _Mixture(jax.vmap(component)(modes), _floored(jnp.where(jnp.isfinite(masses), masses, 1.0 / num_modes)))
 
 
-def _moments(weighted: _Weighted, proposal: _Proposal, mask) -> _Proposal:
-    """The proposal moved to the weighted moments of theta and of each member's (theta, omega_i) (a member's K data
-    models weighted by their inner weights; Pareto-smoothed theta weights), its covariances widened by INFLATE^2;
-    a non-member's conditional is kept."""
+def _floored(shares):
+    """The log of `shares` (M,) raised to MIN_SHARE at least and normalised."""
+    shares = jnp.maximum(shares / jnp.sum(shares), MIN_SHARE)
+    return jnp.log(shares / jnp.sum(shares))
+
+
+def _moments(weighted: _Weighted, mixture: _Mixture, mask) -> _Mixture:
+    """The proposal moved to the weighted draws (Pareto-smoothed theta weights): each mode's component to the
+    moments of theta and of each member's (theta, omega_i) (a member's K data models weighted by their inner
+    weights) over the draws it is responsible for (theta's weight times the component's share of the proposal's
+    density there; mixture population Monte Carlo, Cappe et al. 2008), its covariances widened by INFLATE^2, and its
+    share of the draws to its share of the weight, at least MIN_SHARE; a non-member's conditional is kept, and a
+    component with less than MIN_SHARE / 2 of the weight stays where it was."""
     smoothed, _ = pareto_smoothed(weighted.log_weights)
     theta_weights = jax.nn.softmax(smoothed)  # (S,)
-    joint = theta_weights[:, None, None] * jax.nn.softmax(weighted.log_inner, axis=1)  # (S, K, n)
-    omegas = jax.vmap(lambda theta, white: _data_models(proposal, theta, white))(weighted.thetas, weighted.white)
-    centre = theta_weights @ weighted.thetas
-    offsets = weighted.thetas - centre
+    inner_weights = jax.nn.softmax(weighted.log_inner, axis=1)  # (S, K, n)
+    omegas = jax.vmap(lambda theta, white, c: _data_models(mixture.component(c), theta, white))(
+        weighted.thetas, weighted.white, weighted.components
+    )
+    if mixture.log_shares.shape[0] == 1:
+        moved = _moved(mixture.component(0), weighted.thetas, omegas, theta_weights, inner_weights, mask)
+        return _Mixture(jax.tree.map(lambda part: part[None], moved), mixture.log_shares)
+    densities = _log_densities(weighted.thetas, mixture, _fractions(mixture.log_shares, weighted.thetas.shape[0]))
+    responsible = jax.nn.softmax(logsumexp(densities, axis=1), axis=0)  # (M, S)
+    masses = responsible @ theta_weights  # (M,)
+
+    def move(index, mass):
+        old = mixture.component(index)
+        weights = responsible[index] * theta_weights / mass
+        moved = _moved(old, weighted.thetas, omegas, weights, inner_weights, mask)
+        return jax.tree.map(lambda new, before: jnp.where(mass >= MIN_SHARE / 2, new, before), moved, old)
+
+    components = jax.vmap(move)(jnp.arange(masses.shape[0]), masses)
+    return _Mixture(components, _floored(masses))
+
+
+def _moved(proposal: _Proposal, thetas, omegas, theta_weights, inner_weights, mask) -> _Proposal:
+    """One component moved to the moments of the draws `thetas` (S, T) and their data models `omegas` (S, K, n, W)
+    under `theta_weights` (S,, summing to 1) and `inner_weights` (S, K, n, each member's summing to 1 over K), its
+    covariances widened by INFLATE^2; a non-member's conditional, and the whole component where a moment is not
+    finite, kept."""
+    joint = theta_weights[:, None, None] * inner_weights  # (S, K, n)
+    centre = theta_weights @ thetas
+    offsets = thetas - centre
     theta_cov = (offsets * theta_weights[:, None]).T @ offsets + 1e-9 * jnp.eye(centre.shape[0])
     omega_centre = jnp.einsum("skn,sknw->nw", joint, omegas)
     omega_offsets = omegas - omega_centre
@@ -318,25 +432,73 @@ def _data_models(proposal: _Proposal, theta, white):
     return centre + jnp.einsum("nvw,...nw->...nv", proposal.omega_chol, white)
 
 
-def _weighted(key, terms, mask, proposal: _Proposal, num_draws: int, inner_draws: int) -> _Weighted:
-    """theta from the defensive mixture, K data models per member from the proposal's conditional, and the
-    weights."""
+def _weighted(key, terms, mask, mixture: _Mixture, num_draws: int, inner_draws: int) -> _Weighted:
+    """theta from the defensive mixture of each mode's component, K data models per member from the conditional of
+    the component that drew its theta, and the weights."""
     key_theta, key_omega = jax.random.split(key)
-    chol = proposal.chol
-    scales = jnp.where(jnp.arange(num_draws) < round((1 - DEFENSIVE) * num_draws), 1.0, WIDE)
-    thetas = proposal.centre + scales[:, None] * (jax.random.normal(key_theta, (num_draws, terms.theta_dim)) @ chol.T)
-    num_parties, width = proposal.omega_centre.shape
+    num_modes = mixture.log_shares.shape[0]
+    components, scales = _allocation(mixture.log_shares, num_draws)
+    normal = jax.random.normal(key_theta, (num_draws, terms.theta_dim))
+    if num_modes == 1:
+        chol = mixture.components.chol[0]
+        thetas = mixture.components.centre[0] + scales[:, None] * (normal @ chol.T)
+        parts = [_log_gaussian(thetas, mixture.components.centre[0], chol, scale) for scale in (1.0, WIDE)]
+        log_proposal = jnp.logaddexp(jnp.log1p(-DEFENSIVE) + parts[0], jnp.log(DEFENSIVE) + parts[1])
+    else:
+        chols = mixture.components.chol[components]
+        thetas = mixture.components.centre[components] + scales[:, None] * jnp.einsum("st,sut->su", normal, chols)
+        densities = _log_densities(thetas, mixture, _fractions(mixture.log_shares, num_draws))
+        log_proposal = logsumexp(densities, axis=(0, 1))
+    num_parties, width = mixture.components.omega_centre.shape[1:]
     white = jax.random.normal(key_omega, (num_draws, inner_draws, num_parties, width))
 
-    def inner(pair):
-        return log_inner_weights(terms, mask, proposal, *pair)
+    def inner(draw):
+        theta, draw_white, component = draw
+        return log_inner_weights(terms, mask, mixture.component(component), theta, draw_white)
 
-    log_inner = jax.lax.map(inner, (thetas, white), batch_size=CHUNK)
+    log_inner = jax.lax.map(inner, (thetas, white, components), batch_size=CHUNK)
     log_likelihood = jnp.sum(logsumexp(log_inner, axis=1) - jnp.log(inner_draws), axis=1)
-    parts = [_log_gaussian(thetas, proposal.centre, chol, scale) for scale in (1.0, WIDE)]
-    log_proposal = jnp.logaddexp(jnp.log1p(-DEFENSIVE) + parts[0], jnp.log(DEFENSIVE) + parts[1])
     log_weights = -jax.vmap(terms.theta_prior)(thetas) + log_likelihood - log_proposal
-    return _Weighted(thetas, white, log_inner, jnp.where(jnp.isfinite(log_weights), log_weights, -jnp.inf))
+    return _Weighted(thetas, components, white, log_inner, jnp.where(jnp.isfinite(log_weights), log_weights, -jnp.inf))
+
+
+def _allocation(log_shares, num_draws: int):
+    """Which mode's component draws each of `num_draws` thetas, and at which scale (1, or WIDE for the defensive
+    share DEFENSIVE of them, the last draws): within each scale, the components in turn, as many draws each as
+    its share (`log_shares` (M,)) of them, rounded (stratified; the weights take the proposal's density as the
+    mixture of the draws' actual fractions, `_fractions`, so they stay those of a deterministic mixture: Owen &
+    Zhou 2000, JASA 95(449))."""
+    index = jnp.arange(num_draws)
+    narrow = round((1 - DEFENSIVE) * num_draws)
+    wide = index >= narrow
+    position = jnp.where(wide, (index - narrow + 0.5) / (num_draws - narrow), (index + 0.5) / narrow)
+    bounds = jnp.cumsum(jnp.exp(log_shares))
+    components = jnp.minimum(jnp.searchsorted(bounds, position), log_shares.shape[0] - 1)
+    return components, jnp.where(wide, WIDE, 1.0)
+
+
+def _fractions(log_shares, num_draws: int):
+    """The fraction of `num_draws` thetas each mode's component draws at each scale (M, 2: 1 and WIDE)."""
+    components, scales = _allocation(log_shares, num_draws)
+    by_mode = components[:, None] == jnp.arange(log_shares.shape[0])
+    by_scale = jnp.stack([scales == 1.0, scales == WIDE], axis=1)
+    return jnp.mean(by_mode[:, :, None] & by_scale[:, None, :], axis=0)
+
+
+def _log_densities(thetas, mixture: _Mixture, fractions):
+    """log of fraction_js N(theta; centre_j, s^2 Sigma_j) (M, 2, S) for each draw of `thetas` (S, T), each mode's
+    component j and scale s (1, WIDE), up to the constant every term shares."""
+
+    def mode(centre, chol, fraction):
+        log_det = jnp.sum(jnp.log(jnp.diagonal(chol)))
+        return jnp.stack(
+            [
+                jnp.log(share) + _log_gaussian(thetas, centre, chol, scale) - log_det
+                for share, scale in zip((fraction[0], fraction[1]), (1.0, WIDE))
+            ]
+        )
+
+    return jax.vmap(mode)(mixture.components.centre, mixture.components.chol, fractions)
 
 
 def log_inner_weights(terms, mask, proposal: _Proposal, theta, white):
