@@ -487,6 +487,41 @@ def test_a_coalition_with_two_modes_is_drawn_about_both():
     assert 0.5 * mixing < surprises["one"] - surprises["both"] < 1.5 * mixing, (surprises, mixing)
 
 
+@pytest.mark.parametrize("num_modes", [1, 2])
+def test_a_round_whose_draws_all_weigh_nothing_leaves_the_proposal_as_it_was(num_modes):
+    """Where every theta draw of an adaptation round has weight 0 (log weight -inf), the moments are not numbers:
+    the proposal moves nowhere, its components and their shares of the draws kept to the bit (before, a mixture's
+    shares became NaN and the next round drew from no component)."""
+    from bayesval.inference import importance as draws
+
+    rng = np.random.default_rng(num_modes)
+    parties, theta_dim, width, num_draws, inner = 2, 4, 5, 40, 4
+
+    def lower(size, *lead):
+        return jnp.asarray(np.tril(rng.normal(size=(*lead, size, size)), -1) + np.eye(size))
+
+    mixture = draws._Mixture(
+        draws._Proposal(
+            jnp.asarray(rng.normal(size=(num_modes, theta_dim))),
+            lower(theta_dim, num_modes),
+            jnp.asarray(rng.normal(size=(num_modes, parties, width))),
+            jnp.asarray(rng.normal(size=(num_modes, parties, width, theta_dim))),
+            lower(width, num_modes, parties),
+        ),
+        jnp.log(jnp.asarray([1.0] if num_modes == 1 else [0.7, 0.3])),
+    )
+    weighted = draws._Weighted(
+        jnp.asarray(rng.normal(size=(num_draws, theta_dim))),
+        jnp.arange(num_draws) % num_modes,
+        jnp.asarray(rng.normal(size=(num_draws, inner, parties, width))),
+        jnp.asarray(rng.normal(size=(num_draws, inner, parties))),
+        jnp.full(num_draws, -jnp.inf),
+    )
+    moved = jax.jit(draws._moments)(weighted, mixture, jnp.ones(parties, bool))
+    for kept, before in zip(jax.tree.leaves(moved), jax.tree.leaves(mixture)):
+        np.testing.assert_array_equal(kept, before)
+
+
 def test_a_shared_data_model_offers_no_importance_draws_and_keeps_the_chains_with_the_note(syn_parties):
     """The Laplace fit models each party's data apart, so a shared data model has no importance route: 'importance'
     warns and values by the chains, and 'auto' takes the note (no warning) where the coalitions are sampled."""

@@ -372,8 +372,9 @@ def _moments(weighted: _Weighted, mixture: _Mixture, mask) -> _Mixture:
     moments of theta and of each member's (theta, omega_i) (a member's K data models weighted by their inner
     weights) over the draws it is responsible for (theta's weight times the component's share of the proposal's
     density there; mixture population Monte Carlo, Cappe et al. 2008), its covariances widened by INFLATE^2, and its
-    share of the draws to its share of the weight, at least MIN_SHARE; a non-member's conditional is kept, and a
-    component with less than MIN_SHARE / 2 of the weight stays where it was."""
+    share of the draws to its share of the weight, at least MIN_SHARE; a non-member's conditional is kept, a
+    component with less than MIN_SHARE / 2 of the weight stays where it was, and where no draw has a weight (every
+    log weight -inf: the masses are not numbers) the whole mixture stays as it was."""
     smoothed, _ = pareto_smoothed(weighted.log_weights)
     theta_weights = jax.nn.softmax(smoothed)  # (S,)
     inner_weights = jax.nn.softmax(weighted.log_inner, axis=1)  # (S, K, n)
@@ -394,7 +395,7 @@ def _moments(weighted: _Weighted, mixture: _Mixture, mask) -> _Mixture:
         return jax.tree.map(lambda new, before: jnp.where(mass >= MIN_SHARE / 2, new, before), moved, old)
 
     components = jax.vmap(move)(jnp.arange(masses.shape[0]), masses)
-    return _Mixture(components, _floored(masses))
+    return _Mixture(components, jnp.where(jnp.isfinite(masses).all(), _floored(masses), mixture.log_shares))
 
 
 def _moved(proposal: _Proposal, thetas, omegas, theta_weights, inner_weights, mask) -> _Proposal:
