@@ -7,6 +7,7 @@ working tree against the package as it was at commit REV (checked out in a tempo
     python benchmarks/bench_compile.py --against 4cab1fd --cases demo diab
     python benchmarks/bench_compile.py --against cb0b10d --cases trace --rounds 4
     python benchmarks/bench_compile.py --cache --cases syn demo --rounds 4
+    python benchmarks/bench_compile.py --against 087ced0 --cases fit-trace importance --rounds 3
 
 With `--cache`, a run whose programs come from the persistent compilation cache the command line keeps
 (`bayesval.compilation.use_persistent_cache`, in a temporary $BAYESVAL_CACHE_DIR filled by one untimed run first)
@@ -19,7 +20,10 @@ with fixed noise seeds. short: Syn's setting at a short budget (`SHORT`: 2 chain
 at epsilon = 0.5, `LogisticRegression` (NUTS) at the fast preset (reads pima_indians_diabetes.csv from
 $BAYESVAL_DATA). trace: no valuation, only the time to trace and lower the Gibbs sweep program of Syn's fast-preset
 valuation (7 coalitions x 3 repeats, 4 chains; not compiled), the part of a first call that JAX's compilation cache
-does not save. Prints each run's wall time (of `bv.valuate`, compilation included) and CPU time (every thread of the
+does not save. fit-trace: the same for the importance route's fit program (the grand coalition's joint mode,
+`bayesval.inference.importance`). importance: Syn's valuation at the fast preset by the importance route
+(`surprise='importance'`), its fit and row programs compiled.
+Prints each run's wall time (of `bv.valuate`, compilation included) and CPU time (every thread of the
 process) and phi, then per case the median wall and CPU time of each path and their ratios. Compiled ahead or when
 called, the values must agree to the last bit: the programs are the same. Against a commit they agree as far as the
 changes between the two allow (the script says whether they are identical).
@@ -57,11 +61,13 @@ def child(case: str, mode: str) -> None:
 
     if case == "trace":
         return print(json.dumps({"seconds": sweep_trace_seconds(bench_valuation.syn_parties()), "phi": []}))
+    if case == "fit-trace":
+        return print(json.dumps({"seconds": fit_trace_seconds(bench_valuation.syn_parties()), "phi": []}))
     if case == "diab":
         model, parties = bench_valuation.diab_parties()
     else:
         model, parties = bv.models.LinearRegression(), bench_valuation.syn_parties()
-    options = {"rewards": "tempering"} if case == "demo" else {}
+    options = {"rewards": "tempering"} if case == "demo" else {"surprise": "importance"} if case == "importance" else {}
     config = bv.SamplerConfig(**SHORT) if case == "short" else "fast"
     start, cpu = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
@@ -87,6 +93,27 @@ def sweep_trace_seconds(parties) -> float:
     _, sweep_program = model.posterior_programs(jax.random.key(0), data, masks, config)
     start = time.perf_counter()
     sweep_program.function.trace(*sweep_program.args, **sweep_program.kwargs).lower()
+    return time.perf_counter() - start
+
+
+def fit_trace_seconds(parties) -> float:
+    """Seconds to trace and lower the importance route's fit program (a coalition's joint mode) for the grand
+    coalition of `parties`, without compiling it."""
+    import numpy as np
+
+    import bayesval as bv
+    from bayesval.inference import importance
+    from bayesval.inference.data import NoiseAwareData
+    from bayesval.inference.laplace import prior_start
+    from bayesval.parties import release_all
+
+    model = bv.models.LinearRegression()
+    data = NoiseAwareData.from_releases(release_all(model, parties))
+    num_features = parties[0].X.shape[1]
+    priors, statistic = model.priors(num_features), model.statistic(num_features)
+    arguments = (data, np.ones(len(parties), bool), priors.model, priors.data, statistic, prior_start(priors.model))
+    start = time.perf_counter()
+    importance._mode.trace(*arguments, False).lower()
     return time.perf_counter() - start
 
 
@@ -190,7 +217,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--cases", nargs="+", choices=["syn", "diab", "demo", "trace", "short"], default=["syn", "diab"]
+        "--cases",
+        nargs="+",
+        choices=["syn", "diab", "demo", "trace", "short", "fit-trace", "importance"],
+        default=["syn", "diab"],
     )
     parser.add_argument("--against", metavar="REV", help="compare this working tree with the package at commit REV")
     parser.add_argument("--cache", action="store_true", help="programs from the persistent cache against compiled")

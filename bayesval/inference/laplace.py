@@ -161,6 +161,10 @@ class _Terms:
         self.theta_dim = num_features + 2  # (w, log sigma^2), w = (slope..., bias)
         self.omega_dim = num_features + num_features * (num_features + 1) // 2  # mu_i and the Cholesky factor
         self.tril = np.tril_indices(num_features)
+        # One traced copy of the members' derivatives, however many places of a program take them (a fit takes them
+        # at its start, in each step and in the profiled start's steps): traced inline, each of the three traced
+        # the Hessians again, most of the fit program's tracing (docs/benchmarks.md, "Tracing a fit once").
+        self._members_derivatives = jax.jit(self._members_derivatives_of)
 
     def theta_prior(self, theta):
         """-log p(w, log sigma^2) (`theta_prior_potential`)."""
@@ -215,14 +219,18 @@ class _Terms:
     def derivatives(self, theta, omegas, mask):
         """The gradient and the arrow Hessian's blocks: theta (T,), omegas (n, W); A (T, T), B (n, T, W) and
         D (n, W, W)."""
-        gradient = jax.grad(self._joint_party)
-        hessian_and_gradient = jax.jacfwd(lambda x, *rest: (gradient(x, *rest),) * 2, has_aux=True)
-        stacked = jnp.concatenate([jnp.broadcast_to(theta, (omegas.shape[0], theta.shape[0])), omegas], axis=1)
-        hessians, gradients = jax.vmap(hessian_and_gradient)(stacked, *self.data, mask)
+        hessians, gradients = self._members_derivatives(theta, omegas, self.data, mask)
         t = self.theta_dim
         a = jax.hessian(self.theta_prior)(theta) + hessians[:, :t, :t].sum(axis=0)
         g_theta = jax.grad(self.theta_prior)(theta) + gradients[:, :t].sum(axis=0)
         return g_theta, gradients[:, t:], a, hessians[:, :t, t:], hessians[:, t:, t:]
+
+    def _members_derivatives_of(self, theta, omegas, data, mask):
+        """Each party's term's Hessian and gradient in (theta, omega_i): (n, T + W, T + W) and (n, T + W)."""
+        gradient = jax.grad(self._joint_party)
+        hessian_and_gradient = jax.jacfwd(lambda x, *rest: (gradient(x, *rest),) * 2, has_aux=True)
+        stacked = jnp.concatenate([jnp.broadcast_to(theta, (omegas.shape[0], theta.shape[0])), omegas], axis=1)
+        return jax.vmap(hessian_and_gradient)(stacked, *data, mask)
 
     def _joint_party(self, stacked, perturbed, count, noise_std, member):
         return self.party(stacked[: self.theta_dim], stacked[self.theta_dim :], perturbed, count, noise_std, member)
