@@ -67,7 +67,7 @@ def child(case: str, mode: str) -> None:
         model, parties = bench_valuation.diab_parties()
     else:
         model, parties = bv.models.LinearRegression(), bench_valuation.syn_parties()
-    options = {"rewards": "tempering"} if case == "demo" else {"surprise": "importance"} if case == "importance" else {}
+    options = {"demo": {"rewards": "tempering"}, "importance": {"surprise": "importance"}}.get(case, {})
     config = bv.SamplerConfig(**SHORT) if case == "short" else "fast"
     start, cpu = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
