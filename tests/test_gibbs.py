@@ -97,24 +97,39 @@ def test_agrees_with_nuts_on_the_marginalised_model(syn_parties, moves, shared):
 @pytest.mark.parametrize("moves", [(4, 0), (0, 4)], ids=["interweaving", "collapsed"])
 @pytest.mark.parametrize("epsilon,scale", [(0.004, 1), (0.2, 30)])
 def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, scale, moves):
+    """Two parties, their coalition and one alone, each in a call of one coalition and four chains: the shapes of
+    `test_agrees_with_nuts_on_the_marginalised_model`, so that both tests run one compiled sweep program a move."""
     from bayesval.datasets.synthetic import make_syn
 
     data = syn if scale == 1 else make_syn(seed=1, sizes=(3000, 3000, 3000))
     parties = [
         bv.Party(X, y, epsilon=epsilon, bounds=data.bounds, name=f"p{i}", noise_seed=i)
-        for i, (X, y) in enumerate(data.parties)
+        for i, (X, y) in enumerate(data.parties[:2])
     ]
-    draws = gibbs(
-        mediator_data(parties),
-        [[True, True, True], [True, False, False]],
-        bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1]),
-        num_chains=2,
-        num_warmup=100,
-        num_samples=300,
-        thinning=1,
+    model = bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1])
+    for mask in ([True, True], [True, False]):
+        draws = gibbs(mediator_data(parties), [mask], model, num_chains=4, num_warmup=100, num_samples=300, thinning=1)
+        assert np.isfinite(draws).all()
+        assert (draws[..., -1] > 0).all()  # sigma^2 > 0
+
+
+def test_one_sweep_program_serves_any_number_of_draws_and_calls_split_no_segment(syn_parties, monkeypatch):
+    """The sweep program scans a fixed `KEPT_PER_CALL` kept draws a call: budgets that differ in warm-up, draws and
+    thinning compile it once, and a segment's draws are the same to the last bit whether one call holds them or
+    several (12 kept draws a segment in calls of 5: 5, 5 and 2 with three places of no sweeps)."""
+    from bayesval.inference.gibbs import driver
+
+    data = mediator_data(syn_parties(epsilons=(1.0, 1.0, 1.0))[:2])
+    model = bv.models.LinearRegression(interweaving_moves=0, collapsed_moves=0)  # Algorithm 1: the quickest to compile
+    run = lambda warmup, samples, thinning: gibbs(  # noqa: E731
+        data, [[True, True]], model, num_chains=2, num_warmup=warmup, num_samples=samples, thinning=thinning
     )
-    assert np.isfinite(draws).all()
-    assert (draws[..., -1] > 0).all()  # sigma^2 > 0
+    before = driver._advance._cache_size()
+    whole, thinned = run(20, 120, 1), run(7, 90, 3)
+    assert driver._advance._cache_size() - before == 1
+    assert whole.shape == (1, 2, 120, 4) and thinned.shape == (1, 2, 30, 4)
+    monkeypatch.setattr(driver, "KEPT_PER_CALL", 5)
+    np.testing.assert_array_equal(run(20, 120, 1), whole)
 
 
 def test_warm_up_moments_are_the_running_mean_and_covariance(rng):

@@ -2,9 +2,9 @@
 segments that show progress and close the adaptation windows, returning `CoalitionDraws` as the NUTS driver does
 (the loop of NumPyro's `infer/mcmc.py`, with warm-up and sampling sharing one program).
 
-`_advance` vmaps `kernel.step` over every (coalition, chain) row and loops over it, scanning the kept draws; the
-iteration counts are traced, so any warm-up or thinning reuses the program, which compiles once per batch shape and
-`GibbsSettings`.
+`_advance` vmaps `kernel.step` over every (coalition, chain) row and loops over it, scanning `KEPT_PER_CALL` kept
+draws; the iteration counts are traced and a segment's kept draws run in calls of that fixed length, so any warm-up,
+number of draws or thinning reuses the program, which compiles once per batch shape and `GibbsSettings`.
 A call is laid out first (`plan_coalition_posteriors`, a `GibbsRun`) and run by `GibbsRun.sample`, so that a
 caller can compile its programs (`GibbsRun.programs`) while an earlier call runs (docs/architecture.md).
 """
@@ -27,6 +27,13 @@ from bayesval.inference.gibbs.kernel import init, step
 from bayesval.inference.gibbs.state import BLRPriors, GibbsInputs, GibbsSettings, GibbsState
 from bayesval.progress import describe, shown
 from bayesval.statistics import LinearRegressionStatistic
+
+# The kept draws one call of the sweep program scans. A segment's kept draws run in calls of this many (the last
+# padded with draws of no sweeps, dropped), so that the program's shape does not depend on the number of draws, the
+# thinning or the segments: a valuation's repeats at other budgets, its reruns and every test of one batch shape share
+# one compiled program (Syn's sweep program compiles in ~20 s on 2 cores; each kept draw's sweeps cost the same in
+# any call, and a call adds ~1 ms of dispatch beside its sweeps).
+KEPT_PER_CALL = 32
 
 # XLA's backend optimisation level 1 compiles the sweep program ~30 % faster (Syn, 84 chains: 9.1 s against 13.0 s)
 # and runs it as fast (23.1 against 23.6 ms per sweep): its small matrices leave level 2's passes nothing to gain.
@@ -63,15 +70,18 @@ def _initial_states(
 
 @sampler_jit(static_argnames=("settings", "conditionals"), compiler_options=_COMPILER_OPTIONS)
 def _advance(
-    row_keys, segment, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps,
+    row_keys, segment, first, states: GibbsState, inputs: GibbsInputs, settings: GibbsSettings, adapt, sweeps,
     conditionals=False,
 ):  # fmt: skip
     """Run every (coalition, chain) for sweeps[0], then sweeps[1], ... sweeps, returning theta after each
     (K, chains, len(sweeps), D + 1) and, with `conditionals` (static: the default program is unchanged), the NIG
     conditional p(theta | s_C) of each kept sweep (leading axes (K, chains, len(sweeps))). The chains run on the keys
-    of segment `segment` (traced) of each row's key (K,) (`_segment_keys`). `inputs` holds the
-    masks (K, n), the data (shared, or one row per coalition) and the priors. The counts are traced, so warm-up
-    (one count, the rest 0) and sampling (every count the thinning) share one compiled program.
+    of segment `segment` of each row's key (K,) (`_segment_keys`): the sweeps before the call's j-th kept draw on the
+    chain's segment key folded with `first` + j, `first` being the segment's kept draws before the call (both traced;
+    the j-th key `jax.random.split` gives, under JAX's default partitionable Threefry, so a segment's draws are the
+    same in any number of calls). `inputs` holds the masks (K, n), the data (shared, or one row per coalition) and the
+    priors. The counts are traced, so warm-up (one count, the rest 0) and sampling (every count the thinning, then 0
+    past a segment's last kept draw) share one compiled program.
 
     The loops (a scan over the kept draws, a loop over the sweeps between them) run outside one map over every
     (coalition, chain), which maps one sweep: tracing then batches the sweep as it traces it, where loops inside a
@@ -79,9 +89,8 @@ def _advance(
     sweep program traces and lowers in 3.3 s against 5.4 s, docs/benchmarks.md, "Tracing the sweep program"). The
     program computes the same values up to rounding."""
     num_coalitions, num_chains = states.theta.shape[:2]
-    keys = _segment_keys(row_keys, segment, num_chains)
     rows = lambda a: a.reshape((num_coalitions * num_chains,) + a.shape[2:])  # noqa: E731  (K, chains) -> rows
-    states, keys = jax.tree.map(rows, states), rows(keys)
+    states, keys = jax.tree.map(rows, states), rows(_segment_keys(row_keys, segment, num_chains))
     each_chain = lambda a: jnp.repeat(a, num_chains, axis=0)  # noqa: E731  a coalition's inputs, for each chain
     data = inputs.data if inputs.data.row_axis is None else jax.tree.map(each_chain, inputs.data)
     inputs = inputs._replace(data=data, mask=each_chain(inputs.mask))
@@ -109,8 +118,10 @@ def _advance(
     if conditionals:
         prior = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), inputs.priors.model)
         start = (states, jax.tree.map(lambda a: jnp.broadcast_to(a, keys.shape + a.shape), prior))
-    segment_keys = jax.vmap(lambda key: jax.random.split(key, sweeps.shape[0]), out_axes=1)(keys)  # (S, rows)
-    end, draws = jax.lax.scan(kept, start, (segment_keys, sweeps))
+    kept_keys = jax.vmap(lambda j: jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, j))(
+        first + jnp.arange(sweeps.shape[0])
+    )  # (len(sweeps), rows)
+    end, draws = jax.lax.scan(kept, start, (kept_keys, sweeps))
     end = end[0] if conditionals else end
     by_chain = lambda a: a.reshape((num_coalitions, num_chains) + a.shape[1:])  # noqa: E731
     # draws (S, rows, ...) -> (K, chains, S, ...)
@@ -149,16 +160,28 @@ class GibbsRun(NamedTuple):
         return (self.row_keys, self.num_chains, self.inputs.priors, num_parties, self.settings.shared_data_model)
 
     def _sweep_arguments(self) -> tuple:
-        """The arguments of `_advance` for one sampling segment: the chain states' shapes (traced, not computed), the
-        row keys, the inputs and the static settings."""
-        sweeps = np.zeros(self.per_segment, np.full(1, self.thinning).dtype)
+        """The arguments of `_advance` for one call: the row keys, the chain states' shapes (traced, not computed),
+        the inputs and the static settings."""
+        sweeps = np.zeros(KEPT_PER_CALL, np.full(1, self.thinning).dtype)
         states = _initial_states.trace(*self.start).out_info
-        adapt = np.bool_(True)
-        return (self.row_keys, np.int32(0), states, self.inputs, self.settings, adapt, sweeps, self.conditionals)
+        adapt, at = np.bool_(True), np.int32(0)
+        return (self.row_keys, at, at, states, self.inputs, self.settings, adapt, sweeps, self.conditionals)
 
     def programs(self) -> list[Program]:
         """The start and sweep programs `sample()` calls."""
         return [Program(_initial_states, self.start), Program(_advance, self._sweep_arguments())]
+
+    def _segment_sweeps(self, index: int, done: int) -> list[np.ndarray]:
+        """The sweep counts of segment `index`'s calls, each KEPT_PER_CALL long: a warm-up segment's sweeps before
+        its one kept draw (one call), a sampling segment's `thinning` before each of its kept draws up to the run's
+        `total_kept` (`done` kept before it), and 0 (no sweep) in the places past them."""
+        if index < len(self.warmup):
+            wanted = [self.warmup[index]]
+        else:
+            wanted = [self.thinning] * min(self.per_segment, self.total_kept - done)
+        counts = np.zeros(-(-len(wanted) // KEPT_PER_CALL) * KEPT_PER_CALL, np.full(1, self.thinning).dtype)
+        counts[: len(wanted)] = wanted
+        return np.split(counts, len(counts) // KEPT_PER_CALL)
 
     def sample(self) -> CoalitionDraws:
         """Run the chains: the draws (K, chains, kept, D + 1), with every chain kept (Gibbs has no BFMI rule), and
@@ -168,27 +191,26 @@ class GibbsRun(NamedTuple):
         compile_ahead(_initial_states, *self.start).result()
         states = _initial_states(*self.start)
         sweep_program.result()
-        settings, kept, segments = self.settings, [], len(self.warmup) + self.sampling
+        settings, kept, done, segments = self.settings, [], 0, len(self.warmup) + self.sampling
         with tqdm(total=segments, desc=describe("Gibbs"), disable=not shown(self.progress_bar), unit="segment") as bar:
             for index in range(segments):
                 warming = index < len(self.warmup)
-                sweeps = np.full(self.per_segment, self.thinning)
-                if warming:
-                    sweeps[:] = 0
-                    sweeps[0] = self.warmup[index]
                 adapt = np.bool_(is_adapting(index, len(self.warmup)))
                 if settings.collapsed_moves and is_window_end(index, len(self.warmup)):
                     states = end_window(states)
-                states, draws = _advance(
-                    self.row_keys, np.int32(index), states, self.inputs, settings, adapt, sweeps, self.conditionals
-                )
-                if not warming:
-                    kept.append(jax.tree.map(np.asarray, draws))
+                for call, sweeps in enumerate(self._segment_sweeps(index, done)):
+                    states, draws = _advance(
+                        self.row_keys, np.int32(index), np.int32(call * KEPT_PER_CALL), states, self.inputs, settings,
+                        adapt, sweeps, self.conditionals,
+                    )  # fmt: skip
+                    if not warming:
+                        drawn = int(np.count_nonzero(sweeps))
+                        kept.append(jax.tree.map(lambda a, drawn=drawn: np.asarray(a)[:, :, :drawn], draws))
+                        done += drawn
                 bar.update()
-        total = self.total_kept
         if not self.conditionals:
-            return CoalitionDraws.all_kept(np.concatenate(kept, axis=2)[:, :, :total])
-        theta, found = jax.tree.map(lambda *parts: np.concatenate(parts, axis=2)[:, :, :total], *kept)
+            return CoalitionDraws.all_kept(np.concatenate(kept, axis=2))
+        theta, found = jax.tree.map(lambda *parts: np.concatenate(parts, axis=2), *kept)
         return CoalitionDraws.all_kept(theta)._replace(conditionals=found)
 
 
