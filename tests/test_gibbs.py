@@ -110,8 +110,9 @@ def test_finite_valid_draws_at_extreme_noise_and_large_parties(syn, epsilon, sca
         for i, (X, y) in enumerate(data.parties[:2])
     ]
     model = bv.models.LinearRegression(interweaving_moves=moves[0], collapsed_moves=moves[1])
+    released = mediator_data(parties)
     for mask in ([True, True], [True, False]):
-        draws = gibbs(mediator_data(parties), [mask], model, num_chains=4, num_warmup=100, num_samples=300, thinning=1)
+        draws = gibbs(released, [mask], model, num_chains=4, num_warmup=100, num_samples=300, thinning=1)
         assert np.isfinite(draws).all()
         assert (draws[..., -1] > 0).all()  # sigma^2 > 0
 

@@ -162,7 +162,7 @@ class GibbsRun(NamedTuple):
     def _sweep_arguments(self) -> tuple:
         """The arguments of `_advance` for one call: the row keys, the chain states' shapes (traced, not computed),
         the inputs and the static settings."""
-        sweeps = np.zeros(KEPT_PER_CALL, np.full(1, self.thinning).dtype)
+        sweeps = np.zeros_like(self._segment_sweeps(0, 0)[0])  # one call's counts, as `sample` gives them
         states = _initial_states.trace(*self.start).out_info
         adapt, at = np.bool_(True), np.int32(0)
         return (self.row_keys, at, at, states, self.inputs, self.settings, adapt, sweeps, self.conditionals)
