@@ -18,8 +18,9 @@ from bayesval.parties import importance, release_all
 from bayesval.parties.keys import rerun_key
 from bayesval.parties.surprise import CoalitionSurprise, per_repeat
 
-# 2 repeats of 2,000 draws: the importance route draws `draws_per_repeat` weighted draws a repeat
-CONFIG = bv.SamplerConfig(num_chains=1, num_warmup=100, num_samples=2000, num_repeats=2, progress_bar=False)
+# 2 repeats of 2,048 draws: the importance route draws `draws_per_repeat` weighted draws a repeat, here as many as at
+# the fast preset (`importance.IMPORTANCE_DRAWS`), so that its row programs serve the tests at that preset too
+CONFIG = bv.SamplerConfig(num_chains=1, num_warmup=100, num_samples=2048, num_repeats=2, progress_bar=False)
 
 
 def _normal_ratio(scale: float, size: int, seed: int) -> np.ndarray:
@@ -109,7 +110,7 @@ class _NoStructure(bv.models.LinearRegression):
     importance_draws = None
 
 
-# a short chain of CONFIG's 2,000 draws a repeat, so that the importance route's programs are CONFIG's
+# a short chain of CONFIG's 2,048 draws a repeat, so that the importance route's programs are CONFIG's
 SMOKE = CONFIG.with_(num_warmup=50, reruns=0)
 
 
