@@ -1,7 +1,7 @@
 """What XLA's backend optimisation level costs and saves for the importance route's programs run many times: the row
 program (`bayesval.inference.importance._row_draws`) and a coalition's fit (`_mode`), each compiled at XLA's default
 level and at level 1 (as the Gibbs sweep program compiles), in fresh processes alternating, with the seconds XLA
-spent compiling each and the median time of a row and of a coalition's fits after it.
+spent compiling each and the median time of a row (its coalition's fits and its draws) and of the fits alone after it.
 
     python benchmarks/bench_compile_levels.py --parties 3 12 --rounds 2
 
@@ -93,7 +93,7 @@ def main() -> None:
                 output = subprocess.run(command, check=True, capture_output=True, text=True, env=environment).stdout
                 runs[label].append(json.loads(output.strip().splitlines()[-1]))
         print(f"\n{num_parties} parties, {args.rounds} fresh processes each, {ROWS} rows of {DRAWS} draws after one:")
-        print("| | row program compile (s) | fit program compile (s) | a row (ms) | a coalition's fits (ms) |")
+        print("| | row program compile (s) | fit program compile (s) | a row, fits and draws (ms) | the fits (ms) |")
         print("|---|---|---|---|---|")
         for label, outputs in runs.items():
             cells = [", ".join(f"{run[name]:.1f}" if "compile" in name else f"{run[name]:.0f}" for run in outputs)
