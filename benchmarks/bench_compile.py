@@ -8,6 +8,7 @@ working tree against the package as it was at commit REV (checked out in a tempo
     python benchmarks/bench_compile.py --against cb0b10d --cases trace --rounds 4
     python benchmarks/bench_compile.py --cache --cases syn demo --rounds 4
     python benchmarks/bench_compile.py --against 087ced0 --cases fit-trace importance --rounds 3
+    python benchmarks/bench_compile.py --against 4fee8cb --cases make-syn --rounds 3
 
 With `--cache`, a run whose programs come from the persistent compilation cache the command line keeps
 (`bayesval.compilation.use_persistent_cache`, in a temporary $BAYESVAL_CACHE_DIR filled by one untimed run first)
@@ -22,7 +23,9 @@ $BAYESVAL_DATA). trace: no valuation, only the time to trace and lower the Gibbs
 valuation (7 coalitions x 3 repeats, 4 chains; not compiled), the part of a first call that JAX's compilation cache
 does not save. fit-trace: the same for the importance route's fit program (the grand coalition's joint mode,
 `bayesval.inference.importance`). importance: Syn's valuation at the fast preset by the importance route
-(`surprise='importance'`), its fit and row programs compiled.
+(`surprise='importance'`), its fit and row programs compiled. make-syn: no valuation, only `make_syn` for the
+settings other than the stored default that the tests draw (`MAKE_SYN_SETTINGS`), in one process; 'phi' lists a
+digest of each setting's data.
 Prints each run's wall time (of `bv.valuate`, compilation included) and CPU time (every thread of the
 process) and phi, then per case the median wall and CPU time of each path and their ratios. Compiled ahead or when
 called, the values must agree to the last bit: the programs are the same. Against a commit they agree as far as the
@@ -63,6 +66,8 @@ def child(case: str, mode: str) -> None:
         return print(json.dumps({"seconds": sweep_trace_seconds(bench_valuation.syn_parties()), "phi": []}))
     if case == "fit-trace":
         return print(json.dumps({"seconds": fit_trace_seconds(bench_valuation.syn_parties()), "phi": []}))
+    if case == "make-syn":
+        return print(json.dumps(make_syn_seconds()))
     if case == "diab":
         model, parties = bench_valuation.diab_parties()
     else:
@@ -115,6 +120,29 @@ def fit_trace_seconds(parties) -> float:
     start = time.perf_counter()
     importance._mode.trace(*arguments, False).lower()
     return time.perf_counter() - start
+
+
+# The settings other than the stored default that the tests draw (`make_syn(seed=0, sizes=...)`), in the suite's
+# order of first use.
+MAKE_SYN_SETTINGS = [(0, (100,) * 3), (0, (100,) * 12), (0, (100,) * 24), (0, (100, 100, 200, 200)), (0, (40,) * 6)]
+
+
+def make_syn_seconds() -> dict:
+    """Seconds to generate every setting of `MAKE_SYN_SETTINGS` in one process, compilation included; 'phi' holds
+    a digest of each setting's arrays, so that the two paths' draws can be compared to the last bit."""
+    import hashlib
+
+    import numpy as np
+
+    from bayesval.datasets.synthetic import make_syn
+
+    start, cpu = time.perf_counter(), time.process_time()
+    digests = []
+    for seed, sizes in MAKE_SYN_SETTINGS:
+        syn = make_syn(seed=seed, sizes=sizes)
+        arrays = [syn.weights, np.float64(syn.noise_var), *(array for pair in syn.parties for array in pair), *syn.test]
+        digests.append(hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()[:12])
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu, "phi": digests}
 
 
 @contextmanager
@@ -219,7 +247,7 @@ def main() -> None:
     parser.add_argument(
         "--cases",
         nargs="+",
-        choices=["syn", "diab", "demo", "trace", "short", "fit-trace", "importance"],
+        choices=["syn", "diab", "demo", "trace", "short", "fit-trace", "importance", "make-syn"],
         default=["syn", "diab"],
     )
     parser.add_argument("--against", metavar="REV", help="compare this working tree with the package at commit REV")

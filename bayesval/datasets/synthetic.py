@@ -2,8 +2,8 @@
 per-party inputs from an NIW data model, shared with the model's prior.
 
 The default setting (`make_syn()` with seed 0 and the default sizes), which `bayesval demo`, the examples and the
-tests use, ships with the package as `syn_default.npz`: generating it compiles a program of random draws (about 4 s
-of a 60 s demo on 2 cores), and a stored copy reads in milliseconds. `tests/test_synthetic.py` checks that the file
+tests use, ships with the package as `syn_default.npz`: generating it compiles the programs of its random draws
+(seconds of a demo on 2 cores), and a stored copy reads in milliseconds. `tests/test_synthetic.py` checks that the file
 holds what `_generate` draws today; `write_default` rewrites it.
 """
 
@@ -81,22 +81,46 @@ def _read_default():
         return stored["weights"], stored["noise_var"], *pairs
 
 
-@partial(jax.jit, static_argnames=("sizes", "num_features", "num_test"))
+# `make_syn`'s random draws run as three compiled programs, not one: the true parameters (`_truth`), a party's data
+# model (`_data_model`) and a party's rows (`_rows`, one program per number of rows). The NIG and NIW draws' rejection
+# loops are most of the compiling (about 6 s on 2 cores), and in one program of the whole setting they compiled again
+# for every tuple of sizes (12 to 50 s for 1 to 24 parties); now they compile once, and a new size compiles only its
+# rows' normal draws. The keys are those the one program split, so the settings draw the same numbers to the last
+# bit (checked at 2 features up to 32 parties; at 3 features and 16 or more parties the NIW draw as a batch of one
+# rounds some rows differently in the last bit: docs/benchmarks.md, "make_syn compiled once for any sizes").
+
+
 def _generate(key, sizes, num_features, num_test):
-    """The random draws of `make_syn`, as one compiled program (run op by op, the samplers' loops compiled
-    one at a time and took seconds)."""
+    """The random draws of `make_syn`: (weights, noise_var, [(X, y) per party], [(X, y) of the test set per
+    party])."""
+    weights, noise_var, key_omega, key_train, key_test = _truth(key, num_features)
+    count = len(sizes)
+    models = [_data_model(k, num_features) for k in jax.random.split(key_omega, count)]
+    train_keys, test_keys = jax.random.split(key_train, count), jax.random.split(key_test, count)
+    parties = [_rows(k, *model, weights, noise_var, size) for k, model, size in zip(train_keys, models, sizes)]
+    tests = [_rows(k, *model, weights, noise_var, num_test // count) for k, model in zip(test_keys, models)]
+    return weights, noise_var, parties, tests
+
+
+@partial(jax.jit, static_argnames=("num_features",))
+def _truth(key, num_features):
+    """The true (w, sigma^2) ~ NIG prior, and the keys of the parties' data models, rows and test rows."""
     key_theta, key_parties, key_test = jax.random.split(key, 3)
     weights, noise_var = sample_nig(key_theta, syn_model_prior(num_features))
-
-    def draw(key, data_model, size):
-        key_x, key_y = jax.random.split(key)
-        X = jax.random.multivariate_normal(key_x, *data_model, (size,))
-        return X, X @ weights[:-1] + weights[-1] + jnp.sqrt(noise_var) * jax.random.normal(key_y, (size,))
-
     key_omega, key_train = jax.random.split(key_parties)
-    means, covs = jax.vmap(sample_niw, (0, None))(jax.random.split(key_omega, len(sizes)), syn_data_prior(num_features))
-    data_models = list(zip(means, covs))
-    train_keys, test_keys = jax.random.split(key_train, len(sizes)), jax.random.split(key_test, len(sizes))
-    parties = [draw(k, m, size) for k, m, size in zip(train_keys, data_models, sizes)]
-    tests = [draw(k, m, num_test // len(sizes)) for k, m in zip(test_keys, data_models)]
-    return weights, noise_var, parties, tests
+    return weights, noise_var, key_omega, key_train, key_test
+
+
+@partial(jax.jit, static_argnames=("num_features",))
+def _data_model(key, num_features):
+    """One party's (mu_i, Sigma_i) ~ NIW prior, drawn as a batch of one (the draws of a batch of every party)."""
+    means, covs = jax.vmap(sample_niw, (0, None))(key[None], syn_data_prior(num_features))
+    return means[0], covs[0]
+
+
+@partial(jax.jit, static_argnames=("size",))
+def _rows(key, mean, cov, weights, noise_var, size):
+    """`size` rows x ~ N(mu_i, Sigma_i), y = w^T [x; 1] + N(0, sigma^2)."""
+    key_x, key_y = jax.random.split(key)
+    X = jax.random.multivariate_normal(key_x, mean, cov, (size,))
+    return X, X @ weights[:-1] + weights[-1] + jnp.sqrt(noise_var) * jax.random.normal(key_y, (size,))
