@@ -95,38 +95,37 @@ def rng():
     return np.random.default_rng(20261122)
 
 
-# The slowest modules (seconds of test time on 2 cores, a clean clone of 3762d09 on an AMD EPYC sandbox, 2026-12-03,
-# from a per-test profile stopped with 57 of 72 modules done, the others each under 62 s on 2026-11-30), run first:
-# `--dist loadfile` hands whole modules to the two workers in collection order, so starting with the longest leaves
-# short ones to even out the finish, where running them alphabetically left one worker alone with a slow module for
-# the last ~8 minutes (2026-11-26). Modules not listed run after these, in alphabetical order.
+# The slowest modules (seconds of test time on 2 cores, a whole clean-clone run of 10c7573 with a cold cache on an AMD
+# EPYC sandbox, 2026-12-04: 4,410 s of test time in 2,236 s), run first: `--dist loadfile` hands whole modules to the
+# two workers in collection order, so starting with the longest leaves short ones to even out the finish, where
+# running them alphabetically left one worker alone with a slow module for the last ~8 minutes (2026-11-26). Modules
+# not listed (each under 40 s) run after these, in alphabetical order.
 SLOWEST_FIRST = (
-    "test_importance.py",  # 786
-    "test_coalition_batches.py",  # 297
-    "test_gibbs.py",  # 294
-    "test_examples.py",  # 276
-    "test_valuate.py",  # 266
-    "test_notebooks.py",  # 216
-    "test_games_calibration.py",  # 195
-    "test_member_packing.py",  # 168
-    "test_compilation.py",  # 161
-    "test_multiprocess.py",  # 145, two processes beside this one
-    "test_games_semivalues.py",  # 138
-    "test_party_product.py",  # 134
-    "test_linalg.py",  # 129
-    "test_doc_blocks.py",  # 122
-    "test_california.py",  # 120
-    "test_reruns.py",  # 111
-    "test_rao_blackwell.py",  # 96
-    "test_paper_trends.py",  # 91
-    "test_divergence.py",  # 87
+    "test_importance.py",  # 656
+    "test_examples.py",  # 291
+    "test_gibbs.py",  # 260
+    "test_valuate.py",  # 257
+    "test_compilation.py",  # 205
+    "test_notebooks.py",  # 183
+    "test_games_calibration.py",  # 178
+    "test_coalition_batches.py",  # 177
+    "test_games_semivalues.py",  # 143
+    "test_multiprocess.py",  # 133, two processes beside this one
+    "test_member_packing.py",  # 120
+    "test_rao_blackwell.py",  # 115
+    "test_rewards.py",  # 113
+    "test_linalg.py",  # 103
+    "test_reruns.py",  # 97
+    "test_doc_blocks.py",  # 96
+    "test_california.py",  # 94
+    "test_divergence.py",  # 91
     "test_diab_trends.py",  # 80
-    "test_rewards.py",  # 77
-    "test_logistic.py",  # 75
-    "test_knn_closed_forms.py",  # 66
-    "test_games_regression.py",  # 62
-    "test_gradients.py",  # 51
-    "test_behaviour_pinned.py",  # 50
+    "test_logistic.py",  # 79
+    "test_party_product.py",  # 69
+    "test_paper_trends.py",  # 69
+    "test_shapley_policy.py",  # 58
+    "test_knn_closed_forms.py",  # 54
+    "test_party_valuation.py",  # 45
 )
 
 
