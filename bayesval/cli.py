@@ -26,6 +26,7 @@ import numpy as np
 import bayesval as bv
 from bayesval.compilation import use_persistent_cache
 from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_table, read_table, read_tables
+from bayesval.inference.batching import use_cpu_cores
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
 
@@ -628,6 +629,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if holds_no_party_data(args):
         use_persistent_cache()
+    if args.command == "demo":  # its model is sampled by Gibbs: its rows may split over the cores
+        use_cpu_cores()
     try:
         args.run(args)
     except (ValueError, TypeError, FileNotFoundError) as error:

@@ -16,7 +16,7 @@ import bayesval as bv
 from bayesval.datasets.synthetic import make_syn
 from bayesval.games.stopping import MaxEvaluations, StandardError
 from bayesval.inference import gibbs
-from bayesval.inference.batching import coalition_keys
+from bayesval.inference.batching import coalition_keys, use_cpu_cores
 from bayesval.inference.data import NoiseAwareData
 from bayesval.parties import plan as party_plan
 from bayesval.parties import surprise as party_surprise
@@ -299,23 +299,58 @@ config = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     result = bv.valuate(bv.models.LinearRegression(collapsed_moves=0), releases, key=3, config=config)
-print(jax.local_device_count(), repr(result.coalition_values.tolist()))
+    from bayesval.inference.gibbs import _advance
+    before = _advance._cache_size()
+    bv.valuate(bv.models.LinearRegression(), releases[:2], key=3, config=config)  # the collapsed moves' states too
+print(jax.local_device_count(), _advance._cache_size() - before, repr(result.coalition_values.tolist()))
 """
 
 
 def test_four_devices_give_the_values_of_one():
     """21 rows (7 coalitions x 3 repeats) padded to 24 and sharded over 4 forced CPU devices, against 21 rows on
     one device: neither the batch size nor the device layout changes a value (Algorithm 1 as printed, the quickest
-    program to compile)."""
+    program to compile). And the default kernel's sweep program compiles once for a valuation over the 4 devices, the
+    chain states kept split by rows between its calls: left to XLA's propagation, the collapsed moves' proposal
+    moments came back in other layouts, and it compiled again for each (5 times)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     output = subprocess.run([sys.executable, "-c", _FOUR_DEVICES], env=env, capture_output=True, text=True, check=True)
-    devices, values = output.stdout.strip().splitlines()[-1].split(" ", 1)
+    devices, sweep_programs, values = output.stdout.strip().splitlines()[-1].split(" ", 2)
     assert int(devices) == 4
+    assert int(sweep_programs) == 1
     single = _valuate(_releases(3, epsilon=1.0), ALGORITHM_1, key=3, config=SMALL)
     assert SMALL == bv.SamplerConfig(
         num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False
     )
     np.testing.assert_allclose(eval(values), single.coalition_values, rtol=1e-9)
+
+
+_CPU_CORES = """
+import jax
+from bayesval.inference.batching import use_cpu_cores, usable_cores
+print(use_cpu_cores(), len(jax.devices("cpu")), usable_cores())
+"""
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [("", "cores"), ("--xla_force_host_platform_device_count=3", 3)],
+    ids=["one device per core", "a count chosen by XLA_FLAGS is kept"],
+)
+def test_use_cpu_cores_gives_a_fresh_process_one_cpu_device_per_core(flags, expected):
+    """Before the backend starts, one CPU device per usable core; a count chosen in XLA_FLAGS stays as chosen."""
+    env = {key: value for key, value in os.environ.items() if key not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env.update(XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
+    output = subprocess.run([sys.executable, "-c", _CPU_CORES], env=env, capture_output=True, text=True, check=True)
+    returned, devices, cores = map(int, output.stdout.split())
+    assert returned == devices == (cores if expected == "cores" else expected)
+
+
+def test_use_cpu_cores_leaves_a_started_backend_as_it_is():
+    """The backend of this process has started (the tests have run programs): the count cannot change, and asking
+    is no error."""
+    jax.numpy.zeros(1).block_until_ready()
+    before = len(jax.devices("cpu"))
+    assert use_cpu_cores() == before == len(jax.devices("cpu"))
 
 
 def test_reported_stderr_matches_the_spread_over_independent_valuations():

@@ -11,10 +11,16 @@ own devices (`process_block`), sharded over those devices (`shard_rows`), and th
 block are gathered into every process (`gather_rows`): the samplers run process-local programs, with no
 collective inside their loops, and the processes meet once per batch. `same_in_every_process` checks that
 every process values the same game, which the gathered rows assume.
-"""
+
+On a CPU, JAX gives a process one device, and XLA runs one device's sweep program on about one and a half cores.
+`use_cpu_cores` gives the CPU backend one device per core before it starts, so that the rows split over the cores as
+they split over GPUs: the demo's valuation call ran in 6.9 s against 10.4 s on 2 cores, its draws the same to the
+last bit (docs/benchmarks.md, "Two CPU devices, one sweep program")."""
 
 from __future__ import annotations
 
+import os
+import re
 from functools import partial
 from typing import TypeVar
 
@@ -78,6 +84,37 @@ def shard_rows(*arrays):
     sharding = NamedSharding(Mesh(np.asarray(devices), ("rows",)), PartitionSpec("rows"))
     placed = tuple(jax.device_put(a, sharding) for a in arrays)
     return placed if len(placed) > 1 else placed[0]
+
+
+FORCED_DEVICES = re.compile(r"--xla_force_host_platform_device_count=\d+")  # a count XLA_FLAGS chose
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it, else every core)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def use_cpu_cores() -> int:
+    """Give JAX's CPU backend one device per core this process may use (`jax_num_cpu_devices`), so that the rows of a
+    sampler call, split over the devices (`shard_rows`), run on every core at once; returns the CPU devices the
+    process has. Left as it is where the backend has started (the count is read when it starts), where the count
+    was chosen already (`jax_num_cpu_devices`, or XLA_FLAGS' --xla_force_host_platform_device_count), or where
+    JAX runs on another platform (JAX_PLATFORMS).
+
+    For the Gibbs sampler's programs, which call no LAPACK kernel (tests/test_linalg.py): NUTS models' programs call
+    LAPACK, whose batched kernels hung the process with two CPU devices (docs/architecture.md), so a process that
+    samples a NUTS model keeps one. Rows are padded to a multiple of the devices (`bayesval.batching.padded_size`),
+    and no value depends on the layout."""
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    forced = FORCED_DEVICES.search(os.environ.get("XLA_FLAGS", ""))
+    chosen = jax.config.jax_num_cpu_devices > 0 or forced is not None
+    if not chosen and platforms in ("", "cpu"):
+        try:
+            jax.config.update("jax_num_cpu_devices", usable_cores())
+        except RuntimeError:  # the backend has started: its devices are fixed
+            pass
+    return len(jax.devices("cpu"))
 
 
 def row_sharding() -> NamedSharding:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
 from tqdm.auto import tqdm
 
 from bayesval.compilation import RUN_ONCE_OPTIONS, Program, compile_ahead, sampler_jit
@@ -128,6 +129,25 @@ def _advance(
     return jax.tree.map(by_chain, end), jax.tree.map(lambda a: by_chain(jnp.moveaxis(a, 0, 1)), draws)
 
 
+def _on_rows_of(row_keys: jax.Array):
+    """What lays a tree of per-row arrays (leading axis: rows) out as the row keys are: split by rows over the devices
+    where the keys are (`bayesval.inference.batching.shard_rows`), unchanged on one device. The chain states then
+    reach every call of the sweep program in one layout, and it compiles once: left to XLA's propagation, states
+    that came back replicated on some fields compiled it five times over two CPU devices (docs/benchmarks.md, "Two
+    CPU devices, one sweep program"). Arrays are placed and `jax.ShapeDtypeStruct`s given the sharding, so a program
+    compiled ahead (`GibbsRun.programs`) is the one the calls find."""
+    sharding = getattr(row_keys, "sharding", None)
+    if not isinstance(sharding, NamedSharding):
+        return lambda tree: tree
+
+    def place(leaf):
+        if isinstance(leaf, jax.Array):
+            return jax.device_put(leaf, sharding)
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+
+    return lambda tree: jax.tree.map(place, tree)
+
+
 def _segments(num_warmup: int, total_kept: int, segments: int) -> tuple[list[int], int, int]:
     """Warm-up sweeps per warm-up segment (exactly num_warmup in at most `segments`), the kept draws per sampling
     segment and the number of sampling segments."""
@@ -163,7 +183,7 @@ class GibbsRun(NamedTuple):
         """The arguments of `_advance` for one call: the row keys, the chain states' shapes (traced, not computed),
         the inputs and the static settings."""
         sweeps = np.zeros_like(self._segment_sweeps(0, 0)[0])  # one call's counts, as `sample` gives them
-        states = _initial_states.trace(*self.start).out_info
+        states = _on_rows_of(self.row_keys)(_initial_states.trace(*self.start).out_info)
         adapt, at = np.bool_(True), np.int32(0)
         return (self.row_keys, at, at, states, self.inputs, self.settings, adapt, sweeps, self.conditionals)
 
@@ -189,6 +209,7 @@ class GibbsRun(NamedTuple):
         # the sweep program, then the start program, lowered in the background (bayesval.compilation)
         sweep_program = compile_ahead(_advance, *self._sweep_arguments())
         compile_ahead(_initial_states, *self.start).result()
+        on_rows = _on_rows_of(self.row_keys)
         states = _initial_states(*self.start)
         sweep_program.result()
         settings, kept, done, segments = self.settings, [], 0, len(self.warmup) + self.sampling
@@ -198,11 +219,13 @@ class GibbsRun(NamedTuple):
                 adapt = np.bool_(is_adapting(index, len(self.warmup)))
                 if settings.collapsed_moves and is_window_end(index, len(self.warmup)):
                     states = end_window(states)
+                states = on_rows(states)
                 for call, sweeps in enumerate(self._segment_sweeps(index, done)):
                     states, draws = _advance(
                         self.row_keys, np.int32(index), np.int32(call * KEPT_PER_CALL), states, self.inputs, settings,
                         adapt, sweeps, self.conditionals,
                     )  # fmt: skip
+                    states = on_rows(states)
                     if not warming:
                         drawn = int(np.count_nonzero(sweeps))
                         kept.append(jax.tree.map(lambda a, drawn=drawn: np.asarray(a)[:, :, :drawn], draws))
