@@ -28,7 +28,7 @@ from bayesval.compilation import use_persistent_cache
 from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_table, read_table, read_tables
 from bayesval.inference.batching import use_cpu_cores
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
-from bayesval.validation import IMAGE_SUFFIXES, check_key, check_output_path
+from bayesval.validation import IMAGE_SUFFIXES, check_output_path, check_seed
 
 # The samplers, the parties and the Syn data are imported inside the commands that use them, after the arguments and
 # the output paths are checked: a command that fails on them fails before NumPyro, the party path and the signing
@@ -69,9 +69,11 @@ def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.Val
     fixes the data and the sampler only.
     """
     _check_outputs(save=save)
-    check_key("--seed", seed)
+    check_seed("--seed", seed)
     from bayesval.datasets.synthetic import make_syn
 
+    model = bv.models.LinearRegression()
+    _cores_for(model)  # before make_syn starts JAX
     syn = make_syn(seed=seed)
     epsilons = (0.2, 0.1, 0.2)
     parties = [
@@ -79,7 +81,6 @@ def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.Val
         for i, ((X, y), eps) in enumerate(zip(syn.parties, epsilons))
     ]
     print(f"Syn setting: {[len(p.X) for p in parties]} points, epsilon = {epsilons}, bounds {syn.bounds}")
-    model = bv.models.LinearRegression()
     config = _config(budget, model)
     tolerance = getattr(budget, "tolerance", None)
     return _valuate_and_report(model, parties, seed, config, progress_bar, save, "tempering", tolerance=tolerance)
@@ -204,7 +205,7 @@ def valuate_files(
     if rho is not None and rewards is None:
         raise ValueError(f"--rho {rho:g} sets the reward targets: pass --rewards tempering or --rewards noise with it")
     _check_outputs(tuple(files), save=save, plot=plot)
-    check_key("--seed", seed)
+    check_seed("--seed", seed)
     tables = [f for f in files if is_table(f)]
     if tables and len(tables) != len(files):
         raise ValueError("pass either release files (.release.json) or data tables (.csv / .parquet), not both")
@@ -236,6 +237,7 @@ def valuate_files(
     for released in [] if tables else parties:
         print(f"  {released.owner} ({released.source_file.path}): {released.integrity}")
     model = _model(model)
+    _cores_for(model)  # reading the files and the tables starts no JAX backend
     config = _config(budget, model)
     tolerance = getattr(budget, "tolerance", None)
     result = _valuate_and_report(model, parties, seed, config, progress_bar, save, rewards, rho, tolerance)
@@ -303,6 +305,14 @@ def _plot(result: bv.ValuationResult, path: str | None) -> None:
 
 def _model(name: str):
     return bv.models.LinearRegression() if name == "linear" else bv.models.LogisticRegression()
+
+
+def _cores_for(model) -> None:
+    """One CPU device per core for a model sampled by Gibbs (`use_cpu_cores`; a Gibbs call 1.5 times faster on 2
+    cores, docs/benchmarks.md, "Two CPU devices, one sweep program"), called before the command starts JAX. A NUTS
+    model keeps one device: its LAPACK kernels hung a process with two (docs/architecture.md)."""
+    if model.sampler == "gibbs":
+        use_cpu_cores()
 
 
 def _config(budget, model) -> bv.SamplerConfig:
@@ -629,8 +639,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if holds_no_party_data(args):
         use_persistent_cache()
-    if args.command == "demo":  # its model is sampled by Gibbs: its rows may split over the cores
-        use_cpu_cores()
     try:
         args.run(args)
     except (ValueError, TypeError, FileNotFoundError) as error:

@@ -137,6 +137,13 @@ def check_bool(name: str, value) -> bool:
 _SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
+def check_seed(name: str, seed) -> int:
+    """An int seed in [-2^63, 2^63) (python or numpy integer, not a bool), checked without making a key: nothing
+    here starts JAX's backend, whose CPU devices a command may still choose (`bayesval.cli`)."""
+    low, high = _SEED_RANGE
+    return check_int(name, seed, minimum=low, maximum=high)
+
+
 def check_key(name: str, key) -> jax.Array:
     """A single JAX PRNG key from `key`: an int seed (python or numpy integer in [-2^63, 2^63), not a
     bool) becomes jax.random.key(seed); a typed key (jax.random.key) of shape () is returned as is; a
@@ -144,8 +151,7 @@ def check_key(name: str, key) -> jax.Array:
     random stream. Anything else, including a batch of keys, is refused."""
     integer_array = isinstance(key, np.ndarray) and key.shape == () and key.dtype.kind in "iu"
     if _is_bool(key) or isinstance(key, (numbers.Integral, np.integer)) or integer_array:
-        low, high = _SEED_RANGE
-        return jax.random.key(check_int(f"{name} (an int seed or a jax.random.key)", key, minimum=low, maximum=high))
+        return jax.random.key(check_seed(f"{name} (an int seed or a jax.random.key)", key))
     dtype = getattr(key, "dtype", None)
     shape = tuple(getattr(key, "shape", ()))
     if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):

@@ -1341,7 +1341,7 @@ CLI = [
     cli_case(
         "cli-valuate-seed-huge",
         lambda w: w.valuate_cli("--seed", str(2**70)),
-        r"--seed \(an int seed or a jax.random.key\) must be an integer in",
+        r"valuate: --seed must be an integer in",
     ),
     cli_case(
         "cli-valuate-directory",

@@ -10,6 +10,7 @@ from dataclasses import replace
 import jax
 import numpy as np
 import pytest
+from pinned_valuations import RELEASE_FILES
 from sampler_calls import record_sampler_calls
 
 import bayesval as bv
@@ -326,23 +327,38 @@ def test_four_devices_give_the_values_of_one():
 
 _CPU_CORES = """
 import jax
+import bayesval as bv
+import bayesval.cli as cli
+from bayesval.cli import _cores_for
 from bayesval.inference.batching import use_cpu_cores, usable_cores
-print(use_cpu_cores(), len(jax.devices("cpu")), usable_cores())
+cli._valuate_and_report = lambda *args, **kwargs: None  # the command up to its valuation
+{call}
+print(len(jax.devices("cpu")), usable_cores())
 """
+PINNED_RELEASES = [str(path) for path in RELEASE_FILES]
 
 
 @pytest.mark.parametrize(
-    "flags, expected",
-    [("", "cores"), ("--xla_force_host_platform_device_count=3", 3)],
-    ids=["one device per core", "a count chosen by XLA_FLAGS is kept"],
+    "flags, call, expected",
+    [
+        ("", "use_cpu_cores()", "cores"),
+        ("--xla_force_host_platform_device_count=3", "use_cpu_cores()", 3),
+        ("", "cli.main(['demo', '--no-progress'])", "cores"),
+        ("", f"cli.main(['valuate', *{PINNED_RELEASES!r}, '--no-progress'])", "cores"),
+        ("", "_cores_for(bv.models.LogisticRegression())", 1),
+    ],
+    ids=["one device per core", "a count chosen by XLA_FLAGS is kept", "demo", "valuate, linear", "a NUTS model"],
 )
-def test_use_cpu_cores_gives_a_fresh_process_one_cpu_device_per_core(flags, expected):
-    """Before the backend starts, one CPU device per usable core; a count chosen in XLA_FLAGS stays as chosen."""
+def test_use_cpu_cores_gives_a_fresh_process_one_cpu_device_per_core(flags, call, expected):
+    """Before the backend starts, one CPU device per usable core; a count chosen in XLA_FLAGS stays as chosen. The
+    command line asks for them where the model is sampled by Gibbs, before anything it runs starts JAX (the demo's
+    data, the valuation of release files), and a NUTS model (LAPACK) keeps one."""
     env = {key: value for key, value in os.environ.items() if key not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
     env.update(XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
-    output = subprocess.run([sys.executable, "-c", _CPU_CORES], env=env, capture_output=True, text=True, check=True)
-    returned, devices, cores = map(int, output.stdout.split())
-    assert returned == devices == (cores if expected == "cores" else expected)
+    script = _CPU_CORES.format(call=call)
+    output = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    devices, cores = map(int, output.stdout.strip().splitlines()[-1].split())
+    assert devices == (cores if expected == "cores" else expected)
 
 
 def test_use_cpu_cores_leaves_a_started_backend_as_it_is():
