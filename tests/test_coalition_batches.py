@@ -291,19 +291,33 @@ def test_memory_limit_below_one_posterior_is_refused_before_any_release():
 
 
 _FOUR_DEVICES = """
-import warnings, jax, bayesval as bv
+import logging, warnings, jax, numpy as np, bayesval as bv
 from bayesval.datasets.synthetic import make_syn
+compiled = []  # the programs XLA compiles (JAX's compile log)
+class CompileLog(logging.Handler):
+    def emit(self, record):
+        compiled.append(record.getMessage())
+logging.getLogger("jax").addHandler(CompileLog())
+jax.config.update("jax_log_compiles", True)
+def compiles(name):
+    return sum(message.startswith(f"Finished XLA compilation of jit({name})") for message in compiled)
 syn = make_syn(seed=0, sizes=(100, 100, 100))
 releases = [bv.Party(X, y, epsilon=1.0, bounds=syn.bounds, name=f"p{i}", noise_seed=100 + i).release()
             for i, (X, y) in enumerate(syn.parties)]
 config = bv.SamplerConfig(num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False)
+rng = np.random.default_rng(0)
+labelled = []
+for i in range(2):
+    X = rng.normal(size=(100, 2)) * 0.5
+    y = (X @ np.array([1.0, -1.0]) > 0).astype(int)
+    labelled.append(bv.Party(X, y, epsilon=1.0, bounds=bv.Bounds(x_norm=2.0), name=f"q{i}", noise_seed=10 + i))
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     result = bv.valuate(bv.models.LinearRegression(collapsed_moves=0), releases, key=3, config=config)
-    from bayesval.inference.gibbs import _advance
-    before = _advance._cache_size()
+    before = compiles("_advance")
     bv.valuate(bv.models.LinearRegression(), releases[:2], key=3, config=config)  # the collapsed moves' states too
-print(jax.local_device_count(), _advance._cache_size() - before, repr(result.coalition_values.tolist()))
+    bv.valuate(bv.models.LogisticRegression(), labelled, key=3, config=config.with_(num_samples=40, num_repeats=2))
+print(jax.local_device_count(), compiles("_advance") - before, compiles("run"), repr(result.coalition_values.tolist()))
 """
 
 
@@ -311,13 +325,16 @@ def test_four_devices_give_the_values_of_one():
     """21 rows (7 coalitions x 3 repeats) padded to 24 and sharded over 4 forced CPU devices, against 21 rows on
     one device: neither the batch size nor the device layout changes a value (Algorithm 1 as printed, the quickest
     program to compile). And the default kernel's sweep program compiles once for a valuation over the 4 devices, the
-    chain states kept split by rows between its calls: left to XLA's propagation, the collapsed moves' proposal
-    moments came back in other layouts, and it compiled again for each (5 times)."""
+    chain states kept split by rows between its calls (left to XLA's propagation, the collapsed moves' proposal
+    moments came back in other layouts, and it compiled 4 times), and so does NUTS's sampling program for a logistic
+    valuation (its states and trace likewise)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    output = subprocess.run([sys.executable, "-c", _FOUR_DEVICES], env=env, capture_output=True, text=True, check=True)
-    devices, sweep_programs, values = output.stdout.strip().splitlines()[-1].split(" ", 2)
+    script = [sys.executable, "-c", _FOUR_DEVICES]  # NUTS's LAPACK kernels once hung over CPU devices: time out
+    output = subprocess.run(script, env=env, capture_output=True, text=True, check=True, timeout=900)
+    devices, sweep_programs, nuts_programs, values = output.stdout.strip().splitlines()[-1].split(" ", 3)
     assert int(devices) == 4
     assert int(sweep_programs) == 1
+    assert int(nuts_programs) == 1
     single = _valuate(_releases(3, epsilon=1.0), ALGORITHM_1, key=3, config=SMALL)
     assert SMALL == bv.SamplerConfig(
         num_chains=2, num_warmup=30, num_samples=100, thinning=1, num_repeats=3, progress_bar=False

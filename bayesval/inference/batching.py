@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
@@ -84,6 +85,25 @@ def shard_rows(*arrays):
     sharding = NamedSharding(Mesh(np.asarray(devices), ("rows",)), PartitionSpec("rows"))
     placed = tuple(jax.device_put(a, sharding) for a in arrays)
     return placed if len(placed) > 1 else placed[0]
+
+
+def on_rows_of(row_keys: jax.Array) -> Callable:
+    """What lays a tree of per-row arrays (leading axis: rows, or rows times chains) out as the row keys are: split by
+    rows over the devices where the keys are (`shard_rows`), unchanged on one device. A sampler whose states go from
+    one call of its program to the next places them so before every call, and the program compiles once: left to
+    XLA's propagation, states that came back in other layouts compiled the Gibbs sweep program five times over two
+    CPU devices and NUTS's three times (docs/benchmarks.md, "Two CPU devices, one sweep program"). Arrays are placed
+    and `jax.ShapeDtypeStruct`s given the sharding, so that a program compiled ahead is the one the calls find."""
+    sharding = getattr(row_keys, "sharding", None)
+    if not isinstance(sharding, NamedSharding):
+        return lambda tree: tree
+
+    def place(leaf):
+        if isinstance(leaf, jax.Array):
+            return jax.device_put(leaf, sharding)
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+
+    return lambda tree: jax.tree.map(place, tree)
 
 
 FORCED_DEVICES = re.compile(r"--xla_force_host_platform_device_count=\d+")  # a count XLA_FLAGS chose

@@ -19,6 +19,7 @@ in a row (`longest_repeat`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
@@ -33,7 +34,7 @@ from tqdm.auto import tqdm
 
 from bayesval.batching import even_splits, pad_rows
 from bayesval.compilation import RUN_ONCE_OPTIONS, compile_ahead, sampler_jit
-from bayesval.inference.batching import row_keys
+from bayesval.inference.batching import on_rows_of, row_keys
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.linalg import cholesky
 from bayesval.inference.warm_start import LaplaceFit, laplace_fit
@@ -229,13 +230,15 @@ def sample_coalition_posteriors_nuts(
     rows_data = data
     if data.row_axis is not None:  # one set of releases per row: every chain of the row reads it
         data = jax.tree.map(lambda leaf: jnp.repeat(leaf, num_chains, axis=0), data)
-    chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(row_keys(key, num_coalitions))
+    keys = row_keys(key, num_coalitions)
+    on_rows = on_rows_of(keys)  # the states and the trace stay split as the rows are: one sampling program
+    chain_keys = jax.vmap(lambda k: jax.random.split(k, num_chains))(keys)
     kept = num_samples // thinning
     phases = [(n, 1) for n in even_splits(num_warmup, segments)] + [(n, thinning) for n in even_splits(kept, segments)]
     begin = -num_warmup
     start = (chain_keys.reshape(batch), data, chain_masks)
     settings, fit = (num_warmup, target_accept_prob, max_tree_depth), None
-    run_ahead = partial(_sampling_ahead, kept=kept, phase=(begin, begin + phases[0][0]))
+    run_ahead = partial(_sampling_ahead, kept=kept, phase=(begin, begin + phases[0][0]), on_rows=on_rows)
     if warm_start:  # the sampling program compiles while the fits compile and run (bayesval.compilation)
         program = _program(model, settings + (True,))
         fit_data, fit_masks, row_of = _fit_rows(rows_data, masks)
@@ -250,7 +253,7 @@ def sample_coalition_posteriors_nuts(
     if fit is None:  # the sampling program compiles while the start program compiles and runs
         program = _program(model, settings + (False,))
         sampling_program, trace = run_ahead(program, start)
-    states = program.start(*start)
+    states = on_rows(program.start(*start))
     sampling_program.result()
     bar = tqdm(
         total=num_warmup + num_samples,
@@ -258,7 +261,7 @@ def sample_coalition_posteriors_nuts(
         disable=not shown(progress_bar),
     )
     for length, transitions in phases:
-        states, trace = program.run(states, trace, data, chain_masks, begin, begin + length, transitions)
+        states, trace = on_rows(program.run(states, trace, data, chain_masks, begin, begin + length, transitions))
         begin += length
         # `run` returns once the phase is dispatched (JAX's asynchronous dispatch), before its sweeps are done: the
         # bar advances when they are. The next phase needs this one's states, so waiting costs no sampling time.
@@ -272,13 +275,16 @@ def sample_coalition_posteriors_nuts(
     return draws
 
 
-def _sampling_ahead(program: _NUTSProgram, start: tuple, kept: int, phase: tuple[int, int]):
+def _sampling_ahead(program: _NUTSProgram, start: tuple, kept: int, phase: tuple[int, int], on_rows: Callable):
     """The sampling program of the chains `program.start(*start)` begins (arguments or their shapes), compiling
-    (`compile_ahead`), and the zero trace of `kept` draws per chain that it fills."""
-    states = program.start.trace(*start).out_info  # shapes (traced): the sampling program compiles from them
-    trace = jax.tree.map(
-        lambda leaf: jnp.zeros(leaf.shape[:1] + (kept,) + leaf.shape[1:], leaf.dtype),
-        (states.z, states.energy, states.diverging),
+    (`compile_ahead`), and the zero trace of `kept` draws per chain that it fills, both laid out by `on_rows` (as the
+    row keys are, `on_rows_of`)."""
+    states = on_rows(program.start.trace(*start).out_info)  # shapes (traced): the sampling program compiles from them
+    trace = on_rows(
+        jax.tree.map(
+            lambda leaf: jnp.zeros(leaf.shape[:1] + (kept,) + leaf.shape[1:], leaf.dtype),
+            (states.z, states.energy, states.diverging),
+        )
     )
     _, data, chain_masks = start[:3]
     return compile_ahead(program.run, states, trace, data, chain_masks, *phase, 1), trace

@@ -17,11 +17,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
 from tqdm.auto import tqdm
 
 from bayesval.compilation import RUN_ONCE_OPTIONS, Program, compile_ahead, sampler_jit
-from bayesval.inference.batching import row_keys
+from bayesval.inference.batching import on_rows_of, row_keys
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs.adaptation import end_window, fit_for, is_adapting, is_window_end
 from bayesval.inference.gibbs.kernel import init, step
@@ -129,25 +128,6 @@ def _advance(
     return jax.tree.map(by_chain, end), jax.tree.map(lambda a: by_chain(jnp.moveaxis(a, 0, 1)), draws)
 
 
-def _on_rows_of(row_keys: jax.Array):
-    """What lays a tree of per-row arrays (leading axis: rows) out as the row keys are: split by rows over the devices
-    where the keys are (`bayesval.inference.batching.shard_rows`), unchanged on one device. The chain states then
-    reach every call of the sweep program in one layout, and it compiles once: left to XLA's propagation, states
-    that came back replicated on some fields compiled it five times over two CPU devices (docs/benchmarks.md, "Two
-    CPU devices, one sweep program"). Arrays are placed and `jax.ShapeDtypeStruct`s given the sharding, so a program
-    compiled ahead (`GibbsRun.programs`) is the one the calls find."""
-    sharding = getattr(row_keys, "sharding", None)
-    if not isinstance(sharding, NamedSharding):
-        return lambda tree: tree
-
-    def place(leaf):
-        if isinstance(leaf, jax.Array):
-            return jax.device_put(leaf, sharding)
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
-
-    return lambda tree: jax.tree.map(place, tree)
-
-
 def _segments(num_warmup: int, total_kept: int, segments: int) -> tuple[list[int], int, int]:
     """Warm-up sweeps per warm-up segment (exactly num_warmup in at most `segments`), the kept draws per sampling
     segment and the number of sampling segments."""
@@ -183,7 +163,7 @@ class GibbsRun(NamedTuple):
         """The arguments of `_advance` for one call: the row keys, the chain states' shapes (traced, not computed),
         the inputs and the static settings."""
         sweeps = np.zeros_like(self._segment_sweeps(0, 0)[0])  # one call's counts, as `sample` gives them
-        states = _on_rows_of(self.row_keys)(_initial_states.trace(*self.start).out_info)
+        states = on_rows_of(self.row_keys)(_initial_states.trace(*self.start).out_info)
         adapt, at = np.bool_(True), np.int32(0)
         return (self.row_keys, at, at, states, self.inputs, self.settings, adapt, sweeps, self.conditionals)
 
@@ -209,7 +189,7 @@ class GibbsRun(NamedTuple):
         # the sweep program, then the start program, lowered in the background (bayesval.compilation)
         sweep_program = compile_ahead(_advance, *self._sweep_arguments())
         compile_ahead(_initial_states, *self.start).result()
-        on_rows = _on_rows_of(self.row_keys)
+        on_rows = on_rows_of(self.row_keys)
         states = _initial_states(*self.start)
         sweep_program.result()
         settings, kept, done, segments = self.settings, [], 0, len(self.warmup) + self.sampling
