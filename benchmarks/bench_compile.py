@@ -9,6 +9,7 @@ working tree against the package as it was at commit REV (checked out in a tempo
     python benchmarks/bench_compile.py --cache --cases syn demo --rounds 4
     python benchmarks/bench_compile.py --against 087ced0 --cases fit-trace importance --rounds 3
     python benchmarks/bench_compile.py --against 4fee8cb --cases make-syn --rounds 3
+    python benchmarks/bench_compile.py --against 55a8578 --cases fit-compile --rounds 4
 
 With `--cache`, a run whose programs come from the persistent compilation cache the command line keeps
 (`bayesval.compilation.use_persistent_cache`, in a temporary $BAYESVAL_CACHE_DIR filled by one untimed run first)
@@ -22,7 +23,8 @@ at epsilon = 0.5, `LogisticRegression` (NUTS) at the fast preset (reads pima_ind
 $BAYESVAL_DATA). trace: no valuation, only the time to trace and lower the Gibbs sweep program of Syn's fast-preset
 valuation (7 coalitions x 3 repeats, 4 chains; not compiled), the part of a first call that JAX's compilation cache
 does not save. fit-trace: the same for the importance route's fit program (the grand coalition's joint mode,
-`bayesval.inference.importance`). importance: Syn's valuation at the fast preset by the importance route
+`bayesval.inference.importance`). fit-compile: that program traced, lowered and compiled ('phi': the mode's
+theta). importance: Syn's valuation at the fast preset by the importance route
 (`surprise='importance'`), its fit and row programs compiled. make-syn: no valuation, only `make_syn` for the
 settings other than the stored default that the tests draw (`MAKE_SYN_SETTINGS`), in one process; 'phi' lists a
 digest of each setting's data.
@@ -66,6 +68,8 @@ def child(case: str, mode: str) -> None:
         return print(json.dumps({"seconds": sweep_trace_seconds(bench_valuation.syn_parties()), "phi": []}))
     if case == "fit-trace":
         return print(json.dumps({"seconds": fit_trace_seconds(bench_valuation.syn_parties()), "phi": []}))
+    if case == "fit-compile":
+        return print(json.dumps(fit_compile_seconds(bench_valuation.syn_parties())))
     if case == "make-syn":
         return print(json.dumps(make_syn_seconds()))
     if case == "diab":
@@ -101,9 +105,9 @@ def sweep_trace_seconds(parties) -> float:
     return time.perf_counter() - start
 
 
-def fit_trace_seconds(parties) -> float:
-    """Seconds to trace and lower the importance route's fit program (a coalition's joint mode) for the grand
-    coalition of `parties`, without compiling it."""
+def _fit_arguments(parties) -> tuple:
+    """The importance route's fit program (`bayesval.inference.importance._mode`) and its arguments for the grand
+    coalition of `parties`, from the prior's mode, not profiled."""
     import numpy as np
 
     import bayesval as bv
@@ -117,9 +121,27 @@ def fit_trace_seconds(parties) -> float:
     num_features = parties[0].X.shape[1]
     priors, statistic = model.priors(num_features), model.statistic(num_features)
     arguments = (data, np.ones(len(parties), bool), priors.model, priors.data, statistic, prior_start(priors.model))
+    return importance._mode, arguments + (False,)
+
+
+def fit_trace_seconds(parties) -> float:
+    """Seconds to trace and lower the importance route's fit program (a coalition's joint mode) for the grand
+    coalition of `parties`, without compiling it."""
+    program, arguments = _fit_arguments(parties)
     start = time.perf_counter()
-    importance._mode.trace(*arguments, False).lower()
+    program.trace(*arguments).lower()
     return time.perf_counter() - start
+
+
+def fit_compile_seconds(parties) -> dict:
+    """Seconds to trace, lower and compile the same fit program; 'phi' holds the mode's theta, so that the two paths'
+    fits can be compared."""
+    program, arguments = _fit_arguments(parties)
+    start, cpu = time.perf_counter(), time.process_time()
+    compiled = program.trace(*arguments).lower().compile()
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    dynamic = arguments[:4] + arguments[5:]  # the compiled program takes all but the static statistic
+    return {"seconds": seconds, "cpu_seconds": cpu, "phi": compiled(*dynamic).theta.tolist()}
 
 
 # The settings other than the stored default that the tests draw (`make_syn(seed=0, sizes=...)`), in the suite's
@@ -247,7 +269,7 @@ def main() -> None:
     parser.add_argument(
         "--cases",
         nargs="+",
-        choices=["syn", "diab", "demo", "trace", "short", "fit-trace", "importance", "make-syn"],
+        choices=["syn", "diab", "demo", "trace", "short", "fit-trace", "fit-compile", "importance", "make-syn"],
         default=["syn", "diab"],
     )
     parser.add_argument("--against", metavar="REV", help="compare this working tree with the package at commit REV")

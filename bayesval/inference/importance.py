@@ -172,8 +172,8 @@ def joint_mode(data: NoiseAwareData, mask: np.ndarray, prior: NIG, data_prior: N
 def joint_modes(data: NoiseAwareData, mask: np.ndarray, prior: NIG, data_prior: NIW, statistic) -> list[JointMode]:
     """A coalition's joint modes (`mask` (n,) of the parties of `data`), its highest first, from three fits: two from
     the prior's mode of theta, one with each member's data model at its own release's mode (`_Terms.start`) and one
-    with the data models at their modes given theta (`_Terms.profiled_start`, where the surrogate's fits start), and
-    one from the mode of the NIG posterior of the members' releases taken as exact statistics
+    with the data models at their modes given theta (the profiled start of `_Terms.mode`, where the surrogate's fits
+    start), and one from the mode of the NIG posterior of the members' releases taken as exact statistics
     (`_Terms.release_start`). The first mode is the plain fit's unless the profiled one converged lower by more than
     MODE_MARGIN (so a coalition whose fits meet keeps the draws it had before the second fit existed), and the
     release fit's where neither converged. From the releases' data models the steps can settle where the data

@@ -50,7 +50,7 @@ MAX_STEP = 4.0  # the largest move of an unconstrained coordinate in one step
 INITIAL_DAMPING = 1.0  # the Levenberg-Marquardt damping of the first step (divided by 4 on success, times 4 if not)
 MAX_DAMPING = 1e12  # the steps stop once the damping has grown past this: no step lowers the potential
 CONVERGED = 1e-4  # a fit whose largest partial derivative of the log posterior is above this has not converged
-# Newton steps on the data models alone, theta held, that a profiled start takes (`_Terms.profiled_start`): on the
+# Newton steps on the data models alone, theta held, that a profiled start takes (`_Terms.mode`): on the
 # 24 Syn parties of docs/benchmarks.md, "Modes the data models made", one step took the three coalitions it was made
 # for to their highest modes, and from 3 steps on four coalitions' fits ended where 30 steps' did
 PROFILE_STEPS = 8
@@ -138,6 +138,22 @@ def surprise_table(data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic:
     return SurpriseTable(np.append(0.0, values), codes[~(gradient <= CONVERGED)])
 
 
+class _Step(NamedTuple):
+    """The carry of `_Terms.mode`'s loop: the point, the damping and potential there, the derivatives (taken where
+    the point was before it moved, where `stale`), the Levenberg-Marquardt steps taken, the data-model steps still to
+    take first (the profiled start's), and whether the steps are done."""
+
+    theta: jnp.ndarray
+    omegas: jnp.ndarray
+    damping: jnp.ndarray
+    value: jnp.ndarray
+    derivatives: tuple
+    stale: jnp.ndarray
+    steps: jnp.ndarray
+    profile_left: jnp.ndarray
+    done: jnp.ndarray
+
+
 def coalition_terms(data: NoiseAwareData, prior: NIG, data_prior: NIW, statistic: LinearRegressionStatistic) -> _Terms:
     """The negative log posterior of a coalition of the parties of `data` in the fit's coordinates, term by term, with
     its Levenberg-Marquardt steps (`mode`): what `bayesval.inference.importance` draws around and weighs by."""
@@ -161,10 +177,6 @@ class _Terms:
         self.theta_dim = num_features + 2  # (w, log sigma^2), w = (slope..., bias)
         self.omega_dim = num_features + num_features * (num_features + 1) // 2  # mu_i and the Cholesky factor
         self.tril = np.tril_indices(num_features)
-        # One traced copy of the members' derivatives, however many places of a program take them (a fit takes them
-        # at its start, in each step and in the profiled start's steps): traced inline, each of the three traced
-        # the Hessians again, most of the fit program's tracing (docs/benchmarks.md, "Tracing a fit once").
-        self._members_derivatives = jax.jit(self._members_derivatives_of)
 
     def theta_prior(self, theta):
         """-log p(w, log sigma^2) (`theta_prior_potential`)."""
@@ -225,7 +237,14 @@ class _Terms:
         g_theta = jax.grad(self.theta_prior)(theta) + gradients[:, :t].sum(axis=0)
         return g_theta, gradients[:, t:], a, hessians[:, :t, t:], hessians[:, t:, t:]
 
-    def _members_derivatives_of(self, theta, omegas, data, mask):
+    def no_derivatives(self, num_parties: int) -> tuple:
+        """Zeros in the shapes of `derivatives` (a loop's carry before it takes them)."""
+        t, w = self.theta_dim, self.omega_dim
+        return tuple(
+            jnp.zeros(shape) for shape in ((t,), (num_parties, w), (t, t), (num_parties, t, w), (num_parties, w, w))
+        )
+
+    def _members_derivatives(self, theta, omegas, data, mask):
         """Each party's term's Hessian and gradient in (theta, omega_i): (n, T + W, T + W) and (n, T + W)."""
         gradient = jax.grad(self._joint_party)
         hessian_and_gradient = jax.jacfwd(lambda x, *rest: (gradient(x, *rest),) * 2, has_aux=True)
@@ -269,27 +288,6 @@ class _Terms:
         omegas = jax.vmap(omega)(self.data.perturbed, self.data.counts)
         return theta, jnp.where(mask[:, None], omegas, 0.0)
 
-    def profiled_start(self, mask, theta):
-        """`start` with each member's omega_i moved to its mode given theta: PROFILE_STEPS Newton steps on the omega
-        blocks alone (given theta the members' terms are apart, so each block steps by its own D_i^-1 g_i, no
-        coordinate further than MAX_STEP, and keeps a step only where it lowers its own term). Started at their own
-        releases' modes (`start`), the data models can pull the joint steps into a basin where they explain the
-        releases in theta's place; from their modes given theta, the steps follow theta (docs/importance.md, "When it
-        falls back")."""
-        theta, omegas = self.start(mask, theta)
-        terms = jax.vmap(self.party, in_axes=(None, 0, 0, 0, 0, 0))
-
-        def step(_, omegas):
-            _, g_omega, _, _, d = self.derivatives(theta, omegas, mask)
-            move = jax.vmap(solve)(d, g_omega)
-            move = move * jnp.minimum(1.0, MAX_STEP / jnp.abs(move).max(axis=1, keepdims=True))
-            moved = omegas - move
-            before, after = terms(theta, omegas, *self.data, mask), terms(theta, moved, *self.data, mask)
-            lower = (jnp.isfinite(after) & (after <= before) & jnp.isfinite(moved).all(axis=1))[:, None]
-            return jnp.where(lower & mask[:, None], moved, omegas)
-
-        return theta, jax.lax.fori_loop(0, PROFILE_STEPS, step, omegas)
-
     def release_start(self, mask):
         """theta at the mode of the NIG posterior of the members' releases taken as exact statistics (each projected
         to the PSD cone by `nig_update`): a start that the data place, where the prior's mode can be far off."""
@@ -299,58 +297,95 @@ class _Terms:
         return jnp.append(posterior.mean, jnp.log(posterior.scale / (posterior.shape + 1)))
 
     def fit(self, mask, theta_start) -> LaplaceFit:
-        """The Laplace fit at the mode `mode` finds from the profiled start (`profiled_start`). From the data models'
-        own releases' modes the steps settled, on 181 coalitions of 24 Syn parties, twice at modes 26 and 39 nats
-        above the coalition's highest, whose surprises were 0.9 and 1.7 nats below the highest mode's, and once where
-        the precision was not positive (docs/benchmarks.md, "Modes the data models made"). The profiled start is not
-        always the better one: on 716 coalitions of the same parties it reached a mode 13-53 nats above the plain
-        start's on 7 of 14 to 20 members (docs/benchmarks.md, "A control without fits beyond 12 parties"), where
-        `bayesval.inference.importance.joint_mode` keeps the lower of both. These fits are now the control of at most
-        12 parties (`surprise_table`), where a control variate's error costs variance, not bias."""
+        """The Laplace fit at the mode `mode` finds from its profiled start. From the data models' own releases' modes
+        the steps settled, on 181 coalitions of 24 Syn parties, twice at modes 26 and 39 nats above the coalition's
+        highest, whose surprises were 0.9 and 1.7 nats below the highest mode's, and once where the precision was not
+        positive (docs/benchmarks.md, "Modes the data models made"). The profiled start is not always the better one: on
+        716 coalitions of the same parties it reached a mode 13-53 nats above the plain start's on 7 of 14 to 20 members
+        (docs/benchmarks.md, "A control without fits beyond 12 parties"), where
+        `bayesval.inference.importance.joint_mode` keeps the lower of both. These fits are now the control of at most 12
+        parties (`surprise_table`), where a control variate's error costs variance, not bias."""
         theta, _, _, cov, gradient, steps, _ = self.mode(mask, theta_start, True)
         return LaplaceFit(self.surprise(theta, cov), theta, cov, gradient, steps)
 
     def mode(self, mask, theta_start, profiled=False) -> JointMode:
-        """Levenberg-Marquardt steps from `start` (from `profiled_start` where `profiled`, a bool that may be traced)
-        until the gradient is below GRADIENT_TOLERANCE, the damping has grown past MAX_DAMPING (no step lowers the
-        potential) or MAX_STEPS were taken: the mode there, with the derivatives, the theta marginal's covariance, the
-        largest gradient left (inf where the precision is not positive), the steps taken and the potential
-        (`JointMode`)."""
+        """Levenberg-Marquardt steps from `start` until the gradient is below GRADIENT_TOLERANCE, the damping has grown
+        past MAX_DAMPING (no step lowers the potential) or MAX_STEPS were taken: the mode there, with the derivatives,
+        the theta marginal's covariance, the largest gradient left (inf where the precision is not positive), the steps
+        taken and the potential (`JointMode`).
+
+        Where `profiled` (a bool that may be traced), PROFILE_STEPS Newton steps on the data models alone come first,
+        theta held (the profiled start): given theta the members' terms are apart, so each block steps by its own
+        D_i^-1 g_i, no coordinate further than MAX_STEP, and keeps a step only where it lowers its own term. Started at
+        their own releases' modes (`start`), the data models can pull the joint steps into a basin where they explain
+        the releases in theta's place; from their modes given theta, the steps follow theta (docs/importance.md, "When
+        it falls back").
+
+        One loop takes both kinds of step. Each turn first takes the derivatives where the last step moved the point
+        (`_Step.stale`), then one step, or ends where the steps are done: the program holds one copy of the
+        derivatives, the largest part of it, where a loop for each kind and the derivatives at the start held three
+        (docs/benchmarks.md, "One copy of a fit's derivatives")."""
+        terms = jax.vmap(self.party, in_axes=(None, 0, 0, 0, 0, 0))
 
         def gradient_size(derivatives):
             return jnp.maximum(jnp.abs(derivatives[0]).max(), jnp.abs(derivatives[1]).max())
 
-        def going(carry):
-            _, _, damping, _, derivatives, steps = carry
-            return (steps < MAX_STEPS) & (damping < MAX_DAMPING) & (gradient_size(derivatives) > GRADIENT_TOLERANCE)
+        def profile_step(at: _Step) -> _Step:
+            _, g_omega, _, _, d = at.derivatives
+            move = jax.vmap(solve)(d, g_omega)
+            move = move * jnp.minimum(1.0, MAX_STEP / jnp.abs(move).max(axis=1, keepdims=True))
+            moved = at.omegas - move
+            before, after = terms(at.theta, at.omegas, *self.data, mask), terms(at.theta, moved, *self.data, mask)
+            lower = jnp.isfinite(after) & (after <= before) & jnp.isfinite(moved).all(axis=1) & mask
+            value = self.theta_prior(at.theta) + jnp.where(lower, after, before).sum()
+            omegas = jnp.where(lower[:, None], moved, at.omegas)
+            return at._replace(omegas=omegas, value=value, stale=True, profile_left=at.profile_left - 1)
 
-        def step(carry):
-            theta, omegas, damping, value, derivatives, steps = carry
-            step_theta, step_omega = self.newton_step(derivatives, damping)
-            new_theta, new_omegas = theta - step_theta, omegas - step_omega
+        def newton_step(at: _Step) -> _Step:
+            step_theta, step_omega = self.newton_step(at.derivatives, at.damping)
+            new_theta, new_omegas = at.theta - step_theta, at.omegas - step_omega
             new_value = self.value(new_theta, new_omegas, mask)
-            better = jnp.isfinite(new_value) & (new_value <= value)
-            theta = jnp.where(better, new_theta, theta)
-            omegas = jnp.where(better, new_omegas, omegas)
-            derivatives = jax.lax.cond(better, lambda: self.derivatives(theta, omegas, mask), lambda: derivatives)
-            damping = jnp.where(better, damping / 4, damping * 4)
-            return theta, omegas, damping, jnp.where(better, new_value, value), derivatives, steps + 1
+            better = jnp.isfinite(new_value) & (new_value <= at.value)
+            return at._replace(
+                theta=jnp.where(better, new_theta, at.theta),
+                omegas=jnp.where(better, new_omegas, at.omegas),
+                damping=jnp.where(better, at.damping / 4, at.damping * 4),
+                value=jnp.where(better, new_value, at.value),
+                stale=better,
+                steps=at.steps + 1,
+            )
 
-        theta, omegas = jax.lax.cond(profiled, self.profiled_start, self.start, mask, theta_start)
-        start = (
+        def finished(at: _Step) -> _Step:
+            return at._replace(done=True)
+
+        def turn(at: _Step) -> _Step:
+            derivatives = jax.lax.cond(
+                at.stale, lambda: self.derivatives(at.theta, at.omegas, mask), lambda: at.derivatives
+            )
+            at = at._replace(derivatives=derivatives, stale=False)
+            going = (at.steps < MAX_STEPS) & (at.damping < MAX_DAMPING)
+            going = going & (gradient_size(derivatives) > GRADIENT_TOLERANCE)
+            kind = jnp.where(at.profile_left > 0, 0, jnp.where(going, 1, 2))
+            return jax.lax.switch(kind, (profile_step, newton_step, finished), at)
+
+        theta, omegas = self.start(mask, theta_start)
+        first = _Step(
             theta,
             omegas,
             jnp.asarray(INITIAL_DAMPING),
             self.value(theta, omegas, mask),
-            self.derivatives(theta, omegas, mask),
+            self.no_derivatives(omegas.shape[0]),
+            jnp.asarray(True),
             jnp.asarray(0),
+            jnp.where(profiled, PROFILE_STEPS, 0),
+            jnp.asarray(False),
         )
-        theta, omegas, _, potential, derivatives, steps = jax.lax.while_loop(going, step, start)
-        factor = cholesky(self.schur(derivatives, 0.0)[0])  # NaN where the precision is not positive
+        at = jax.lax.while_loop(lambda at: ~at.done, turn, first)
+        factor = cholesky(self.schur(at.derivatives, 0.0)[0])  # NaN where the precision is not positive
         cov = cho_solve(factor, jnp.eye(self.theta_dim))
         cov = 0.5 * (cov + cov.T)
-        gradient = jnp.where(jnp.isfinite(factor).all(), gradient_size(derivatives), jnp.inf)
-        return JointMode(theta, omegas, derivatives, cov, gradient, steps, potential)
+        gradient = jnp.where(jnp.isfinite(factor).all(), gradient_size(at.derivatives), jnp.inf)
+        return JointMode(at.theta, at.omegas, at.derivatives, cov, gradient, at.steps, at.value)
 
     def surprise(self, mode, cov):
         """KL(N(mode, cov) || the NIG prior) over theta = (w, log sigma^2) (`gaussian_surprise`)."""
