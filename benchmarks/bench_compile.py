@@ -9,7 +9,7 @@ working tree against the package as it was at commit REV (checked out in a tempo
     python benchmarks/bench_compile.py --cache --cases syn demo --rounds 4
     python benchmarks/bench_compile.py --against 087ced0 --cases fit-trace importance --rounds 3
     python benchmarks/bench_compile.py --against 4fee8cb --cases make-syn --rounds 3
-    python benchmarks/bench_compile.py --against 55a8578 --cases fit-compile --rounds 4
+    python benchmarks/bench_compile.py --against 55a8578 --cases fit-compile importance --rounds 3
 
 With `--cache`, a run whose programs come from the persistent compilation cache the command line keeps
 (`bayesval.compilation.use_persistent_cache`, in a temporary $BAYESVAL_CACHE_DIR filled by one untimed run first)
