@@ -99,8 +99,7 @@ def row(key, data, mask, prior, data_prior, statistic, modes, num_weighted, smoo
         proposal, weighted = importance.adapted_draws(key_rounds, terms, mask, modes, num_weighted, inner_draws)
         log_weights = pareto_smoothed(weighted.log_weights)[0] if smoothed else weighted.log_weights
         normalised = jax.nn.softmax(log_weights)
-        points = (jax.random.uniform(key_resample) + jnp.arange(NUM_DRAWS)) / NUM_DRAWS
-        chosen = jnp.minimum(jnp.searchsorted(jnp.cumsum(normalised), points), num_weighted - 1)
+        chosen = importance._systematic(key_resample, normalised, NUM_DRAWS)
         members = jax.random.categorical(key_inner, weighted.log_inner[chosen], axis=1)
         white = jnp.take_along_axis(weighted.white[chosen], members[:, None, :, None], axis=1)[:, 0]
         keys = jax.random.split(key_conjugate, NUM_DRAWS)
@@ -129,6 +128,7 @@ def main() -> None:
     log_density = model.prior_log_density(data)
     found = importance.joint_modes(data, mask, priors.model, priors.data, statistic)
     modes = jax.tree.map(lambda *parts: jnp.stack(parts), *found)
+    window = min(IMPORTANCE_WINDOW, NUM_DRAWS // 4)  # the route's Theiler window (`ImportanceExecutor`)
     print("weighted  smoothed  K   centred   surprise (nats)   effective draws   distinct parents   seconds")
     for num_weighted, smoothed, inner_draws, centred in CELLS:
         start = time.perf_counter()
@@ -147,7 +147,6 @@ def main() -> None:
                 inner_draws,
                 centred,
             )
-            window = min(IMPORTANCE_WINDOW, NUM_DRAWS // 4)
             surprises.append(float(_kl(jnp.asarray(draws)[None, None], 4, log_density, window)[0]))
             effective.append(float(ess))
             distinct.append(int(parents))

@@ -336,10 +336,12 @@ def likelihood_noise(log_inner):
     return jnp.sum(jnp.where(jnp.isfinite(log_mean), spread, 0.0), axis=1) / (inner_draws - 1)
 
 
-def _systematic(key, normalised):
-    """Systematic resampling: the indices of S draws, each index i taken about S w_i times (its copies adjacent)."""
+def _systematic(key, normalised, num_draws: int | None = None):
+    """Systematic resampling: the indices of `num_draws` draws (as many as the weights `normalised` (S,) where None),
+    each index i taken about num_draws w_i times (its copies adjacent)."""
     size = normalised.shape[0]
-    points = (jax.random.uniform(key) + jnp.arange(size)) / size
+    num_draws = size if num_draws is None else num_draws
+    points = (jax.random.uniform(key) + jnp.arange(num_draws)) / num_draws
     return jnp.minimum(jnp.searchsorted(jnp.cumsum(normalised), points), size - 1)
 
 
