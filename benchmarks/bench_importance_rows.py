@@ -2,7 +2,8 @@
 package at an earlier commit, each in a fresh process: for each width the planner packs coalitions into (a third of
 the parties, two thirds, all of them; `bayesval.parties.plan.member_width`), the seconds of the first call (its
 compilation) and of each row after it (`ImportanceExecutor.run`: the Laplace fit, the weighted and resampled draws
-and the k-NN KL of a row), and the largest difference of the two packages' KL estimates on the same rows and keys.
+and the k-NN KL of a row) and each row's effective draws, and the largest difference of the two packages' KL estimates
+on the same rows and keys.
 
     python benchmarks/bench_importance_rows.py --parties 24 --against 5d53bce
     python benchmarks/bench_importance_rows.py --parties 12 24 50 --rows 8
@@ -49,13 +50,14 @@ def child(num_parties: int, rows: int) -> dict:
         for mask in masks:
             mask[rng.choice(num_parties, rng.choice(sizes), replace=False)] = True
         keys = jax.random.split(jax.random.key(width), rows + 1)
-        seconds, kl = [], []
+        seconds, kl, ess = [], [], []
         for row in range(rows + 1):
             start = time.perf_counter()
             done = executor.run(keys[row : row + 1], masks[row : row + 1], data)
             seconds.append(time.perf_counter() - start)
             kl.append(float(done.kl[0]))
-        result["widths"][str(width)] = {"first": seconds[0], "rows": seconds[1:], "kl": kl}
+            ess.append(float(done.ess[0]))
+        result["widths"][str(width)] = {"first": seconds[0], "rows": seconds[1:], "kl": kl, "ess": ess}
     return result
 
 
@@ -72,15 +74,16 @@ def main() -> None:
     for num_parties in args.parties:
         runs = package_runs(__file__, num_parties, "rows", args.rows, args.against)
         print(f"\n{num_parties} parties, {args.rows} rows a width after the first call:")
-        print("| width | package | first call (s) | a row: median (min-max) ms |")
-        print("|---|---|---|---|")
+        print("| width | package | first call (s) | a row: median (min-max) ms | effective draws: median (min) |")
+        print("|---|---|---|---|---|")
         for width in runs["this tree"]["widths"]:
             for label, run in runs.items():
                 timed = run["widths"][width]
                 row_ms = 1e3 * np.array(timed["rows"])
+                ess = np.array(timed["ess"])
                 print(
                     f"| {width} | {label} | {timed['first']:.1f} | {np.median(row_ms):.0f} "
-                    f"({row_ms.min():.0f}-{row_ms.max():.0f}) |"
+                    f"({row_ms.min():.0f}-{row_ms.max():.0f}) | {np.median(ess):.0f} ({ess.min():.0f}) |"
                 )
         if args.against:
             here, there = runs["this tree"]["widths"], runs[args.against]["widths"]
