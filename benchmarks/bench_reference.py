@@ -33,6 +33,11 @@ from bayesval.parties import release_all
 from bayesval.parties.execute import summarise
 
 COALITIONS = ((0,), (3,), (0, 1), (2, 4, 5), (0, 1, 2, 3), tuple(range(6)))
+# The surprise of each of COALITIONS by this script's NUTS, as recorded (4 chains x 512 draws; 8 keys for the last
+# two, 3 for the others; docs/benchmarks.md, "Against the independent NumPyro reference, at equal draws"), and its
+# standard error over the keys: the reference the importance route's benchmarks compare with
+NUTS_SURPRISE = (1.730, 1.788, 2.832, 3.201, 3.520, 4.358)
+NUTS_SURPRISE_STDERR = (0.021, 0.026, 0.021, 0.010, 0.026, 0.024)
 
 
 def reference_parties() -> list[bv.Party]:
