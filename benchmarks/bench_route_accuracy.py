@@ -5,13 +5,12 @@ draws, packed as a 6-party valuation packs it), its standard error over the keys
 effective draws; then RMS z and the largest |z| over the six.
 
 * `route`: `bayesval` as it is.
-* `rounds4`: the proposal moved 4 times to its weighted draws' moments before the last draws (`ADAPT_ROUNDS`, 2).
-* `bessel`: each member's spread about its mean at one theta, read from its K inner draws there, scaled by
-  K / (K - 1) (Bessel's correction) before the data models' proposal is moved to it.
-* `rounds4-bessel`: both.
+* a variant: constants of `bayesval.inference.importance` set, `NAME=value` separated by commas, for instance
+  `ADAPT_ROUNDS=2` (two moves of the proposal: the route before 2026-12-04, with Bessel's correction) or
+  `ADAPT_ROUNDS=4,ADAPT_SHARE=8` (four moves from rounds of half the draws).
 
-    python benchmarks/bench_route_accuracy.py                     # route and rounds4-bessel, 12 keys from 500
-    python benchmarks/bench_route_accuracy.py --repeats 16 --key 700 --variants route rounds4 bessel rounds4-bessel
+    python benchmarks/bench_route_accuracy.py                     # route and ADAPT_ROUNDS=2, 12 keys from 500
+    python benchmarks/bench_route_accuracy.py --repeats 16 --key 700 --variants route ADAPT_ROUNDS=3
 
 Six Syn parties of 100 points at epsilon 0.5 (seed 3, noise seeds 7100 + i). The NUTS values and their standard
 errors are `bench_reference.py`'s recorded ones (`NUTS_SURPRISE`).
@@ -28,29 +27,15 @@ from pathlib import Path
 import numpy as np
 
 NUM_DRAWS = 2048
-VARIANTS = ("route", "rounds4", "bessel", "rounds4-bessel")
 
 
 def use_variant(variant: str) -> None:
     """Patch `bayesval.inference.importance` in this process to `variant` (the module docstring)."""
-    import jax.numpy as jnp
-
     from bayesval.inference import importance
 
-    if "rounds4" in variant:
-        importance.ADAPT_ROUNDS = 4
-    if "bessel" in variant:
-        moved = importance._moved
-
-        def corrected(proposal, thetas, omegas, theta_weights, inner_weights, mask):
-            """The route's `_moved` of draws whose deviations from each theta's mean are sqrt(K / (K - 1)) times
-            wider: its covariance of omega then carries the within-theta part K / (K - 1) times, the rest as it was."""
-            num_inner = omegas.shape[1]
-            means = jnp.einsum("skn,sknw->snw", inner_weights, omegas)[:, None]
-            widened = means + np.sqrt(num_inner / (num_inner - 1)) * (omegas - means)
-            return moved(proposal, thetas, widened, theta_weights, inner_weights, mask)
-
-        importance._moved = corrected
+    for setting in [] if variant == "route" else variant.split(","):
+        name, value = setting.split("=")
+        setattr(importance, name, type(getattr(importance, name))(value))
 
 
 def child(variant: str, key: int, repeats: int) -> dict:
@@ -89,8 +74,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=12, help="keys a coalition")
     parser.add_argument("--key", type=int, default=500, help="the keys are split from this one")
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["route", "rounds4-bessel"])
-    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--variants", nargs="+", default=["route", "ADAPT_ROUNDS=2"])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.key, args.repeats)))

@@ -74,7 +74,12 @@ CHUNK = 256
 # the effective draws at 16 as at 4 (the noise of each member's estimated likelihood, multiplied over the members, was
 # most of their spread), at about 3 times the cost of a row (docs/importance.md, "When it draws again")
 RERUN_INNER = 4
-ADAPT_ROUNDS = 2  # times the proposal moves to the moments of its weighted draws before the last draws
+# Times the proposal moves to the moments of its weighted draws before the last draws. On the six coalitions of
+# benchmarks/bench_reference.py, two moves left the surprise of {1, 2, 3, 4} 5-6 of its errors above NUTS's; four,
+# with Bessel's correction in `_moved`, brought every coalition within about two (docs/benchmarks.md, "Four adapting
+# rounds, taken"). Keeping the third and fourth rounds' draws as well (weighted as the deterministic mixture of the
+# rounds' proposals) brought back half the offset, and so did four moves from rounds of half the draws
+ADAPT_ROUNDS = 4
 ADAPT_SHARE = 4  # a round of `adapted_draws` draws a quarter of the row's draws
 # A profiled fit replaces the plain one where its potential is lower by more than this (nats): two fits that reach
 # one mode agree far closer (a potential is within about g^2 / 2h of its mode's at the fits' gradient of 1e-6), and
@@ -404,7 +409,13 @@ def _moved(proposal: _Proposal, thetas, omegas, theta_weights, inner_weights, ma
     """One component moved to the moments of the draws `thetas` (S, T) and their data models `omegas` (S, K, n, W)
     under `theta_weights` (S,, summing to 1) and `inner_weights` (S, K, n, each member's summing to 1 over K), its
     covariances widened by INFLATE^2; a non-member's conditional, and the whole component where a moment is not
-    finite, kept."""
+    finite, kept. A member's spread about its mean at one theta is read from its K draws there, whose weighted
+    spread is about (K - 1) / K of the conditional's, so it is taken K / (K - 1) times (Bessel's correction):
+    without it the data models' proposal came out narrower than their conditional at every move (its variance by a
+    quarter at K = 4)."""
+    num_inner = omegas.shape[1]
+    means = jnp.einsum("skn,sknw->snw", inner_weights, omegas)[:, None]
+    omegas = means + math.sqrt(num_inner / (num_inner - 1)) * (omegas - means)
     joint = theta_weights[:, None, None] * inner_weights  # (S, K, n)
     centre = theta_weights @ thetas
     offsets = thetas - centre
