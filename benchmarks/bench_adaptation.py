@@ -32,14 +32,6 @@ import numpy as np
 ROUND_DRAWS = 512
 
 
-def gaussian_kl(centre, chol, centre_before, chol_before):
-    """KL(N(centre, chol chol^T) || N(centre_before, chol_before chol_before^T))."""
-    scaled = jax.scipy.linalg.solve_triangular(chol_before, chol, lower=True)
-    offset = jax.scipy.linalg.solve_triangular(chol_before, centre - centre_before, lower=True)
-    log_dets = jnp.sum(jnp.log(jnp.diag(chol_before))) - jnp.sum(jnp.log(jnp.diag(chol)))
-    return 0.5 * (jnp.sum(scaled**2) + offset @ offset - centre.shape[0]) + log_dets
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7, help="moves of the proposal")
@@ -47,6 +39,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import bayesval as bv
+    from bayesval.divergence import gaussian_kl
     from bayesval.inference import importance
     from bayesval.inference.data import NoiseAwareData
     from bayesval.inference.laplace import coalition_terms
@@ -69,16 +62,24 @@ def main() -> None:
         moved = importance._moments(weighted, proposal, mask)
         smoothed, k_hat = pareto_smoothed(weighted.log_weights)
         normalised = jax.nn.softmax(smoothed)
-        before, after = proposal.component(0), moved.component(0)
-        theta_move = gaussian_kl(after.centre, after.chol, before.centre, before.chol)
-
-        def member_move(i):
-            centre_before = before.omega_centre[i] + before.slope[i] @ (after.centre - before.centre)
-            return gaussian_kl(after.omega_centre[i], after.omega_chol[i], centre_before, before.omega_chol[i])
-
-        omega_move = jnp.sum(jnp.where(mask, jax.vmap(member_move)(jnp.arange(mask.shape[0])), 0.0))
         noise = normalised @ importance.likelihood_noise(weighted.log_inner)
-        return moved, jnp.stack([1.0 / jnp.sum(normalised**2), k_hat, noise, theta_move, omega_move])
+        return moved, jnp.stack([1.0 / jnp.sum(normalised**2), k_hat, noise])
+
+    def moves(before, after, mask) -> tuple[float, float]:
+        """(theta's Gaussian KL from `before` to `after`, the members' data-model conditionals' summed over the
+        members, each at `after`'s centre), on the host."""
+        before, after = jax.tree.map(np.asarray, (before.component(0), after.component(0)))
+        theta = gaussian_kl(after.centre, after.chol @ after.chol.T, before.centre, before.chol @ before.chol.T)
+        omega = sum(
+            gaussian_kl(
+                after.omega_centre[i],
+                after.omega_chol[i] @ after.omega_chol[i].T,
+                before.omega_centre[i] + before.slope[i] @ (after.centre - before.centre),
+                before.omega_chol[i] @ before.omega_chol[i].T,
+            )
+            for i in np.flatnonzero(mask)
+        )
+        return theta, omega
 
     warnings.simplefilter("ignore")
     model = bv.models.LinearRegression()
@@ -100,10 +101,11 @@ def main() -> None:
             proposal = start(packed, modes, priors.model, priors.data, statistic)
             rows = []
             for round_key in jax.random.split(jax.random.key(900 + key), args.rounds):
-                proposal, row = one_round(
+                moved, row = one_round(
                     round_key, packed, mask, priors.model, priors.data, statistic, proposal, inner_draws
                 )
-                rows.append(np.asarray(row))
+                rows.append([*np.asarray(row), *moves(proposal, moved, mask)])
+                proposal = moved
             trajectories.append(rows)
         medians = np.median(np.array(trajectories), axis=0)
         label = "{" + ", ".join(str(i + 1) for i in members) + "}"
