@@ -5,17 +5,16 @@ draws, packed as a 6-party valuation packs it), its standard error over the keys
 effective draws; then RMS z and the largest |z| over the six.
 
 * `route`: `bayesval` as it is.
-* `rerun`: a rerun of each row (attempt 1: four times the inner draws) drawn from its fits again, as reruns were
-  before 2026-12-05; `continued-rerun`: the same rerun drawn from the proposal the row's first attempt ended with,
-  as the route's reruns are drawn (`bayesval.inference.importance._continued_draws`). Both from other keys than the
-  first attempt's. Constants may follow after a comma: `continued-rerun,RERUN_MOVES=1`.
+* `rerun`: each row drawn again as the route's first rerun draws it (attempt 1: four times the inner draws, from its
+  fits, on other keys than the first attempt's), after its first attempt; a variant's constants may follow after a
+  comma (`rerun,ADAPT_ROUNDS=2`).
 * a variant: constants of `bayesval.inference.importance` set, `NAME=value` separated by commas, for instance
   `ADAPT_ROUNDS=2` (two moves of the proposal: the route before 2026-12-04, with Bessel's correction) or
   `ADAPT_ROUNDS=4,ADAPT_SHARE=8` (four moves from rounds of half the draws).
 
     python benchmarks/bench_route_accuracy.py                     # route and ADAPT_ROUNDS=2, 12 keys from 500
     python benchmarks/bench_route_accuracy.py --repeats 16 --key 700 --variants route ADAPT_ROUNDS=3
-    python benchmarks/bench_route_accuracy.py --variants rerun continued-rerun
+    python benchmarks/bench_route_accuracy.py --variants rerun
 
 Six Syn parties of 100 points at epsilon 0.5 (seed 3, noise seeds 7100 + i). The NUTS values and their standard
 errors are `bench_reference.py`'s recorded ones (`NUTS_SURPRISE`).
@@ -32,7 +31,6 @@ from pathlib import Path
 import numpy as np
 
 NUM_DRAWS = 2048
-RERUNS = ("rerun", "continued-rerun")
 
 
 def use_variant(variant: str) -> None:
@@ -60,7 +58,7 @@ def child(variant: str, key: int, repeats: int) -> dict:
 
     warnings.simplefilter("ignore")
     name, _, settings = variant.partition(",")
-    rerun = name in RERUNS
+    rerun = name == "rerun"
     use_variant((settings or "route") if rerun else variant)
     model = bv.models.LinearRegression()
     data = NoiseAwareData.from_releases(release_all(model, reference_parties()))
@@ -73,8 +71,7 @@ def child(variant: str, key: int, repeats: int) -> dict:
         rows, masks = NoiseAwareData.per_row([packed] * repeats), np.repeat(mask[None], repeats, 0)
         drawn = model.importance_draws(keys, rows, masks, NUM_DRAWS, 0)
         if rerun:
-            starts = drawn.proposals if name == "continued-rerun" else None
-            drawn = model.importance_draws(rerun_keys, rows, masks, NUM_DRAWS, 1, starts)
+            drawn = model.importance_draws(rerun_keys, rows, masks, NUM_DRAWS, 1)
         kl = _kl(drawn.draws[:, None], 4, log_density, min(IMPORTANCE_WINDOW, NUM_DRAWS // 4))
         result["kl"].append(np.asarray(kl).tolist())
         result["ess"].append(float(np.median(drawn.ess)))

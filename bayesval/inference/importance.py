@@ -80,7 +80,6 @@ RERUN_INNER = 4
 # rounds, taken"). Keeping the third and fourth rounds' draws as well (weighted as the deterministic mixture of the
 # rounds' proposals) brought back half the offset, and so did four moves from rounds of half the draws
 ADAPT_ROUNDS = 4
-RERUN_MOVES = 0  # times a rerun moves the proposal its row's last attempt ended with, before its draws
 ADAPT_SHARE = 4  # a round of `adapted_draws` draws a quarter of the row's draws
 # A profiled fit replaces the plain one where its potential is lower by more than this (nats): two fits that reach
 # one mode agree far closer (a potential is within about g^2 / 2h of its mode's at the fits' gradient of 1e-6), and
@@ -109,15 +108,13 @@ class ImportanceDraws(NamedTuple):
     of each row's weights (B,), their effective sample size (B,: 1 / the sum of squared normalised smoothed
     weights), whether the row's Laplace fit converged (B,: a gradient at most
     `bayesval.inference.laplace.CONVERGED`) and how unevenly its estimated likelihoods are noisy over theta (B,: the
-    weighted standard deviation of `likelihood_noise` over the draws), and each row's proposal as its draws left it
-    (`AdaptedProposal`, a list (B,)): a rerun of the row starts from it."""
+    weighted standard deviation of `likelihood_noise` over the draws)."""
 
     draws: np.ndarray
     k_hat: np.ndarray
     ess: np.ndarray
     converged: np.ndarray
     noise_spread: np.ndarray
-    proposals: list
 
 
 def importance_draws(
@@ -129,16 +126,11 @@ def importance_draws(
     statistic: LinearRegressionStatistic,
     num_draws: int,
     attempt: int = 0,
-    starts: list | None = None,
 ) -> ImportanceDraws:
     """`num_draws` resampled draws of each row's coalition posterior, from as many weighted ones: a key (B,) a row,
     the coalitions `masks` (B, n) and each row's releases (`NoiseAwareData.per_row`, perturbed (B, n, P)), under the
     NIG prior and each party's NIW data model, each member's data model drawn `inner_draw_count(n, attempt)` times per
-    theta (`attempt`: 0 the first, then the reruns). A row starts from its Laplace fits and moves its proposal
-    ADAPT_ROUNDS times before its draws, or, where `starts` (B,) gives it the proposal an earlier attempt of the row
-    ended with (`ImportanceDraws.proposals`), draws from that one as it is (`_continued_draws`): a rerun is drawn again
-    for the noise of its estimated likelihoods, which its inner draws take down, not for its proposal, which four
-    moves have settled (docs/importance.md, "When it draws again"). A row is two compiled programs, its fit
+    theta (`attempt`: 0 the first, then the reruns). A row is two compiled programs, its fit
     (`joint_modes`) and its draws (vectorised), and rows are drawn one after another: a batch of rows would compile a
     program per batch size, and under `vmap` each fit would run as many steps as the slowest."""
     if num_draws % 2 or num_draws < 20:
@@ -146,21 +138,27 @@ def importance_draws(
     masks = np.asarray(masks, bool)
     draws_a_member = inner_draw_count(masks.shape[1], attempt)
     parts = [np.asarray(part) for part in data]
-    starts = [None] * len(masks) if starts is None else starts
     rows, modes = [], {}  # a coalition's repeats share its fit: a deterministic function of its mask and releases
     for row in range(len(masks)):
         row_data = NoiseAwareData(*(part[row] for part in parts))
-        layout = (row_data, masks[row], prior, data_prior, statistic)
-        if starts[row] is not None:
-            rows.append(_continued_draws(keys[row], *layout, starts[row], num_draws, draws_a_member))
-            continue
         coalition = masks[row].tobytes() + row_data.perturbed.tobytes()
         if coalition not in modes:
-            found = joint_modes(*layout)
+            found = joint_modes(row_data, masks[row], prior, data_prior, statistic)
             modes[coalition] = jax.tree.map(lambda *parts: jnp.stack(parts), *found)
-        rows.append(_row_draws(keys[row], *layout, modes[coalition], num_draws, draws_a_member))
-    *arrays, proposals = zip(*rows)
-    return ImportanceDraws(*(np.stack([np.asarray(part) for part in parts]) for parts in arrays), list(proposals))
+        rows.append(
+            _row_draws(
+                keys[row],
+                row_data,
+                masks[row],
+                prior,
+                data_prior,
+                statistic,
+                modes[coalition],
+                num_draws,
+                draws_a_member,
+            )
+        )
+    return ImportanceDraws(*(np.stack([np.asarray(part) for part in parts]) for parts in zip(*rows)))
 
 
 def inner_draw_count(width: int, attempt: int = 0) -> int:
@@ -274,41 +272,15 @@ class _Weighted(NamedTuple):
     log_weights: jnp.ndarray
 
 
-class AdaptedProposal(NamedTuple):
-    """The proposal a row's draws ended with (`_Mixture`, each part stacked over its modes' components) and whether
-    the fits it started from converged: where a rerun of the row starts (`importance_draws`' `starts`)."""
-
-    mixture: _Mixture
-    converged: jnp.ndarray
-
-
 @sampler_jit(static_argnames=("statistic", "num_draws", "inner_draws"))
 def _row_draws(key, data, mask, prior, data_prior, statistic, modes: JointMode, num_draws: int, inner_draws: int):
-    """(resampled draws (S, D + 1), k-hat, ESS, converged, the weighted spread of `likelihood_noise`, the
-    `AdaptedProposal` it ended with) of one coalition from its joint modes (`JointMode`, each field stacked (M, ...),
-    the highest first): the Laplace fits' proposal, moved ADAPT_ROUNDS times to the moments of its weighted draws,
-    then the draws (`adapted_draws`: one compiled copy of a round for both)."""
+    """(resampled draws (S, D + 1), k-hat, ESS, converged, the weighted spread of `likelihood_noise`) of one
+    coalition from its joint modes (`JointMode`, each field stacked (M, ...), the highest first): the Laplace fits'
+    proposal, moved ADAPT_ROUNDS times to the moments of its weighted draws, then the draws (`adapted_draws`: one
+    compiled copy of a round for both)."""
     terms = coalition_terms(data, prior, data_prior, statistic)
-    key_rounds, *keys = jax.random.split(key, 4)
+    key_rounds, key_resample, key_inner, key_conjugate = jax.random.split(key, 4)
     proposal, weighted = adapted_draws(key_rounds, terms, mask, modes, num_draws, inner_draws)
-    return _resampled(keys, terms, mask, proposal, weighted, num_draws, modes.gradient[0] <= CONVERGED)
-
-
-@sampler_jit(static_argnames=("statistic", "num_draws", "inner_draws"))
-def _continued_draws(key, data, mask, prior, data_prior, statistic, start: AdaptedProposal, num_draws, inner_draws):
-    """`_row_draws` of a row drawn again from the proposal an earlier attempt ended with (`start`), unmoved: no fits,
-    no adapting rounds, the draws in the rounds `_row_draws` takes them in, on the keys it would split."""
-    terms = coalition_terms(data, prior, data_prior, statistic)
-    key_rounds, *keys = jax.random.split(key, 4)
-    proposal, weighted = _rounds(key_rounds, terms, mask, start.mixture, RERUN_MOVES, num_draws, inner_draws)
-    return _resampled(keys, terms, mask, proposal, weighted, num_draws, start.converged)
-
-
-def _resampled(keys, terms, mask, proposal: _Mixture, weighted: _Weighted, num_draws: int, converged):
-    """What a row gives (`_row_draws`) from its weighted draws and the proposal that drew them: `num_draws` draws
-    resampled on the keys (resampling, inner choice, conjugate draws), each member's data model chosen among its K
-    by its inner weight and each pair's own statistics and conjugate theta draw."""
-    key_resample, key_inner, key_conjugate = keys
     smoothed, k_hat = pareto_smoothed(weighted.log_weights)
     normalised = jax.nn.softmax(smoothed)
     chosen = _systematic(key_resample, normalised)
@@ -324,8 +296,7 @@ def _resampled(keys, terms, mask, proposal: _Mixture, weighted: _Weighted, num_d
     draws = jax.lax.map(conjugate, (keys, thetas, white, components), batch_size=CHUNK)
     noise = likelihood_noise(weighted.log_inner)
     noise_spread = jnp.sqrt(normalised @ (noise - normalised @ noise) ** 2)
-    ess = 1.0 / jnp.sum(normalised**2)
-    return draws, k_hat, ess, converged, noise_spread, AdaptedProposal(proposal, converged)
+    return draws, k_hat, 1.0 / jnp.sum(normalised**2), modes.gradient[0] <= CONVERGED, noise_spread
 
 
 def _round_draws(num_draws: int) -> int:
@@ -340,26 +311,19 @@ def adapted_draws(key, terms, mask, modes: JointMode, num_draws: int, inner_draw
     one compiled copy): the first ADAPT_ROUNDS move the proposal, from the Laplace fits' of `modes` (stacked
     (M, ...)), to the moments of their weighted draws; the rounds after them keep it, and their draws, the first
     `num_draws` of them, are the row's."""
-    return _rounds(key, terms, mask, _laplace_proposal(terms, modes), ADAPT_ROUNDS, num_draws, inner_draws)
-
-
-def _rounds(key, terms, mask, start: _Mixture, moves: int, num_draws: int, inner_draws: int):
-    """`adapted_draws` from the proposal `start`, moved `moves` times (static) before the rounds whose draws are
-    the row's."""
     size = _round_draws(num_draws)
-    rounds = moves + -(-num_draws // size)
+    rounds = ADAPT_ROUNDS + -(-num_draws // size)
 
     def round_(proposal, step):
         index, round_key = step
         weighted = _weighted(round_key, terms, mask, proposal, size, inner_draws)
-        if not moves:
-            return proposal, weighted
         # branches made here, not `_moments` itself: JAX keeps a module-level branch's traced form between programs
         moved = lambda: _moments(weighted, proposal, mask)  # noqa: E731
-        return jax.lax.cond(index < moves, moved, lambda: proposal), weighted
+        return jax.lax.cond(index < ADAPT_ROUNDS, moved, lambda: proposal), weighted
 
+    start = _laplace_proposal(terms, modes)
     proposal, weighted = jax.lax.scan(round_, start, (jnp.arange(rounds), jax.random.split(key, rounds)))
-    return proposal, jax.tree.map(lambda a: a[moves:].reshape((-1,) + a.shape[2:])[:num_draws], weighted)
+    return proposal, jax.tree.map(lambda a: a[ADAPT_ROUNDS:].reshape((-1,) + a.shape[2:])[:num_draws], weighted)
 
 
 def likelihood_noise(log_inner):

@@ -252,24 +252,16 @@ class LinearRegression:
         return None if self.shared_data_model else self.draws_by_importance
 
     def draws_by_importance(
-        self,
-        keys: jax.Array,
-        data: NoiseAwareData,
-        masks: np.ndarray,
-        num_draws: int,
-        attempt: int = 0,
-        starts: list | None = None,
+        self, keys: jax.Array, data: NoiseAwareData, masks: np.ndarray, num_draws: int, attempt: int = 0
     ) -> ImportanceDraws:
         """`num_draws` resampled draws of each row's coalition posterior by importance sampling from its Laplace fit
         (`bayesval.inference.importance`; keys (B,), releases per row, masks (B, n)), with each row's Pareto k-hat,
-        effective sample size, whether its fit converged and the proposal it ended with; a rerun (`attempt` >= 1)
-        estimates each member's likelihood from more draws of its data model, and a row given the proposal an
-        earlier attempt ended with (`starts` (B,), None for a row that starts from its fits) draws from it. Per-party
-        data models only (`importance_draws`)."""
+        effective sample size and whether its fit converged; a rerun (`attempt` >= 1) estimates each member's
+        likelihood from more draws of its data model. Per-party data models only (`importance_draws`)."""
         num_features = _num_features(data)
         priors = self.priors(num_features)
         statistic = self.statistic(num_features)
-        return importance_draws(keys, data, masks, priors.model, priors.data, statistic, num_draws, attempt, starts)
+        return importance_draws(keys, data, masks, priors.model, priors.data, statistic, num_draws, attempt)
 
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False

@@ -20,10 +20,9 @@ given coalitions: a function of masks (B, n) giving `bayesval.games.control.Surr
 variate beyond the parties a table holds, docs/games.md, "Multi-fidelity control variates"),
 `kernel_settings(data)` (the settings of the model's own sampler kernel for these releases, one signature for every
 model: `LinearRegression`'s `GibbsSettings`, `NumPyroModel`'s `NUTSSettings`, whose target_accept_prob and min_bfmi
-a result records as they ran) and `importance_draws(keys, data, masks, num_draws, attempt, starts)` (resampled draws of
-each row's coalition posterior by importance sampling, a rerun's (`attempt` >= 1) closer, with their Pareto k-hat,
-effective sample size, whether the proposal's fit converged and the proposal each row ended with, which a rerun of
-the row is given back in `starts` (None: from its fits): the route without chains,
+a result records as they ran) and `importance_draws(keys, data, masks, num_draws, attempt)` (resampled draws of each
+row's coalition posterior by importance sampling, a rerun's (`attempt` >= 1) closer, with their Pareto k-hat,
+effective sample size and whether the proposal's fit converged: the route without chains,
 docs/importance.md; the member is None where the model cannot take that route, as `LinearRegression`'s with a shared
 data model) are optional (`OPTIONAL_MEMBERS`).
 

@@ -70,16 +70,14 @@ UNTRUSTED_RETRIES = 2
 
 class ImportanceRows(NamedTuple):
     """What the importance route left for each row (rows,): KL, Pareto k-hat, the weights' effective sample size,
-    how unevenly its estimated likelihoods are noisy over theta (`bayesval.inference.importance.ImportanceDraws`),
-    whether the row can be trusted (fit converged, k-hat at most the threshold, finite KL) and the proposal its draws
-    ended with (an object array: the model's record, which a rerun of the row starts from)."""
+    how unevenly its estimated likelihoods are noisy over theta (`bayesval.inference.importance.ImportanceDraws`) and
+    whether the row can be trusted (fit converged, k-hat at most the threshold, finite KL)."""
 
     kl: np.ndarray
     k_hat: np.ndarray
     ess: np.ndarray
     noise_spread: np.ndarray
     trusted: np.ndarray
-    proposals: np.ndarray
 
     def replaced(self, rows: np.ndarray, rerun: ImportanceRows) -> ImportanceRows:
         """These rows with the coalitions `rows` (indices) drawn again (`rerun`, in their order): a rerun's estimates
@@ -156,22 +154,16 @@ class ImportanceExecutor:
         self.num_draws = max(draws + draws % 2, 20)
 
     def coalitions(
-        self,
-        key: jax.Array,
-        codes: list[int],
-        data: NoiseAwareData,
-        repeats: int,
-        attempt: int = 0,
-        starts: np.ndarray | None = None,
+        self, key: jax.Array, codes: list[int], data: NoiseAwareData, repeats: int, attempt: int = 0
     ) -> ImportanceRows:
         """Every repeat of the coalitions `codes` (bitmasks), row (code, repeat) keyed as the chains' rows are
-        (`Rows.repeated`), drawn by the model's `attempt` (0 the first, then the reruns), each from its fits or from
-        the proposal `starts` (codes, repeats) gives it: each part (codes, repeats)."""
+        (`Rows.repeated`), drawn by the model's `attempt` (0 the first, then the reruns): each part (codes,
+        repeats)."""
         masks = (np.array(codes)[:, None] >> np.arange(self.num_parties)) & 1
         rows = Rows.repeated(key, codes, masks, [data] * len(codes), [False] * len(codes), repeats)
         label = "importance draws" if attempt == 0 else f"rerun {attempt} of the importance draws"
         with progress.stage(f"{label} of {len(codes)} coalition posteriors x {repeats} repeats"):
-            done = self.run(rows.keys, rows.masks, data, attempt, None if starts is None else starts.reshape(-1))
+            done = self.run(rows.keys, rows.masks, data, attempt)
         return ImportanceRows(*(part.reshape(len(codes), repeats) for part in done))
 
     def until_effective(
@@ -182,13 +174,11 @@ class ImportanceExecutor:
         effective draws (400, the chains' flag) or are noisy unevenly over theta (`NOISE_SPREAD`), from the rerun
         keys of the attempt (`bayesval.parties.keys.rerun_key`), each member's likelihood estimated from RERUN_INNER
         times the inner draws of the attempt before, the rerun's estimates filed over the ones before
-        (`ImportanceRows.replaced`), as a chain's rerun, with twice the sweeps, is. Each row of a rerun draws from the
-        proposal its last attempt ended with, unmoved: the rerun is for the noise of the likelihoods, and it pays
-        neither the fits nor the moves again. On the coalitions of 12 parties that fell to the chains before, a
-        rerun's weights held 1.6-4 times the effective draws (docs/importance.md, "When it draws again"). Then, up to
-        UNTRUSTED_RETRIES times, the coalitions still not trusted are drawn again from the keys of the next attempts,
-        at the last rerun's inner draws, from their fits again. Returns the rows (codes, repeats) and the rerun that
-        drew each coalition (0: the first attempt)."""
+        (`ImportanceRows.replaced`), as a chain's rerun, with twice the sweeps, is. On the coalitions of 12 parties
+        that fell to the chains before, a rerun's weights held 1.6-4 times the effective draws (docs/importance.md,
+        "When it draws again"). Then, up to UNTRUSTED_RETRIES times, the coalitions still not trusted are drawn
+        again from the keys of the next attempts, at the last rerun's inner draws. Returns the rows (codes, repeats)
+        and the rerun that drew each coalition (0: the first attempt)."""
         done = self.coalitions(key, codes, data, self.repeats)
         reruns = np.zeros(len(codes), int)
         for attempt in range(1, self.reruns + UNTRUSTED_RETRIES + 1):
@@ -198,25 +188,14 @@ class ImportanceExecutor:
             weak = np.flatnonzero(weak)
             if not len(weak):
                 break
-            starts = done.proposals[weak] if attempt <= self.reruns else None
-            rerun = self.coalitions(
-                rerun_key(key, attempt), [codes[i] for i in weak], data, self.repeats, attempt, starts
-            )
+            rerun = self.coalitions(rerun_key(key, attempt), [codes[i] for i in weak], data, self.repeats, attempt)
             done = done.replaced(weak, rerun)
             reruns[weak] = attempt
         return done, reruns
 
-    def run(
-        self,
-        keys: jax.Array,
-        masks: np.ndarray,
-        data: NoiseAwareData,
-        attempt: int = 0,
-        starts: np.ndarray | None = None,
-    ) -> ImportanceRows:
+    def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData, attempt: int = 0) -> ImportanceRows:
         """Every row of the model's `attempt` (a retry beyond the reruns draws as the last rerun: the model's attempt
-        is at most the reruns'): its key (rows,), coalition mask (rows, n), the game's releases, the proposal it
-        starts from (`starts` (rows,), an earlier attempt's; None: every row from its fits); its
+        is at most the reruns'): its key (rows,), coalition mask (rows, n), the game's releases; its
         members packed to the planner's width (`member_width`: from 6 parties on, a third of the parties at a time,
         so at most three compiled programs an attempt), ROWS_PER_CALL rows a call. A rerun's rows are packed as the
         first attempt's are: the inner draws follow the width (`bayesval.inference.importance.inner_draw_count`),
@@ -224,7 +203,7 @@ class ImportanceExecutor:
         (docs/benchmarks.md, "Inner draws by width")."""
         masks = np.asarray(masks, bool)
         widths = np.array([member_width(int(mask.sum()), self.num_parties) for mask in masks])
-        parts = [np.empty(len(masks)) for _ in ImportanceRows._fields[:-1]] + [np.empty(len(masks), object)]
+        parts = [np.empty(len(masks)) for _ in ImportanceRows._fields]
         bar = tqdm(
             total=len(masks),
             desc=progress.describe("importance"),
@@ -242,7 +221,6 @@ class ImportanceExecutor:
                     np.stack([mask for _, mask in packed]),
                     self.num_draws,
                     min(attempt, self.reruns),
-                    None if starts is None else list(starts[chunk]),
                 )
                 if out is None:
                     raise RuntimeError(
@@ -254,11 +232,9 @@ class ImportanceExecutor:
                 trusted = out.converged & (out.k_hat <= k_hat_threshold(self.num_draws)) & np.isfinite(kl)
                 for part, value in zip(parts, (kl, out.k_hat, out.ess, out.noise_spread, trusted)):
                     part[chunk] = value
-                for row, proposal in zip(chunk, out.proposals):
-                    parts[-1][row] = proposal
                 bar.update(len(chunk))  # the chunk's estimates are on the host: its rows are drawn
         bar.close()
-        return ImportanceRows(*parts[:4], parts[4].astype(bool), parts[5])
+        return ImportanceRows(*parts[:-1], parts[-1].astype(bool))
 
 
 @partial(jax.jit, static_argnames=("k", "window"))
