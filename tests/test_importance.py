@@ -2,6 +2,7 @@
 coalition's Laplace fit, checked against the closed-form KL at negligible noise, against today's Gibbs chains at Syn's
 noise, and falling back to MCMC where it cannot be trusted or the model does not offer it."""
 
+import logging
 import warnings
 
 import jax
@@ -215,6 +216,71 @@ def test_auto_takes_importance_where_coalitions_are_sampled_and_keeps_the_chains
         plain = CoalitionSurprise(_NoStructure(), six, fast, 4, jax.random.key(3), 1, surprise="auto", sampled=True)
     assert plain.importance is None and "offers no importance_draws" in plain.diagnostics["surprise_note"]
     assert bv.valuate.__kwdefaults__["surprise"] is None  # None: 'auto'
+
+
+class _CompileLog(logging.Handler):
+    """The programs XLA compiles, by name (JAX's compile log)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def emit(self, record) -> None:
+        message = record.getMessage()
+        if message.startswith("Finished XLA compilation of jit("):
+            self.names.append(message.split("jit(")[1].split(")")[0])
+
+
+def test_the_programs_a_call_names_are_the_ones_it_calls(syn):
+    """`importance_programs` names the fit and row programs a call of `importance_draws` calls, to the last type:
+    compiled from their `Program`s first, the call compiles none of them again (a program named with other types
+    would compile twice, once ahead and once in the call)."""
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    model = bv.models.LinearRegression()
+    keys, masks = jax.random.split(jax.random.key(4), 2), coalition_masks(3)[[2, 2]]
+    rows = NoiseAwareData.per_row([data, data])
+    programs = model.importance_programs(keys, rows, masks, 2048, 0)
+    assert [program.function.__name__ for program in programs] == ["_mode", "_release_start", "_row_draws"]
+    for program in programs:
+        program.compile()
+    log = _CompileLog()
+    logging.getLogger("jax").addHandler(log)
+    try:
+        with jax.log_compiles():
+            model.importance_draws(keys, rows, masks, 2048, 0)
+    finally:
+        logging.getLogger("jax").removeHandler(log)
+    assert not {"_mode", "_release_start", "_row_draws"} & set(log.names)
+
+
+def test_each_widths_programs_are_compiled_ahead_once_while_the_widths_before_it_are_drawn(monkeypatch):
+    """The executor asks the model for the programs of every width of a call but the first, once a process for each
+    width and attempt, and waits for a width's before drawing its rows: rows of 2, 4 and 6 party slots of 6 parties
+    (a model whose draws are standard normal)."""
+    named, waited, drawn = [], [], []
+
+    def programs(keys, data, masks, num_draws, attempt):
+        named.append((masks.shape[1], attempt))
+        return []
+
+    def draw(keys, data, masks, num_draws, attempt):
+        drawn.append(masks.shape[1])
+        draws = np.asarray(jax.random.normal(jax.random.key(0), (len(masks), num_draws, 3)))
+        ones = np.ones(len(masks))
+        return bv.inference.importance.ImportanceDraws(draws, 0 * ones, 1000 * ones, ones > 0, 0 * ones)
+
+    monkeypatch.setattr(importance, "_compiled", lambda future: waited.append(len(drawn)))
+    log_density = jax.tree_util.Partial(lambda theta: -0.5 * theta @ theta)  # a standard normal prior's
+    executor = importance.ImportanceExecutor(draw, 6, CONFIG, 4, log_density, programs)
+    data = NoiseAwareData(np.zeros((6, 5)), np.full(6, 100.0), np.ones(6))
+    masks = np.eye(6, dtype=bool)[[0, 0, 1]] | np.eye(6, dtype=bool)[[0, 2, 3]]  # members 1, 2 and 2 (width 2)
+    masks = np.concatenate([masks, [np.arange(6) < 3], np.ones((1, 6), bool)])  # 3 members (width 4), 6 (width 6)
+    keys = jax.random.split(jax.random.key(1), len(masks))
+    for attempt in (0, 0, 1):
+        executor.run(keys, masks, data, attempt)
+    assert named == [(4, 0), (6, 0), (4, 1), (6, 1)]
+    assert drawn == [2, 4, 6] * 3
+    assert waited == list(range(9))  # each width's programs waited for before its rows were drawn
 
 
 def test_a_rerun_is_filed_over_the_rows_before():

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from bayesval.compilation import sampler_jit
+from bayesval.compilation import Program, sampler_jit
 from bayesval.inference.conjugate import NIG, NIW, nig_update, sample_nig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.gibbs.kernel import sample_latent_statistic
@@ -159,6 +159,33 @@ def importance_draws(
             )
         )
     return ImportanceDraws(*(np.stack([np.asarray(part) for part in parts]) for parts in zip(*rows)))
+
+
+def importance_programs(
+    key: jax.Array,
+    data: NoiseAwareData,
+    mask: np.ndarray,
+    prior: NIG,
+    data_prior: NIW,
+    statistic: LinearRegressionStatistic,
+    num_draws: int,
+    attempt: int = 0,
+) -> list[Program]:
+    """The compiled programs `importance_draws` calls for rows of this one's shape (a key, its releases packed as
+    `NoiseAwareData` of one row, its mask (n,)) on `attempt`, as `bayesval.compilation.Program`s: the fit
+    (`joint_modes`' `_mode` and `_release_start`) and the draws of a row about one mode (`_row_draws`), so that a
+    caller can compile them while other rows are drawn (docs/architecture.md, "Programs compiled ahead"). A row whose
+    fits find two modes calls a draws program of its own, compiled when it comes."""
+    start = prior_start(prior)
+    fit = (data, mask, prior, data_prior, statistic, start, False)
+    stacked = lambda part: jax.ShapeDtypeStruct((1,) + part.shape, part.dtype, weak_type=part.weak_type)  # noqa: E731
+    one_mode = jax.tree.map(stacked, _mode.trace(*fit).out_info)  # as `importance_draws` stacks one fit
+    layout = (data, mask, prior, data_prior, statistic)
+    return [
+        Program(_mode, fit),
+        Program(_release_start, layout),
+        Program(_row_draws, (key, *layout, one_mode, num_draws, inner_draw_count(mask.shape[0], attempt))),
+    ]
 
 
 def inner_draw_count(width: int, attempt: int = 0) -> int:

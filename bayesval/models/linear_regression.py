@@ -33,7 +33,7 @@ from bayesval.inference.config import SamplerConfig
 from bayesval.inference.conjugate import NIG, NIW, nig_draws, nig_log_density, nig_update
 from bayesval.inference.data import CoalitionDraws, NoiseAwareData
 from bayesval.inference.gibbs import BLRPriors, GibbsRun, GibbsSettings, plan_coalition_posteriors
-from bayesval.inference.importance import ImportanceDraws, importance_draws
+from bayesval.inference.importance import ImportanceDraws, importance_draws, importance_programs
 from bayesval.inference.laplace import CONVERGED, SurpriseTable
 from bayesval.inference.party_product import PARTY_PRODUCT, PartyMessages, party_messages, product_surprises
 from bayesval.statistics import LinearRegressionStatistic
@@ -262,6 +262,25 @@ class LinearRegression:
         priors = self.priors(num_features)
         statistic = self.statistic(num_features)
         return importance_draws(keys, data, masks, priors.model, priors.data, statistic, num_draws, attempt)
+
+    @property
+    def importance_programs(self) -> Callable | None:
+        """`programs_by_importance`, the programs `importance_draws` calls; None where it is None."""
+        return None if self.shared_data_model else self.programs_by_importance
+
+    def programs_by_importance(
+        self, keys: jax.Array, data: NoiseAwareData, masks: np.ndarray, num_draws: int, attempt: int = 0
+    ) -> list[Program]:
+        """The compiled programs `draws_by_importance` with these arguments calls for its rows (they share one width:
+        the first row's shapes), as `bayesval.compilation.Program`s, so that a caller can compile them while other
+        rows are drawn (`bayesval.inference.importance.importance_programs`)."""
+        num_features = _num_features(data)
+        priors = self.priors(num_features)
+        first = NoiseAwareData(*(np.asarray(part)[0] for part in data))
+        return importance_programs(
+            keys[0], first, np.asarray(masks, bool)[0], priors.model, priors.data, self.statistic(num_features),
+            num_draws, attempt,
+        )  # fmt: skip
 
     def posterior_draws(
         self, key: jax.Array, data: NoiseAwareData, masks: np.ndarray, config: SamplerConfig, conditionals: bool = False

@@ -24,7 +24,9 @@ a result records as they ran) and `importance_draws(keys, data, masks, num_draws
 row's coalition posterior by importance sampling, a rerun's (`attempt` >= 1) closer, with their Pareto k-hat,
 effective sample size and whether the proposal's fit converged: the route without chains,
 docs/importance.md; the member is None where the model cannot take that route, as `LinearRegression`'s with a shared
-data model) are optional (`OPTIONAL_MEMBERS`).
+data model) and `importance_programs(keys, data, masks, num_draws, attempt)` (the compiled programs such a call
+calls, as `bayesval.compilation.Program`s, so that the route compiles one width's while another's rows are drawn)
+are optional (`OPTIONAL_MEMBERS`).
 
 The party path reads a model's optional members once, into one typed record (`capabilities(model)`, a
 `Capabilities`), and asks that record, never the model, what it offers.
@@ -59,6 +61,7 @@ OPTIONAL_MEMBERS = (
     "surrogate_game",
     "kernel_settings",
     "importance_draws",
+    "importance_programs",
 )
 # the parameter names of `kernel_settings` before its one signature, kernel_settings(data): LinearRegression's
 # kernel_settings(num_features) and NumPyroModel's kernel_settings(config); a user model that kept one is read with a
@@ -116,7 +119,8 @@ class Capabilities(NamedTuple):
     surrogate_surprises: Callable | None
     kernel_settings: Callable | None
     surrogate_game: Callable | None = None
-    importance_draws: Callable | None = None  # last, with a default: records built before it still build
+    importance_draws: Callable | None = None  # last, with defaults: records built before them still build
+    importance_programs: Callable | None = None
 
 
 def capabilities(model) -> Capabilities:

@@ -23,6 +23,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bayesval import progress
+from bayesval.compilation import compile_for_later
 from bayesval.divergence import batched_kl
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
@@ -130,7 +131,10 @@ def importance_executor(
     takes, note = route(caps, name, asked, kl, sampled, layout.config)
     if not takes:
         return None, note
-    return ImportanceExecutor(caps.importance_draws, layout.num_parties, layout.config, k, log_density), note
+    executor = ImportanceExecutor(
+        caps.importance_draws, layout.num_parties, layout.config, k, log_density, caps.importance_programs
+    )
+    return executor, note
 
 
 def route_diagnostics(executor: ImportanceExecutor | None, note: str | None) -> dict:
@@ -144,10 +148,21 @@ class ImportanceExecutor:
     the game's budget `config` (each row draws IMPORTANCE_DRAWS weighted and resampled draws, or the config's
     `draws_per_repeat` where fewer, rounded up to even), the k-NN estimator's `k` and the prior's log density
     (`log_density`). Where the config shows progress bars, each call shows one whose rows advance as they are drawn:
-    at 50 parties a batch of 612 coalitions took half an hour, under a permutation bar that moves at the batch's end."""
+    at 50 parties a batch of 612 coalitions took half an hour, under a permutation bar that moves at the batch's end.
+    Where the model names the programs a call of `draw` calls (`programs`, its `importance_programs`), each width's
+    are compiled in the background while the rows of the widths before it are drawn, once a process."""
 
-    def __init__(self, draw: Callable, num_parties: int, config: SamplerConfig, k: int, log_density) -> None:
+    def __init__(
+        self,
+        draw: Callable,
+        num_parties: int,
+        config: SamplerConfig,
+        k: int,
+        log_density,
+        programs: Callable | None = None,
+    ) -> None:
         self.draw, self.num_parties, self.k, self.log_density = draw, num_parties, k, log_density
+        self.programs, self.compiling = programs, {}
         self.progress_bar = config.progress_bar
         self.repeats, self.reruns = config.num_repeats, RERUNS_PER_CHAIN_RERUN * config.reruns
         draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
@@ -203,6 +218,8 @@ class ImportanceExecutor:
         (docs/benchmarks.md, "Inner draws by width")."""
         masks = np.asarray(masks, bool)
         widths = np.array([member_width(int(mask.sum()), self.num_parties) for mask in masks])
+        attempt = min(attempt, self.reruns)
+        self._compile_ahead(keys, masks, widths, data, attempt)
         parts = [np.empty(len(masks)) for _ in ImportanceRows._fields]
         bar = tqdm(
             total=len(masks),
@@ -212,6 +229,7 @@ class ImportanceExecutor:
         )
         for width in np.unique(widths):
             rows = np.flatnonzero(widths == width)
+            _compiled(self.compiling.get((int(width), attempt)))
             for start in range(0, len(rows), ROWS_PER_CALL):
                 chunk = rows[start : start + ROWS_PER_CALL]
                 packed = [data.members(masks[row], int(width)) for row in chunk]
@@ -220,7 +238,7 @@ class ImportanceExecutor:
                     NoiseAwareData.per_row([inputs for inputs, _ in packed]),
                     np.stack([mask for _, mask in packed]),
                     self.num_draws,
-                    min(attempt, self.reruns),
+                    attempt,
                 )
                 if out is None:
                     raise RuntimeError(
@@ -235,6 +253,35 @@ class ImportanceExecutor:
                 bar.update(len(chunk))  # the chunk's estimates are on the host: its rows are drawn
         bar.close()
         return ImportanceRows(*parts[:-1], parts[-1].astype(bool))
+
+    def _compile_ahead(self, keys, masks, widths, data: NoiseAwareData, attempt: int) -> None:
+        """Start compiling, in the background (`bayesval.compilation.compile_for_later`), the programs of every width
+        of these rows but the first (whose programs the first call compiles at once, the background's compiling
+        beside it), on the model's `attempt`, where the model names them and they were not started before; each
+        width's future is kept (`compiling`, by width and attempt). A width's programs compile while the widths
+        before it are drawn: at 12 parties the row programs of three widths and their reruns' were 87 s of a 339 s
+        valuation's compiling, on its critical path (docs/benchmarks.md, "Importance programs compiled ahead")."""
+        if self.programs is None:
+            return
+        for width in np.unique(widths)[1:]:
+            if (int(width), attempt) in self.compiling:
+                continue
+            row = int(np.flatnonzero(widths == width)[0])
+            inputs, mask = data.members(masks[row], int(width))
+            rows = NoiseAwareData.per_row([inputs])
+            programs = self.programs(keys[row : row + 1], rows, mask[None], self.num_draws, attempt)
+            self.compiling[int(width), attempt] = compile_for_later(programs)
+
+
+def _compiled(future) -> None:
+    """Wait for a width's programs compiled ahead (None: none were), so that its first call finds them rather than
+    compiling them a second time beside the background. A program that failed to compile there is left to fail, with
+    the same error, where it is called."""
+    if future is not None:
+        try:
+            future.result()
+        except Exception:  # raised again by the call that compiles the program
+            pass
 
 
 @partial(jax.jit, static_argnames=("k", "window"))
