@@ -1,3 +1,4 @@
+import logging
 import os
 import tempfile
 from unittest import mock
@@ -87,6 +88,22 @@ release_compiled_programs_per_test = pytest.fixture(autouse=True)(_release_compi
 
 isolated_noise_seeds_per_module = pytest.fixture(scope="module", autouse=True)(_isolated_noise_seeds)
 isolated_noise_seeds_per_test = pytest.fixture(autouse=True)(_isolated_noise_seeds)
+
+
+@pytest.fixture
+def lowered(caplog):
+    """(program name, thread name) of every program jit lowers while the test runs, in any thread (the setting,
+    not its thread-local context manager)."""
+    caplog.set_level(logging.WARNING)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        yield lambda: [
+            (record.getMessage().split()[1], record.threadName)
+            for record in caplog.records
+            if record.getMessage().startswith("Compiling jit(")
+        ]
+    finally:
+        jax.config.update("jax_log_compiles", False)
 
 
 @pytest.fixture()

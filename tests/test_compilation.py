@@ -6,7 +6,6 @@ the sampler's programs, the draw dimension is traced)."""
 import argparse
 import copy
 import inspect
-import logging
 import os
 import subprocess
 import sys
@@ -34,22 +33,6 @@ def _no_program_compiled_before():
     """The tests here see which programs lower and where, so none starts in jit's cache from an earlier module of
     this worker (tests/conftest.py keeps them between modules)."""
     jax.clear_caches()
-
-
-@pytest.fixture
-def lowered(caplog):
-    """(program name, thread name) of every program jit lowers while the test runs, in any thread (the setting,
-    not its thread-local context manager)."""
-    caplog.set_level(logging.WARNING)
-    jax.config.update("jax_log_compiles", True)
-    try:
-        yield lambda: [
-            (record.getMessage().split()[1], record.threadName)
-            for record in caplog.records
-            if record.getMessage().startswith("Compiling jit(")
-        ]
-    finally:
-        jax.config.update("jax_log_compiles", False)
 
 
 def test_a_call_after_compile_ahead_compiles_nothing(lowered):
