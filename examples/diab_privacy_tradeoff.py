@@ -5,7 +5,8 @@ coverage, perturbed below exact), Table 3 (v_N at the paper's settings) and MNLP
     python examples/diab_privacy_tradeoff.py                  # fast budgets (about 15 minutes on 2 cores)
     python examples/diab_privacy_tradeoff.py --preset paper   # the paper's NUTS settings for every run
     python examples/diab_privacy_tradeoff.py --only table3    # one part: sweep | table1 | table3
-    python examples/diab_privacy_tradeoff.py --num-chains 2 --num-warmup 30 --num-samples 60 --epsilon-2 0.1 12.5
+    python examples/diab_privacy_tradeoff.py --num-chains 2 --num-warmup 30 --num-samples 60 --epsilon-2 0.1 12.5 \
+        --percentiles 50 100                                  # a smoke run
 
 Table 3 runs at the paper's settings unless sampler flags are given. The data file is read from $BAYESVAL_DATA
 (default ../shared/data). Why our v_N sits below the paper's (its sensitivity was estimated from the data, not
@@ -24,6 +25,7 @@ import bayesval as bv
 from bayesval.datasets.pima import load_pima
 
 EPSILON_SWEEP = (0.004, 0.02, 0.1, 0.5, 2.5, 12.5)
+COVERAGES = (25, 50, 75, 100)  # Table 1's percentiles of the first feature
 EVERYONE = "{party 1, party 2, party 3}"
 
 
@@ -60,13 +62,13 @@ def epsilon_sweep(model, pima, config, epsilons=EPSILON_SWEEP) -> None:
         )
 
 
-def table_1(model, pima, config) -> None:
-    """Grand-coalition surprise with only the points whose first feature is at most a percentile, at
+def table_1(model, pima, config, percentiles=COVERAGES) -> None:
+    """Grand-coalition surprise with only the points whose first feature is at most each of `percentiles`, at
     epsilon = 1 (perturbed) and with negligible noise (epsilon = 1e8, 'exact')."""
     print("\nTable 1 pattern at epsilon = 1: coverage = first feature <= percentile")
     print("coverage   surprise of s_N (± s.e.)   surprise of o_N (± s.e.)")
     pooled_first = pima.train[0][:, 0]
-    for percentile in (25, 50, 75, 100):
+    for percentile in percentiles:
         cut = np.percentile(pooled_first, percentile)
         data = [(X[X[:, 0] <= cut], y[X[:, 0] <= cut]) for X, y in pima.parties]
         row = []
@@ -102,7 +104,10 @@ def main() -> None:
     bv.SamplerConfig.add_arguments(parser)
     parser.add_argument("--only", default=None, choices=["sweep", "table1", "table3"])
     parser.add_argument("--epsilon-2", type=float, nargs="+", default=EPSILON_SWEEP, help="the sweep's values")
+    parser.add_argument("--percentiles", type=int, nargs="+", default=COVERAGES, help="Table 1's coverages")
     args = parser.parse_args()
+    if not all(0 < percentile <= 100 for percentile in args.percentiles):
+        parser.error(f"--percentiles must lie in 1..100, got {args.percentiles}")
     warnings.simplefilter("ignore", UserWarning)
     pima = load_pima()
     cap = bv.models.non_private_cap(*pima.train)
@@ -116,7 +121,7 @@ def main() -> None:
     if args.only in (None, "sweep"):
         epsilon_sweep(model, pima, config, args.epsilon_2)
     if args.only in (None, "table1"):
-        table_1(model, pima, config)
+        table_1(model, pima, config, args.percentiles)
     if args.only in (None, "table3"):
         paper_kernel = bv.models.LogisticRegression(max_sq_norm=cap, target_accept_prob=0.86)  # the paper's NUTS
         table_3(paper_kernel, pima, paper.with_(progress_bar=False))

@@ -1,8 +1,11 @@
 """Standard errors and convergence flags on games too large to enumerate, where sampling is needed (issue 27).
 
 Closed-form games of 60 and 100 players (`bayesval.games.analytic`): z = (estimate - exact) / stderr over 20 keys on
-the indices worth at least 1 % of the largest value. The full sweep (every semivalue x sampler, more keys) is
-`benchmarks/bench_calibration.py`, its table in docs/games.md."""
+the indices worth at least 1 % of the largest value, one case for each default sampler (permutations for Shapley,
+uniform coalitions for Banzhaf, semivalue sampling for the Beta Shapley values, its heaviest-tailed weights) and
+semivalue sampling asked for the Shapley value. The full sweep (every semivalue x sampler, more keys; Banzhaf on the
+unanimity game and Beta(4, 1) on both games among them) is `benchmarks/bench_calibration.py`, its table in
+docs/games.md."""
 
 from __future__ import annotations
 
@@ -66,11 +69,8 @@ def calibration(game, weights, sampler, evaluations: int, batch_size: int):
     [
         (UNANIMITY, SHAPLEY, None, 40_000, 64),
         (UNANIMITY, SHAPLEY, SemivalueSampler(), 40_000, 32),
-        (UNANIMITY, BANZHAF, None, 40_000, 1024),
-        (UNANIMITY, beta_shapley(4, 1), None, 40_000, 32),
         (AIRPORT, SHAPLEY, None, 60_000, 64),
         (AIRPORT, BANZHAF, None, 60_000, 1024),
-        (AIRPORT, beta_shapley(4, 1), None, 60_000, 32),
         (AIRPORT, beta_shapley(16, 1), None, 60_000, 32),
     ],
     ids=lambda x: getattr(x, "name", type(x).__name__) if not isinstance(x, int) else str(x),

@@ -96,8 +96,16 @@ def test_negligible_noise_gives_the_closed_form_kl(syn):
     assert max(game.diagnostics["k_hat"]) <= 0.7
 
 
+# where a test's coalitions fall back to the chains: Algorithm 1 as printed, the quickest sweep program to compile (the
+# importance route's programs do not depend on the moves)
+QUICK_CHAINS = dict(interweaving_moves=0, collapsed_moves=0)
+
+
 class _Untrusted(bv.models.LinearRegression):
     """LinearRegression whose importance draws of the first row of each call report an unconverged fit."""
+
+    def __init__(self) -> None:
+        super().__init__(**QUICK_CHAINS)
 
     def importance_draws(self, keys, data, masks, num_draws, attempt=0):
         out = super().importance_draws(keys, data, masks, num_draws, attempt)
@@ -130,7 +138,7 @@ class _UntrustedAtFirst(bv.models.LinearRegression):
     records the attempt each call was drawn at."""
 
     def __init__(self, failing: int) -> None:
-        super().__init__()
+        super().__init__(**QUICK_CHAINS)
         self.failing, self.attempts = failing, []
 
     def importance_draws(self, keys, data, masks, num_draws, attempt=0):
@@ -165,7 +173,8 @@ def test_k_hat_over_the_threshold_sends_coalitions_to_mcmc(syn, monkeypatch):
     k-hat)."""
     monkeypatch.setattr(importance, "k_hat_threshold", lambda num_draws: -np.inf)
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
-    game = CoalitionSurprise(bv.models.LinearRegression(), data, SMOKE, 4, jax.random.key(2), 1, surprise="importance")
+    model = bv.models.LinearRegression(**QUICK_CHAINS)
+    game = CoalitionSurprise(model, data, SMOKE, 4, jax.random.key(2), 1, surprise="importance")
     game(coalition_masks(3)[:1])
     assert game.diagnostics["route"] == ["mcmc, after importance"] and game.num_sampled == 1
 
@@ -580,7 +589,7 @@ def test_a_shared_data_model_offers_no_importance_draws_and_keeps_the_chains_wit
     from bayesval.models.protocol import capabilities
     from bayesval.parties.importance import route
 
-    model = bv.models.LinearRegression(shared_data_model=True)
+    model = bv.models.LinearRegression(shared_data_model=True, **QUICK_CHAINS)
     assert model.importance_draws is None and bv.models.LinearRegression().importance_draws is not None
     config = bv.SamplerConfig(num_chains=2, num_warmup=10, num_samples=20, num_repeats=2, progress_bar=False)
     with pytest.warns(UserWarning, match="surprise='importance': .* offers no importance_draws"):

@@ -16,6 +16,9 @@ BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinnin
 # four parties' sampled games: short chains that keep the chains (`bayesval.parties.importance.pays`), one budget for
 # the tests below so that their 4-party sampler and surrogate programs are compiled once
 SAMPLED_BUDGET = BUDGET.with_(num_samples=200, num_warmup=50)
+# the model of the tests of resuming sampled games: Algorithm 1 as printed, the quickest sweep program to compile (how a
+# game is sampled, resumed or refused does not depend on the kernel)
+SAMPLED_MODEL = bv.models.LinearRegression(interweaving_moves=0, collapsed_moves=0)
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +159,8 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
     options = dict(exact_up_to=3, key=0, stop=bv.games.MaxEvaluations(10), control_variate=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        sampled = bv.valuate(bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=2), **options)
-        before = bv.valuate(bv.models.LinearRegression(), parties, config=three, **options)
+        sampled = bv.valuate(SAMPLED_MODEL, parties, config=three.with_(sampled_repeats=2), **options)
+        before = bv.valuate(SAMPLED_MODEL, parties, config=three, **options)
     assert sampled.diagnostics["sampler"]["num_repeats"] == 2 and sampled.state.num_repeats == 2
     assert {len(estimates) for estimates in sampled.coalition_estimates.estimates.values()} == {2}
     assert {len(estimates) for estimates in before.coalition_estimates.estimates.values()} == {3}
@@ -170,13 +173,11 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
     )
     with pytest.raises(ValueError, match=refused), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        bv.valuate(
-            bv.models.LinearRegression(), parties, config=three.with_(sampled_repeats=2), resume_from=before, **options
-        )
+        bv.valuate(SAMPLED_MODEL, parties, config=three.with_(sampled_repeats=2), resume_from=before, **options)
 
     assert before.state.control_table is not None  # sampled against the Laplace surrogate
     with pytest.raises(ValueError, match=r"resume it without control_variate=False"):
-        bv.valuate(bv.models.LinearRegression(), parties, config=three, resume_from=before, control_variate=False)
+        bv.valuate(SAMPLED_MODEL, parties, config=three, resume_from=before, control_variate=False)
 
     def no_sampling(*args, **kwargs):
         raise AssertionError("a resumed game sampled a coalition again")
@@ -185,9 +186,7 @@ def test_a_sampled_valuation_values_each_coalition_sampled_repeats_times_and_nam
     monkeypatch.setattr(bv.models.LinearRegression, "surrogate_surprises", no_sampling)  # the saved one is used
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        resumed = bv.valuate(
-            bv.models.LinearRegression(), parties, config=three.with_(num_repeats=3), resume_from=before, **options
-        )
+        resumed = bv.valuate(SAMPLED_MODEL, parties, config=three.with_(num_repeats=3), resume_from=before, **options)
     assert resumed.state.num_repeats == 3
     np.testing.assert_array_equal(resumed.values, before.values)
     np.testing.assert_array_equal(resumed.state.control_table, before.state.control_table)
@@ -233,18 +232,16 @@ def test_a_result_sampled_with_plain_permutations_resumes_with_them_and_new_runs
     options = dict(config=BUDGET.with_(num_samples=20, num_warmup=10), exact_up_to=4, key=0, control_variate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        latin = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(30), **options)
+        latin = bv.valuate(SAMPLED_MODEL, parties, stop=bv.games.MaxEvaluations(30), **options)
         today = party_valuation.permutation_sampler  # plain permutations, as before Latin blocks
         monkeypatch.setattr(
             party_valuation,
             "permutation_sampler",
             lambda n, resumed=None, vectorised=True: (bv.games.PermutationSampler(), 2),
         )
-        before = bv.valuate(bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(12), **options)
+        before = bv.valuate(SAMPLED_MODEL, parties, stop=bv.games.MaxEvaluations(12), **options)
         monkeypatch.setattr(party_valuation, "permutation_sampler", today)
-        resumed = bv.valuate(
-            bv.models.LinearRegression(), parties, stop=bv.games.MaxEvaluations(72), resume_from=before, **options
-        )
+        resumed = bv.valuate(SAMPLED_MODEL, parties, stop=bv.games.MaxEvaluations(72), resume_from=before, **options)
     assert latin.state.sampler == "permutation (Latin)" and latin.state.streams[next(iter(latin.state.streams))][0] == 5
     assert before.state.sampler == resumed.state.sampler == "permutation"
     # a batch: 2 permutations of 6 coalitions and the 12 exact-size coalitions twice, 36 evaluations; one more batch
