@@ -122,5 +122,6 @@ def test_table_3_gap_is_the_sensitivity(model, pima):
         releases.append(party.release(layout))
     grand = np.repeat(np.eye(2, dtype=bool), 3, axis=1)
     data = NoiseAwareData.from_releases(releases)
-    mean, spread = per_repeat(CoalitionSurprise(model, data, BUDGET, 4, jax.random.key(3), 2)(grand))
+    # calls of 6 coalitions, as Table 1's above: its compiled sampler programs serve these 2 (padded)
+    mean, spread = per_repeat(CoalitionSurprise(model, data, BUDGET, 4, jax.random.key(3), 6)(grand))
     assert mean[1] - mean[0] > 3 * np.hypot(*spread), (mean, spread)
