@@ -16,7 +16,7 @@ NUTS_TINY = ["--num-chains", "2", "--num-warmup", "100", "--num-samples", "120",
 RUNS = {
     "syn_privacy_tradeoff.py": TINY,
     "many_parties.py": ["--num-chains", "2", "--num-warmup", "4", "--num-samples", "8", "--num-repeats", "2"]
-    + ["--tolerance", "0.5", "--max-permutations", "8"]  # one batch of 32 permutations of 12 parties: ~700 rows
+    + ["--tolerance", "0.5", "--max-permutations", "8"]  # one batch, 3 Latin blocks of 12 permutations: ~700 rows
     + ["--no-control-variate"],  # the surrogate's 4,095 fits would take longer than the run
     "diab_privacy_tradeoff.py": [*NUTS_TINY, "--epsilon-2", "12.5", "--percentiles", "50", "100"],
     "syn_rewards.py": [*TINY, "--epsilons", "0.1", "12.5", "--reward-repeats", "1"],
