@@ -98,7 +98,7 @@ def test_negligible_noise_gives_the_closed_form_kl(syn):
 
 # where a test's coalitions fall back to the chains: Algorithm 1 as printed, the quickest sweep program to compile (the
 # importance route's programs do not depend on the moves)
-QUICK_CHAINS = dict(interweaving_moves=0, collapsed_moves=0)
+QUICK_CHAINS = dict(collapsed_moves=0)
 
 
 class _Untrusted(bv.models.LinearRegression):

@@ -18,7 +18,7 @@ BUDGET = bv.SamplerConfig(num_chains=2, num_warmup=100, num_samples=400, thinnin
 SAMPLED_BUDGET = BUDGET.with_(num_samples=200, num_warmup=50)
 # the model of the tests of resuming sampled games: Algorithm 1 as printed, the quickest sweep program to compile (how a
 # game is sampled, resumed or refused does not depend on the kernel)
-SAMPLED_MODEL = bv.models.LinearRegression(interweaving_moves=0, collapsed_moves=0)
+SAMPLED_MODEL = bv.models.LinearRegression(collapsed_moves=0)
 
 
 @pytest.fixture(scope="module")
