@@ -13,6 +13,7 @@ import bayesval as bv
 from bayesval.divergence import nig_kl
 from bayesval.games.shapley import coalition_masks
 from bayesval.inference.data import NoiseAwareData
+from bayesval.inference.importance import ImportanceDraws
 from bayesval.inference.psis import k_hat_threshold, pareto_smoothed, tail_length
 from bayesval.parties import importance, release_all
 from bayesval.parties.keys import rerun_key
@@ -307,7 +308,9 @@ def test_a_coalition_short_of_effective_draws_is_drawn_again_with_closer_likelih
     likelihood from RERUN_INNER times the inner draws, twice for the chains' one rerun, and the last rerun's estimates
     replace the ones before, recorded as the rerun that drew them."""
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
-    monkeypatch.setattr(importance, "ESS_THRESHOLD", np.inf)
+    monkeypatch.setattr(
+        importance, "ESS_THRESHOLD", CONFIG.draws_per_repeat - 1
+    )  # short, though the draws could hold it
     masks, codes = coalition_masks(3)[:2], [1, 2]
     game = CoalitionSurprise(bv.models.LinearRegression(), data, CONFIG, 4, jax.random.key(5), 2, surprise="importance")
     game(masks)
@@ -324,6 +327,43 @@ def test_a_coalition_short_of_effective_draws_is_drawn_again_with_closer_likelih
     # closer likelihoods: the rerun's weights hold more effective draws, and are more evenly noisy, than the first's
     assert rerun.ess.mean() > first.ess.mean()
     assert rerun.noise_spread.mean() < first.noise_spread.mean()
+
+
+def _drawn_from_the_prior(model, data, effective, attempts):
+    """A model's `importance_draws` that records the attempt of each call and gives each row prior draws, trusted
+    (k-hat 0.1, converged), with `effective(num_draws)` effective draws: the reruns' rule alone decides what is
+    drawn again."""
+
+    def draw(keys, rows, masks, num_draws, attempt):
+        attempts.append(attempt)
+        theta = np.stack([model.prior_draws(key, data, num_draws) for key in keys])
+        ones = np.ones(len(keys))
+        return ImportanceDraws(theta, 0.1 * ones, effective(num_draws) * ones, ones.astype(bool), 0.0 * ones)
+
+    return draw
+
+
+def test_reruns_ask_for_the_effective_draws_a_row_can_hold_and_no_more_inner_draws_than_measured(syn):
+    """A row's effective draws are at most its draws. At 200 draws a repeat (here 180 effective) no rerun can raise
+    them to the chains' 400, so none is drawn (the flag marks the coalition, as it marks the chains' at that budget);
+    at 2,048 draws a repeat of 300 effective draws is drawn again as often as the reruns allow, and past the route's
+    reruns for the chains' first the model's attempt, which sets the inner draws, stays MOST_INNER_ATTEMPT."""
+    _, data = _syn_data(syn, (0.5, 0.5, 0.5))
+    model = bv.models.LinearRegression()
+    log_density = model.prior_log_density(data)
+    codes = [1, 6]
+    for config, effective, expected, last_rerun in (
+        (CONFIG.with_(num_samples=200), lambda draws: 0.9 * draws, [0], 0),
+        (CONFIG.with_(reruns=3), lambda draws: 300, [0, 1, 2, 2, 2, 2, 2], 6),
+    ):
+        attempts = []
+        draw = _drawn_from_the_prior(model, data, effective, attempts)
+        executor = importance.ImportanceExecutor(draw, 3, config, 4, log_density)
+        done, reruns = executor.until_effective(jax.random.key(0), codes, data)
+        assert attempts == expected, attempts
+        assert list(reruns) == [last_rerun] * len(codes)
+        assert (done.ess < importance.ESS_THRESHOLD).all() and done.trusted.all()
+    assert importance.MOST_INNER_ATTEMPT == 2 == importance.RERUNS_PER_CHAIN_RERUN
 
 
 def test_a_coalition_noisy_unevenly_over_theta_is_drawn_again(syn, monkeypatch):

@@ -121,7 +121,8 @@ class SamplerConfig:
     of its own rows where calls are cut (`bayesval.parties.plan.rerun_rows`). Only where those coalitions are few
     among the ones sampled together (`bayesval.parties.reruns.RERUN_SHARE`): when most fail, the budget is short for
     the game, and the valuation warns instead. A rerun's estimates replace the failed ones. The importance route
-    draws a coalition again up to twice as many times, with 4 times the inner draws each time, and one it does not
+    draws a coalition again up to twice as many times, with 4 times the inner draws each time up to 16 times the
+    first's (`bayesval.parties.importance.MOST_INNER_ATTEMPT`), and one it does not
     trust twice more from fresh keys, before it leaves it to the chains
     (`bayesval.parties.importance.RERUNS_PER_CHAIN_RERUN`, `UNTRUSTED_RETRIES`; docs/importance.md, "When it draws
     again").

@@ -60,6 +60,11 @@ NOISE_SPREAD = 0.4
 # repeat of a 6-member coalition of 24 parties against 18 s of the fast preset's chains; docs/benchmarks.md, "Hard
 # coalitions of 24 parties against the chains")
 RERUNS_PER_CHAIN_RERUN = 2
+# The model's attempt, which sets each member's inner draws (RERUN_INNER-fold an attempt), is at most the route's
+# reruns for the chains' one rerun (16 times the first attempt's inner draws, as far as measured): a rerun past it draws
+# from its own keys at that many. A row draws its data models' standard normals at once, (draws, inner draws, width,
+# W), and at 256 times the inner draws (reruns=2) those alone would take 19 GB at 50 parties' widest width
+MOST_INNER_ATTEMPT = RERUNS_PER_CHAIN_RERUN
 # Attempts more, after the reruns, for a coalition the route still does not trust (k-hat above the threshold, a fit
 # that did not converge, a KL that is not finite), each from fresh keys at the last rerun's inner draws, before it goes
 # to the chains. Of the 1,048 coalitions a 24-party valuation drew, two failed all three attempts (k-hat 0.76 and
@@ -167,6 +172,9 @@ class ImportanceExecutor:
         self.repeats, self.reruns = config.num_repeats, RERUNS_PER_CHAIN_RERUN * config.reruns
         draws = min(config.draws_per_repeat, IMPORTANCE_DRAWS)
         self.num_draws = max(draws + draws % 2, 20)
+        # the chains' flag, where a row can meet it: its effective draws are at most its draws, so where those are
+        # ESS_THRESHOLD or fewer a rerun cannot help (the flag then marks the coalition, as it marks the chains')
+        self.wanted_ess = ESS_THRESHOLD if self.num_draws > ESS_THRESHOLD else 0
 
     def coalitions(
         self, key: jax.Array, codes: list[int], data: NoiseAwareData, repeats: int, attempt: int = 0
@@ -184,22 +192,22 @@ class ImportanceExecutor:
     def until_effective(
         self, key: jax.Array, codes: list[int], data: NoiseAwareData
     ) -> tuple[ImportanceRows, np.ndarray]:
-        """Every repeat of the coalitions `codes` (`coalitions`), then, up to RERUNS_PER_CHAIN_RERUN times the
-        budget's reruns, the coalitions drawn again that in some repeat are not trusted, hold fewer than ESS_THRESHOLD
-        effective draws (400, the chains' flag) or are noisy unevenly over theta (`NOISE_SPREAD`), from the rerun
-        keys of the attempt (`bayesval.parties.keys.rerun_key`), each member's likelihood estimated from RERUN_INNER
-        times the inner draws of the attempt before, the rerun's estimates filed over the ones before
-        (`ImportanceRows.replaced`), as a chain's rerun, with twice the sweeps, is. On the coalitions of 12 parties
-        that fell to the chains before, a rerun's weights held 1.6-4 times the effective draws (docs/importance.md,
-        "When it draws again"). Then, up to UNTRUSTED_RETRIES times, the coalitions still not trusted are drawn
-        again from the keys of the next attempts, at the last rerun's inner draws. Returns the rows (codes, repeats)
-        and the rerun that drew each coalition (0: the first attempt)."""
+        """Every repeat of the coalitions `codes` (`coalitions`), then, up to RERUNS_PER_CHAIN_RERUN times the budget's
+        reruns, the coalitions drawn again that in some repeat are not trusted, hold fewer than ESS_THRESHOLD effective
+        draws (400, the chains' flag, where a row's draws can hold them: `wanted_ess`) or are noisy unevenly over theta
+        (`NOISE_SPREAD`), from the rerun keys of the attempt (`bayesval.parties.keys.rerun_key`), each member's
+        likelihood estimated from RERUN_INNER times the inner draws of the attempt before (up to MOST_INNER_ATTEMPT),
+        the rerun's estimates filed over the ones before (`ImportanceRows.replaced`), as a chain's rerun, with twice the
+        sweeps, is. On the coalitions of 12 parties that fell to the chains before, a rerun's weights held 1.6-4 times
+        the effective draws (docs/importance.md, "When it draws again"). Then, up to UNTRUSTED_RETRIES times, the
+        coalitions still not trusted are drawn again from the keys of the next attempts, at the last rerun's inner
+        draws. Returns the rows (codes, repeats) and the rerun that drew each coalition (0: the first attempt)."""
         done = self.coalitions(key, codes, data, self.repeats)
         reruns = np.zeros(len(codes), int)
         for attempt in range(1, self.reruns + UNTRUSTED_RETRIES + 1):
             weak = ~done.trusted.all(axis=1)
             if attempt <= self.reruns:
-                weak |= (done.ess.min(axis=1) < ESS_THRESHOLD) | (done.noise_spread.max(axis=1) > NOISE_SPREAD)
+                weak |= (done.ess.min(axis=1) < self.wanted_ess) | (done.noise_spread.max(axis=1) > NOISE_SPREAD)
             weak = np.flatnonzero(weak)
             if not len(weak):
                 break
@@ -209,16 +217,16 @@ class ImportanceExecutor:
         return done, reruns
 
     def run(self, keys: jax.Array, masks: np.ndarray, data: NoiseAwareData, attempt: int = 0) -> ImportanceRows:
-        """Every row of the model's `attempt` (a retry beyond the reruns draws as the last rerun: the model's attempt
-        is at most the reruns'): its key (rows,), coalition mask (rows, n), the game's releases; its
-        members packed to the planner's width (`member_width`: from 6 parties on, a third of the parties at a time,
-        so at most three compiled programs an attempt), ROWS_PER_CALL rows a call. A rerun's rows are packed as the
-        first attempt's are: the inner draws follow the width (`bayesval.inference.importance.inner_draw_count`),
+        """Every row of the model's `attempt` (a retry beyond the reruns draws as the last rerun: the model's attempt is
+        at most the reruns' and MOST_INNER_ATTEMPT): its key (rows,), coalition mask (rows, n), the game's releases;
+        its members packed to the planner's width (`member_width`: from 6 parties on, a third of the parties at a
+        time, so at most three compiled programs an attempt), ROWS_PER_CALL rows a call. A rerun's rows are packed as
+        the first attempt's are: the inner draws follow the width (`bayesval.inference.importance.inner_draw_count`),
         and a narrow coalition drawn again at every party's slot paid the widest row's inner draws, 4 times over
         (docs/benchmarks.md, "Inner draws by width")."""
         masks = np.asarray(masks, bool)
         widths = np.array([member_width(int(mask.sum()), self.num_parties) for mask in masks])
-        attempt = min(attempt, self.reruns)
+        attempt = min(attempt, self.reruns, MOST_INNER_ATTEMPT)
         self._compile_ahead(keys, masks, widths, data, attempt)
         parts = [np.empty(len(masks)) for _ in ImportanceRows._fields]
         bar = tqdm(
