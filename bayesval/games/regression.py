@@ -206,7 +206,7 @@ def _regression_reduce(values, aux, scale) -> BatchStatistics:
     of_size = jax.nn.one_hot(sizes - 1, num_players - 1, dtype=values.dtype)  # (P, n - 1)
     sums, counts = past_sums + residual @ of_size, past_counts + of_size.sum(axis=0)
     control = others_size_means(sums, counts, residual, of_size, 2 * sizes == num_players)  # h(s) of each pair (R, P)
-    lever = (chosen - sizes[:, None] / num_players) * scale[sizes - 1][:, None]  # (P, n)
+    lever = (chosen - chosen.mean(axis=1, keepdims=True)) * scale[sizes - 1][:, None]  # (P, n), each row summing to 0
     estimates = centred + delta[:, None] / num_players + (residual - control) @ lever / pairs  # (R, n)
     by_size = jnp.broadcast_to((residual @ of_size)[:, :, None], (len(values), num_players - 1, num_players))
     sums = jnp.concatenate([(1 - pilot) * estimates[:, None], by_size, estimates[:, None]], axis=1)
