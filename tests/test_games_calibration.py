@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -131,6 +132,30 @@ def test_an_exact_value_has_stderr_zero_and_converges_at_once():
     assert np.all(result.stderr == 0) and result.converged.all() and result.diagnostics["batches"] == 1
     assert set(result.diagnostics["indices"]["verdict"]) == {"exact"}
     assert_flags_agree(result)
+
+
+def test_a_coalition_noisier_than_the_rest_leaves_its_index_calibrated():
+    """Leave-one-out of 6 players over 100 keys, fresh noise of sd 1 on the coalition of everyone but player 0 and
+    0.05 on every other: each exact group's noise variance is its own, so player 0's z-scores have RMS in [0.8, 1.2]
+    (the noise pooled over every exact group gave 2.4) and the others' are not too small (at most 1.2; a pooled draw
+    of player 0's noise in their prior leaves them conservative)."""
+    weights = jnp.array([4.0, 3.0, 2.0, 2.0, 1.0, 1.0])
+
+    def clean(key, masks):
+        return jnp.sqrt(masks.astype(jnp.float64) @ weights)
+
+    def noisy(key, masks):
+        everyone_but_0 = ~masks[:, 0] & (masks.sum(axis=1) == 5)
+        return clean(key, masks) + jnp.where(everyone_but_0, 1.0, 0.05) * jax.random.normal(key, (len(masks),))
+
+    exact = semivalue(clean, 6, 0, weights=LEAVE_ONE_OUT, stop=MaxEvaluations(64), batch_size=32).values
+    runs = [
+        semivalue(noisy, 6, key, weights=LEAVE_ONE_OUT, sampler=SemivalueSampler(), stop=MaxEvaluations(800))
+        for key in range(100)
+    ]
+    z = np.array([(run.values - exact) / run.stderr for run in runs])
+    rms = np.sqrt(np.mean(z**2, axis=0))
+    assert 0.8 <= rms[0] <= 1.2 and np.all(rms[1:] <= 1.2), rms
 
 
 def test_a_rare_marginal_never_seen_still_has_an_error():

@@ -43,8 +43,11 @@ def _assert_same_record(loaded, expected):
         assert loaded == expected
 
 
-def _assert_same_result(loaded, expected):
+def _assert_same_result(loaded, expected, recomputed=()):
+    """Equal results, but for the `recomputed` arrays (today's code computes them otherwise than the file's did)."""
     for name in ("values", "stderr", "coalition_masks", "coalition_values", "coalition_stderr", "counts", "converged"):
+        if name in recomputed:
+            continue
         actual, wanted = getattr(loaded, name), getattr(expected, name)
         assert (actual is None) == (wanted is None), name
         if wanted is not None:
@@ -58,7 +61,10 @@ def _assert_same_result(loaded, expected):
 def test_a_sampled_result_written_before_the_protocol_loads_bit_for_bit_and_resumes():
     loaded = bv.ValuationResult.load(OLD / "sampled_2d1214a.npz")
     fresh = old.sampled()
-    _assert_same_result(loaded, fresh)
+    _assert_same_result(loaded, fresh, recomputed=("stderr",))
+    # the file keeps the standard errors it reported; today's from the same state take each exact group's own noise
+    # variance (bayesval.results.variance, 2026-12-05), not one pooled over every exact group: under 0.1 % apart here
+    np.testing.assert_allclose(loaded.stderr, fresh.stderr, rtol=1e-3)
     for name in SemivalueState.ARRAYS:
         np.testing.assert_array_equal(getattr(loaded.state, name), getattr(fresh.state, name), err_msg=name)
     assert loaded.state.to_record()[0] == fresh.state.to_record()[0] | {"game": None}  # version 1: no fingerprint

@@ -21,10 +21,12 @@ variance, Gelman et al. 2013, Sec. 3.3, with prior variances worth a number of d
   sizes cannot hide behind the one small hit that was seen), then the game's largest range where the index never
   varied, then the range of the coalition values seen where no index did.
 
-Groups of a single coalition (`exact`: the empty coalition or everyone else) vary only by the utility's noise: their
-variance is the noise's, pooled over every such group of every index (a deterministic utility: exactly 0; a noisy
-one: one estimate from all of them, where each group alone has two draws a batch). A group with fewer than two draws
-has infinite variance: nothing is known of its spread.
+Groups of a single coalition (`exact`: the empty coalition or everyone else) vary only by the utility's noise, which
+may differ from one coalition to the next: each group's own sample variance, shrunk toward the noise variance pooled
+over every other such group of every index, worth p = 1 draw as above (a deterministic utility: exactly 0, known
+exactly). Pooled alone, one coalition noisier than the rest (noise of sd 1 against 0.05 elsewhere) left the index it
+decides with standard errors 2.7 times too small (RMS z 2.69 over 100 keys, leave-one-out) and the others' several
+times too wide. A group with fewer than two draws has infinite variance: nothing is known of its spread.
 
 How far a variance can be trusted is its degrees of freedom nu = 2 sigma^4 / Var(s^2). For m draws of kurtosis kappa,
 Var(s^2) / sigma^4 = kappa / m - (m - 3) / (m (m - 1)) (Cramer 1946, Sec. 27.4): nu = m - 1 for normal draws, but
@@ -80,13 +82,13 @@ def draw_variances(state) -> np.ndarray:
 def variances_and_dof(state) -> tuple[np.ndarray, np.ndarray]:
     """sigma~^2 (G, n) and nu (G, n), the degrees of freedom of each group's sigma~^2 (module docstring): inf where
     it is known exactly (the exact groups of a deterministic utility), 0 where a group has fewer than two draws."""
-    variances, prior_weight, noise_dof = _shrunk(state)
+    variances, prior_weight = _shrunk(state)
     counts = state.counts.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         kurtosis = counts * state.m4 / state.m2**2
         relative = kurtosis / counts - (counts - 3) / (counts * (counts - 1))  # Var(s^2) / sigma^4
         own = np.where((state.m2 > 0) & (counts >= 2), 2 / relative, 0.0)
-    dof = np.where(state.exact[:, None], noise_dof, own + prior_weight)
+    dof = np.where(state.exact[:, None] & (variances == 0), np.inf, own + prior_weight)
     return variances, np.where(counts >= 2, dof, 0.0)
 
 
@@ -140,9 +142,8 @@ def judged(exact, ranges, dof, stderr, held) -> Judgement:
     return Judgement(converged, words)
 
 
-def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
-    """sigma~^2 (G, n), the weight in draws of its priors (G, n), and the degrees of freedom of the exact groups'
-    pooled noise variance (inf for a deterministic utility)."""
+def _shrunk(state) -> tuple[np.ndarray, np.ndarray]:
+    """sigma~^2 (G, n) and the weight in draws of its priors (G, n)."""
     counts = state.counts.astype(np.float64)
     free = ((state.coefficients != 0) & ~state.exact)[:, None] & (counts >= 2)
     dof = np.where(free, counts - 1, 0.0)
@@ -160,11 +161,14 @@ def _shrunk(state) -> tuple[np.ndarray, np.ndarray, float]:
         prior = np.where(guarded > 0, guarded * guard, 0.0)  # an inf guard (no scale known) only where it weighs
         shrunk = (state.m2 + pooling * pooled + prior) / (counts - 1 + pooling + guarded)
         single = state.exact[:, None] & (counts >= 2)  # one coalition each: their spread is the utility's noise
-        noise_squares, noise_dof = np.where(single, state.m2, 0.0).sum(), np.where(single, counts - 1, 0.0).sum()
-        noise = noise_squares / noise_dof
-    variances = np.where(state.exact[:, None], noise if np.isfinite(noise) else 0.0, shrunk)
-    prior_weight = np.where(free, pooling + guarded, 0.0)
-    return np.where(counts >= 2, variances, np.inf), prior_weight, noise_dof if noise_squares > 0 else np.inf
+        noise_squares, noise_dof = np.where(single, state.m2, 0.0), np.where(single, counts - 1, 0.0)
+        other_noise_dof, other_noise_squares = noise_dof.sum() - noise_dof, noise_squares.sum() - noise_squares
+        noise_pooling = (single & (other_noise_dof > 0) & (other_noise_squares > 0)).astype(np.float64)
+        pooled_noise = np.where(noise_pooling > 0, other_noise_squares / other_noise_dof, 0.0)
+        noise = (state.m2 + noise_pooling * pooled_noise) / (counts - 1 + noise_pooling)
+    variances = np.where(state.exact[:, None], noise, shrunk)
+    prior_weight = np.where(free, pooling + guarded, noise_pooling)
+    return np.where(counts >= 2, variances, np.inf), prior_weight
 
 
 def game_scale(state, ranges: np.ndarray) -> float:
