@@ -122,6 +122,20 @@ def test_beyond_twelve_parties_the_policy_estimates_the_surrogates_values_and_st
     assert 0.7 <= np.sqrt(np.mean(z**2)) <= 1.3 and np.abs(z).max() <= 4
 
 
+def test_a_surrogate_estimate_short_of_the_tolerance_is_left_out_with_a_warning(monkeypatch):
+    """Beyond twelve parties, a control whose estimate stopped at its cap of evaluations with a standard error not
+    below the tolerance would keep the values' own above it (its variance is part of theirs): the values are sampled
+    without it, and a warning says why."""
+    n = 14
+    value, surrogate = concave_game(n)
+    monkeypatch.setattr(valuation, "MAX_SURROGATE_EVALUATIONS", 60)  # the pilot and one batch: no trusted error yet
+    game = ReplayedGame(n, value, 0.02, seed=900, surrogate=surrogate)
+    with pytest.warns(UserWarning, match=r"sampled without a control variate: .* not below the tolerance 0\.03"):
+        result = valued(game, settings(n, 0.03), 0)
+    assert result.sampled.state.control_name is None and "surrogate" not in result.method
+    assert result.sampled.converged.all() and (result.stderr <= 0.03).all()
+
+
 def test_beyond_sixteen_parties_prefixed_permutations_stop_before_two_latin_blocks_would():
     """18 parties valued one coalition after another (importance sampling's game) against the control: prefixed
     permutations in batches of 8 (2 whole, 6 cut after a third of the parties), each run stopping before the 36

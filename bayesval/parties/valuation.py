@@ -733,7 +733,8 @@ def _resumed_control(surrogates: Surrogates, resumed, asked: bool) -> ControlVar
 
 def _estimated_control(surrogates: Surrogates, settings: PartyValuationSettings, n: int, key, asked: bool):
     """The multi-fidelity control beyond MAX_CONTROL_PARTIES parties (`surrogate_control`), or None with a warning
-    where it was asked for and cannot be had."""
+    where it was asked for and cannot be had, or where its estimate stopped at MAX_SURROGATE_EVALUATIONS with a
+    standard error not below the tolerance (added to the values' own, it would keep the stop rule from holding)."""
     surrogate = None if surrogates.of_coalitions is None else surrogates.of_coalitions()
     if surrogate is None:
         has = "has no surrogate_game" if surrogates.of_coalitions is None else "gives no surrogate of coalitions here"
@@ -742,7 +743,7 @@ def _estimated_control(surrogates: Surrogates, settings: PartyValuationSettings,
     tolerance = SURROGATE_SHARE * settings.tolerance
     label = f"valuation: the Shapley values of the model's surrogate to a standard error of {tolerance:.3g}"
     with progress.stage(label):
-        return estimated_control(
+        control = estimated_control(
             surrogate,
             n,
             key,
@@ -750,6 +751,17 @@ def _estimated_control(surrogates: Surrogates, settings: PartyValuationSettings,
             max_evaluations=MAX_SURROGATE_EVALUATIONS,
             name=_estimated_name(surrogate),
         )
+    reached = float(np.sqrt(control.variances.max()))
+    if not reached < settings.tolerance:  # its variance is part of every value's: the rule could never hold
+        warnings.warn(
+            "the Shapley values are sampled without a control variate: the Shapley values of the model's surrogate "
+            f"reached a standard error of {reached:.3g} in {control.evaluations:,} evaluations, not below the "
+            f"tolerance {settings.tolerance:g}, which the values' own would then never meet",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return None
+    return control
 
 
 def _estimated_name(surrogate) -> str:
