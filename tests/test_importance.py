@@ -308,9 +308,8 @@ def test_a_coalition_short_of_effective_draws_is_drawn_again_with_closer_likelih
     likelihood from RERUN_INNER times the inner draws, twice for the chains' one rerun, and the last rerun's estimates
     replace the ones before, recorded as the rerun that drew them."""
     _, data = _syn_data(syn, (0.5, 0.5, 0.5))
-    monkeypatch.setattr(
-        importance, "ESS_THRESHOLD", CONFIG.draws_per_repeat - 1
-    )  # short, though the draws could hold it
+    # 2,047 effective draws of 2,048: every coalition falls short, though its draws could hold them
+    monkeypatch.setattr(importance, "ESS_THRESHOLD", CONFIG.draws_per_repeat - 1)
     masks, codes = coalition_masks(3)[:2], [1, 2]
     game = CoalitionSurprise(bv.models.LinearRegression(), data, CONFIG, 4, jax.random.key(5), 2, surprise="importance")
     game(masks)
