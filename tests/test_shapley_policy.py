@@ -65,17 +65,22 @@ def test_the_policy_is_calibrated_on_a_replayed_twelve_party_game(vectorised):
     assert converged.mean() >= 0.9 and np.mean(np.abs(values - EXACT)[converged] <= 2 * TOLERANCE) >= 0.93
 
 
-def test_the_default_rule_stops_once_its_standard_errors_are_trusted_not_after_64_permutations():
-    """The same game and key: the default rule stops after one batch of 36 Latin permutations, today's floor
-    (`StandardError(t, min_count=64)`) after two; both with every stderr <= t, the first on about half the
-    coalitions."""
-    new = valued(replayed(7), settings(), 7)
+@pytest.mark.parametrize("seed, batches", [(1, 1), (7, 2)])
+def test_the_default_rule_stops_once_its_standard_errors_are_trusted_not_after_64_permutations(seed, batches):
+    """The same game: the default rule stops after the first batch of 36 Latin permutations whose every standard
+    error is within t and has 10 degrees of freedom, one batch on key 1; on key 7 an index's 36 permutations give
+    fewer (3 draws a group, 2 degrees of freedom each), and it takes a second. The floor it replaced (`StandardError(t,
+    min_count=64)`) takes two batches on both, with every stderr <= t."""
+    new = valued(replayed(seed), settings(), seed)
     old_rule = StandardError(TOLERANCE, min_count=64) | MaxEvaluations(10_000 * (N + 1))
-    game = replayed(7)
-    old = valued(game, settings(stop=old_rule), 7)
-    assert new.sampled.state.batch_draws == 36 and old.sampled.state.batch_draws == 72
+    old = valued(replayed(seed), settings(stop=old_rule), seed)
+    assert new.sampled.state.batch_draws == 36 * batches and old.sampled.state.batch_draws == 72
     assert new.stderr.max() <= TOLERANCE and old.stderr.max() <= TOLERANCE and new.sampled.converged.all()
     assert (np.asarray(new.sampled.diagnostics["indices"]["dof"]) >= 10).all()
+    if batches == 2:  # the first batch alone: an index short of 10 degrees of freedom, not trusted
+        first = valued(replayed(seed), settings(stop=StandardError(TOLERANCE) | MaxEvaluations(36 * (N + 1))), seed)
+        assert first.sampled.state.batch_draws == 36 and not first.sampled.converged.all()
+        assert (np.asarray(first.sampled.diagnostics["indices"]["dof"]) < 10).any()
     assert repr(settings().stopping_rule(N)) == repr(StandardError(TOLERANCE) | MaxEvaluations(10_000 * 13))
 
 

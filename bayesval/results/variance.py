@@ -31,12 +31,15 @@ times too wide. A group with fewer than two draws has infinite variance: nothing
 How far a variance can be trusted is its degrees of freedom nu = 2 sigma^4 / Var(s^2). For m draws of kurtosis kappa,
 Var(s^2) / sigma^4 = kappa / m - (m - 3) / (m (m - 1)) (Cramer 1946, Sec. 27.4): nu = m - 1 for normal draws, but
 about twice the number of hits for a rare event (Bernoulli draws with p small have kappa ~ 1 / p), however many draws
-were made. A group's nu is that of its own draws (kappa from m4, the sample kurtosis m m4 / m2^2) plus the weight of
-its priors (p + g draws); an index's standard error combines its groups' by Welch-Satterthwaite (Satterthwaite 1946),
-nu_i = (sum_g t_g)^2 / sum_g (t_g^2 / nu_g) with t_g = c_g^2 sigma~_g^2 / m_g. Below `TRUSTED_DOF` the standard error
-is a rough guess (a handful of hits decide it, and z-scores have heavy tails: docs/games.md, "Calibration"), and the
-index does not count as converged. `judged` is the one place that says whether an index is converged and why: a
-result's flags and its verdicts in words both come from it.
+were made. A group's nu is that of its own draws (kappa from m4, the sample kurtosis m m4 / m2^2), at most m - 1,
+plus the weight of its priors (p + g draws): the sample kurtosis of a few draws is biased low (at most 1.5 for m = 3
+draws of any law), so alone it gave normal draws about 4 degrees of freedom at m = 3 and a median of 11 at m = 8. The
+kurtosis may lower nu below the normal draws' m - 1 (a rare event), never raise it. An index's standard error
+combines its groups' by Welch-Satterthwaite (Satterthwaite 1946), nu_i = (sum_g t_g)^2 / sum_g (t_g^2 / nu_g)
+with t_g = c_g^2 sigma~_g^2 / m_g. Below `TRUSTED_DOF` the standard error is a rough guess (a handful of hits
+decide it, and z-scores have heavy tails: docs/games.md, "Calibration"), and the index does not count as converged.
+`judged` is the one place that says whether an index is converged and why: a result's flags and its verdicts in
+words both come from it.
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ def variances_and_dof(state) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         kurtosis = counts * state.m4 / state.m2**2
         relative = kurtosis / counts - (counts - 3) / (counts * (counts - 1))  # Var(s^2) / sigma^4
-        own = np.where((state.m2 > 0) & (counts >= 2), 2 / relative, 0.0)
+        own = np.where((state.m2 > 0) & (counts >= 2), np.minimum(2 / relative, counts - 1), 0.0)
     dof = np.where(state.exact[:, None] & (variances == 0), np.inf, own + prior_weight)
     return variances, np.where(counts >= 2, dof, 0.0)
 
