@@ -18,6 +18,7 @@ from bayesval.estimators.layered.utilities import LogisticRegressionUtility, Skl
 from bayesval.games import (
     LEAVE_ONE_OUT,
     ControlVariate,
+    KeylessUtility,
     MaxEvaluations,
     PermutationSampler,
     RankStability,
@@ -128,7 +129,9 @@ def test_a_merge_judges_its_indices_again():
     ("exact", "ranges", "dof", "stderr", "held", "flag", "verdict"),
     [
         (True, 0.0, np.inf, 0.0, False, True, "exact"),
-        (True, 0.0, 3.0, 0.2, False, False, "not converged: the rule did not hold"),
+        (True, 0.0, 3.0, 0.2, False, False, "their own error has 3.0 degrees of freedom"),
+        (True, 0.0, 1.0, 0.01, True, False, "their own error has 1.0 degrees of freedom"),
+        (True, 0.0, 12.0, 0.01, True, True, "converged"),
         (False, 0.0, np.inf, 0.0, True, False, "all draws equal"),
         (False, 1.0, 4.0, 0.001, True, False, "varied too rarely"),
         (False, 1.0, 40.0, 0.001, True, True, "converged"),
@@ -139,6 +142,28 @@ def test_one_function_gives_both_the_flag_and_the_verdict(exact, ranges, dof, st
     converged, verdicts = judged(*(np.array([value]) for value in (exact, ranges, dof, stderr, held)))
     assert converged.tolist() == [flag]
     assert verdict in verdicts[0]
+
+
+def test_an_exact_value_of_noisy_estimates_is_judged_by_their_error():
+    """Leave-one-out on 6 players whose utility holds two fixed estimates of every coalition (sd 0.05): every
+    weighted group is one coalition valued the same each time, so each value is exact for these estimates, and its
+    error is their spread, of one degree of freedom. No index converges on it, and the verdict says why: trusted as
+    exact, one standard error came out 117 times smaller than its value's error."""
+    n = 6
+    noise = np.random.default_rng(0).normal(0, 0.05, (2, 2**n))
+    codes = 2 ** np.arange(n)
+
+    def two_estimates(masks):
+        masks = np.asarray(masks)
+        return np.sqrt(masks.sum(axis=1)) + noise[:, masks @ codes]
+
+    stop = StandardError(0.1) | MaxEvaluations(500)
+    result = semivalue(KeylessUtility(two_estimates), n, jax.random.key(1), weights="loo", stop=stop)
+    indices = result.diagnostics["indices"]
+    assert all(indices["exact"]) and np.all(np.asarray(indices["dof"]) == 1.0) and np.all(result.stderr > 0)
+    assert not result.converged.any()
+    assert all("their own error has 1.0 degrees of freedom" in verdict for verdict in indices["verdict"])
+    assert_flags_agree(result)
 
 
 def test_an_unknown_variance_has_no_degrees_of_freedom():

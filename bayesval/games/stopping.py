@@ -37,9 +37,9 @@ class Progress(NamedTuple):
 
     @property
     def trusted(self) -> np.ndarray:
-        """Indices whose standard error means something: exact, or from at least `TRUSTED_DOF` degrees of freedom
-        (draws that varied often enough to show their spread) (n,)."""
-        return trusted(self.exact, self.dof)
+        """Indices whose standard error means something: exact with no error left, or from at least `TRUSTED_DOF`
+        degrees of freedom (draws that varied often enough to show their spread) (n,)."""
+        return trusted(self.exact, self.stderr, self.dof)
 
 
 class StoppingRule:
@@ -71,7 +71,7 @@ class StandardError(StoppingRule):
         self.min_count = check_int("min_count", min_count, minimum=2)
 
     def converged(self, progress: Progress) -> np.ndarray:
-        enough = progress.exact | ((progress.counts >= self.min_count) & progress.trusted)
+        enough = progress.trusted & (progress.exact | (progress.counts >= self.min_count))
         return (progress.stderr <= self.threshold) & enough
 
     def holds(self, progress: Progress) -> bool:

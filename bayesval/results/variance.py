@@ -95,9 +95,13 @@ def variances_and_dof(state) -> tuple[np.ndarray, np.ndarray]:
     return variances, np.where(counts >= 2, dof, 0.0)
 
 
-def trusted(exact: np.ndarray, dof: np.ndarray) -> np.ndarray:
-    """Indices whose standard error can be trusted: exact values, or at least `TRUSTED_DOF` degrees of freedom."""
-    return exact | (dof >= TRUSTED_DOF)
+def trusted(exact: np.ndarray, stderr: np.ndarray, dof: np.ndarray) -> np.ndarray:
+    """Indices whose standard error can be trusted: exact values with no error left (stderr 0), or at least
+    `TRUSTED_DOF` degrees of freedom. An exact value of estimates that carry an error of their own (the spread of a
+    utility's independent estimates, an estimated control) is judged by that error's degrees of freedom: with one,
+    a leave-one-out value whose two estimates happened to agree was converged at a standard error 117 times too
+    small."""
+    return (np.asarray(exact, bool) & (np.asarray(stderr) == 0)) | (np.asarray(dof) >= TRUSTED_DOF)
 
 
 class Judgement(NamedTuple):
@@ -120,13 +124,14 @@ def judged(exact, ranges, dof, stderr, held) -> Judgement:
     held    (n,) the stopping rule's own flags (`StoppingRule.converged`)
 
     An exact value with no error left (stderr 0) is converged whatever the rule; any other index only where the rule
-    says so, its draws varied and its standard error is trusted (`TRUSTED_DOF`). Draws that were all equal never
-    converge an index that is not exact: they show nothing of the coalitions not drawn (docs/games.md, "Stopping")."""
+    says so, its draws varied (or its value is exact) and its standard error is trusted (`TRUSTED_DOF`). Draws that
+    were all equal never converge an index that is not exact: they show nothing of the coalitions not drawn
+    (docs/games.md, "Stopping")."""
     exact, held = np.asarray(exact, bool), np.asarray(held, bool)
     known = exact & (np.asarray(stderr) == 0)
     varied = np.asarray(ranges) > 0
-    is_trusted = trusted(exact, np.asarray(dof))
-    converged = known | (held & (exact | (varied & is_trusted)))
+    is_trusted = trusted(exact, stderr, dof)
+    converged = known | (held & (exact | varied) & is_trusted)
     words = []
     for i, index_dof in enumerate(np.asarray(dof, np.float64)):
         if known[i]:
@@ -135,6 +140,11 @@ def judged(exact, ranges, dof, stderr, held) -> Judgement:
             words.append("converged")
         elif not exact[i] and not varied[i]:
             words.append(ALL_EQUAL)
+        elif exact[i] and not is_trusted[i]:
+            words.append(
+                f"not converged: the value is exact for these estimates, but their own error has {index_dof:.1f} "
+                f"degrees of freedom, fewer than {TRUSTED_DOF:g}, so the standard error is a rough guess"
+            )
         elif not is_trusted[i]:
             words.append(
                 f"not converged: the draws varied too rarely to show their spread ({index_dof:.1f} degrees of "
