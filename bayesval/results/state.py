@@ -31,6 +31,7 @@ from bayesval.results.coalition_noise import CoalitionNoise
 from bayesval.results.serialisation import OldJsonMethods, register
 from bayesval.results.variance import (
     exact_indices,
+    index_dof,
     index_ranges,
     satterthwaite_dof,
     spread,
@@ -227,8 +228,9 @@ class SemivalueState(OldJsonMethods):
         coefficients = self.coefficients[used][:, None]
         with np.errstate(invalid="ignore", divide="ignore"):
             per_repeat = (coefficients * self.sums[:, used] / counts).sum(axis=1)  # (R, n)
-            variances, dofs = (part[used] for part in variances_and_dof(self))
-            terms = coefficients**2 * variances / counts  # (G', n)
+            variances, group_dofs, borrowed = (part[used] for part in variances_and_dof(self))
+            group_terms = coefficients**2 * variances / counts  # (G', n)
+        terms, dofs = group_terms.sum(axis=0)[None], index_dof(group_terms, group_dofs, borrowed)[None]
         if self.noise is not None:  # the utility's own error in the exact semivalue of its cached estimates
             noise, noise_dof = self.noise.variance()
             terms, dofs = np.concatenate([terms, noise[None]]), np.concatenate([dofs, noise_dof[None]])

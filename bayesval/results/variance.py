@@ -36,8 +36,10 @@ plus the weight of its priors (p + g draws): the sample kurtosis of a few draws 
 draws of any law), so alone it gave normal draws about 4 degrees of freedom at m = 3 and a median of 11 at m = 8. The
 kurtosis may lower nu below the normal draws' m - 1 (a rare event), never raise it. An index's standard error
 combines its groups' by Welch-Satterthwaite (Satterthwaite 1946), nu_i = (sum_g t_g)^2 / sum_g (t_g^2 / nu_g)
-with t_g = c_g^2 sigma~_g^2 / m_g. Below `TRUSTED_DOF` the standard error is a rough guess (a handful of hits
-decide it, and z-scores have heavy tails: docs/games.md, "Calibration"), and the index does not count as converged.
+with t_g = c_g^2 sigma~_g^2 / m_g, at most the sum of the groups' nu_g less their pooled priors (`index_dof`): those
+are the index's other groups' draws again, and counted in every group they doubled nu at two draws a group. Below
+`TRUSTED_DOF` the standard error is a rough guess (a handful of hits decide it, and z-scores have heavy tails:
+docs/games.md, "Calibration"), and the index does not count as converged.
 `judged` is the one place that says whether an index is converged and why: a result's flags and its verdicts in
 words both come from it.
 """
@@ -77,22 +79,31 @@ def exact_indices(state) -> np.ndarray:
     return (~weighted[:, None] | (state.exact[:, None] & constant)).all(axis=0)
 
 
+class GroupVariances(NamedTuple):
+    """The honest variance of one draw of each group and index (module docstring), all (G, n)."""
+
+    variances: np.ndarray  # sigma~^2
+    dof: np.ndarray  # nu, its degrees of freedom: inf where it is known exactly, 0 below two draws
+    borrowed: np.ndarray  # the part of nu that is the index's other groups' draws again (the pooled prior's weight)
+
+
 def draw_variances(state) -> np.ndarray:
     """sigma~^2 (G, n): the honest variance of one draw of each group and index (module docstring)."""
-    return variances_and_dof(state)[0]
+    return variances_and_dof(state).variances
 
 
-def variances_and_dof(state) -> tuple[np.ndarray, np.ndarray]:
-    """sigma~^2 (G, n) and nu (G, n), the degrees of freedom of each group's sigma~^2 (module docstring): inf where
-    it is known exactly (the exact groups of a deterministic utility), 0 where a group has fewer than two draws."""
-    variances, prior_weight = _shrunk(state)
+def variances_and_dof(state) -> GroupVariances:
+    """sigma~^2 (G, n), nu (G, n), the degrees of freedom of each group's sigma~^2 (module docstring): inf where it
+    is known exactly (the exact groups of a deterministic utility), 0 where a group has fewer than two draws, and
+    the part of nu borrowed from the index's other groups."""
+    variances, prior_weight, borrowed = _shrunk(state)
     counts = state.counts.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         kurtosis = counts * state.m4 / state.m2**2
         relative = kurtosis / counts - (counts - 3) / (counts * (counts - 1))  # Var(s^2) / sigma^4
         own = np.where((state.m2 > 0) & (counts >= 2), np.minimum(2 / relative, counts - 1), 0.0)
     dof = np.where(state.exact[:, None] & (variances == 0), np.inf, own + prior_weight)
-    return variances, np.where(counts >= 2, dof, 0.0)
+    return GroupVariances(variances, np.where(counts >= 2, dof, 0.0), np.where(counts >= 2, borrowed, 0.0))
 
 
 def trusted(exact: np.ndarray, stderr: np.ndarray, dof: np.ndarray) -> np.ndarray:
@@ -155,8 +166,9 @@ def judged(exact, ranges, dof, stderr, held) -> Judgement:
     return Judgement(converged, words)
 
 
-def _shrunk(state) -> tuple[np.ndarray, np.ndarray]:
-    """sigma~^2 (G, n) and the weight in draws of its priors (G, n)."""
+def _shrunk(state) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """sigma~^2 (G, n), the weight in draws of its priors (G, n) and the part of that weight that is the index's
+    other groups' draws (G, n)."""
     counts = state.counts.astype(np.float64)
     free = ((state.coefficients != 0) & ~state.exact)[:, None] & (counts >= 2)
     dof = np.where(free, counts - 1, 0.0)
@@ -181,7 +193,7 @@ def _shrunk(state) -> tuple[np.ndarray, np.ndarray]:
         noise = (state.m2 + noise_pooling * pooled_noise) / (counts - 1 + noise_pooling)
     variances = np.where(state.exact[:, None], noise, shrunk)
     prior_weight = np.where(free, pooling + guarded, noise_pooling)
-    return np.where(counts >= 2, variances, np.inf), prior_weight
+    return np.where(counts >= 2, variances, np.inf), prior_weight, np.where(free, pooling, 0.0)
 
 
 def game_scale(state, ranges: np.ndarray) -> float:
@@ -194,6 +206,16 @@ def game_scale(state, ranges: np.ndarray) -> float:
     if game == 0 and control is not None:  # v - u was the same everywhere seen: the surrogate's own scale
         game = float(spread(np.array(control.min()), np.array(control.max())))
     return game if game > 0 else np.inf
+
+
+def index_dof(terms: np.ndarray, dofs: np.ndarray, borrowed: np.ndarray) -> np.ndarray:
+    """nu (n,) of an index's sampling variance, the sum of its groups' terms t_g = c_g^2 sigma~_g^2 / m_g (K, n)
+    with degrees of freedom `dofs` (K, n): Welch-Satterthwaite, at most what the draws hold, the groups' nu_g less
+    the part `borrowed` (K, n) from the index's other groups. The pooled prior is those groups' draws again: counted
+    in every group, it gave an index of 8 groups of 2 draws about 17 degrees of freedom for 9 draws' worth."""
+    dof = satterthwaite_dof(terms, dofs)
+    held = np.where(terms > 0, dofs - borrowed, 0.0).sum(axis=0)
+    return np.where(np.isfinite(dof) & (dof > 0), np.minimum(dof, held), dof)
 
 
 def satterthwaite_dof(terms: np.ndarray, dofs: np.ndarray) -> np.ndarray:
