@@ -99,7 +99,7 @@ def end_to_end(model, releases, tolerance: float) -> None:
     for code, row in estimates.items():
         table[:, code] = row
     plain = bv.games.semivalue(
-        lambda _, masks: jnp.asarray(table)[:, mask_codes(np.asarray(masks))],
+        bv.games.KeylessUtility(lambda masks: jnp.asarray(table)[:, mask_codes(masks)]),  # cached, as the route's
         len(releases),
         jax.random.split(jax.random.key(0))[1],  # the route's permutation key (bayesval.parties.valuation)
         sampler=bv.games.PermutationSampler(latin=True),

@@ -88,12 +88,13 @@ def largest_marginal(game) -> float:
 
 
 def noisy(game, sd: float):
-    """The game's utility plus independent Gaussian noise of sd `sd` on every evaluation, from the utility's key."""
+    """The game's utility plus independent Gaussian noise of sd `sd` on every evaluation, from the utility's key (the
+    game's own, of the masks alone, where sd is 0)."""
+    if sd == 0:
+        return game.utility
 
     def utility(key, masks):
         values = game.utility(key, masks)
-        if sd == 0:
-            return values
         rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).tolist())
         return values + sd * rng.standard_normal(len(values))
 

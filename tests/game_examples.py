@@ -1,4 +1,5 @@
-"""Enumerable games for the game-layer tests: each a jitted utility(key, masks) -> values and its value table."""
+"""Enumerable games for the game-layer tests: each a jitted utility of its masks (`KeylessUtility`, or of a key and
+masks with noise) and its value table."""
 
 from __future__ import annotations
 
@@ -8,20 +9,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayesval.games import KeylessUtility
 from bayesval.games.masks import coalition_masks
 
 
 def table_utility(table: np.ndarray, noise: float = 0.0):
-    """utility(key, masks) looking up each mask's value in `table` (2^n,), plus N(0, noise^2) per evaluation. One
-    compiled program serves every table of a size (the table is its argument, not a constant of a program a table)."""
+    """The utility looking up each mask's value in `table` (2^n,): of the masks alone (`KeylessUtility`), or with
+    `noise`, utility(key, masks) adding N(0, noise^2) per evaluation. One compiled program serves every table of a
+    size (the table is its argument, not a constant of a program a table)."""
     table = jnp.asarray(table)
-    return partial(_table_lookup, table, float(noise))
+    if noise:
+        return partial(_noisy_table_lookup, table, float(noise))
+    return KeylessUtility(partial(_table_lookup, table))
+
+
+@jax.jit
+def _table_lookup(table, masks):
+    return table[masks @ (1 << jnp.arange(int(np.log2(table.shape[0]))))]
 
 
 @partial(jax.jit, static_argnames=("noise",))
-def _table_lookup(table, noise, key, masks):
-    values = table[masks @ (1 << jnp.arange(int(np.log2(table.shape[0]))))]
-    return values + noise * jax.random.normal(key, values.shape) if noise else values
+def _noisy_table_lookup(table, noise, key, masks):
+    values = _table_lookup(table, masks)
+    return values + noise * jax.random.normal(key, values.shape)
 
 
 def voting_table(weights, quota) -> np.ndarray:

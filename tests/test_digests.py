@@ -150,7 +150,7 @@ def test_a_utility_of_one_name_made_of_other_data_does_not_resume_though_it_agre
     first = semivalue(first_game.utility, 8, 0, stop=stop)
     with pytest.raises(
         ValueError,
-        match=r"it sampled .*Airport.utility, this run one of that name made of other contents \(its attribute costs",
+        match=r"it sampled .*Airport.values_of, this run one of that name made of other contents \(its attribute costs",
     ):
         semivalue(other_game.utility, 8, 1, stop=MaxEvaluations(2000), resume_from=first)
     with pytest.raises(ValueError, match="cannot merge the results of different games: game .*attribute costs"):

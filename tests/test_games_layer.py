@@ -179,7 +179,9 @@ def test_semivalue_sampling_at_another_batch_size_neither_resumes_nor_merges():
 
 def test_a_keyless_utility_gets_no_key_and_the_coalitions_of_any_utility():
     """`KeylessUtility(values_of)`: values_of sees the masks alone (as NumPy), and a run draws the coalitions, and so
-    the values, that the same function wrapped as utility(key, masks) gives with that key, to the last bit."""
+    the values, that the same function wrapped as utility(key, masks) gives with that key, to the last bit. Only the
+    keyless one's single coalitions (the first and last positions) are exact groups: the keyed one's values of a
+    coalition are draws that may differ under another key."""
     seen = []
 
     def values_of(masks):
@@ -189,7 +191,9 @@ def test_a_keyless_utility_gets_no_key_and_the_coalitions_of_any_utility():
     keyless = semivalue(bv.games.KeylessUtility(values_of), N, 3, batch_size=16, stop=MaxEvaluations(400))
     keyed = semivalue(lambda key, masks: values_of(np.asarray(masks)), N, 3, batch_size=16, stop=MaxEvaluations(400))
     np.testing.assert_array_equal(keyless.values, keyed.values)
-    np.testing.assert_array_equal(keyless.stderr, keyed.stderr)
+    assert keyless.state.exact.tolist() == [True, False, True] and not keyed.state.exact.any()
+    with pytest.raises(ValueError, match=r"different games: the utility's form \(a KeylessUtility != a utility of a"):
+        keyless + keyed
     assert set(seen) == {np.ndarray} and keyless.state.evaluations == keyed.state.evaluations >= 400
 
 

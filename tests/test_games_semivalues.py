@@ -22,6 +22,7 @@ from bayesval.games.samplers import (
 from bayesval.games.semivalues import exact_semivalue, semivalue
 from bayesval.games.shapley import shapley_matrix
 from bayesval.games.stopping import MaxEvaluations
+from bayesval.games.utilities import KeylessUtility
 from bayesval.games.weights import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley, semivalue_matrix
 from bayesval.results.state import SemivalueState
 
@@ -134,7 +135,10 @@ def seed_study(table, utility, sv, sampler, batch_size):
     plan = sampler.plan(n, batch_size, sv)
     keys = jax.vmap(lambda seed: jax.random.split(jax.random.fold_in(jax.random.key(seed), 0)))(np.arange(SEEDS))
     masks, aux = jax.vmap(lambda key: plan.draw(key, None))(keys[:, 0])
-    values = jax.vmap(utility)(keys[:, 1], masks)[:, None]  # (SEEDS, R = 1, M)
+    if isinstance(utility, KeylessUtility):
+        values = jax.vmap(utility.values_of)(masks)[:, None]  # (SEEDS, R = 1, M)
+    else:
+        values = jax.vmap(utility)(keys[:, 1], masks)[:, None]
     sums = jax.tree.map(np.asarray, jax.vmap(lambda v, a: plan.reduce(v, a))(values, aux))
     estimates, variances = [], []
     for seed in range(SEEDS):

@@ -166,6 +166,33 @@ def test_an_exact_value_of_noisy_estimates_is_judged_by_their_error():
     assert_flags_agree(result)
 
 
+def _rounded_accuracy(key, masks):
+    """An accuracy-like utility of 6 players: 0.8 |S| / 6 plus noise of sd 0.01, rounded to 0.1. Everyone but one
+    scores 0.7, or 0.6 when the noise crosses the rounding step (4.8 % of keys), so leave-one-out is 0.1048."""
+    masks = jnp.asarray(masks)
+    noise = 0.01 * jax.random.normal(key, (masks.shape[0],))
+    return jnp.round(10 * (0.8 * masks.sum(axis=1) / 6 + noise)) / 10
+
+
+def test_values_of_a_keyed_utility_that_agreed_are_draws_not_exact():
+    """Leave-one-out of `_rounded_accuracy` (true value 0.1048 for every player) under the 5 keys of 60 whose first
+    batch drew no crossing: the 8 values of each coalition agreed, and the run stopped "exact" at 0.1 with standard
+    error 0. A keyed utility's values are draws, so the first batch is warned about, and the run goes on until they
+    vary, its error covering the truth. The same values from a utility of the masks alone are exact."""
+    true = 0.8 - (0.7 * (1 - 0.04779) + 0.6 * 0.04779)  # P(N(2/3, 0.01^2) < 0.65) = 0.04779
+    stop = StandardError(0.05) | MaxEvaluations(5000)
+    for key in (25, 36, 39, 41, 53):
+        with pytest.warns(UserWarning, match="the utility takes a key, and its values .* were the same"):
+            result = semivalue(_rounded_accuracy, 6, jax.random.key(key), weights="loo", batch_size=8, stop=stop)
+        assert result.diagnostics["batches"] > 1 and not any(result.diagnostics["indices"]["exact"])
+        assert result.converged.all() and np.all(np.abs(result.values - true) <= 3 * result.stderr)
+        assert_flags_agree(result)
+    rounded = KeylessUtility(lambda masks: np.round(8 * np.asarray(masks).sum(axis=1) / 6) / 10)
+    exact = semivalue(rounded, 6, jax.random.key(25), weights="loo", batch_size=8, stop=stop)
+    assert exact.diagnostics["batches"] == 1 and set(exact.diagnostics["indices"]["verdict"]) == {"exact"}
+    np.testing.assert_allclose(exact.values, 0.1, atol=1e-12)
+
+
 def test_an_unknown_variance_has_no_degrees_of_freedom():
     terms, dofs = np.array([[np.inf, 1.0], [0.5, 1.0]]), np.array([[1.0, 5.0], [3.0, 5.0]])
     assert satterthwaite_dof(terms, dofs).tolist() == [0.0, 10.0]

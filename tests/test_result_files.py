@@ -62,11 +62,14 @@ def test_a_sampled_result_written_before_the_protocol_loads_bit_for_bit_and_resu
     loaded = bv.ValuationResult.load(OLD / "sampled_2d1214a.npz")
     fresh = old.sampled()
     _assert_same_result(loaded, fresh, recomputed=("stderr",))
-    # the file keeps the standard errors it reported; today's from the same state take each exact group's own noise
-    # variance (bayesval.results.variance, 2026-12-05), not one pooled over every exact group: under 0.1 % apart here
-    np.testing.assert_allclose(loaded.stderr, fresh.stderr, rtol=1e-3)
+    # the file keeps the standard errors it reported; today's run of this keyed utility samples its single-coalition
+    # groups like any other (bayesval.games.utilities, 2026-12-05), where the file's had them exact with a noise
+    # variance pooled over every such group: 4.6 % apart here at most. A resume clears them (below)
+    np.testing.assert_allclose(loaded.stderr, fresh.stderr, rtol=0.05)
+    assert loaded.state.exact.tolist() == [True, False, True] and not fresh.state.exact.any()
     for name in SemivalueState.ARRAYS:
-        np.testing.assert_array_equal(getattr(loaded.state, name), getattr(fresh.state, name), err_msg=name)
+        if name != "exact":
+            np.testing.assert_array_equal(getattr(loaded.state, name), getattr(fresh.state, name), err_msg=name)
     assert loaded.state.to_record()[0] == fresh.state.to_record()[0] | {"game": None}  # version 1: no fingerprint
     assert loaded.state.control_table is None and loaded.state.control_semivalue is None  # version 1: no control
     utility = table_utility(random_table(7, 5), noise=0.05)

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 from game_examples import assert_flags_agree, random_table
 
-from bayesval.games import SHAPLEY, ControlVariate, PermutationSampler, SemivalueSampler, UniformSampler, semivalue
+from bayesval.games import (
+    SHAPLEY,
+    ControlVariate,
+    KeylessUtility,
+    PermutationSampler,
+    SemivalueSampler,
+    UniformSampler,
+    semivalue,
+)
 from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.games.weights import BANZHAF, Semivalue, semivalue_matrix
@@ -30,9 +38,10 @@ def noisy_tables(table: np.ndarray, seed: int, noise: float) -> np.ndarray:
 
 
 def cached_utility(estimates: np.ndarray):
-    """A utility that returns each coalition's fixed R estimates whenever asked (as the party surprise caches them)."""
+    """A utility that returns each coalition's fixed R estimates whenever asked (as the party surprise caches them):
+    of the masks alone."""
     estimates = jnp.asarray(estimates)
-    return lambda key, masks: estimates[:, mask_codes(np.asarray(masks))]
+    return KeylessUtility(lambda masks: estimates[:, mask_codes(masks)])
 
 
 def sampled(utility, num_players: int, key, evaluations: int, **options):

@@ -13,8 +13,9 @@ from bayesval.games.analytic import (
 from bayesval.games.control import ControlVariate
 from bayesval.games.regression import RegressionSampler
 from bayesval.games.samplers import PermutationSampler, SemivalueSampler, StratifiedSampler, UniformSampler
-from bayesval.games.semivalues import KeylessUtility, NoisyValues, Utility, exact_semivalue, semivalue
+from bayesval.games.semivalues import exact_semivalue, semivalue
 from bayesval.games.stopping import MaxEvaluations, MaxTime, RankStability, StandardError, When
+from bayesval.games.utilities import KeylessUtility, NoisyValues, Utility
 from bayesval.games.weights import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, Semivalue, beta_shapley
 
 __all__ = [

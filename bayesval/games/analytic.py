@@ -10,8 +10,9 @@ binom(n-1, s) coalitions of size s without i, all equally likely. Each game belo
 `game.semivalue(weights)` = m p is exact in float64 for any semivalue and hundreds of players, where enumerating the
 2^n coalitions (`exact_semivalue`) stops at about 30.
 
-Each game is a frozen dataclass with `num_players`, a deterministic `utility(key, masks) -> values` (masks (B, n)
-boolean, values (B,) float64; the key is ignored) for `bayesval.games.semivalue`, and `semivalue(weights)`. The
+Each game is a frozen dataclass with `num_players`, `values_of(masks) -> values` (masks (B, n) boolean, values (B,)
+float64), its `utility` for `bayesval.games.semivalue` (a `KeylessUtility`: the values come from the masks alone), and
+`semivalue(weights)`. The
 utilities are NumPy: a few vector operations a batch, where a jitted utility compiled a program for every game and
 batch shape (about 50 ms each; 53 of them in the analytic-game and calibration tests).
 The games are those of the analytic test games of pyDVL (airport, shoes, miner, symmetric voting, asymmetric voting,
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
+from bayesval.games.utilities import KeylessUtility
 from bayesval.games.weights import Semivalue, as_semivalue
 from bayesval.validation import check_finite_array, check_int, check_real
 
@@ -49,13 +51,19 @@ def hypergeometric_probability(population, marked, draws, hits) -> np.ndarray:
 
 class AnalyticGame:
     """A game with closed-form expected marginal contributions m_i(s), hence closed-form semivalues; a subclass
-    gives `num_players` (a field or a property), `utility` and `expected_marginals`."""
+    gives `num_players` (a field or a property), `values_of` and `expected_marginals`."""
 
     num_players: int
 
-    def utility(self, key, masks) -> np.ndarray:
-        """v of each coalition: masks (B, n) boolean -> (B,) float64 (deterministic: the key is ignored)."""
+    def values_of(self, masks) -> np.ndarray:
+        """v of each coalition: masks (B, n) boolean -> (B,) float64."""
         raise NotImplementedError
+
+    @property
+    def utility(self) -> KeylessUtility:
+        """The game's utility for `bayesval.games.semivalue`: of the masks alone, so a coalition has one value and the
+        single-coalition groups of a sampled run are exact (`bayesval.games.utilities`)."""
+        return KeylessUtility(self.values_of)
 
     def expected_marginals(self) -> np.ndarray:
         """(n, n): m_i(s) = E[v(S u i) - v(S)] over the coalitions S of size s = 0..n-1 without player i."""
@@ -126,7 +134,7 @@ class UnanimitySum(AnalyticGame):
             membership[row, list(coalition)] = True
         return membership
 
-    def utility(self, key, masks) -> np.ndarray:
+    def values_of(self, masks) -> np.ndarray:
         membership = self._membership()
         present = np.asarray(masks, np.float64) @ membership.T.astype(np.float64)  # (B, K): members of T in S
         complete = present == membership.sum(axis=1)
@@ -175,7 +183,7 @@ class Airport(AnalyticGame):
     def num_players(self) -> int:
         return len(self.costs)
 
-    def utility(self, key, masks) -> np.ndarray:
+    def values_of(self, masks) -> np.ndarray:
         masks = np.asarray(masks, bool)
         highest = np.max(np.where(masks, np.array(self.costs), -np.inf), axis=1)
         return np.where(masks.any(axis=1), highest, 0.0)
@@ -206,7 +214,7 @@ class SymmetricVoting(AnalyticGame):
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_players", check_int("num_players", self.num_players, minimum=1))
 
-    def utility(self, key, masks) -> np.ndarray:
+    def values_of(self, masks) -> np.ndarray:
         return (2 * np.asarray(masks, bool).sum(axis=1) > self.num_players).astype(np.float64)
 
     def expected_marginals(self) -> np.ndarray:
@@ -235,7 +243,7 @@ class Shoes(AnalyticGame):
     def num_players(self) -> int:
         return self.left + self.right
 
-    def utility(self, key, masks) -> np.ndarray:
+    def values_of(self, masks) -> np.ndarray:
         masks = np.asarray(masks, bool)
         lefts, rights = masks[:, : self.left].sum(axis=1), masks[:, self.left :].sum(axis=1)
         return np.minimum(lefts, rights).astype(np.float64)
@@ -268,7 +276,7 @@ class Miner(AnalyticGame):
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_players", check_int("num_players", self.num_players, minimum=1))
 
-    def utility(self, key, masks) -> np.ndarray:
+    def values_of(self, masks) -> np.ndarray:
         return (np.asarray(masks, bool).sum(axis=1) // 2).astype(np.float64)
 
     def expected_marginals(self) -> np.ndarray:
@@ -304,7 +312,7 @@ class WeightedVoting(AnalyticGame):
     def num_players(self) -> int:
         return len(self.weights)
 
-    def utility(self, key, masks) -> np.ndarray:
+    def values_of(self, masks) -> np.ndarray:
         return (np.asarray(masks, np.float64) @ np.array(self.weights, np.float64) >= self.quota).astype(np.float64)
 
     def _losing_coalitions_by_size_and_weight(self, without: int) -> np.ndarray:
@@ -360,7 +368,7 @@ class MinimumSpanningTree(AnalyticGame):
         object.__setattr__(self, "ring_cost", check_real("ring_cost", self.ring_cost))
         object.__setattr__(self, "source_cost", check_real("source_cost", self.source_cost))
 
-    def utility(self, key, masks) -> np.ndarray:
+    def values_of(self, masks) -> np.ndarray:
         masks = np.asarray(masks, bool)
         members = masks.sum(axis=1)
         arcs = (masks & ~np.roll(masks, 1, axis=1)).sum(axis=1)  # players whose left neighbour is out: arc starts

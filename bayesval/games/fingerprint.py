@@ -18,6 +18,8 @@ import functools
 import jax
 import numpy as np
 
+from bayesval.games.utilities import KeylessUtility
+
 PROBES = 4  # coalitions valued to fingerprint a utility: the grand coalition and three fixed random ones
 PROBE_SEED = 20_261_128  # of the probe coalitions and of the key they are valued with
 
@@ -35,9 +37,16 @@ def probe_key() -> jax.Array:
     return jax.random.key(PROBE_SEED)
 
 
+def made_of(utility):
+    """What identifies a utility: its `values_of` where it is a `KeylessUtility` (a wrapper of any function of the
+    masks), else the utility itself."""
+    return utility.values_of if isinstance(utility, KeylessUtility) else utility
+
+
 def utility_name(utility) -> str:
-    """The utility's qualified name: a function's, the function under a `functools.partial`, a bound method's
-    class and name, or a callable object's class."""
+    """The utility's qualified name: a function's, the function under a `functools.partial` or a `KeylessUtility`,
+    a bound method's class and name, or a callable object's class."""
+    utility = made_of(utility)
     while isinstance(utility, functools.partial):
         utility = utility.func
     name = getattr(utility, "__qualname__", None)

@@ -10,6 +10,8 @@ other semivalues from the game layer's default sampler for them.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import numpy as np
 
@@ -18,6 +20,7 @@ from bayesval.games.regression import RegressionSampler
 from bayesval.games.samplers import default_sampler
 from bayesval.games.semivalues import semivalue
 from bayesval.games.stopping import MaxEvaluations, StandardError
+from bayesval.games.utilities import KeylessUtility
 from bayesval.games.weights import Semivalue, as_semivalue
 from bayesval.validation import check_count, check_int, check_positive
 
@@ -95,7 +98,7 @@ def _estimate(
     """One level of `estimated_control`: phi of `surrogate`, against the estimated control `below` if any."""
     sampler = RegressionSampler() if weights.kind == "shapley" else default_sampler(weights)
     result = semivalue(
-        lambda _, masks: surrogate_values(surrogate, masks, fallback),
+        KeylessUtility(partial(surrogate_values, surrogate, fallback=fallback)),
         num_players,
         key,
         weights=weights,

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +26,7 @@ from bayesval.games.fingerprint import (
     check_game_id,
     evaluated,
     fingerprint,
+    made_of,
     probe_key,
     probe_masks,
     utility_name,
@@ -45,6 +43,7 @@ from bayesval.games.stopping import (
     evaluation_cap,
     judgement,
 )
+from bayesval.games.utilities import KeylessUtility, NoisyValues, Utility
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
@@ -59,40 +58,6 @@ from bayesval.results.state import (
 )
 from bayesval.results.variance import MAX_VALUE
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
-
-
-class Utility(Protocol):
-    """The contract of a game's utility: a pure function of a key and a batch of coalition masks (B, n) boolean,
-    returning their values (B,), or (R, B) for R independent estimates of each (as the party surprise gives one per
-    repeat). Any plain function with this signature is one."""
-
-    def __call__(self, key: jax.Array, masks: jax.Array) -> jax.Array: ...
-
-
-@dataclass(frozen=True)
-class KeylessUtility:
-    """A utility that takes no key: `values_of(masks)` -> values, masks (B, n) a NumPy boolean array, values (B,) or
-    (R, B). Its signature says what `semivalue` may rely on: the coalitions' values come from the masks alone, so no
-    key goes down to it (each batch's key is still split, and the coalitions drawn are those of any utility with
-    that key). For a deterministic utility, or one that keys its own randomness by coalition, as the party
-    surprise derives each coalition posterior's chains from the coalition and the repeat
-    (`bayesval.parties.keys`). Callable as a `Utility` (the key it is handed is not read)."""
-
-    values_of: Callable[[np.ndarray], np.ndarray]
-
-    def __call__(self, key: jax.Array | None, masks) -> np.ndarray:
-        return self.values_of(np.asarray(masks))
-
-
-class NoisyValues(NamedTuple):
-    """What a utility whose evaluations carry their own Monte Carlo error may return instead of bare values: the
-    values (B,) or (R, B) and the variance of each (the same shape; 0 where a value is exact), e.g. a coalition
-    posterior's squared standard error. A utility that returns positive variances is noisy, and the default
-    sampler for Shapley is then regression sampling (docs/games.md, "The default sampler")."""
-
-    values: jax.Array
-    variances: jax.Array
-
 
 SHOWN_COALITIONS = 5  # coalitions named in a NaN error
 
@@ -160,15 +125,14 @@ def semivalue(
     stop = capped(StandardError(0.01) | MaxEvaluations(DEFAULT_MAX_EVALUATIONS) if stop is None else stop)
     control = _check_control(control, num_players)
     stream = jax.random.key_data(key).tobytes().hex()
-    content = None if game_id is not None else content_parts(utility)  # before its first call: it may fill a cache
+    content = None if game_id is not None else content_parts(made_of(utility))  # before a call fills a cache
     choice = _chosen(utility, sampler, semivalue, num_players, batch_size, resume_from, stream, game_id, names)
     sampler, batch_size = choice.sampler, choice.batch_size
     plan = _planned(choice, num_players, semivalue, stop, resume_from is not None)
     game = _fingerprint(utility, num_players, game_id, names, content, choice.probe_values)
-    state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control)
-    _check_same_groups(state, plan, batch_size)
-    _check_same_game(state, game)
-    _check_estimated_alike(state, independent_estimates)
+    keyed = not isinstance(utility, KeylessUtility)
+    state, batch = _resumed(resume_from, names, semivalue, sampler, stream, batch_size, control, keyed)
+    _check_resumed_alike(state, plan, batch_size, game, independent_estimates)
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
     method = f"{semivalue.name} by {sampler.name} sampling"
@@ -181,12 +145,13 @@ def semivalue(
             values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)
         if state is None:
-            state = _first_state(semivalue, sampler, plan, len(values), num_players, control, independent_estimates)
+            cached = independent_estimates
+            state = _first_state(semivalue, sampler, plan, len(values), num_players, control, cached, keyed)
             state.game, state.evaluations = game, choice.evaluations
         _check_same_repeats(values, state)
-        state.add(batch_draws, values)
-        if state.noise is not None:
-            state.noise = state.noise.added(np.asarray(masks), np.asarray(values), names)
+        state.add(batch_draws, values, masks, names)
+        if keyed and progress is None:
+            _warn_equal_keyed_draws(plan, state, semivalue)
         batch += 1
         state.streams[stream] = [batch_size, batch]
         progress = _progress(state, started, stop.history)
@@ -377,9 +342,30 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
     )
 
 
-def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, control, cached) -> SemivalueState:
-    """The state before a new run's first batch, with the control variate's table and exact semivalue if any, and a
-    record of the coalitions' estimates where the utility caches them (`cached`: independent_estimates)."""
+def _warn_equal_keyed_draws(plan, state: SemivalueState, semivalue: Semivalue) -> None:
+    """A warning where, after a new run's first batch, a keyed utility's values of each single coalition that some
+    index is made of (leave-one-out's everyone-else) were the same under every key: the run cannot tell a utility
+    that ignores its key from a noisy one whose noise did not show, so those draws count as all equal, which never
+    converge (`bayesval.results.variance.judged`); a utility of the masks alone says so by its form."""
+    weighted = state.coefficients != 0
+    if not np.asarray(plan.exact, bool)[weighted].all() or not (state.ranges == 0).any():
+        return
+    warnings.warn(
+        f"the utility takes a key, and its values of the single coalitions that make up the {semivalue.name} "
+        f"semivalue here were the same under each of the first batch's keys ({int(state.index_counts.min())} draws "
+        "an index): a keyed utility's values are draws that may differ under another key, so these count as draws "
+        "that were all equal, and they never converge. If its values do not depend on the key, pass "
+        "KeylessUtility(lambda masks: ...) (bayesval.games) and they are exact; if it is noisy, the run goes on "
+        "until they vary, or to its cap",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, control, cached, keyed):
+    """The state before a new run's first batch, with the control variate's table and exact semivalue if any, a
+    record of the coalitions' estimates where the utility caches them (`cached`: independent_estimates), and no exact
+    group where the utility takes a key (`keyed`: `bayesval.games.utilities`)."""
     estimated = isinstance(control, EstimatedControl)
     return SemivalueState.empty(
         semivalue.name,
@@ -393,6 +379,7 @@ def _first_state(semivalue, sampler, plan, num_repeats: int, num_players: int, c
         control_variance=control.variances if estimated else None,
         control_dof=control.dof if estimated else None,
         control_name=control.name if estimated else None,
+        keyed=keyed,
     )
 
 
@@ -437,6 +424,13 @@ def _chosen(utility, sampler, semivalue, num_players, batch_size, resume_from, s
 
     resumed_sampler = None if resumed is None else resumed.sampler
     return default_choice(value, semivalue, num_players, batch_size, resumed_sampler, game_id is not None)
+
+
+def _check_resumed_alike(state: SemivalueState | None, plan, batch_size: int, game: dict, independent_estimates):
+    """A resumed state is of this run's groups, game and way of estimating the utility's error (each check below)."""
+    _check_same_groups(state, plan, batch_size)
+    _check_same_game(state, game)
+    _check_estimated_alike(state, independent_estimates)
 
 
 def _check_same_game(state: SemivalueState | None, game: dict) -> None:
@@ -500,8 +494,9 @@ def _check_names(names, num_players: int) -> list[str]:
     return names
 
 
-def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str, batch_size: int, control):
-    """(state, first batch) of a run resuming `result`, or (None, 0) for a new run."""
+def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str, batch_size: int, control, keyed):
+    """(state, first batch) of a run resuming `result`, or (None, 0) for a new run; with no exact group where the
+    utility is `keyed` (`bayesval.games.utilities`)."""
     if result is None:
         return None, 0
     if not isinstance(result, ValuationResult) or result.state is None:
@@ -537,7 +532,10 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             f"resume_from drew batches of {used_batch_size} from this key; resume with batch_size={used_batch_size} "
             f"(or use another key), got batch_size={batch_size}"
         )
-    return state.copy(), done
+    resumed = state.copy()
+    if keyed:  # a keyed utility's values of one coalition are draws, whatever form the result was sampled with
+        resumed.exact = np.zeros_like(resumed.exact)
+    return resumed, done
 
 
 def _check_same_groups(state: SemivalueState | None, plan, batch_size: int) -> None:

@@ -17,6 +17,7 @@ from bayesval.games.masks import coalition_masks, mask_codes
 from bayesval.games.samplers import PermutationSampler
 from bayesval.games.semivalues import semivalue
 from bayesval.games.stopping import MaxEvaluations, StandardError, When
+from bayesval.games.utilities import KeylessUtility
 from bayesval.games.weights import SHAPLEY, semivalue_matrix
 
 __all__ = [
@@ -86,7 +87,7 @@ def permutation_shapley(
     if complete is not None:
         stop = stop | When(complete)
     result = semivalue(
-        lambda _, masks: utility(np.asarray(masks)),
+        KeylessUtility(utility),
         num_players,
         key,
         weights=SHAPLEY,

@@ -39,9 +39,10 @@ from bayesval import progress
 from bayesval.games.control import ControlVariate, EstimatedControl, Surrogate, SurrogateLevels
 from bayesval.games.multifidelity import estimated_control
 from bayesval.games.samplers import PermutationSampler
-from bayesval.games.semivalues import KeylessUtility, semivalue
+from bayesval.games.semivalues import semivalue
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
 from bayesval.games.stopping import MaxEvaluations, StandardError, StoppingRule, When, capped
+from bayesval.games.utilities import KeylessUtility
 from bayesval.games.weights import SHAPLEY
 from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData

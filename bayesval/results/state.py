@@ -54,7 +54,9 @@ class SemivalueState(OldJsonMethods):
 
     semivalue, sampler    names of the semivalue and the sampler (with its options), e.g. 'shapley', 'permutation'
     coefficients          (G,) c_g of each group
-    exact                 (G,) groups of a single coalition (their draws differ only by the utility's noise)
+    exact                 (G,) groups of a single coalition of a utility that gives a coalition one value
+                          (`KeylessUtility`): exact once drawn. A keyed utility's values of one coalition are draws
+                          that may differ under another key, so its single-coalition groups are sampled like any other
     layers                (G,) groups that are strata of coalition sizes (one size, or positions no other group
                           draws from): their spread is within them
     sums                  (R, G, n) sums of the draws from each of the utility's R estimates
@@ -134,17 +136,19 @@ class SemivalueState(OldJsonMethods):
         control_variance: np.ndarray | None = None,
         control_dof: np.ndarray | None = None,
         control_name: str | None = None,
+        keyed: bool = False,
     ):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
         with the control variate's table and semivalue where one is used, given the semivalue's `weights` w(s) an
         empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint; an
-        estimated control has no table, and its phi(u)'s variance, degrees of freedom and name instead."""
+        estimated control has no table, and its phi(u)'s variance, degrees of freedom and name instead. Of a `keyed`
+        utility no group is exact (`exact` above)."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
             sampler,
             np.asarray(plan.coefficients, np.float64),
-            np.asarray(plan.exact, bool),
+            np.asarray(plan.exact, bool) & (not keyed),
             np.asarray(plan.layers, bool),
             np.zeros((num_repeats, groups, num_players)),
             np.zeros((groups, num_players)),
@@ -209,15 +213,18 @@ class SemivalueState(OldJsonMethods):
             "verdict": list(verdicts),
         }
 
-    def add(self, batch, values) -> None:
+    def add(self, batch, values, masks=None, names: list[str] | None = None) -> None:
         """File one batch's `BatchStatistics` (sums (R, G, n), m2, counts, low, high (G, n)) and its coalitions'
-        values (R, M)."""
+        values (R, M), and with a record of the coalitions' cached estimates, those of its coalitions `masks` (M, n)
+        (`names`, the players', name a coalition in an error)."""
         combined = _combined(self, *(np.asarray(part) for part in batch))
         self.sums, self.m2, self.m3, self.m4, self.counts, self.low, self.high = combined
         averaged = np.asarray(values).mean(axis=0)
         self.value_low = min(self.value_low, float(averaged.min()))
         self.value_high = max(self.value_high, float(averaged.max()))
         self.evaluations += averaged.size
+        if self.noise is not None:
+            self.noise = self.noise.added(np.asarray(masks), np.asarray(values), names)
 
     def estimate(self) -> Estimate:
         """Values (n,), their variances (n,) and the variances' degrees of freedom (n,); inf variance where a
@@ -258,6 +265,8 @@ class SemivalueState(OldJsonMethods):
             return f"game {game}"
         if not np.array_equal(self.coefficients, other.coefficients):  # semivalue sampling's bins follow the batch size
             return f"groups of coalition sizes (coefficients {self.coefficients} != {other.coefficients})"
+        if not np.array_equal(self.exact, other.exact):
+            return f"the utility's form ({_form(self)} != {_form(other)})"
         if not same_control(self.control_table, other.control_table) or not same_control(
             self.control_semivalue, other.control_semivalue
         ):
@@ -364,6 +373,11 @@ class SemivalueState(OldJsonMethods):
         noise = _noise_of(arrays, noise_names, players)
         rest = {name: value for name, value in arrays.items() if name not in noise_names}
         return cls(**meta, **rest, noise=noise)
+
+
+def _form(state: SemivalueState) -> str:
+    """In words, what a state's exact groups say of its utility's form."""
+    return "a KeylessUtility" if state.exact.any() else "a utility of a key, or one of no single-coalition group"
 
 
 def game_difference(game: dict | None, other: dict | None, labels: tuple[str, str] | None = None) -> str | None:

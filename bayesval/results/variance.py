@@ -21,12 +21,13 @@ variance, Gelman et al. 2013, Sec. 3.3, with prior variances worth a number of d
   sizes cannot hide behind the one small hit that was seen), then the game's largest range where the index never
   varied, then the range of the coalition values seen where no index did.
 
-Groups of a single coalition (`exact`: the empty coalition or everyone else) vary only by the utility's noise, which
-may differ from one coalition to the next: each group's own sample variance, shrunk toward the noise variance pooled
-over every other such group of every index, worth p = 1 draw as above (a deterministic utility: exactly 0, known
-exactly). Pooled alone, one coalition noisier than the rest (noise of sd 1 against 0.05 elsewhere) left the index it
-decides with standard errors 2.7 times too small (RMS z 2.69 over 100 keys, leave-one-out) and the others' several
-times too wide. A group with fewer than two draws has infinite variance: nothing is known of its spread.
+Groups of a single coalition (the empty coalition or everyone else) are exact (`one_valued`: variance 0, known
+exactly) only where the utility gives a coalition one value (`bayesval.games.utilities.KeylessUtility`). A keyed
+utility's values of one coalition are draws under different keys, which may agree however noisy the utility is: a
+utility whose noise of sd 0.01 rarely crossed a rounding step to 0.1 had its leave-one-out values, all draws equal,
+reported exact at 0.1 against 0.1048 on 5 of 60 keys. So its single-coalition groups are sampled like any other,
+and draws that were all equal leave the index not converged (`judged`). A group with fewer than two draws has infinite
+variance: nothing is known of its spread.
 
 How far a variance can be trusted is its degrees of freedom nu = 2 sigma^4 / Var(s^2). For m draws of kurtosis kappa,
 Var(s^2) / sigma^4 = kappa / m - (m - 3) / (m (m - 1)) (Cramer 1946, Sec. 27.4): nu = m - 1 for normal draws, but
@@ -72,11 +73,16 @@ def index_ranges(state) -> np.ndarray:
     return spread(low, high)
 
 
+def one_valued(state) -> np.ndarray:
+    """Groups (G, n) of a single coalition of a utility that gives a coalition one value (`state.exact`), drawn and
+    valued the same each time: exact, with variance 0 known exactly. One whose draws differ (a utility that broke
+    that promise, or a state saved before keyed utilities had no exact groups) is sampled like any other group."""
+    return state.exact[:, None] & (state.counts >= 1) & (spread(state.low, state.high) == 0)
+
+
 def exact_indices(state) -> np.ndarray:
     """Indices (n,) whose every weighted group is a single coalition valued the same each time: exact values."""
-    weighted = state.coefficients != 0
-    constant = (state.counts >= 1) & (spread(state.low, state.high) == 0)
-    return (~weighted[:, None] | (state.exact[:, None] & constant)).all(axis=0)
+    return (~(state.coefficients != 0)[:, None] | one_valued(state)).all(axis=0)
 
 
 class GroupVariances(NamedTuple):
@@ -94,7 +100,7 @@ def draw_variances(state) -> np.ndarray:
 
 def variances_and_dof(state) -> GroupVariances:
     """sigma~^2 (G, n), nu (G, n), the degrees of freedom of each group's sigma~^2 (module docstring): inf where it
-    is known exactly (the exact groups of a deterministic utility), 0 where a group has fewer than two draws, and
+    is known exactly (`one_valued`), 0 where a group has fewer than two draws, and
     the part of nu borrowed from the index's other groups."""
     variances, prior_weight, borrowed = _shrunk(state)
     counts = state.counts.astype(np.float64)
@@ -102,7 +108,7 @@ def variances_and_dof(state) -> GroupVariances:
         kurtosis = counts * state.m4 / state.m2**2
         relative = kurtosis / counts - (counts - 3) / (counts * (counts - 1))  # Var(s^2) / sigma^4
         own = np.where((state.m2 > 0) & (counts >= 2), np.minimum(2 / relative, counts - 1), 0.0)
-    dof = np.where(state.exact[:, None] & (variances == 0), np.inf, own + prior_weight)
+    dof = np.where(one_valued(state), np.inf, own + prior_weight)
     return GroupVariances(variances, np.where(counts >= 2, dof, 0.0), np.where(counts >= 2, borrowed, 0.0))
 
 
@@ -170,7 +176,8 @@ def _shrunk(state) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """sigma~^2 (G, n), the weight in draws of its priors (G, n) and the part of that weight that is the index's
     other groups' draws (G, n)."""
     counts = state.counts.astype(np.float64)
-    free = ((state.coefficients != 0) & ~state.exact)[:, None] & (counts >= 2)
+    known = one_valued(state)
+    free = (state.coefficients != 0)[:, None] & ~known & (counts >= 2)
     dof = np.where(free, counts - 1, 0.0)
     squares = np.where(free, state.m2, 0.0)
     other_dof, other_squares = dof.sum(axis=0) - dof, squares.sum(axis=0) - squares
@@ -185,14 +192,8 @@ def _shrunk(state) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         guarded = PRIOR_DRAWS * share
         prior = np.where(guarded > 0, guarded * guard, 0.0)  # an inf guard (no scale known) only where it weighs
         shrunk = (state.m2 + pooling * pooled + prior) / (counts - 1 + pooling + guarded)
-        single = state.exact[:, None] & (counts >= 2)  # one coalition each: their spread is the utility's noise
-        noise_squares, noise_dof = np.where(single, state.m2, 0.0), np.where(single, counts - 1, 0.0)
-        other_noise_dof, other_noise_squares = noise_dof.sum() - noise_dof, noise_squares.sum() - noise_squares
-        noise_pooling = (single & (other_noise_dof > 0) & (other_noise_squares > 0)).astype(np.float64)
-        pooled_noise = np.where(noise_pooling > 0, other_noise_squares / other_noise_dof, 0.0)
-        noise = (state.m2 + noise_pooling * pooled_noise) / (counts - 1 + noise_pooling)
-    variances = np.where(state.exact[:, None], noise, shrunk)
-    prior_weight = np.where(free, pooling + guarded, noise_pooling)
+    variances = np.where(known, 0.0, shrunk)
+    prior_weight = np.where(free, pooling + guarded, 0.0)
     return np.where(counts >= 2, variances, np.inf), prior_weight, np.where(free, pooling, 0.0)
 
 
