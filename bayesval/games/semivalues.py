@@ -2,10 +2,11 @@
 in fixed-size batches until a stopping rule holds (docs/games.md, "Design").
 
 A utility is a pure function `utility(key, masks) -> values`: masks (B, n) boolean, values (B,), or (R, B) for R
-independent estimates of each coalition's value (as the party surprise gives per repeat). Batch b of a run draws its
-coalitions from `fold_in(key, b)` (split into the sampler's key and the utility's), so the values depend on the key,
-the batch size and the number of batches only: a run stopped and resumed (`resume_from=result`) gives the values of
-an uninterrupted run with the same key, to the last bit.
+independent estimates of each coalition's value (as the party surprise gives per repeat); its values of a coalition
+are draws under each batch's key, and only a `KeylessUtility`'s are exact (`bayesval.games.utilities`). Batch b of a
+run draws its coalitions from `fold_in(key, b)` (split into the sampler's key and the utility's), so the values
+depend on the key, the batch size and the number of batches only: a run stopped and resumed (`resume_from=result`)
+gives the values of an uninterrupted run with the same key, to the last bit.
 """
 
 from __future__ import annotations

@@ -377,7 +377,9 @@ class SemivalueState(OldJsonMethods):
 
 def _form(state: SemivalueState) -> str:
     """In words, what a state's exact groups say of its utility's form."""
-    return "a KeylessUtility" if state.exact.any() else "a utility of a key, or one of no single-coalition group"
+    if state.exact.any():  # a state saved before 2026-12-05 has them whatever the utility's form
+        return "a KeylessUtility, its single coalitions exact"
+    return "a utility of a key, its single coalitions sampled"
 
 
 def game_difference(game: dict | None, other: dict | None, labels: tuple[str, str] | None = None) -> str | None:
