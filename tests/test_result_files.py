@@ -62,14 +62,13 @@ def test_a_sampled_result_written_before_the_protocol_loads_bit_for_bit_and_resu
     loaded = bv.ValuationResult.load(OLD / "sampled_2d1214a.npz")
     fresh = old.sampled()
     _assert_same_result(loaded, fresh, recomputed=("stderr",))
-    # the file keeps the standard errors it reported; today's run of this keyed utility samples its single-coalition
-    # groups like any other (bayesval.games.utilities, 2026-12-05), where the file's had them exact with a noise
-    # variance pooled over every such group: 4.6 % apart here at most. A resume clears them (below)
+    # the file keeps the standard errors it reported; today's give a keyed utility's single coalitions each their own
+    # noise variance with a guard of their own range (bayesval.results.variance, 2026-12-05), where the file's pooled
+    # it over every such group
     np.testing.assert_allclose(loaded.stderr, fresh.stderr, rtol=0.05)
-    assert loaded.state.exact.tolist() == [True, False, True] and not fresh.state.exact.any()
     for name in SemivalueState.ARRAYS:
-        if name != "exact":
-            np.testing.assert_array_equal(getattr(loaded.state, name), getattr(fresh.state, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(loaded.state, name), getattr(fresh.state, name), err_msg=name)
+    assert loaded.state.keyed and fresh.state.keyed  # version 1: the utility's form unknown, so sampled as keyed
     assert loaded.state.to_record()[0] == fresh.state.to_record()[0] | {"game": None}  # version 1: no fingerprint
     assert loaded.state.control_table is None and loaded.state.control_semivalue is None  # version 1: no control
     utility = table_utility(random_table(7, 5), noise=0.05)

@@ -9,7 +9,8 @@ phi_i = sum_g c_g E[x_gi].
 
 The groups follow coalition sizes. A size s of which N minus i has a single coalition (s = 0: the empty coalition,
 s = n - 1: everyone else) is an *exact* group: its marginal v(S u i) - v(S) is one number, valued twice per batch,
-so a rare event there (the airport game's cheapest player adds value only when it comes first) costs no variance.
+so a rare event there (the airport game's cheapest player adds value only when it comes first) costs no variance,
+where the utility gives a coalition one value (`bayesval.games.utilities`); a keyed utility's vary by its noise.
 
 * `PermutationSampler`: a permutation's marginal contributions (Castro et al. 2009), filed as first, middle or last;
   a middle draw at position s is importance weighted by (n - 2) binom(n-1, s) w(s) / c_middle (1 for Shapley; as

@@ -152,7 +152,7 @@ def semivalue(
         _check_same_repeats(values, state)
         state.add(batch_draws, values, masks, names)
         if keyed and progress is None:
-            _warn_equal_keyed_draws(plan, state, semivalue)
+            _warn_equal_keyed_draws(state, semivalue)
         batch += 1
         state.streams[stream] = [batch_size, batch]
         progress = _progress(state, started, stop.history)
@@ -343,18 +343,21 @@ def _warn_unreliable(plan, semivalue: Semivalue, sampler: Sampler, num_players: 
     )
 
 
-def _warn_equal_keyed_draws(plan, state: SemivalueState, semivalue: Semivalue) -> None:
+def _warn_equal_keyed_draws(state: SemivalueState, semivalue: Semivalue) -> None:
     """A warning where, after a new run's first batch, a keyed utility's values of each single coalition that some
-    index is made of (leave-one-out's everyone-else) were the same under every key: the run cannot tell a utility
-    that ignores its key from a noisy one whose noise did not show, so those draws count as all equal, which never
-    converge (`bayesval.results.variance.judged`); a utility of the masks alone says so by its form."""
+    index is made of (leave-one-out's everyone-else) were the same each time they were drawn: the run cannot tell a
+    utility that ignores its key from a noisy one whose noise did not show, so those draws count as all equal, which
+    never converge (`bayesval.results.variance.judged`); a utility of the masks alone says so by its form."""
     weighted = state.coefficients != 0
-    if not np.asarray(plan.exact, bool)[weighted].all() or not (state.ranges == 0).any():
+    single = state.exact[weighted].all() and state.counts[weighted].min() >= 2  # one coalition each, valued twice
+    if not single or not (state.ranges == 0).any():
         return
+    equal = int((state.ranges == 0).sum())
     warnings.warn(
         f"the utility takes a key, and its values of the single coalitions that make up the {semivalue.name} "
-        f"semivalue here were the same under each of the first batch's keys ({int(state.index_counts.min())} draws "
-        "an index): a keyed utility's values are draws that may differ under another key, so these count as draws "
+        f"semivalue of {equal} of the {state.num_players} players were the same each time the first batch valued "
+        f"them ({int(state.index_counts.min())} draws a player): a keyed utility's values are draws that may differ "
+        "under another key, so these count as draws "
         "that were all equal, and they never converge. If its values do not depend on the key, pass "
         "KeylessUtility(lambda masks: ...) (bayesval.games) and they are exact; if it is noisy, the run goes on "
         "until they vary, or to its cap",
@@ -534,8 +537,7 @@ def _resumed(result, names, semivalue: Semivalue, sampler: Sampler, stream: str,
             f"(or use another key), got batch_size={batch_size}"
         )
     resumed = state.copy()
-    if keyed:  # a keyed utility's values of one coalition are draws, whatever form the result was sampled with
-        resumed.exact = np.zeros_like(resumed.exact)
+    resumed.keyed = resumed.keyed or keyed  # a keyed utility's values of a coalition are draws, whatever came before
     return resumed, done
 
 

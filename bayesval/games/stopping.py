@@ -22,7 +22,8 @@ DEFAULT_MAX_EVALUATIONS = 1_000_000
 class Progress(NamedTuple):
     """A run so far: the estimates, their standard errors and draws per index, the utility evaluations in all
     (resumed runs included), this call's wall time in seconds, the last rankings (H, n), best first, and per index
-    the range of its draws (0: all equal), whether its value is exact (every weighted group one coalition) and the
+    the range of its draws (0: all equal), whether its value is exact (every weighted group one coalition of a
+    `KeylessUtility`, valued the same each time: `bayesval.results.variance.exact_indices`) and the
     degrees of freedom of its standard error (`bayesval.results.variance`)."""
 
     values: np.ndarray

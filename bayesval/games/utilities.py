@@ -3,9 +3,11 @@ alone (`KeylessUtility`), and the values a utility with an error of its own may 
 (docs/games.md, "Design").
 
 The form says what a sampled semivalue may rely on. A `Utility` is handed a fresh key in every batch, so its values of
-one coalition are draws that may differ from batch to batch, however often they happened to agree. A `KeylessUtility`
-gives a coalition one value (or one set of R estimates) each time it is asked: a group of draws of a single
-coalition (the empty one, everyone else) is then exact once it has one draw.
+one coalition are draws that may differ from batch to batch, however often they happened to agree; each row of a
+batch must be a draw of its own (a utility that seeds a model with the key alone gives every copy of a coalition in
+the batch the same value, which then counts as several draws: split the key by row). A `KeylessUtility` gives a
+coalition one value (or one set of R estimates) each time it is asked: a group of draws of a single coalition (the
+empty one, everyone else) whose values agree is then exact.
 """
 
 from __future__ import annotations

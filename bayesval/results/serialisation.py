@@ -16,7 +16,7 @@ registered makes `registered` ask the package to import the modules that registe
 (`bayesval.parties.rewards`) without importing either. The kinds bayesval registers:
 
     bayesval.valuation_result   ValuationResult (version 2; version 1 is the file layout before this module)
-    bayesval.semivalue_state    SemivalueState, a sampled semivalue's running sums (version 5)
+    bayesval.semivalue_state    SemivalueState, a sampled semivalue's running sums (version 6)
     bayesval.privacy_ledger     PrivacyLedger, every DP release behind a result (version 1)
     bayesval.rewards            Rewards, the model rewards of Sim et al. (2023), Sec. 4 (version 1)
 

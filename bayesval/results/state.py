@@ -54,9 +54,8 @@ class SemivalueState(OldJsonMethods):
 
     semivalue, sampler    names of the semivalue and the sampler (with its options), e.g. 'shapley', 'permutation'
     coefficients          (G,) c_g of each group
-    exact                 (G,) groups of a single coalition of a utility that gives a coalition one value
-                          (`KeylessUtility`): exact once drawn. A keyed utility's values of one coalition are draws
-                          that may differ under another key, so its single-coalition groups are sampled like any other
+    exact                 (G,) groups of a single coalition: exact where the utility gives a coalition one value
+                          and their draws agree (`bayesval.results.variance.one_valued`)
     layers                (G,) groups that are strata of coalition sizes (one size, or positions no other group
                           draws from): their spread is within them
     sums                  (R, G, n) sums of the draws from each of the utility's R estimates
@@ -77,6 +76,10 @@ class SemivalueState(OldJsonMethods):
     control_variance      (n,) the variance of an estimated phi(u) (a multi-fidelity control: u known as a function
                           of the coalition, no table), None where phi(u) is exact; the estimate adds it
     control_dof           (n,) that variance's degrees of freedom
+    keyed                 whether the utility takes a key (`bayesval.games.utilities`): its values of a coalition
+                          are then draws, and its single-coalition groups are sampled (their spread the utility's
+                          noise); True for a state saved before it was recorded (version 5), whose utility's form is
+                          unknown
     control_name          the name of an estimated control (`EstimatedControl.name`), which says which function of
                           the coalitions u is, so that a run resumes only against the u it sampled; None without
                           one, and in a state saved before it was recorded (version 4)
@@ -113,13 +116,15 @@ class SemivalueState(OldJsonMethods):
     control_variance: np.ndarray | None = None
     control_dof: np.ndarray | None = None
     control_name: str | None = None
+    keyed: bool = True
 
     ARRAYS = ("coefficients", "exact", "layers", "sums", "m2", "m3", "m4", "counts", "low", "high", "rankings")
     CONTROL = ("control_table", "control_semivalue")
     ESTIMATED = ("control_variance", "control_dof")  # an estimated control's, in place of a table
-    # of its record (`to_record`; 4 before `control_name`, 3 before `game`, 2 before `noise`, 1 before control
-    # variates; an estimated control's arrays are optional from version 4: a state without one writes none)
-    version = 5
+    # of its record (`to_record`; 5 before `keyed`, 4 before `control_name`, 3 before `game`, 2 before `noise`, 1
+    # before control variates; an estimated control's arrays are optional from version 4: a state without one writes
+    # none)
+    version = 6
 
     @classmethod
     def empty(
@@ -141,14 +146,14 @@ class SemivalueState(OldJsonMethods):
         """The state before the first batch of a sampler's `plan` (its group coefficients, exact groups, layers),
         with the control variate's table and semivalue where one is used, given the semivalue's `weights` w(s) an
         empty record of the coalitions' cached estimates (R > 1: `CoalitionNoise`), and the `game`'s fingerprint; an
-        estimated control has no table, and its phi(u)'s variance, degrees of freedom and name instead. Of a `keyed`
-        utility no group is exact (`exact` above)."""
+        estimated control has no table, and its phi(u)'s variance, degrees of freedom and name instead, and whether
+        the utility is `keyed`."""
         groups = len(plan.coefficients)
         return cls(
             semivalue,
             sampler,
             np.asarray(plan.coefficients, np.float64),
-            np.asarray(plan.exact, bool) & (not keyed),
+            np.asarray(plan.exact, bool),
             np.asarray(plan.layers, bool),
             np.zeros((num_repeats, groups, num_players)),
             np.zeros((groups, num_players)),
@@ -165,6 +170,7 @@ class SemivalueState(OldJsonMethods):
             control_variance=control_variance,
             control_dof=control_dof,
             control_name=control_name,
+            keyed=keyed,
         )
 
     @property
@@ -265,7 +271,7 @@ class SemivalueState(OldJsonMethods):
             return f"game {game}"
         if not np.array_equal(self.coefficients, other.coefficients):  # semivalue sampling's bins follow the batch size
             return f"groups of coalition sizes (coefficients {self.coefficients} != {other.coefficients})"
-        if not np.array_equal(self.exact, other.exact):
+        if self.keyed != other.keyed:
             return f"the utility's form ({_form(self)} != {_form(other)})"
         if not same_control(self.control_table, other.control_table) or not same_control(
             self.control_semivalue, other.control_semivalue
@@ -324,8 +330,8 @@ class SemivalueState(OldJsonMethods):
         return replace(self, streams={k: list(v) for k, v in self.streams.items()}, noise=noise, **arrays)
 
     def to_record(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The state as a record of `bayesval.results.serialisation` (version 5): meta the scalars (semivalue,
-        sampler, evaluations, value_low, value_high, streams, game, control_name), arrays `ARRAYS` (rankings only
+        """The state as a record of `bayesval.results.serialisation` (version 6): meta the scalars (semivalue,
+        sampler, evaluations, value_low, value_high, streams, game, control_name, keyed), arrays `ARRAYS` (rankings only
         when kept), with a control variate `CONTROL` (an estimated one: control_semivalue and `ESTIMATED`, no table),
         and with a `CoalitionNoise` record its arrays, named noise_ and theirs."""
         meta = {
@@ -337,6 +343,7 @@ class SemivalueState(OldJsonMethods):
             "streams": self.streams,
             "game": self.game,
             "control_name": self.control_name,
+            "keyed": self.keyed,
         }
         kept = self.ARRAYS + self.CONTROL + self.ESTIMATED
         arrays = {name: getattr(self, name) for name in kept if getattr(self, name) is not None}
@@ -345,8 +352,10 @@ class SemivalueState(OldJsonMethods):
         return meta, arrays
 
     @classmethod
-    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 5) -> SemivalueState:
-        """The state `to_record` wrote, at version 5, 4 (before `control_name`: an estimated control's is None, and
+    def from_record(cls, meta: dict, arrays: dict[str, np.ndarray], *, version: int = 6) -> SemivalueState:
+        """The state `to_record` wrote, at version 6, 5 (before `keyed`: the utility's form is unknown, so its
+        single-coalition groups are sampled, as a keyed utility's), 4 (before `control_name`: an estimated control's
+        is None, and
         the run cannot be resumed against it), 3 (before `game`:
         its game has no fingerprint, None), 2 (before `noise`: the utility's error is the per-estimate spread) or 1
         (before control variates: its draws are of the game itself). A state saved before m3 and m4 were kept (version
@@ -376,10 +385,10 @@ class SemivalueState(OldJsonMethods):
 
 
 def _form(state: SemivalueState) -> str:
-    """In words, what a state's exact groups say of its utility's form."""
-    if state.exact.any():  # a state saved before 2026-12-05 has them whatever the utility's form
-        return "a KeylessUtility, its single coalitions exact"
-    return "a utility of a key, its single coalitions sampled"
+    """In words, the form of a state's utility (`SemivalueState.keyed`)."""
+    if state.keyed:
+        return "a utility of a key, or a state saved before its form was recorded: its single coalitions sampled"
+    return "a KeylessUtility: its single coalitions exact"
 
 
 def game_difference(game: dict | None, other: dict | None, labels: tuple[str, str] | None = None) -> str | None:

@@ -43,6 +43,7 @@ from bayesval.estimators.layered.utilities import LogisticRegressionUtility, pow
 from bayesval.games.samplers import PermutationSampler, StratifiedSampler
 from bayesval.games.semivalues import checked_values, semivalue
 from bayesval.games.stopping import MaxEvaluations
+from bayesval.games.utilities import KeylessUtility
 from bayesval.privacy import Mechanism, NoiseSource
 from bayesval.privacy.ledger import ADJACENCIES
 from bayesval.privacy.release import check_noise_options, perturb
@@ -426,8 +427,9 @@ class MonteCarloShapley(_RetrainingValuation):
     """The Monte Carlo permutation baseline (Castro et al. 2009; Watson et al. Sec. 2.1.1, the green line of Fig. 1):
     m = ceil(ln(2 / beta) c^2 / (2 alpha^2)) permutations (Maleki et al.'s (alpha, beta) bound), each giving every
     point its marginal contribution to its predecessors, through the game layer (`bayesval.games.semivalue` with a
-    `PermutationSampler`). Not truncated: the paper does not say its baseline truncates, and the truncation of
-    Ghorbani & Zou's (2019) TMC-Shapley biases the values.
+    `PermutationSampler`; a `LogisticRegressionUtility`, a deterministic fit, as a `KeylessUtility`, so that its first
+    and last positions are exact, where another utility's are draws). Not truncated: the paper does not say its
+    baseline truncates, and the truncation of Ghorbani & Zou's (2019) TMC-Shapley biases the values.
     `num_permutations` overrides m; it is rounded up to whole batches of `permutations_per_batch`. `key` is the
     sampling key (an int seed or a jax.random.key; `seed=`, its former name, works for one more release).
 
@@ -496,7 +498,7 @@ class MonteCarloShapley(_RetrainingValuation):
         batch = min(self.batch_size, self.num_permutations)
         batches = -(-self.num_permutations // batch)
         result = semivalue(
-            utility,
+            KeylessUtility(partial(utility, None)) if isinstance(utility, LogisticRegressionUtility) else utility,
             num_players,
             self.key,
             sampler=PermutationSampler(),

@@ -1,6 +1,7 @@
 """Retraining utilities of data points: v(C) = the validation score of a model trained on coalition C.
 
-Both follow the game layer's protocol `utility(key, masks (B, n)) -> values (B,)` (`bayesval.games.semivalues`):
+Both follow the game layer's protocol `utility(key, masks (B, n)) -> values (B,)` (`bayesval.games.utilities`); the
+logistic fit is deterministic, so `MonteCarloShapley` hands it to the game layer as a `KeylessUtility`:
 
 * :class:`LogisticRegressionUtility`: L2-regularised logistic regression, every coalition of a batch trained at once
   in one compiled program: the coalition's rows gathered into a padded (B, K, d) block (K the batch's largest
