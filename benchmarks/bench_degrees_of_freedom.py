@@ -41,6 +41,7 @@ def index_of(rng, num_players: int, draws: int):
         value_low=-1.0,
         value_high=1.0,
         control_table=None,
+        keyed=False,
     )
     variances, dofs, borrowed = variances_and_dof(state)
     terms = state.coefficients[:, None] ** 2 * variances / draws
