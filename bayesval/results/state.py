@@ -78,8 +78,8 @@ class SemivalueState(OldJsonMethods):
     control_dof           (n,) that variance's degrees of freedom
     keyed                 whether the utility takes a key (`bayesval.games.utilities`): its values of a coalition
                           are then draws, and its single-coalition groups are sampled (their spread the utility's
-                          noise); True for a state saved before it was recorded (version 5), whose utility's form is
-                          unknown
+                          noise); True for a state saved before it was recorded (version 5 or earlier), whose
+                          utility's form is unknown
     control_name          the name of an estimated control (`EstimatedControl.name`), which says which function of
                           the coalitions u is, so that a run resumes only against the u it sampled; None without
                           one, and in a state saved before it was recorded (version 4)
