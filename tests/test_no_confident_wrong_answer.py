@@ -28,6 +28,8 @@ from bayesval.games import (
     exact_semivalue,
     semivalue,
 )
+from bayesval.games.masks import mask_codes
+from bayesval.games.utilities import KeyAloneCheck
 from bayesval.games.weights import BANZHAF
 from bayesval.results.state import SemivalueState
 from bayesval.results.variance import ALL_EQUAL, judged, satterthwaite_dof
@@ -191,6 +193,68 @@ def test_values_of_a_keyed_utility_that_agreed_are_draws_not_exact():
     exact = semivalue(rounded, 6, jax.random.key(25), weights="loo", batch_size=8, stop=stop)
     assert exact.diagnostics["batches"] == 1 and set(exact.diagnostics["indices"]["verdict"]) == {"exact"}
     np.testing.assert_allclose(exact.values, 0.1, atol=1e-12)
+
+
+def _noise_of_the_key_alone(key, masks):
+    """TABLE plus noise of sd 0.1 drawn once per coalition from the batch's key: every copy of a coalition in a batch
+    gets one value (a model seeded with the key, say)."""
+    codes = mask_codes(np.asarray(masks))
+    return TABLE[codes] + 0.1 * np.asarray(jax.random.normal(key, (2**N,)))[codes]
+
+
+def _noise_of_each_row(key, masks):
+    codes = mask_codes(np.asarray(masks))
+    return TABLE[codes] + 0.1 * np.asarray(jax.random.normal(key, (len(codes),)))
+
+
+@pytest.mark.parametrize("weights, sampler", [("loo", None), ("shapley", PermutationSampler())])
+def test_a_utility_whose_noise_follows_the_key_alone_is_refused_by_its_second_batch(weights, sampler):
+    """Batches that hold copies of a coalition (everyone else for leave-one-out, the first and last players of
+    permutations): its copies in one batch would count as several draws, and the standard errors would be several
+    times too small. The run stops with a ValueError that says how to split the key, on the second batch; the same
+    noise drawn for each row runs to its stopping rule."""
+    batches = []
+
+    def counted(key, masks):
+        batches.append(len(masks))
+        return _noise_of_the_key_alone(key, masks)
+
+    stop = StandardError(0.05) | MaxEvaluations(20_000)
+    with pytest.raises(ValueError, match=r"noise from the batch's key alone.*jax.random.split\(key, len\(masks\)\)"):
+        semivalue(counted, N, 0, weights=weights, sampler=sampler, stop=stop, batch_size=8)
+    assert len([size for size in batches if size >= 8]) == 2  # after the fingerprint's probe
+    result = semivalue(_noise_of_each_row, N, 0, weights=weights, sampler=sampler, stop=stop, batch_size=8)
+    assert result.converged.all()
+
+
+def test_the_chance_of_copies_that_agreed_is_one_over_their_arrangements():
+    """One coalition, 8 copies a batch, a new value every other batch: were the copies draws of their own, two batches
+    that each hold one value have chance 2 / binom(16, 8) = 1 / 6,435, and disjoint pairs multiply: 6,435 < 10^6 <
+    6,435^2, so the second pair (the fourth batch) is refused and not the first. A batch whose values agree with the
+    unpaired batch before is no evidence; batches after the first KEY_ALONE_BATCHES are not read; copies that differ
+    within a batch end the check, and so do R > 1 estimates a coalition."""
+    masks = np.zeros((9, 3), bool)
+    masks[:8, :2] = True  # {0, 1} eight times, then {2}
+
+    def batch(value):
+        return np.array([[value] * 8 + [9.0]])
+
+    check = KeyAloneCheck()
+    for value in (0.0, 1.0, 2.0):
+        check.add(masks, batch(value))
+    assert check.log_chance == pytest.approx(-np.log(6435))
+    with pytest.raises(ValueError, match=r"coalition \[0, 1\] .*8 copies: 3; 8 copies in an earlier batch: 2"):
+        check.add(masks, batch(3.0))
+    late = KeyAloneCheck()
+    for value in (0.0, 0.0, 1.0, 2.0, 3.0):  # the same value twice, then the second pair falls after the fourth batch
+        late.add(masks, batch(value))
+    assert late.ended and late.log_chance == pytest.approx(-np.log(6435))
+    rows = KeyAloneCheck()
+    rows.add(masks, np.array([[1.0] * 7 + [1.5, 9.0]]))
+    assert rows.ended
+    many = KeyAloneCheck()
+    many.add(masks, np.ones((2, 9)))  # R = 2 estimates: their spread holds correlated errors
+    assert many.ended
 
 
 def test_an_unknown_variance_has_no_degrees_of_freedom():

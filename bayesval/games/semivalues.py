@@ -44,7 +44,7 @@ from bayesval.games.stopping import (
     evaluation_cap,
     judgement,
 )
-from bayesval.games.utilities import KeylessUtility, NoisyValues, Utility
+from bayesval.games.utilities import KeyAloneCheck, KeylessUtility, NoisyValues, Utility
 from bayesval.games.weights import Semivalue, as_semivalue, coalition_coefficients
 from bayesval.progress import seconds_since, shown
 from bayesval.results.result import ValuationResult
@@ -137,11 +137,13 @@ def semivalue(
     started = time.perf_counter()
     progress = None if state is None else _progress(state, started, stop.history, record=False)
     method = f"{semivalue.name} by {sampler.name} sampling"
+    key_alone = KeyAloneCheck(names, ended=not keyed)
     bar = tqdm(disable=not shown(progress_bar), desc=method, unit=" evaluations")
     while progress is None or not (stop.holds(progress) and state.every_group_drawn):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
         values = checked_values(evaluated(utility, utility_key, masks, num_players, state is None), masks, names)
+        key_alone.add(masks, values)
         if control is not None:
             values = values - control(np.asarray(masks))
         batch_draws = plan.reduce(values, aux)

@@ -5,7 +5,8 @@ alone (`KeylessUtility`), and the values a utility with an error of its own may 
 The form says what a sampled semivalue may rely on. A `Utility` is handed a fresh key in every batch, so its values of
 one coalition are draws that may differ from batch to batch, however often they happened to agree; each row of a
 batch must be a draw of its own (a utility that seeds a model with the key alone gives every copy of a coalition in
-the batch the same value, which then counts as several draws: split the key by row). A `KeylessUtility` gives a
+the batch the same value, which would then count as several draws: split the key by row; a run refuses such a utility
+once its copies show it, `KeyAloneCheck`). A `KeylessUtility` gives a
 coalition one value (or one set of R estimates) each time it is asked: a group of draws of a single coalition (the
 empty one, everyone else) whose values agree is then exact.
 """
@@ -13,11 +14,15 @@ empty one, everyone else) whose values agree is then exact.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from math import comb, log
 from typing import NamedTuple, Protocol
 
 import jax
 import numpy as np
+
+from bayesval.games.masks import members
+from bayesval.results.coalition_noise import SAME_ESTIMATES as SAME_VALUES
 
 
 class Utility(Protocol):
@@ -51,3 +56,76 @@ class NoisyValues(NamedTuple):
 
     values: jax.Array
     variances: jax.Array
+
+
+# A run refuses a utility whose copies look like one draw once the chance of what it saw, were each row a draw of its
+# own, is below this (Ville's inequality bounds the chance of a false refusal by it, over a whole run), within its
+# first batches: a design that draws a coalition several times a batch shows it there, and rarer copies weigh little.
+KEY_ALONE_CHANCE = 1e-6
+KEY_ALONE_BATCHES = 4
+
+
+@dataclass
+class KeyAloneCheck:
+    """Whether a keyed utility draws its noise from each batch's key alone, not from each row (module docstring).
+
+    Where a batch holds several copies of a coalition, they are draws of one value only if the rows are draws of their
+    own. A batch whose copies of a coalition all agree, and another batch whose copies of it all agree on another value,
+    are evidence against that: were every copy an independent draw, given the two batches' values (c1 copies of one,
+    c2 of the other) the chance that each batch holds one value alone is 1 / binom(c1 + c2, c1) (twice that where
+    c1 = c2). The products of these chances over disjoint pairs of batches make a test martingale, so the run stops
+    with a ValueError once the product falls below `KEY_ALONE_CHANCE`, and a utility whose rows are draws of their own
+    is refused with at most that chance. Copies of a coalition that differ within a batch show that the rows are
+    draws, and the check ends there. A deterministic utility gives every copy one value in every batch: no evidence.
+    It reads a run's first `KEY_ALONE_BATCHES` batches alone: leave-one-out and permutations draw a coalition several
+    times a batch and are refused on their second, while copies as rare as regression sampling's or uniform
+    coalitions' (8 players) took hundreds of batches to show and, counted as draws, left the standard errors as
+    calibrated as those of a utility whose rows are draws (docs/games.md, "Design").
+    Only for one estimate per coalition (R = 1): the spread of R > 1 estimates' semivalues holds errors that correlate
+    between coalitions (docs/games.md, "The utility's own error")."""
+
+    names: list[str] | None = None
+    unpaired: dict[bytes, tuple[float, int]] = field(default_factory=dict)  # a coalition's batch not yet paired
+    log_chance: float = 0.0
+    batches: int = 0
+    ended: bool = False
+
+    def add(self, masks, values) -> None:
+        """One batch: masks (M, n), values (R, M)."""
+        values = np.asarray(values)
+        self.batches += 1
+        if self.ended or values.shape[0] != 1 or self.batches > KEY_ALONE_BATCHES:
+            self.ended = True
+            return
+        masks = np.asarray(masks, bool)
+        rows, first, inverse, copies = np.unique(
+            np.packbits(masks, axis=1), axis=0, return_index=True, return_inverse=True, return_counts=True
+        )
+        copied = np.flatnonzero(copies > 1)
+        if not len(copied):
+            return
+        low, high = np.full(len(rows), np.inf), np.full(len(rows), -np.inf)
+        np.minimum.at(low, inverse.ravel(), values[0])
+        np.maximum.at(high, inverse.ravel(), values[0])
+        same = SAME_VALUES * max(1.0, float(np.abs(values).max()))
+        if (high - low)[copied].max() > same:  # copies that differ: the rows are draws of their own
+            self.ended = True
+            return
+        for row in copied:
+            code, value, count = rows[row].tobytes(), float(low[row]), int(copies[row])
+            earlier = self.unpaired.pop(code, None)
+            if earlier is None or abs(earlier[0] - value) <= same:
+                self.unpaired[code] = (value, count)
+                continue
+            pair = comb(earlier[1] + count, count) / (2 if earlier[1] == count else 1)
+            self.log_chance -= log(pair)
+            if self.log_chance < log(KEY_ALONE_CHANCE):
+                raise ValueError(
+                    f"the utility gave every copy of coalition {members(masks[first[row]], self.names)} in one batch "
+                    f"the same value ({count} copies: {value:.6g}; {earlier[1]} copies in an earlier batch: "
+                    f"{earlier[0]:.6g}), and other batches' copies agreed as well, which draws of their own do with a "
+                    f"chance under {KEY_ALONE_CHANCE:g}: it draws its noise from the batch's key alone, so the copies "
+                    "would count as draws of their own, which they are not, and the standard errors would not hold "
+                    "(for leave-one-out they come out tens of times too small). Split the key by row "
+                    "(keys = jax.random.split(key, len(masks)), one for each coalition's value)"
+                )
