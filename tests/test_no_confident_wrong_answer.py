@@ -228,11 +228,11 @@ def test_a_utility_whose_noise_follows_the_key_alone_is_refused_by_its_second_ba
 
 
 def test_the_chance_of_copies_that_agreed_is_one_over_their_arrangements():
-    """One coalition, 8 copies a batch, a new value every other batch: were the copies draws of their own, two batches
-    that each hold one value have chance 2 / binom(16, 8) = 1 / 6,435, and disjoint pairs multiply: 6,435 < 10^6 <
-    6,435^2, so the second pair (the fourth batch) is refused and not the first. A batch whose values agree with the
-    unpaired batch before is no evidence; batches after the first KEY_ALONE_BATCHES are not read; copies that differ
-    within a batch end the check, and so do R > 1 estimates a coalition."""
+    """One coalition, 8 copies a batch, a new value every batch: were the copies draws of their own, two batches that
+    each hold one value have chance 2 / binom(16, 8) = 1 / 6,435, and disjoint pairs (batches 1 and 2, 3 and 4)
+    multiply: 6,435 < 10^6 < 6,435^2, so the second pair (the fourth batch) is refused and not the first. A pair of
+    one value is no evidence; batches after the first KEY_ALONE_BATCHES are not read; copies that differ within a batch
+    end the check, and so do R > 1 estimates a coalition."""
     masks = np.zeros((9, 3), bool)
     masks[:8, :2] = True  # {0, 1} eight times, then {2}
 
@@ -246,7 +246,7 @@ def test_the_chance_of_copies_that_agreed_is_one_over_their_arrangements():
     with pytest.raises(ValueError, match=r"coalition \[0, 1\] .*8 copies: 3; 8 copies in an earlier batch: 2"):
         check.add(masks, batch(3.0))
     late = KeyAloneCheck()
-    for value in (0.0, 0.0, 1.0, 2.0, 3.0):  # the same value twice, then the second pair falls after the fourth batch
+    for value in (0.0, 0.0, 1.0, 2.0, 3.0):  # a pair of one value, a pair of two, then a batch past the fourth
         late.add(masks, batch(value))
     assert late.ended and late.log_chance == pytest.approx(-np.log(6435))
     rows = KeyAloneCheck()

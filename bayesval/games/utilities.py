@@ -73,7 +73,11 @@ class KeyAloneCheck:
     own. A batch whose copies of a coalition all agree, and another batch whose copies of it all agree on another value,
     are evidence against that: were every copy an independent draw, given the two batches' values (c1 copies of one,
     c2 of the other) the chance that each batch holds one value alone is 1 / binom(c1 + c2, c1) (twice that where
-    c1 = c2). The products of these chances over disjoint pairs of batches make a test martingale, so the run stops
+    c1 = c2). A coalition's batches with copies are paired in the order they come (the first with the second, the
+    third with the fourth), whatever their values, so the inverse chances of the pairs (1 for a pair of one value, 0
+    for copies that differ) have expectation 1 given the pairs' values, and their product over the pairs and the
+    coalitions is a test martingale (Ville's inequality; Ramdas et al. 2023, "Game-theoretic statistics and safe
+    anytime-valid inference", Statistical Science 38(4)), so the run stops
     with a ValueError once the product falls below `KEY_ALONE_CHANCE`, and a utility whose rows are draws of their own
     is refused with at most that chance. Copies of a coalition that differ within a batch show that the rows are
     draws, and the check ends there. A deterministic utility gives every copy one value in every batch: no evidence.
@@ -114,8 +118,10 @@ class KeyAloneCheck:
         for row in copied:
             code, value, count = rows[row].tobytes(), float(low[row]), int(copies[row])
             earlier = self.unpaired.pop(code, None)
-            if earlier is None or abs(earlier[0] - value) <= same:
+            if earlier is None:  # the first batch of a pair: pairs are the coalition's batches 1 and 2, 3 and 4, ...
                 self.unpaired[code] = (value, count)
+                continue
+            if abs(earlier[0] - value) <= same:  # a pair of one value: as likely whatever the rows are
                 continue
             pair = comb(earlier[1] + count, count) / (2 if earlier[1] == count else 1)
             self.log_chance -= log(pair)
