@@ -1,7 +1,7 @@
 """A keyed utility whose noise follows each batch's key alone, not each row: what its runs reported before the check
 (`bayesval.games.utilities.KeyAloneCheck`), and what the check refuses (2026-12-05).
 
-    python benchmarks/bench_key_alone.py [--keys 40]
+    python benchmarks/bench_key_alone.py [--keys 40] [--part runs|reach|all]
 
 The game of tests/test_no_confident_wrong_answer.py: 8 players, a random table, noise of sd 0.1, batches of 8,
 StandardError(0.05) | MaxEvaluations(20,000). Two forms of the same noise: drawn once per coalition from the batch's
@@ -11,7 +11,10 @@ noisy utility, regression sampling, Banzhaf by uniform coalitions), over the key
 before it), the RMS and largest |z| against the exact values; with the check on (its first `KEY_ALONE_BATCHES`
 batches) and, for the key alone, over every batch, how many runs were refused and at which batch. A third form, an
 accuracy-like utility of 6 players rounded to 0.1 (noise of each row, sd 0.01: copies agree 95 % of the time),
-counts false refusals where copies often agree by chance.
+counts false refusals where copies often agree by chance, and a float32 utility of the masks alone whose values
+round otherwise in batches of other shapes counts those where they differ by rounding. `--part reach`: how often
+the check's first batches catch the key-alone noise in uniform coalitions of few players, and how much such copies
+cost (`reach`).
 """
 
 from __future__ import annotations
@@ -75,6 +78,22 @@ def _unchecked(self, masks, values) -> None:
     """`KeyAloneCheck.add` before the check: nothing."""
 
 
+_WEIGHTS = np.random.default_rng(1).normal(size=(N + 1, 512)).astype(np.float32)
+
+
+@jax.jit
+def _float32_model(masks):
+    hidden = jnp.tanh(masks.astype(jnp.float32) @ _WEIGHTS[:N] / 3)
+    return 20 * hidden @ _WEIGHTS[N] / 512
+
+
+def float32_once(key, masks):
+    """Of the masks alone (the key unread), in float32, each distinct coalition of a batch valued once: how a value
+    rounds depends on how many distinct coalitions the batch holds."""
+    distinct, inverse = np.unique(np.asarray(masks), axis=0, return_inverse=True)
+    return np.asarray(_float32_model(jnp.asarray(distinct)), np.float64)[inverse.ravel()]
+
+
 def runs(utility, num_players, weights, sampler, keys: int, check: str):
     """z-scores of the runs that ended, and the batches at which the others were refused; `check` "off" (the run
     before the check), "on" (as it runs), or "every batch" (the check not stopped after its first batches)."""
@@ -102,10 +121,37 @@ def runs(utility, num_players, weights, sampler, keys: int, check: str):
     return np.array(z), refused
 
 
+def reach(trials: int) -> None:
+    """Where the check's 4 batches reach: uniform coalitions (each player in with chance 1/2) of a utility with one
+    noise draw per coalition a batch, fed to the check alone. Such a run's noise share of the standard error is too
+    small by sqrt(E sum_C c_C^2 / B) = sqrt(1 + (B - 1) / 2^n), c_C the copies of coalition C in a batch of B."""
+    rng = np.random.default_rng(0)
+    print("\n| players | batch | refused in 4 batches | noise's share of the stderr too small by |")
+    print("|---|---|---|---|")
+    for num_players, batch in ((3, 8), (4, 8), (4, 16), (6, 64), (7, 64), (8, 64), (8, 8)):
+        refused = 0
+        for _ in range(trials):
+            check = KeyAloneCheck()
+            try:
+                for _ in range(utilities.KEY_ALONE_BATCHES):
+                    masks = rng.random((batch, num_players)) < 0.5
+                    noise = rng.normal(size=2**num_players)
+                    check.add(masks, noise[mask_codes(masks)][None])
+            except ValueError:
+                refused += 1
+        factor = np.sqrt(1 + (batch - 1) / 2**num_players)
+        print(f"| {num_players} | {batch} | {refused / trials:.1%} | {factor:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", type=int, default=40)
+    parser.add_argument("--part", choices=("runs", "reach", "all"), default="all")
     args = parser.parse_args()
+    if args.part in ("reach", "all"):
+        reach(300)
+    if args.part == "reach":
+        return
     print("| utility | semivalue | check | runs ended | RMS z | largest \\|z\\| | refused (at batch) |")
     print("|---|---|---|---|---|---|---|")
     for weights, sampler in (("loo", None), ("shapley", PermutationSampler()), ("shapley", None), ("banzhaf", None)):
@@ -120,6 +166,8 @@ def main() -> None:
                 print("| " + " | ".join(map(str, row)) + " |")
     _, refused = runs(rounded, 6, "loo", None, args.keys, "on")
     print(f"\nrounded accuracy, leave-one-out, {args.keys} keys: {len(refused)} refused")
+    _, refused = runs(float32_once, N, "shapley", PermutationSampler(), args.keys, "on")
+    print(f"a float32 utility of the masks alone, Shapley by permutations, {args.keys} keys: {len(refused)} refused")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import jax
 import numpy as np
 
 from bayesval.games.masks import members
-from bayesval.results.coalition_noise import SAME_ESTIMATES as SAME_VALUES
 
 
 class Utility(Protocol):
@@ -63,6 +62,10 @@ class NoisyValues(NamedTuple):
 # first batches: a design that draws a coalition several times a batch shows it there, and rarer copies weigh little.
 KEY_ALONE_CHANCE = 1e-6
 KEY_ALONE_BATCHES = 4
+# Two batches' values of a coalition differ where they differ by more than this share of the larger (or of 1): well
+# above float32's rounding (1.2e-7), which can differ between batches of other shapes for a utility of the masks alone.
+KEY_ALONE_DIFFERENT = 1e-5
+SHOWN_MEMBERS = 8  # members named in the refusal
 
 
 @dataclass
@@ -70,23 +73,29 @@ class KeyAloneCheck:
     """Whether a keyed utility draws its noise from each batch's key alone, not from each row (module docstring).
 
     Where a batch holds several copies of a coalition, they are draws of one value only if the rows are draws of their
-    own. A batch whose copies of a coalition all agree, and another batch whose copies of it all agree on another value,
-    are evidence against that: were every copy an independent draw, given the two batches' values (c1 copies of one,
-    c2 of the other) the chance that each batch holds one value alone is 1 / binom(c1 + c2, c1) (twice that where
-    c1 = c2). A coalition's batches with copies are paired in the order they come (the first with the second, the
-    third with the fourth), whatever their values, so the inverse chances of the pairs (1 for a pair of one value, 0
-    for copies that differ) have expectation 1 given the pairs' values, and their product over the pairs and the
-    coalitions is a test martingale (Ville's inequality; Ramdas et al. 2023, "Game-theoretic statistics and safe
-    anytime-valid inference", Statistical Science 38(4)), so the run stops
-    with a ValueError once the product falls below `KEY_ALONE_CHANCE`, and a utility whose rows are draws of their own
-    is refused with at most that chance. Copies of a coalition that differ within a batch show that the rows are
-    draws, and the check ends there. A deterministic utility gives every copy one value in every batch: no evidence.
-    It reads a run's first `KEY_ALONE_BATCHES` batches alone: leave-one-out and permutations draw a coalition several
-    times a batch and are refused on their second, while copies as rare as regression sampling's or uniform
-    coalitions' (8 players) took hundreds of batches to show and, counted as draws, left the standard errors as
-    calibrated as those of a utility whose rows are draws (docs/games.md, "Design").
-    Only for one estimate per coalition (R = 1): the spread of R > 1 estimates' semivalues holds errors that correlate
-    between coalitions (docs/games.md, "The utility's own error")."""
+    own. Two batches whose copies of a coalition each agree exactly, on values that differ (by more than
+    `KEY_ALONE_DIFFERENT`), are evidence against that: were every copy an independent draw, given the values the two
+    batches hold between them (c1 copies in one, c2 in the other) the chance that each batch holds one value alone is
+    1 / binom(c1 + c2, c1) (twice that where c1 = c2). A coalition's batches with copies are paired in the order they
+    come (the first with the second, the third with the fourth), whatever their values, so the inverse chances of the
+    pairs (1 for a pair of one value, 0 for copies that differ) have expectation at most 1 given those values, and
+    their product over the pairs and the coalitions is a test martingale: by Ville's inequality (Ramdas et al. 2023,
+    "Game-theoretic statistics and safe anytime-valid inference", Statistical Science 38(4)) the run, which stops
+    with a ValueError once the product passes 1 / `KEY_ALONE_CHANCE`, refuses a utility whose rows are draws of their
+    own with at most that chance. That holds where how many copies a batch holds does not depend on the values before
+    it (permutations, uniform coalitions, the semivalue's own distribution); stratified sampling's allocation and
+    regression sampling's pilot choose later batches from earlier values, where no way to exceed the bound was found
+    (an exhaustive search over adaptive copy counts of one coalition in 4 batches). Copies of a coalition that differ
+    within a batch show that the rows are draws, and the check ends there. A deterministic utility gives every copy
+    one value in every batch: no evidence.
+
+    It reads a run's first `KEY_ALONE_BATCHES` batches alone, so it catches the designs whose batches hold many copies
+    of a coalition, where copies do most harm: leave-one-out and permutations of 8 players in batches of 8 are refused
+    on their second batch. It misses rarer copies: some where they weigh little (regression sampling of 8 players,
+    whose errors held), some where they make the noise's share of the standard error 1.2-1.4 times too small (uniform
+    coalitions of 3, 4 or 7 players; leave-one-out of 2 players in batches of 2, which cannot reach the bound in 4
+    batches) (docs/games.md, "Design"). Only for one estimate per coalition (R = 1): the spread of R > 1 estimates'
+    semivalues holds errors that correlate between coalitions (docs/games.md, "The utility's own error")."""
 
     names: list[str] | None = None
     unpaired: dict[bytes, tuple[float, int]] = field(default_factory=dict)  # a coalition's batch not yet paired
@@ -95,8 +104,8 @@ class KeyAloneCheck:
     ended: bool = False
 
     def add(self, masks, values) -> None:
-        """One batch: masks (M, n), values (R, M)."""
-        values = np.asarray(values)
+        """One batch: masks (M, n), values (M,) or (R, M)."""
+        values = np.atleast_2d(np.asarray(values))
         self.batches += 1
         if self.ended or values.shape[0] != 1 or self.batches > KEY_ALONE_BATCHES:
             self.ended = True
@@ -111,8 +120,7 @@ class KeyAloneCheck:
         low, high = np.full(len(rows), np.inf), np.full(len(rows), -np.inf)
         np.minimum.at(low, inverse.ravel(), values[0])
         np.maximum.at(high, inverse.ravel(), values[0])
-        same = SAME_VALUES * max(1.0, float(np.abs(values).max()))
-        if (high - low)[copied].max() > same:  # copies that differ: the rows are draws of their own
+        if (high > low)[copied].any():  # copies that differ: the rows are draws of their own
             self.ended = True
             return
         for row in copied:
@@ -121,17 +129,23 @@ class KeyAloneCheck:
             if earlier is None:  # the first batch of a pair: pairs are the coalition's batches 1 and 2, 3 and 4, ...
                 self.unpaired[code] = (value, count)
                 continue
-            if abs(earlier[0] - value) <= same:  # a pair of one value: as likely whatever the rows are
-                continue
+            if abs(earlier[0] - value) <= KEY_ALONE_DIFFERENT * max(1.0, abs(earlier[0]), abs(value)):
+                continue  # a pair of one value: as likely whatever the rows are
             pair = comb(earlier[1] + count, count) / (2 if earlier[1] == count else 1)
             self.log_chance -= log(pair)
             if self.log_chance < log(KEY_ALONE_CHANCE):
-                raise ValueError(
-                    f"the utility gave every copy of coalition {members(masks[first[row]], self.names)} in one batch "
-                    f"the same value ({count} copies: {value:.6g}; {earlier[1]} copies in an earlier batch: "
-                    f"{earlier[0]:.6g}), and other batches' copies agreed as well, which draws of their own do with a "
-                    f"chance under {KEY_ALONE_CHANCE:g}: it draws its noise from the batch's key alone, so the copies "
-                    "would count as draws of their own, which they are not, and the standard errors would not hold "
-                    "(for leave-one-out they come out tens of times too small). Split the key by row "
-                    "(keys = jax.random.split(key, len(masks)), one for each coalition's value)"
-                )
+                raise ValueError(self._refusal(masks[first[row]], value, count, earlier))
+
+    def _refusal(self, mask, value: float, count: int, earlier: tuple[float, int]) -> str:
+        named = members(mask, self.names)
+        coalition = f"{named[:SHOWN_MEMBERS]}".rstrip("]") + (", ...]" if len(named) > SHOWN_MEMBERS else "]")
+        return (
+            f"the utility gave each copy of a coalition in a batch one value, in each of its first {self.batches} "
+            f"batches (coalition {coalition} of {len(named)} players: {count} copies of {value!r}, and {earlier[1]} "
+            f"of {earlier[0]!r} in an earlier batch), which draws of their own do with a chance under "
+            f"{KEY_ALONE_CHANCE:g}: its values follow the batch's key alone, not each row, so the copies would count "
+            "as draws of their own, which they are not, and the standard errors would not hold (for leave-one-out "
+            "they come out tens of times too small). If it is noisy, split the key by row (keys = "
+            "jax.random.split(key, len(masks)), one for each coalition's value); if its values do not depend on the "
+            "key, pass KeylessUtility(lambda masks: ...)"
+        )
