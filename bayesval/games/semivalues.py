@@ -142,10 +142,7 @@ def semivalue(
     while progress is None or not (stop.holds(progress) and state.every_group_drawn):
         draw_key, utility_key = jax.random.split(jax.random.fold_in(key, batch))
         masks, aux = plan.draw(draw_key, state)
-        values = checked_values(evaluated(utility, utility_key, masks, num_players, state is None), masks, names)
-        key_alone.add(masks, values)
-        if control is not None:
-            values = values - control(np.asarray(masks))
+        values = _batch_values(utility, utility_key, masks, names, state is None, key_alone, control)
         batch_draws = plan.reduce(values, aux)
         if state is None:
             cached = independent_estimates
@@ -164,6 +161,14 @@ def semivalue(
     return _sampled_result(
         method, names, state, progress, stop, {"batches": batch, "batch_size": batch_size, "sampler": choice.why}
     )
+
+
+def _batch_values(utility, key, masks, names: list[str], first: bool, key_alone: KeyAloneCheck, control) -> jax.Array:
+    """The utility's values (R, B) of a batch's masks under its key, checked (`checked_values`, and `key_alone` for
+    copies that are one draw), less the control variate's where there is one."""
+    values = checked_values(evaluated(utility, key, masks, len(names), first), masks, names)
+    key_alone.add(masks, values)
+    return values if control is None else values - control(np.asarray(masks))
 
 
 def _check_same_repeats(values, state: SemivalueState) -> None:
