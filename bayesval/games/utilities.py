@@ -84,10 +84,9 @@ class KeyAloneCheck:
     with a ValueError once the product passes 1 / `KEY_ALONE_CHANCE`, refuses a utility whose rows are draws of their
     own with at most that chance. That holds where how many copies a batch holds does not depend on the values before
     it (permutations, uniform coalitions, the semivalue's own distribution); stratified sampling's allocation and
-    regression sampling's pilot choose later batches from earlier values, where no way to exceed the bound was found
-    (an exhaustive search over adaptive copy counts of one coalition in 4 batches). Copies of a coalition that differ
-    within a batch show that the rows are draws, and the check ends there. A deterministic utility gives every copy
-    one value in every batch: no evidence.
+    regression sampling's pilot choose later batches from earlier values, for which the bound is not proved. Copies
+    of a coalition that differ within a batch show that the rows are draws, and the check ends there. A deterministic
+    utility gives every copy one value in every batch: no evidence.
 
     It reads a run's first `KEY_ALONE_BATCHES` batches alone, so it catches the designs whose batches hold many copies
     of a coalition, where copies do most harm: leave-one-out and permutations of 8 players in batches of 8 are refused
