@@ -6,9 +6,9 @@ The form says what a sampled semivalue may rely on. A `Utility` is handed a fres
 one coalition are draws that may differ from batch to batch, however often they happened to agree; each row of a
 batch must be a draw of its own (a utility that seeds a model with the key alone gives every copy of a coalition in
 the batch the same value, which would then count as several draws: split the key by row; a run refuses such a utility
-once its copies show it, `KeyAloneCheck`). A `KeylessUtility` gives a
-coalition one value (or one set of R estimates) each time it is asked: a group of draws of a single coalition (the
-empty one, everyone else) whose values agree is then exact.
+once its copies show it, `KeyAloneCheck`). A `KeylessUtility` gives a coalition one value (or one set of R
+estimates) each time it is asked: a group of draws of a single coalition (the empty one, everyone else) whose values
+agree is then exact.
 """
 
 from __future__ import annotations
