@@ -209,14 +209,14 @@ def test_a_release_signed_with_another_key_is_refused_naming_both_keys(consortiu
         bv.PerturbedStatistic.load(files["q"], verify_with=keyring_dir(consortium))
 
 
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"  # base64's
+
+
 def test_a_key_written_in_another_base64_of_the_same_bytes_verifies(consortium, files, tmp_path):
     """Base64 leaves a 32-byte key's last two bits free: a keyring line that sets them names the same key, and the
     release verifies (it was refused as signed with another key, naming the same fingerprint twice)."""
-    import base64
-
     line = (keyring_dir(consortium) / "p.pub").read_text().split()
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-    other = line[1][:-2] + alphabet[alphabet.index(line[1][-2]) ^ 1] + "="
+    other = line[1][:-2] + _ALPHABET[_ALPHABET.index(line[1][-2]) ^ 1] + "="
     assert other != line[1] and base64.b64decode(other) == base64.b64decode(line[1])
     (tmp_path / "p.pub").write_text(f"{line[0]} {other} {line[2]}\n")
     assert bv.PerturbedStatistic.load(files["p"], verify_with=tmp_path).source_file.status == "verified"
@@ -489,6 +489,16 @@ def test_a_keyring_refuses_two_keys_for_a_party_and_one_key_for_two_parties(cons
     shared.write_text(keys["p"].public.read_text().replace(" p\n", " q\n"))
     with pytest.raises(ValueError, match=r"one public key is given for two parties, 'p' .* and 'q'"):
         Keyring.load([keys["p"].public, shared])
+    # the same key in base64's other spelling (its last two bits set): still one key, so still refused for q, and
+    # not a second key of p's
+    tag, key, owner = keys["p"].public.read_text().split()
+    respelled = key[:-2] + _ALPHABET[_ALPHABET.index(key[-2]) ^ 1] + "="
+    assert respelled != key and base64.b64decode(respelled) == base64.b64decode(key)
+    shared.write_text(f"{tag} {respelled} q\n")
+    with pytest.raises(ValueError, match=r"one public key is given for two parties, 'p' .* and 'q'"):
+        Keyring.load([keys["p"].public, shared])
+    shared.write_text(f"{tag} {respelled} {owner}\n")
+    assert Keyring.load([keys["p"].public, shared]).keys == {"p": key}
 
 
 @pytest.mark.parametrize("verify_with", [3, [], [3.0]], ids=["a number", "an empty list", "a list of numbers"])

@@ -322,8 +322,10 @@ def _parse_key_line(line: str, where: str) -> tuple[str, str] | None:
             f"{where}: expected '{PUBLIC_KEY_TAG} KEY OWNER' (a public key line written by `bayesval keygen`), got "
             f"{text[:80]!r}"
         )
-    _decode(parts[1], _PUBLIC_KEY_BYTES, f"{where}: the key")
-    return _check_owner(parts[2], f"{where}: the owner"), parts[1]
+    key = _decode(parts[1], _PUBLIC_KEY_BYTES, f"{where}: the key")
+    # the key in its one standard base64 form: base64 lets the unused low bits of its last character vary, so two
+    # spellings of one key must not pass for two keys (`_add_key` compares them)
+    return _check_owner(parts[2], f"{where}: the owner"), base64.b64encode(key).decode("ascii")
 
 
 def _add_key(keys: dict, sources: dict, owner: str, key: str, where: str) -> None:
