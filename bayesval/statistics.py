@@ -153,7 +153,9 @@ class LinearRegressionStatistic:
 
     @property
     def size(self) -> int:
-        return len(self.pairs[0])
+        """(w + 2)(w + 3) / 2 - 1 entries, the length of `pairs`, in closed form: a release file's `num_features` is
+        checked against its statistic's length before anything of that size is built."""
+        return self.record_dim * (self.record_dim + 1) // 2 - 1
 
     def records(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """z = [x; 1; y] for every row: shape (c, w + 2)."""
@@ -220,7 +222,9 @@ class LogisticRegressionStatistic:
 
     @property
     def size(self) -> int:
-        return self.dim + len(self.pairs[0])
+        """dim first-order entries and dim (dim + 1) / 2 - 1 second-order ones (the length of `pairs`), in closed
+        form, as `LinearRegressionStatistic.size`."""
+        return self.dim + self.dim * (self.dim + 1) // 2 - 1
 
     @staticmethod
     def signed_labels(y: np.ndarray) -> np.ndarray:

@@ -278,6 +278,24 @@ def test_a_crafted_release_field_is_refused_at_load_naming_it(files, tmp_path, f
         bv.PerturbedStatistic.load(crafted)
 
 
+@pytest.mark.parametrize("num_features", [3, 10**6, 10**30])
+def test_a_release_whose_num_features_disagrees_with_its_statistic_is_refused_before_any_layout(
+    files, tmp_path, num_features
+):
+    """A re-checksummed file whose statistic says w features while `perturbed` holds the 2-feature statistic's 9
+    entries is refused by the entry counts, in closed form: at w = 10^6 building the statistic's layout to count
+    them tried to allocate 931 GiB (a traceback, not a refusal)."""
+
+    def craft(record):
+        record["statistic"]["num_features"] = num_features
+        record.pop("signature", None)
+
+    crafted = rewrite(files["r"], craft, target=tmp_path / "crafted.release.json")
+    entries = (num_features + 2) * (num_features + 3) // 2 - 1
+    with pytest.raises(ValueError, match=rf"statistic of .* has {entries} entries, the release has 9$"):
+        bv.PerturbedStatistic.load(crafted)
+
+
 def test_a_copy_re_signed_by_the_copier_is_refused_as_a_duplicate(consortium, files, tmp_path):
     """q copies p's release under its own name and signs it with its own key: the file verifies, and the copy is
     found by its statistic (and release_id)."""
