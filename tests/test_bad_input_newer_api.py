@@ -105,8 +105,9 @@ class World:
     def _tables(self) -> dict[str, Path]:
         good = pd.DataFrame({"x1": self.X[:, 0], "x2": self.X[:, 1], "target": self.y})
         labelled = pd.DataFrame({"x1": self.X[:, 0], "x2": self.X[:, 1], "label": self.labels})
-        paths = {name: self.tmp / f"{name}.csv" for name in ("good", "train", "validation")}
+        paths = {name: self.tmp / f"{name}.csv" for name in ("good", "other", "train", "validation")}
         good.to_csv(paths["good"], index=False)
+        good.assign(x1=good.x1 / 2).to_csv(paths["other"], index=False)  # a second party's rows
         labelled.iloc[:30].to_csv(paths["train"], index=False)
         labelled.iloc[30:].to_csv(paths["validation"], index=False)
         flags = np.where(self.X[:, 1] > 0, "True", "False")
@@ -1440,7 +1441,7 @@ CLI_MORE = [
         lambda w: [
             "valuate",
             str(w.tables["good"]),
-            str(w.tables["good"]),
+            str(w.tables["other"]),
             "--model",
             "linear",
             "--epsilon",
@@ -1460,13 +1461,15 @@ CLI_MORE = [
         lambda w: ["valuate", str(w.tables["good"]), str(w.tmp / "x.release.json")],
         r"pass either release files",
     ),
-    cli_refused("valuate-num-chains-zero", lambda w: w.valuate_cli("good", "--num-chains", "0"), r"--num-chains"),
-    cli_refused("valuate-num-repeats-one", lambda w: w.valuate_cli("good", "--num-repeats", "1"), r"--num-repeats"),
-    cli_refused("valuate-num-samples-text", lambda w: w.valuate_cli("good", "--num-samples", "many"), r"--num-samples"),
-    cli_refused("valuate-epsilon-negative", lambda w: w.valuate_cli("good", "--epsilon", "-1"), r"epsilon"),
-    cli_refused("valuate-bounds-zero", lambda w: w.valuate_cli("good", "--bounds", "0"), r"bounds|x_norm"),
-    cli_refused("valuate-bounds-three", lambda w: w.valuate_cli("good", "--bounds", "1,2,3"), r"bounds must be"),
-    cli_refused("valuate-missing-table", lambda w: w.valuate_cli("good") + [str(w.tmp / "nowhere.csv")], r"nowhere"),
+    cli_refused("valuate-num-chains-zero", lambda w: w.valuate_cli("other", "--num-chains", "0"), r"--num-chains"),
+    cli_refused("valuate-num-repeats-one", lambda w: w.valuate_cli("other", "--num-repeats", "1"), r"--num-repeats"),
+    cli_refused(
+        "valuate-num-samples-text", lambda w: w.valuate_cli("other", "--num-samples", "many"), r"--num-samples"
+    ),
+    cli_refused("valuate-epsilon-negative", lambda w: w.valuate_cli("other", "--epsilon", "-1"), r"epsilon"),
+    cli_refused("valuate-bounds-zero", lambda w: w.valuate_cli("other", "--bounds", "0"), r"bounds|x_norm"),
+    cli_refused("valuate-bounds-three", lambda w: w.valuate_cli("other", "--bounds", "1,2,3"), r"bounds must be"),
+    cli_refused("valuate-missing-table", lambda w: w.valuate_cli("other") + [str(w.tmp / "nowhere.csv")], r"nowhere"),
     cli_refused("release-epsilon-zero", lambda w: w.release_cli("good", "--epsilon", "0"), r"epsilon"),
     cli_refused("release-delta-one", lambda w: w.release_cli("good", "--delta", "1"), r"delta"),
     cli_refused("release-rdp-order-one", lambda w: w.release_cli("good", "--rdp-order", "1"), r"rdp_order"),

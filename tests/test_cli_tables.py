@@ -60,8 +60,8 @@ def test_knn_values_training_rows_and_flags_the_mislabelled(rng, tmp_path, capsy
 
 @pytest.fixture
 def tables(syn, tmp_path):
-    good = pd.DataFrame({"x1": syn.parties[0][0][:, 0], "x2": syn.parties[0][0][:, 1], "y": syn.parties[0][1]})
-    files = {"good": good, "other": good.copy()}
+    good, other = (pd.DataFrame({"x1": X[:, 0], "x2": X[:, 1], "y": y}) for X, y in syn.parties[:2])
+    files = {"good": good, "other": other, "copy": good.copy()}
     files["no_target"] = good.drop(columns="y")
     files["text"] = good.assign(x2=["high"] + ["0.1"] * (len(good) - 1))
     files["nan"] = good.assign(x1=good.x1.where(good.index != 4))
@@ -93,6 +93,26 @@ def test_each_bad_table_is_one_line_naming_the_file_and_column(tables, bad, mess
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and error.startswith("bayesval valuate: ")
     assert re.search(message, error), error
+
+
+@pytest.mark.parametrize("command", ["valuate", "knn"])
+def test_one_table_given_twice_is_refused_naming_both_files(tables, tmp_path, command, capsys):
+    """The same rows under two paths (a copy, or the file itself by another path) are one party's data given twice:
+    valued as two parties they were once each released and valued, their privacy spent twice uncounted; as k-NN's
+    training and validation rows each point was its own nearest neighbour. Refused before anything is released."""
+    same = {"copy": tables["copy"], "another path": str(tmp_path / ".." / tmp_path.name / "good.csv")}
+    for second in same.values():
+        if command == "valuate":
+            arguments = ["valuate", tables["good"], tables["other"], second, "--model", "linear", "--target", "y"]
+            arguments += ["--epsilon", "1", "--bounds", "1,2", "--no-progress"]
+        else:
+            arguments = ["knn", tables["good"], "--validation", second, "--target", "y"]
+        with pytest.raises(SystemExit) as stop:
+            main(arguments)
+        assert stop.value.code == 2
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1, error
+        assert re.search(rf"{re.escape(second)}: holds exactly the rows of .*good.csv", error), error
 
 
 def test_tables_need_their_options_and_do_not_mix_with_release_files(tables, capsys):

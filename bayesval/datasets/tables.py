@@ -53,7 +53,9 @@ def read_table(path: str | Path, target: str, features: list[str] | None = None)
 
 
 def read_tables(paths, target: str, features: list[str] | None = None):
-    """[(X, y)] of several parties' files, which must share their feature columns (same names, same order)."""
+    """[(X, y)] of several parties' files, which must share their feature columns (same names, same order) and hold
+    different data: two files of the same rows (one table under two paths, or a copy) are one party's data given
+    twice, which would be valued as two parties and, released here, spend its privacy twice uncounted."""
     if not isinstance(paths, (list, tuple)):
         if not isinstance(paths, (str, os.PathLike)):
             raise TypeError(f"paths must be a list of table files, got {paths!r} ({type(paths).__name__})")
@@ -63,7 +65,7 @@ def read_tables(paths, target: str, features: list[str] | None = None):
     paths = list(paths)
     if not paths:
         raise ValueError("paths is empty: give one table file per party")
-    tables, first = [], None
+    tables, first, read = [], None, {}
     for path in paths:
         X, y, columns = read_table(path, target, features)
         if first is None:
@@ -73,6 +75,14 @@ def read_tables(paths, target: str, features: list[str] | None = None):
                 f"{path}: its feature columns {columns} differ from those of {first[0]} {first[1]}; every party "
                 "needs the same columns in the same order"
             )
+        table = np.column_stack([X, y])
+        rows = (table.shape, table[np.lexsort(table.T[::-1])].tobytes())  # the rows, whatever their order
+        if rows in read:
+            raise ValueError(
+                f"{path}: holds exactly the rows of {read[rows]} (the same target and features, in any order): "
+                "the same data is given twice; give each table once"
+            )
+        read[rows] = path
         tables.append((X, y))
     return tables, first[1]
 
