@@ -14,6 +14,7 @@ files, or, on one trusted machine, the parties' tables released in-process) and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import textwrap
@@ -112,12 +113,12 @@ def release(
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
     output_path = _release_output(output or f"{name}.release.json", force)
     _check_guarantee_options(delta, rdp_order)
-    from bayesval.parties.boundary import PerturbedStatistic
+    from bayesval.parties.boundary import Columns, PerturbedStatistic
     from bayesval.parties.signing import load_signing_key
 
     signing_key = None if sign is None else load_signing_key(sign)
     _check_bounds(model, bounds)
-    X, y, _ = read_table(path, target, features)
+    X, y, columns = read_table(path, target, features)
     _check_target(model, [(path, y)], target)
     party = bv.Party(
         X,
@@ -139,6 +140,7 @@ def release(
     with warnings.catch_warnings(record=True) as caught:  # shown after the release line, in the party's words
         warnings.simplefilter("always")
         released = party.release(statistic)
+    released = dataclasses.replace(released, columns=Columns(target, tuple(columns)))  # the file names them
     output_path = released.save(output_path, experiment=experiment, signing_key=signing_key)
     print(
         f"{name}: released a {MODELS[model]} statistic of {released.count} records under "

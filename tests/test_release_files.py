@@ -185,3 +185,51 @@ def test_cli_release_with_experiment_flag_and_valuate_reports_it(syn, tmp_path, 
     assert "note: party0's release file: marked as an experiment by its party" in out
     assert "party1: discrete Gaussian on grid" in out and "note: party1" not in out
     assert any("party0: seeded noise" in str(w.message) for w in caught)
+
+
+def _release_table(frame, tmp_path, name: str, *options: str) -> str:
+    """`bayesval release` of one table (`frame`, a pandas DataFrame) with target 'y': the release file's path."""
+    csv = tmp_path / f"{name}.csv"
+    frame.to_csv(csv, index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        main(["release", str(csv), "--model", "linear", "--target", "y", "--epsilon", "1", "--bounds", "1,3", *options])
+    return str(tmp_path / f"{name}.release.json")
+
+
+def test_a_release_names_its_columns_and_parties_of_other_columns_are_refused(syn, tmp_path, capsys, monkeypatch):
+    """`bayesval release` records the table's target and features, in the statistic's order, in the file (covered by
+    its checksum): releases of the same columns in another order were valued together without a word, each entry
+    pooled with another feature's (a confident wrong answer that valuing the tables themselves refuses)."""
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    (X0, y0), (X1, y1) = syn.parties[:2]
+    first = _release_table(pd.DataFrame({"x1": X0[:, 0], "x2": X0[:, 1], "y": y0}), tmp_path, "a")
+    swapped = _release_table(pd.DataFrame({"x2": X1[:, 1], "x1": X1[:, 0], "y": y1}), tmp_path, "b")
+    chosen = _release_table(
+        pd.DataFrame({"x2": X1[:, 1], "x1": X1[:, 0], "y": y1}), tmp_path, "c", "--features", "x1,x2"
+    )
+    assert json.loads(open(first).read())["columns"] == {"target": "y", "features": ["x1", "x2"]}
+    assert bv.PerturbedStatistic.load(swapped).columns == ("y", ("x2", "x1"))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(["valuate", first, swapped, "--no-progress"])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert "party 'a' (release file" in error and "party 'b' (release file" in error
+    assert "features ['x1', 'x2'] against 'y', ['x2', 'x1']" in error
+    with pytest.raises(ValueError, match="were released from other columns"):
+        bv.valuate(bv.models.LinearRegression(), [bv.PerturbedStatistic.load(f) for f in (first, swapped)], config=TINY)
+    # the same columns chosen in the file's order (--features), and a release of arrays, which names none, pass
+    unnamed = bv.Party(*syn.parties[2], epsilon=1.0, bounds=bv.Bounds(1.0, 3.0), name="d").release()
+    releases = [bv.PerturbedStatistic.load(f) for f in (first, chosen)] + [unnamed]
+    party_path.check_parties(bv.models.LinearRegression(), releases)
+    # an edit of the columns is an edit: the checksum refuses it, and a re-checksummed file whose columns do not fit
+    # its statistic is refused on load
+    rewrite(tmp_path / "b.release.json", lambda r: r["columns"].update(features=["x1", "x2"]), checksum=False)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        bv.PerturbedStatistic.load(swapped)
+    rewrite(tmp_path / "b.release.json", lambda r: r["columns"].update(features=["x1"]))
+    with pytest.raises(ValueError, match="columns name 1 features, but its statistic is of 2"):
+        bv.PerturbedStatistic.load(swapped)

@@ -44,7 +44,12 @@ The file is one JSON object. Its fields:
   field. A file whose checksum does not match is refused. The checksum is unkeyed: it catches accidental damage
   (a truncated copy, a changed byte), not a deliberate edit, since whoever edits the file can recompute it.
 
-One optional field (older version 2 readers ignore it, and the checksum covers it):
+Two optional fields (older version 2 readers ignore them, and the checksum covers them):
+
+- `columns` (object): the table columns the statistic was computed from, {"target": name, "features": [names, in
+  the statistic's order]}, written by `bayesval release`. Releases valued together that name their columns must
+  name the same ones in the same order (`check_same_columns`): two parties' statistics of columns in another order
+  would be added entry by entry as if they were one feature.
 
 - `signature` (object): the party's Ed25519 signature, {"algorithm": "ed25519", "public_key": base64 of the
   signer's 32-byte public key, "value": base64 of the 64-byte signature} of `bayesval.parties.signing.SIGNED_PREFIX`
@@ -129,6 +134,37 @@ def built_in_statistic(description: dict):
     return cls(check_int("statistic num_features", description.get("num_features"), minimum=1))
 
 
+class Columns(NamedTuple):
+    """The table columns a statistic was computed from: the target's name and the features' names, in the
+    statistic's order (a release file's optional `columns` field)."""
+
+    target: str
+    features: tuple[str, ...]
+
+    @classmethod
+    def from_record(cls, record) -> Columns:
+        """The `columns` field {"target": name, "features": [names]} of a release file, checked."""
+        if not isinstance(record, dict) or set(record) != {"target", "features"}:
+            raise ValueError(f"columns must be {{'target': name, 'features': [names]}}, got {record!r}")
+        target, features = record["target"], record["features"]
+        if not isinstance(features, list):
+            raise ValueError(f"columns' features must be a list of names, got {features!r}")
+        return cls(target, tuple(features))
+
+    def check(self, owner: str, num_features: int | None) -> None:
+        """Non-empty names, distinct, `num_features` features where the statistic says how many."""
+        names = (self.target, *self.features)
+        if not all(isinstance(name, str) and name for name in names) or len(set(names)) < len(names):
+            raise ValueError(f"{owner}: columns must be distinct non-empty names, got {self}")
+        if num_features is not None and len(self.features) != num_features:
+            raise ValueError(
+                f"{owner}: columns name {len(self.features)} features, but its statistic is of {num_features}"
+            )
+
+    def to_record(self) -> dict:
+        return {"target": self.target, "features": list(self.features)}
+
+
 class ReleaseFile(NamedTuple):
     """Where a release read from a file came from: the file (None when its content was read by `from_record`
     directly), its signature (None: unsigned) and, when it was checked against a keyring, the fingerprint of its
@@ -172,6 +208,8 @@ class PerturbedStatistic:
     seeded: the noise came from a `noise_seed` (an experiment: anyone with the seed can remove it).
     experiment: the release is marked as an experiment, which lets a seeded or floating-point release be saved.
     file_version: the release file version it was read from (the current VERSION when made in this process).
+    columns: the table columns the statistic was computed from (`Columns`; None: not recorded, as for a release
+    of arrays).
     source_file: for a release read from a file, the file, its signature and whether it was verified against the
     parties' keyring (`ReleaseFile`); None for a release made in this process.
 
@@ -193,6 +231,7 @@ class PerturbedStatistic:
     seeded: bool = False
     experiment: bool = False
     file_version: int = VERSION
+    columns: Columns | None = None
     source_file: ReleaseFile | None = None
 
     def __post_init__(self) -> None:
@@ -224,6 +263,10 @@ class PerturbedStatistic:
             raise TypeError(f"{self.owner}: source_file must be a ReleaseFile or None, got {self.source_file!r}")
         if self.statistic is not None:
             self._check_statistic()
+        if self.columns is not None:
+            if not isinstance(self.columns, Columns):
+                raise TypeError(f"{self.owner}: columns must be a Columns record or None, got {self.columns!r}")
+            self.columns.check(self.owner, self.num_features)
 
     def _check_statistic(self) -> None:
         if not isinstance(self.statistic, dict) or not isinstance(self.statistic.get("kind"), str):
@@ -309,7 +352,7 @@ class PerturbedStatistic:
             "release": self.release.to_record(),
             "noise_source": "seeded" if self.seeded else "os-entropy",
             "experiment": bool(self.experiment or experiment),
-        }
+        } | ({} if self.columns is None else {"columns": self.columns.to_record()})
 
     def save(
         self,
@@ -409,6 +452,7 @@ class PerturbedStatistic:
             seeded=seeded,
             experiment=version == 2 and record["experiment"],
             file_version=version,
+            columns=None if version == 1 or "columns" not in record else Columns.from_record(record["columns"]),
             source_file=ReleaseFile(path, signature, verified_key),
         )
 
@@ -493,6 +537,23 @@ def check_distinct_releases(releases: Sequence[PerturbedStatistic]) -> None:
                     f"{_described(first)} and {_described(released)} hold {what}: one is a copy of the other, which "
                     "would be valued (and paid) twice while its privacy is counted once; value each release once"
                 )
+
+
+def check_same_columns(releases: Sequence[PerturbedStatistic]) -> None:
+    """Refuse releases that name their table columns (`columns`) and name different ones, or the same in another
+    order: their statistics' entries would be pooled as if they were one feature. The message names both parties,
+    their files and their columns."""
+    named = [released for released in releases if released.columns is not None]
+    for released in named[1:]:
+        if released.columns != named[0].columns:
+            first, other = named[0].columns, released.columns
+            raise ValueError(
+                f"{_described(named[0])} and {_described(released)} were released from other columns (target "
+                f"{first.target!r}, features {list(first.features)} against {other.target!r}, "
+                f"{list(other.features)}): their statistics' entries would be pooled as if they were the same "
+                "features; release every party's table with the same columns in the same order (--target, "
+                "--features)"
+            )
 
 
 def _described(released: PerturbedStatistic) -> str:

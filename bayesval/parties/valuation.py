@@ -48,7 +48,12 @@ from bayesval.inference.config import SamplerConfig
 from bayesval.inference.data import NoiseAwareData
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
 from bayesval.models.protocol import capabilities, check_party_model
-from bayesval.parties.boundary import PerturbedStatistic, check_distinct_releases, describe_statistic
+from bayesval.parties.boundary import (
+    PerturbedStatistic,
+    check_distinct_releases,
+    check_same_columns,
+    describe_statistic,
+)
 from bayesval.parties.importance import ROUTES
 from bayesval.parties.keys import control_key, rewards_key
 from bayesval.parties.party import Party
@@ -352,6 +357,7 @@ def check_parties(model, parties) -> list[str]:
         ]
         raise ValueError(f"party names must be unique, got {names}" + (f" (release files {files})" if files else ""))
     check_distinct_releases([p for p in parties if isinstance(p, PerturbedStatistic)])
+    check_same_columns([p for p in parties if isinstance(p, PerturbedStatistic)])
     widths = {name: _width(p) for name, p in zip(names, parties)}
     if len(set(widths.values())) > 1:
         raise ValueError(f"parties disagree on the number of features / statistic length: {widths}")
