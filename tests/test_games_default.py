@@ -135,7 +135,7 @@ def test_standard_errors_hold_where_the_noise_differs_twentyfold_between_coaliti
         (
             {"batch_size": 9},
             r"the default sampler here is RegressionSampler \(regression: the utility is noisy .*"
-            r"an even number, at least the 8 players, so the minimum is 8; got batch_size=9. Pass batch_size=36",
+            r"an even number, at least twice the 8 players, so the minimum is 16; got batch_size=9. Pass batch_size=36",
         ),
         (
             {"stop": MaxEvaluations(50)},
@@ -145,9 +145,9 @@ def test_standard_errors_hold_where_the_noise_differs_twentyfold_between_coaliti
             r"after the 4 evaluations that probed the utility, so the minimum is 80",
         ),
         (
-            {"stop": MaxEvaluations(15), "sampler": RegressionSampler(), "batch_size": 8},
+            {"stop": MaxEvaluations(15), "sampler": RegressionSampler(), "batch_size": 16},
             r"stop caps the run at MaxEvaluations\(15\), below what RegressionSampler needs for a first value: two "
-            r"batches of 8 \+ 2 coalitions .*so the minimum is 20",
+            r"batches of 16 \+ 2 coalitions .*so the minimum is 36",
         ),
     ],
     ids=["odd batch", "budget below two batches (default)", "budget below two batches (given)"],

@@ -188,8 +188,8 @@ def test_beta_one_one_is_shapley_and_is_served():
     [
         ({"weights": "banzhaf"}, "Shapley values only .* not the banzhaf semivalue; use PermutationSampler, Uniform"),
         ({"weights": beta_shapley(4, 1)}, "not the beta\\(4, 1\\) semivalue; use PermutationSampler"),
-        ({"batch_size": 6}, "at least the 8 players, so the minimum is 8; got 6"),
-        ({"batch_size": 9}, "an even number, .* the minimum is 8; got 9"),
+        ({"batch_size": 14}, "at least twice the 8 players, so the minimum is 16; got 14"),
+        ({"batch_size": 17}, "an even number, .* the minimum is 16; got 17"),
     ],
 )
 def test_what_regression_sampling_cannot_serve_is_refused(options, message):

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from bayesval.games.fingerprint import PROBES, probe_key, probe_masks
-from bayesval.games.regression import DESIGNS, RegressionSampler
+from bayesval.games.regression import DESIGNS, RegressionSampler, minimum_batch
 from bayesval.games.samplers import PermutationSampler, Sampler, default_sampler
 from bayesval.games.weights import Semivalue
 
@@ -94,14 +94,14 @@ def shapley_sampler(name: str) -> Sampler:
 
 
 def regression_batch(num_players: int, batch_size: int | None, why: str) -> int:
-    """The default regression's coalitions a batch: the caller's batch_size where given (even, at least n, else a
-    ValueError that says why regression runs), else `default_regression_batch`."""
-    minimum = num_players + num_players % 2
+    """The default regression's coalitions a batch: the caller's batch_size where given (even, at least
+    `regression.minimum_batch`, else a ValueError that says why regression runs), else `default_regression_batch`."""
+    minimum = minimum_batch(num_players)
     if batch_size is not None:
         if batch_size < minimum or batch_size % 2:
             raise ValueError(
                 f"the default sampler here is RegressionSampler ({why}), whose batch_size counts coalitions drawn in "
-                f"pairs: an even number, at least the {num_players} players, so the minimum is {minimum}; got "
+                f"pairs: an even number, at least twice the {num_players} players, so the minimum is {minimum}; got "
                 f"batch_size={batch_size}. Pass batch_size={default_regression_batch(num_players)} (or leave it "
                 "out), or "
                 "sampler=PermutationSampler() for permutations"
