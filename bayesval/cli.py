@@ -46,6 +46,7 @@ EPSILON_HELP = (
     "privacy budget of the release: epsilon of (RDP_ORDER, epsilon)-Renyi DP (with --delta: of (epsilon, delta)-DP); "
     "smaller is more private and noisier (docs/own_data.md, section 3)"
 )
+FORCE_HELP = "overwrite the --save / --plot files if they exist"
 TOLERANCE_HELP = (
     "the standard error, in nats, every Shapley value must meet: where the coalitions are sampled (more than 10 "
     "parties) the stopping rule's (default 0.05); where every coalition is valued, repeats are added until it holds "
@@ -61,7 +62,7 @@ BOUNDS_HELP = (
 )
 
 
-def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.ValuationResult:
+def demo(seed: int, progress_bar: bool, save: str | None, budget=None, force: bool = False) -> bv.ValuationResult:
     """Syn: parties of 100 / 200 / 400 points at epsilon = (0.2, 0.1, 0.2), lambda = 2 (Sim et al. 2023, Sec. 6, the
     Syn setting), valued and rewarded by tempering; `budget` is the parsed flags of `SamplerConfig.add_arguments`
     (default: the fast preset).
@@ -69,7 +70,7 @@ def demo(seed: int, progress_bar: bool, save: str | None, budget=None) -> bv.Val
     The parties' privacy noise comes from OS entropy, so each run is a new private release; `seed`
     fixes the data and the sampler only.
     """
-    _check_outputs(save=save)
+    _check_outputs(force=force, save=save)
     check_seed("--seed", seed)
     from bayesval.datasets.synthetic import make_syn
 
@@ -197,16 +198,17 @@ def valuate_files(
     verify: list[str] | None = None,
     rewards: str | None = None,
     rho: float | None = None,
+    force: bool = False,
 ) -> bv.ValuationResult:
     """Mediator side: value the parties of release files, or of CSV / Parquet tables released here in-process (a
     trusted single machine: `table_options` gives target, epsilon, bounds and the rest); `budget` is the parsed
     flags of `SamplerConfig.add_arguments` (default: the fast preset). `verify`: the parties' public key files,
     keyring files or folders; every release file must then be signed by the key of the party it names. `rewards`
     ('tempering' or 'noise', with the targets' `rho`) also rewards each party (Sim et al. 2023, Sec. 5), printed and
-    saved with the result."""
+    saved with the result. An existing `save` or `plot` file is overwritten only with `force`."""
     if rho is not None and rewards is None:
         raise ValueError(f"--rho {rho:g} sets the reward targets: pass --rewards tempering or --rewards noise with it")
-    _check_outputs(tuple(files), save=save, plot=plot)
+    _check_outputs(tuple(files), force, save=save, plot=plot)
     check_seed("--seed", seed)
     tables = [f for f in files if is_table(f)]
     if tables and len(tables) != len(files):
@@ -260,10 +262,11 @@ def knn(
     delta: float | None,
     save: str | None,
     plot: str | None,
+    force: bool = False,
 ) -> bv.ValuationResult:
     """Data points: KNN-Shapley or (DP-)TKNN-Shapley (Wang et al. 2023) of each training row against the
-    validation rows."""
-    _check_outputs((train, validation), save=save, plot=plot)
+    validation rows (an existing `save` or `plot` file overwritten only with `force`)."""
+    _check_outputs((train, validation), force, save=save, plot=plot)
     if method == "knn":
         if epsilon is not None or delta is not None or tau is not None:
             raise ValueError("--tau, --epsilon and --delta apply to --method tknn ((DP-)TKNN-Shapley)")
@@ -478,10 +481,11 @@ def _check_guarantee_options(delta: float | None, rdp_order: float | None) -> No
         )
 
 
-def _check_outputs(inputs: tuple[str, ...] = (), **paths: str | None) -> None:
+def _check_outputs(inputs: tuple[str, ...] = (), force: bool = False, **paths: str | None) -> None:
     """Refuse a --save or --plot path that could not be written, that does not end as a result (.npz) or an image
-    does, or that is one of the command's `inputs` (a release file cannot be made again without spending privacy
-    again), before the work whose result it would keep."""
+    does, that is one of the command's `inputs` (a release file cannot be made again without spending privacy
+    again), or that exists unless `force` (--force: a saved result may hold the only record of the releases a
+    valuation of tables made), before the work whose result it would keep."""
     for option, path in paths.items():
         if path is None:
             continue
@@ -489,6 +493,10 @@ def _check_outputs(inputs: tuple[str, ...] = (), **paths: str | None) -> None:
         given = next((text for text in inputs if Path(text).resolve() == written.resolve()), None)
         if given is not None:
             raise ValueError(f"--{option} {path!r} is {given!r}, an input of this command; choose another file name")
+        if written.exists() and not force:
+            raise ValueError(
+                f"--{option} {path!r} already exists; choose another file name, or add --force to overwrite it"
+            )
 
 
 def _release_output(path: str, force: bool) -> Path:
@@ -662,7 +670,8 @@ def _add_demo(commands) -> None:
     run.add_argument("--seed", type=int, default=0, help="data and sampler seed (privacy noise is OS entropy)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--save", default=None, help="write the result to this .npz file")
-    run.set_defaults(run=lambda args: demo(args.seed, not args.no_progress, args.save, budget=args))
+    run.add_argument("--force", action="store_true", help=FORCE_HELP)
+    run.set_defaults(run=lambda args: demo(args.seed, not args.no_progress, args.save, budget=args, force=args.force))
 
 
 def _add_release(commands) -> None:
@@ -744,6 +753,7 @@ def _add_valuate(commands) -> None:
     value.add_argument("--no-progress", action="store_true", help="hide progress bars")
     value.add_argument("--save", default=None, help="write the result to this .npz file")
     value.add_argument("--plot", default=None, help="write the result's figure to this file (.png, .pdf, .svg)")
+    value.add_argument("--force", action="store_true", help=FORCE_HELP)
     value.add_argument(
         "--verify",
         nargs="+",
@@ -789,6 +799,7 @@ def _add_valuate(commands) -> None:
             verify=args.verify,
             rewards=args.rewards,
             rho=args.rho,
+            force=args.force,
         )
     )
 
@@ -810,6 +821,7 @@ def _add_knn(commands) -> None:
     points.add_argument("--delta", type=float, default=None, help="delta of (epsilon, delta)-DP (with --epsilon)")
     points.add_argument("--save", default=None, help="write the result to this .npz file")
     points.add_argument("--plot", default=None, help="write the result's figure to this file")
+    points.add_argument("--force", action="store_true", help=FORCE_HELP)
     points.set_defaults(
         run=lambda args: knn(
             args.train,
@@ -823,6 +835,7 @@ def _add_knn(commands) -> None:
             delta=args.delta,
             save=args.save,
             plot=args.plot,
+            force=args.force,
         )
     )
 

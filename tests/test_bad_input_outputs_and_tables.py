@@ -50,6 +50,7 @@ class World:
         self.existing = tmp / "existing.release.json"
         self.existing.write_text("the party's earlier release\n")
         self.earlier = self.result.save(tmp / "earlier.npz")
+        self.earlier.with_suffix(".png").write_bytes(b"")  # an earlier figure
 
     def frame(self, **columns) -> pd.DataFrame:
         """x1, x2 and y (the regression target) with columns added or replaced."""
@@ -196,6 +197,22 @@ def _writer_case(writer: str, kind: str) -> Any:
 
 OUTPUT_PATHS = [_writer_case(writer, kind) for writer in WRITERS for kind in UNWRITABLE] + [
     cli_refused("demo-save-empty", lambda w: ["demo", "--save", ""], r"--save must be a file path, got ''"),
+    # a saved result (of tables: the only record of the releases the run made) is overwritten only with --force
+    cli_refused(
+        "valuate-save-over-a-result",
+        lambda w: w.valuate_cli("--save", str(w.earlier)),
+        r"--save .*earlier\.npz' already exists; choose another file name, or add --force to overwrite it",
+    ),
+    cli_refused(
+        "demo-save-over-a-result",
+        lambda w: ["demo", "--save", str(w.earlier)],
+        r"--save .*earlier\.npz' already exists; .*--force",
+    ),
+    cli_refused(
+        "knn-plot-over-a-figure",
+        lambda w: w.knn_cli("labels.csv", "labels_val.csv", "--plot", str(w.earlier.with_suffix(".png"))),
+        r"--plot .*earlier\.png' already exists; .*--force",
+    ),
     cli_refused(
         "demo-save-name-too-long",
         lambda w: ["demo", "--save", "r" * 300 + ".npz"],
@@ -734,7 +751,9 @@ ACCEPTED = [
     pytest.param(lambda w: _reaches_sampling(w, w.tables_cli("good.parquet")), id="valuate-parquet-table"),
     pytest.param(lambda w: _reaches_sampling(w, w.valuate_cli("--plot", str(w.tmp / "F.PNG"))), id="plot-upper-case"),
     pytest.param(lambda w: _reaches_sampling(w, w.valuate_cli("--plot", str(w.tmp / "f.svg"))), id="plot-svg"),
-    pytest.param(lambda w: _reaches_sampling(w, w.valuate_cli("--save", str(w.earlier))), id="save-over-a-result"),
+    pytest.param(
+        lambda w: _reaches_sampling(w, w.valuate_cli("--save", str(w.earlier), "--force")), id="save-over-a-result"
+    ),
     pytest.param(lambda w: _reaches_sampling(w, ["demo", "--save", str(w.tmp / "demo.npz")]), id="demo-save-ok"),
     pytest.param(lambda w: read_table(w.tables["dates.parquet"], "y", ["x1", "x2"])[0], id="dates-left-out"),
     pytest.param(lambda w: read_table(w.tables["good.csv.gz"], "y")[0], id="read-csv-gz"),
