@@ -141,6 +141,45 @@ def test_a_surrogate_estimate_short_of_the_tolerance_is_left_out_with_a_warning(
     assert result.sampled.converged.all() and (result.stderr <= 0.03).all()
 
 
+def test_a_stop_rule_given_without_a_tolerance_holds_the_estimated_control_to_its_threshold():
+    """Beyond twelve parties the surrogate's Shapley values are estimated to a share of the tolerance, their variance
+    part of every value's. A `stop` given without `tolerance=` held that estimate to the default tolerance (0.05), its
+    standard error (about 0.017) then above the rule's own 0.01, which could never hold: the run spent its cap. The
+    rule's smallest threshold is now the tolerance; and a run resumed asking for less than its saved estimate's
+    standard error is told so."""
+    from bayesval.games.stopping import smallest_threshold
+
+    cap = MaxEvaluations(10_000)
+    assert smallest_threshold(StandardError(0.05) & (StandardError(0.01) | cap)) == 0.01
+    assert smallest_threshold(cap) is None and smallest_threshold(StandardError(0.0) | cap) is None
+    assert valuation.party_settings(MODEL, stop=StandardError(0.01) | cap).tolerance == 0.01
+    assert valuation.party_settings(MODEL, stop=StandardError(0.01) | cap, tolerance=0.03).tolerance == 0.03
+    assert valuation.party_settings(MODEL, stop=cap).tolerance == valuation.DEFAULT_TOLERANCE
+    n = 14
+    weights = np.random.default_rng(0).uniform(0.5, 1.5, n)
+
+    def rough(masks):  # a deterministic, rough function of the coalition, in both: phi(u) is costly to estimate
+        codes = np.asarray(masks, bool) @ (2 ** np.arange(n))
+        return ((codes * 2654435761) % 2**32) / 2**32 - 0.5
+
+    def value(masks):
+        masks = np.asarray(masks, float)
+        return np.log1p(masks @ weights) + 0.1 * np.sqrt(masks @ np.arange(n) / n) + rough(masks)
+
+    def surrogate(masks):
+        return 1.05 * np.log1p(np.asarray(masks, bool) @ weights) + rough(masks)
+
+    game = ReplayedGame(n, value, 0.0, seed=1, surrogate=surrogate)  # no noise: the sampling's error alone
+    chosen = valuation.party_settings(MODEL, stop=StandardError(0.01) | cap, progress_bar=False).for_parties(n)
+    result = valued(game, chosen, 0)
+    assert np.sqrt(result.sampled.state.control_variance).max() < 0.01
+    assert result.sampled.converged.all() and (result.stderr <= 0.01).all()
+    tighter = settings(n, 0.004, stop=MaxEvaluations(result.sampled.state.evaluations + 1))
+    names = [f"p{i}" for i in range(n)]
+    with pytest.warns(UserWarning, match=r"resume_from was sampled against an estimate .* not below the tolerance"):
+        valuation.shapley_values(game, names, tighter, jax.random.key(0), result.sampled, game.surrogates())
+
+
 def test_beyond_sixteen_parties_prefixed_permutations_stop_before_two_latin_blocks_would():
     """18 parties valued one coalition after another (importance sampling's game) against the control: prefixed
     permutations in batches of 8 (2 whole, 6 cut after a third of the parties), each run stopping before the 36

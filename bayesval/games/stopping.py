@@ -192,6 +192,18 @@ def evaluation_cap(rule: StoppingRule) -> int | None:
     return None if None in caps else max(caps)
 
 
+def smallest_threshold(rule: StoppingRule) -> float | None:
+    """The smallest positive `StandardError` threshold in `rule` (under `&` and `|` alike), or None where it has none:
+    the standard error a part that every index's variance shares (an estimated control variate's) must stay
+    below, or the rule could never hold."""
+    if isinstance(rule, StandardError):
+        return rule.threshold if rule.threshold > 0 else None
+    if not isinstance(rule, _Both):
+        return None
+    found = [t for t in (smallest_threshold(rule.first), smallest_threshold(rule.second)) if t is not None]
+    return min(found) if found else None
+
+
 def judgement(progress: Progress, rule: StoppingRule) -> Judgement:
     """Whether each index is converged under `rule` and why, in words: a result's `converged` flags and its
     `diagnostics["indices"]["verdict"]`, both from `bayesval.results.variance.judged` (an index whose draws were all

@@ -41,7 +41,7 @@ from bayesval.games.multifidelity import estimated_control
 from bayesval.games.samplers import PermutationSampler
 from bayesval.games.semivalues import semivalue
 from bayesval.games.shapley import coalition_masks, exact_shapley_per_repeat
-from bayesval.games.stopping import MaxEvaluations, StandardError, StoppingRule, When, capped
+from bayesval.games.stopping import MaxEvaluations, StandardError, StoppingRule, When, capped, smallest_threshold
 from bayesval.games.utilities import KeylessUtility
 from bayesval.games.weights import SHAPLEY
 from bayesval.inference.config import SamplerConfig
@@ -149,7 +149,8 @@ class PartyValuationSettings:
     k, kl        the KL estimator's neighbours and kind ('auto', 'prior-density', 'two-sample', 'rao-blackwell')
     exact_up_to  the largest party count valued exactly
     stop         the stopping rule of permutation sampling, capped (None: `stopping_rule`'s default)
-    tolerance    the default stopping rule's standard error
+    tolerance    the default stopping rule's standard error (where `stop` is given without one, its smallest
+                 `StandardError` threshold: an estimated control is held to it)
     exact_tolerance  the tolerance as asked (None where not): an enumerated game adds repeats until every standard
                  error meets it, trusted (`repeats_to_tolerance`); without it, it keeps the config's repeats
     keep_draws   whether the result keeps every coalition's posterior draws
@@ -219,8 +220,10 @@ def party_settings(
     k = check_neighbours(check_int("k", DEFAULT_K if k is None else k, minimum=1), config)
     exact_up_to = check_int("exact_up_to", DEFAULT_EXACT_UP_TO if exact_up_to is None else exact_up_to, minimum=1)
     exact_tolerance = None if tolerance is None else check_positive("tolerance", tolerance)
-    tolerance = DEFAULT_TOLERANCE if tolerance is None else exact_tolerance
     stop = None if stop is None else capped(stop)
+    # a rule's own threshold, where one is given without a tolerance, is the tolerance an estimated control is held to
+    asked = None if stop is None else smallest_threshold(stop)
+    tolerance = exact_tolerance or asked or DEFAULT_TOLERANCE
     if rewards is None and rho is not None:
         raise ValueError("rho sets the reward targets: pass rewards='tempering' or 'noise' with it")
     mechanism = None if rewards is None else as_mechanism(rewards)
@@ -703,7 +706,7 @@ def surrogate_control(
         return None
     asked = settings.control_variate is True
     if resumed is not None:
-        return _resumed_control(surrogates, resumed, asked)
+        return _resumed_control(surrogates, resumed, asked, settings.tolerance)
     if n > MAX_CONTROL_PARTIES:
         return _estimated_control(surrogates, settings, n, key, asked)
     if surrogates.table is None:
@@ -720,9 +723,12 @@ def surrogate_control(
         raise ValueError(f"{surrogates.owner}.surrogate_surprises(data) gave no usable surrogate: {error}") from None
 
 
-def _resumed_control(surrogates: Surrogates, resumed, asked: bool) -> ControlVariate | EstimatedControl | None:
+def _resumed_control(
+    surrogates: Surrogates, resumed, asked: bool, tolerance: float
+) -> ControlVariate | EstimatedControl | None:
     """The control a resumed run was sampled with: its saved table, or its saved estimate of phi(u) with the
-    surrogate of the coalitions (fitted again: a deterministic function of the releases)."""
+    surrogate of the coalitions (fitted again: a deterministic function of the releases), with a warning where that
+    estimate's standard error is not below the `tolerance` the resumed run asks for, which it then cannot meet."""
     if resumed.control_table is not None:
         return ControlVariate(resumed.control_table, SURROGATE)
     if getattr(resumed, "control_variance", None) is None:
@@ -735,6 +741,16 @@ def _resumed_control(surrogates: Surrogates, resumed, asked: bool) -> ControlVar
             "variate), which it gives no more; resume with the model it was valued with"
         )
     saved = (resumed.control_semivalue, resumed.control_variance, resumed.control_dof)
+    reached = float(np.sqrt(np.max(resumed.control_variance)))
+    if not reached < tolerance:
+        warnings.warn(
+            f"resume_from was sampled against an estimate of the surrogate's Shapley values whose standard error, "
+            f"{reached:.3g}, is part of every value's and is not below the tolerance {tolerance:g} asked now: the "
+            "values cannot meet it, and the run would spend its cap; resume with a tolerance above it, or value "
+            "afresh",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
     return EstimatedControl(surrogate, *saved, SHAPLEY.name, _estimated_name(surrogate))
 
 
