@@ -421,3 +421,29 @@ def test_key_is_unused_by_the_probe_of_a_deterministic_utility():
     result = run(TABLE, cap=100, key=jax.random.key(5))
     assert np.asarray(result.state.game["probes"]).shape == (1, 4)
     assert result.state.game["probes"][0][0] == TABLE[-1]
+
+
+def test_exact_semivalues_of_a_few_estimates_a_coalition_are_converged_only_once_their_spread_is_trusted():
+    """`exact_semivalue` of R estimates a coalition reads its standard error from the R semivalues' spread, of R - 1
+    degrees of freedom; it called every index converged. Of an accuracy-like utility (its 4 players' values plus
+    noise of sd 0.01, rounded to 0.1) two estimates often agree, and there it reported a standard error of 0 (or
+    1e-17) beside a value wrong by its own size. Now R = 2 is never converged, R = 11 (10 degrees of freedom) is
+    where the estimates differ, and agreeing estimates are exact only for a KeylessUtility."""
+    scores = jnp.array([0.004, 0.008, 0.05, 0.034])
+
+    def rounded(repeats):
+        def utility(key, masks):
+            clean = masks.astype(float) @ scores
+            return jnp.round((clean + 0.01 * jax.random.normal(key, (repeats,) + clean.shape)) * 10) / 10
+
+        return utility
+
+    few = [exact_semivalue(rounded(2), 4, seed) for seed in range(10)]
+    assert not np.any([result.converged for result in few])
+    assert any((result.stderr == 0).any() for result in few)  # the case: estimates that agreed
+    assert all((result.diagnostics["dof"] == 1).all() for result in few)
+    many = exact_semivalue(rounded(11), 4, 0)
+    assert (many.diagnostics["dof"] == 10).all()
+    np.testing.assert_array_equal(many.converged, many.stderr > 0)
+    exact = exact_semivalue(KeylessUtility(lambda masks: jnp.stack([masks.astype(float) @ scores] * 2)), 4, 0)
+    assert exact.converged.all() and (exact.stderr == 0).all()

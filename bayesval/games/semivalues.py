@@ -57,7 +57,7 @@ from bayesval.results.state import (
     renamed,
     same_control,
 )
-from bayesval.results.variance import MAX_VALUE
+from bayesval.results.variance import MAX_VALUE, spread, trusted
 from bayesval.validation import check_bool, check_count, check_int, check_key, user_stacklevel
 
 SHOWN_COALITIONS = 5  # coalitions named in a NaN error
@@ -214,8 +214,11 @@ def exact_semivalue(
     """The semivalue `weights` of `utility` from all 2^n coalitions, valued in chunks of `batch_size` masks (the last
     chunk padded with the empty coalition), phi = sum_c C[c] v(c) (`weights.coalition_coefficients`). Chunk c's
     utility key is fold_in(key, c). With R estimates per coalition the standard error is the spread of the R
-    semivalues over sqrt(R); with one, the error of the variances a utility returns as `NoisyValues`,
-    sqrt(sum_c C[c]^2 sigma_c^2); else 0."""
+    semivalues over sqrt(R), of R - 1 degrees of freedom (`diagnostics["dof"]`), and an index is converged only where
+    they are trusted (`bayesval.results.variance.trusted`: at least TRUSTED_DOF; R semivalues that agree to rounding
+    are exact only for a `KeylessUtility`, and for a keyed utility 2 estimates that happened to agree once gave a
+    standard error of 0 on a value wrong by its own size); with one, the error of the variances a utility returns
+    as `NoisyValues`, sqrt(sum_c C[c]^2 sigma_c^2); else 0."""
     _check_utility(utility)
     num_players = check_int("num_players", num_players, minimum=1, maximum=30)
     key = check_key("key", key)
@@ -237,6 +240,12 @@ def exact_semivalue(
         coalition_values.append(values.mean(axis=0))
     repeats = len(per_repeat)
     stderr = per_repeat.std(axis=0, ddof=1) / np.sqrt(repeats) if repeats > 1 else np.sqrt(noise)
+    converged, dof = np.ones(num_players, bool), np.full(num_players, np.inf)
+    if repeats > 1:  # the repeats' spread is the error, of repeats - 1 degrees of freedom
+        agreed = spread(per_repeat.min(axis=0), per_repeat.max(axis=0)) == 0
+        stderr = np.where(agreed, 0.0, stderr)
+        dof = np.full(num_players, repeats - 1.0)
+        converged = trusted(agreed & isinstance(utility, KeylessUtility), stderr, dof)
     keep = num_players <= 16  # the coalitions' values, where they fit a result
     return ValuationResult(
         method=f"exact {semivalue.name}",
@@ -245,8 +254,8 @@ def exact_semivalue(
         names=names,
         coalition_masks=code_masks(np.arange(1, total), num_players) if keep else None,
         coalition_values=np.concatenate(coalition_values)[1:] if keep else None,
-        diagnostics={"evaluations": total, "estimates_per_coalition": repeats},
-        converged=np.ones(num_players, bool),
+        diagnostics={"evaluations": total, "estimates_per_coalition": repeats, "dof": dof},
+        converged=converged,
     )
 
 
