@@ -112,6 +112,8 @@ def release(
     release file is overwritten only with `force`, and the output path is checked before the release."""
     path = Path(data)
     name = path.name.split(".")[0] if name is None else _file_name("--name", name)
+    if not name:
+        raise ValueError(f"{path}: its file name gives no party name (it starts with a dot); name the party: --name")
     output_path = _release_output(output or f"{name}.release.json", force)
     _check_guarantee_options(delta, rdp_order)
     from bayesval.parties.boundary import Columns, PerturbedStatistic

@@ -132,6 +132,12 @@ class World:
     def table(self, name: str) -> str:
         return str(self.tables[name])
 
+    def hidden_table(self) -> str:
+        """A table whose file name starts with a dot (`release` takes the party's name from the file name)."""
+        hidden = self.tmp / ".hidden.csv"
+        hidden.write_bytes(Path(self.table("good.csv")).read_bytes())
+        return str(hidden)
+
     def release_cli(self, table: str = "good.csv", *changes: str, output: str | None = None) -> list[str]:
         """`bayesval release` of one table (linear, target y) to a fresh file, with options added."""
         output = output or str(self.tmp / "fresh.release.json")
@@ -262,6 +268,11 @@ OUTPUT_PATHS = [_writer_case(writer, kind) for writer in WRITERS for kind in UNW
         "valuate-save-over-an-input-named-npz",
         lambda w: w.valuate_cli("--save", str(w.input_npz), files=("alice", "bob", "npz")),
         r"--save .*party\.npz' is .*party\.npz', an input of this command; choose another file name",
+    ),
+    cli_refused(
+        "release-hidden-file-without-a-name",
+        lambda w: ["release", w.hidden_table(), *LINEAR],
+        r"\.hidden\.csv: its file name gives no party name \(it starts with a dot\); name the party: --name",
     ),
     cli_refused(
         "release-output-exists",
