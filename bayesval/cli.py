@@ -495,10 +495,7 @@ def _check_outputs(inputs: tuple[str, ...] = (), force: bool = False, **paths: s
         given = next((text for text in inputs if Path(text).resolve() == written.resolve()), None)
         if given is not None:
             raise ValueError(f"--{option} {path!r} is {given!r}, an input of this command; choose another file name")
-        if written.exists() and not force:
-            raise ValueError(
-                f"--{option} {path!r} already exists; choose another file name, or add --force to overwrite it"
-            )
+        _not_overwritten(f"--{option}", path, written, force)
 
 
 def _release_output(path: str, force: bool) -> Path:
@@ -510,9 +507,14 @@ def _release_output(path: str, force: bool) -> Path:
             f"-o {path!r} is named like a data table ({', '.join(TABLE_SUFFIXES)}), which bayesval valuate would read "
             "as one; name the release file NAME.release.json"
         )
-    if output.exists() and not force:
-        raise ValueError(f"-o {path!r} already exists; choose another file name, or add --force to overwrite it")
+    _not_overwritten("-o", path, output, force)
     return output
+
+
+def _not_overwritten(option: str, path: str, written: Path, force: bool) -> None:
+    """Refuse an output file `written` (given as `path` to `option`) that exists, unless `force` (--force)."""
+    if written.exists() and not force:
+        raise ValueError(f"{option} {path!r} already exists; choose another file name, or add --force to overwrite it")
 
 
 def _check_target(model: str, targets: list, column: str) -> None:

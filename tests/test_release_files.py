@@ -233,3 +233,16 @@ def test_a_release_names_its_columns_and_parties_of_other_columns_are_refused(sy
     rewrite(tmp_path / "b.release.json", lambda r: r["columns"].update(features=["x1"]))
     with pytest.raises(ValueError, match="columns name 1 features, but its statistic is of 2"):
         bv.PerturbedStatistic.load(swapped)
+
+
+@pytest.mark.parametrize("num_features", [1, 2, 7, 13, 40])
+def test_a_statistic_length_in_closed_form_is_the_length_of_its_layout(num_features):
+    """`size` is read in closed form (a release file's num_features is checked against it before any layout is
+    built): it must be the count of the entries the statistic computes."""
+    linear, logistic = LinearRegressionStatistic(num_features), LogisticRegressionStatistic(num_features)
+    assert linear.size == len(linear.pairs[0]) == (num_features + 2) * (num_features + 3) // 2 - 1
+    assert logistic.size == logistic.dim + len(logistic.pairs[0])
+    rng = np.random.default_rng(num_features)
+    X, y = rng.normal(size=(5, num_features)), rng.normal(size=5)
+    assert linear.compute(X, y).shape == (linear.size,)
+    assert logistic.compute(X, np.sign(y)).shape == (logistic.size,)
