@@ -8,7 +8,7 @@ files, or, on one trusted machine, the parties' tables released in-process) and 
     bayesval release party_a.csv ... --sign party_a.key
     bayesval valuate *.release.json --verify keys/   # a folder of the parties' .pub files, or the .pub files
     bayesval valuate a.csv b.csv c.csv --model linear --target y --epsilon 0.5 --bounds 1,2
-    bayesval knn train.csv --validation val.csv --target label --method tknn --epsilon 1 --delta 1e-5
+    bayesval knn train.csv --validation val.csv --target label --method tknn --epsilon 1 --delta 1e-5 --classes 0,1
 """
 
 from __future__ import annotations
@@ -265,21 +265,36 @@ def knn(
     save: str | None,
     plot: str | None,
     force: bool = False,
+    classes: list[float] | None = None,
 ) -> bv.ValuationResult:
     """Data points: KNN-Shapley or (DP-)TKNN-Shapley (Wang et al. 2023) of each training row against the
-    validation rows (an existing `save` or `plot` file overwritten only with `force`)."""
+    validation rows (an existing `save` or `plot` file overwritten only with `force`). `classes`, the public class
+    labels, sets C; DP-TKNN-Shapley (`epsilon`) requires it, since C counted from the private training labels would
+    reach every value un-noised (docs/knn.md, "Public classes")."""
     _check_outputs((train, validation), force, save=save, plot=plot)
     if method == "knn":
         if epsilon is not None or delta is not None or tau is not None:
             raise ValueError("--tau, --epsilon and --delta apply to --method tknn ((DP-)TKNN-Shapley)")
-        estimator = bv.estimators.KNNShapley(DEFAULT_NEIGHBOURS if neighbours is None else neighbours)
+        estimator = bv.estimators.KNNShapley(DEFAULT_NEIGHBOURS if neighbours is None else neighbours, classes=classes)
     else:
         if neighbours is not None:
             raise ValueError("--k applies to --method knn: TKNN-Shapley counts every neighbour within --tau")
-        estimator = bv.estimators.TKNNShapley(DEFAULT_TAU if tau is None else tau, epsilon=epsilon, delta=delta)
+        if epsilon is not None and classes is None:
+            raise ValueError(
+                "--epsilon (DP-TKNN-Shapley) needs --classes, the public class labels (e.g. --classes 0,1): the "
+                "number of classes enters every value, and counted from the private training labels it would be "
+                "released un-noised"
+            )
+        estimator = bv.estimators.TKNNShapley(
+            DEFAULT_TAU if tau is None else tau, epsilon=epsilon, delta=delta, classes=classes
+        )
     (train_data, val_data), _ = read_tables([train, validation], target, features)
     _check_target("knn", [(train, train_data[1]), (validation, val_data[1])], target)
-    _check_knn_classes(train, validation, target, train_data[1], val_data[1])
+    if classes is None:
+        _check_knn_classes(train, validation, target, train_data[1], val_data[1])
+    else:
+        for path, labels in ((train, train_data[1]), (validation, val_data[1])):
+            check_class_labels(path, target, labels, tuple(classes), "labels among --classes " + _listed(classes))
     result = bv.valuate(estimator, train_data, validation=val_data)
     frame = result.to_dataframe()
     frame.index = range(1, len(frame) + 1)  # a RangeIndex
@@ -293,8 +308,14 @@ def knn(
     shown = frame.drop(columns="stderr") if exact else frame.rename(columns={"stderr": PLUS_MINUS})
     print(shown.sort_values("value").head(10).to_string(float_format=lambda v: f"{v:.4g}"))
     if exact:
-        noise = " given the released noisy counts" if result.privacy.releases else ""
-        print(f"The values are computed exactly{noise} (a closed form, no sampling), so they carry no ± column.")
+        if result.privacy.releases:
+            print(
+                "The values are a closed form of the released noisy counts, counted on a random subsample of the "
+                "training rows: no Monte Carlo error given this release, so no ± column; another release (new noise, "
+                "a new subsample) gives other values."
+            )
+        else:
+            print("The values are computed exactly (a closed form, no sampling), so they carry no ± column.")
     if result.privacy.releases:
         print("\nPrivacy:")
         print("\n".join(_privacy_lines(result)))
@@ -620,6 +641,21 @@ def _positive(text: str) -> float:
     return number
 
 
+def _class_labels(text: str) -> list[float]:
+    """'0,1,2' as class labels: distinct integers, two at least (argparse type)."""
+    try:
+        labels = [float(part) for part in text.split(",")]
+    except ValueError:
+        labels = []
+    if len(labels) < 2 or len(set(labels)) != len(labels) or any(label != round(label) for label in labels):
+        raise argparse.ArgumentTypeError(f"must be two or more distinct integer class labels, e.g. 0,1; got {text!r}")
+    return labels
+
+
+def _listed(labels: list[float]) -> str:
+    return ",".join(f"{label:g}" for label in labels)
+
+
 def _columns(text: str) -> list[str]:
     """'a,b,c' as column names."""
     names = [name.strip() for name in text.split(",")]
@@ -823,6 +859,13 @@ def _add_knn(commands) -> None:
         "--epsilon", type=float, default=None, help="epsilon of (epsilon, delta)-DP: DP-TKNN-Shapley (with --delta)"
     )
     points.add_argument("--delta", type=float, default=None, help="delta of (epsilon, delta)-DP (with --epsilon)")
+    points.add_argument(
+        "--classes",
+        type=_class_labels,
+        default=None,
+        help="the public class labels, e.g. 0,1 (C = their number; required with --epsilon; default: the training "
+        "file's labels)",
+    )
     points.add_argument("--save", default=None, help="write the result to this .npz file")
     points.add_argument("--plot", default=None, help="write the result's figure to this file")
     points.add_argument("--force", action="store_true", help=FORCE_HELP)
@@ -840,6 +883,7 @@ def _add_knn(commands) -> None:
             save=args.save,
             plot=args.plot,
             force=args.force,
+            classes=args.classes,
         )
     )
 

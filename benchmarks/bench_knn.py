@@ -139,7 +139,7 @@ def speed(args: argparse.Namespace) -> None:
         tknn = TKNNShapley(-0.5).fit(x_train, y_train)
         seconds, _, _ = timed(functools.partial(tknn.value, x_val, y_val), args.repeats)
         tknn_times.append(seconds)
-        dp = TKNNShapley(-0.5, epsilon=1.0, delta=1e-5).fit(x_train, y_train)
+        dp = TKNNShapley(-0.5, epsilon=1.0, delta=1e-5, classes=[0, 1]).fit(x_train, y_train)
         dp_seconds, _, _ = timed(functools.partial(dp.value, x_val, y_val), 1)
         knn = KNNShapley(5).fit(x_train, y_train)
         knn_seconds, _, _ = timed(functools.partial(knn.value, x_val, y_val), 1)
@@ -161,9 +161,13 @@ def auroc(args: argparse.Namespace) -> None:
     epsilons = (0.1, 0.5, 1.0)
     methods = {"TKNN": TKNNShapley(-0.5), "KNN": KNNShapley(5)}
     for eps in epsilons:
-        methods[f"DP-TKNN {eps:g}"] = TKNNShapley(-0.5, epsilon=eps, delta=1e-4, sampling_probability=0.01)
-        methods[f"DP-KNN {eps:g}"] = DPKNNShapley(5, epsilon=eps, delta=1e-4)
-        methods[f"DP-KNN-sub {eps:g}"] = DPKNNShapley(5, epsilon=eps, delta=1e-4, sampling_probability=0.01)
+        methods[f"DP-TKNN {eps:g}"] = TKNNShapley(
+            -0.5, epsilon=eps, delta=1e-4, sampling_probability=0.01, classes=[0, 1]
+        )
+        methods[f"DP-KNN {eps:g}"] = DPKNNShapley(5, epsilon=eps, delta=1e-4, classes=[0, 1])
+        methods[f"DP-KNN-sub {eps:g}"] = DPKNNShapley(
+            5, epsilon=eps, delta=1e-4, sampling_probability=0.01, classes=[0, 1]
+        )
     print(
         f"# Detection AUROC, mean (std) of {args.runs} runs: 2,000 train / 200 val, 10% corrupted, "
         "K=5, tau=-0.5, delta=1e-4, q=0.01\n"

@@ -140,9 +140,17 @@ def knn_results() -> dict[str, bv.ValuationResult]:
         "knn_original": bv.estimators.KNNShapley(5, variant="original"),
         "tknn": bv.estimators.TKNNShapley(-0.5),
         "dp_tknn": bv.estimators.TKNNShapley(
-            -0.5, epsilon=1.0, delta=1e-5, sampling_probability=0.5, noise_seed=9101, allow_seed_reuse=True
+            -0.5,
+            epsilon=1.0,
+            delta=1e-5,
+            sampling_probability=0.5,
+            classes=[0, 1],
+            noise_seed=9101,
+            allow_seed_reuse=True,
         ),
-        "dp_knn": bv.estimators.DPKNNShapley(5, epsilon=1.0, delta=1e-5, noise_seed=9102, allow_seed_reuse=True),
+        "dp_knn": bv.estimators.DPKNNShapley(
+            5, epsilon=1.0, delta=1e-5, classes=[0, 1], noise_seed=9102, allow_seed_reuse=True
+        ),
     }
     return {name: bv.valuate(estimator, (X, y), validation=(X_val, y_val)) for name, estimator in estimators.items()}
 

@@ -89,8 +89,8 @@ class World:
         self.yv = (self.Xv[:, 0] > 0).astype(int)
         self.knn = KNNShapley(3).fit(self.Xk, self.yk)
         self.tknn = TKNNShapley().fit(self.Xk, self.yk)
-        self.dp_knn_50 = DPKNNShapley(3, epsilon=50.0, delta=1e-5).fit(self.Xk, self.yk)
-        self.dp_knn_1e300 = DPKNNShapley(3, epsilon=1e300, delta=1e-5).fit(self.Xk, self.yk)
+        self.dp_knn_50 = DPKNNShapley(3, epsilon=50.0, delta=1e-5, classes=[0, 1]).fit(self.Xk, self.yk)
+        self.dp_knn_1e300 = DPKNNShapley(3, epsilon=1e300, delta=1e-5, classes=[0, 1]).fit(self.Xk, self.yk)
         self.files = self._release_files()
         self.csv = self._csvs()
 
@@ -1500,6 +1500,7 @@ VALID = [
                 epsilon=np.float32(1.0),
                 delta=np.float64(1e-5),
                 sampling_probability=np.float32(0.5),
+                classes=np.array([0, 1]),
                 noise_seed=np.int64(5),
             )
             .fit(w.Xk, w.yk)

@@ -158,12 +158,17 @@ def test_dp_tknn_prints_the_declared_guarantee_first_and_no_zero_column(rng, tmp
     pd.DataFrame(X[:40], columns=list("abc")).assign(label=y[:40]).to_csv(train, index=False)
     pd.DataFrame(X[40:], columns=list("abc")).assign(label=y[40:]).to_csv(validation, index=False)
     arguments = ["knn", str(train), "--validation", str(validation), "--target", "label", "--method", "tknn"]
-    main([*arguments, "--epsilon", "1", "--delta", "1e-5", "--save", str(tmp_path / "tknn.npz")])
+    with pytest.raises(SystemExit) as refused:  # C from the private training labels would be released un-noised
+        main([*arguments, "--epsilon", "1", "--delta", "1e-5"])
+    assert refused.value.code == 2 and "--epsilon (DP-TKNN-Shapley) needs --classes" in capsys.readouterr().err
+    main([*arguments, "--epsilon", "1", "--delta", "1e-5", "--classes", "0,1", "--save", str(tmp_path / "tknn.npz")])
     out = capsys.readouterr().out
     loaded = bv.ValuationResult.load(tmp_path / "tknn.npz")  # its composed privacy event loads back
     guarantees = {(r.guarantee.epsilon, r.guarantee.delta) for r in loaded.privacy.releases}
     assert guarantees == {(1.0, 1e-5)}
-    assert "stderr" not in out and "computed exactly given the released noisy counts" in out
+    assert "stderr" not in out and "computed exactly" not in out
+    assert "a closed form of the released noisy counts, counted on a random subsample" in " ".join(out.split())
+    assert loaded.diagnostics["n_classes"] == 2 and np.all(loaded.stderr == 0)
     lines = [line for line in out.splitlines() if ": declared " in line]
     assert lines and all(
         line.index("declared (1, 1e-05)-DP") < line.index("conversion to Renyi DP") < line.index("-RDP")

@@ -22,8 +22,8 @@ X_VAL, Y_VAL = rng.normal(size=(9, 4)), rng.integers(0, 3, 9)
         KNNShapley(3, variant="original", distance="euclidean"),
         TKNNShapley(-0.2),
         TKNNShapley(2.5, distance="euclidean"),
-        TKNNShapley(-0.2, epsilon=1.0, delta=1e-4),
-        DPKNNShapley(3, epsilon=1.0, delta=1e-4),
+        TKNNShapley(-0.2, epsilon=1.0, delta=1e-4, classes=[0, 1, 2]),
+        DPKNNShapley(3, epsilon=1.0, delta=1e-4, classes=[0, 1, 2]),
     ],
     ids=lambda e: f"{type(e).__name__}-{e.distance}",
 )
@@ -137,6 +137,6 @@ def test_cosine_needs_non_zero_rows():
 def test_value_takes_no_key_and_needs_fit():
     """Privacy noise comes from the estimator's noise source, never from a key passed in."""
     with pytest.raises(TypeError, match="key"):
-        TKNNShapley(epsilon=1.0, delta=1e-5).fit(X, Y).value(X_VAL, Y_VAL, key=jax.random.key(0))
+        TKNNShapley(epsilon=1.0, delta=1e-5, classes=[0, 1, 2]).fit(X, Y).value(X_VAL, Y_VAL, key=jax.random.key(0))
     with pytest.raises(RuntimeError, match=r"call TKNNShapley.fit\(X, y\) before"):
         TKNNShapley().value(X_VAL, Y_VAL)

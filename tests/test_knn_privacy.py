@@ -70,7 +70,9 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
     n_train, n_val = 20_000, 1_000
     x_train, y_train = rng.normal(size=(n_train, 4)), rng.integers(0, 2, n_train)
     x_val, y_val = rng.normal(size=(n_val, 4)), rng.integers(0, 2, n_val)
-    estimator = TKNNShapley(1.0, epsilon=5.0, delta=1e-4, sampling_probability=1.0).fit(x_train, y_train)
+    estimator = TKNNShapley(1.0, epsilon=5.0, delta=1e-4, sampling_probability=1.0, classes=[0, 1]).fit(
+        x_train, y_train
+    )
     sigma = estimator.value(x_val, y_val).diagnostics["noise_std"]
     _, released = private_tknn_shapley_values(
         jax.random.key(2),
@@ -94,7 +96,7 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
 def test_dp_tknn_ledger_records_the_release():
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(120, 3)), rng.integers(0, 3, 120)
-    result = TKNNShapley(-0.2, epsilon=0.5, delta=1e-5).fit(x, y).value(x[:40], y[:40])
+    result = TKNNShapley(-0.2, epsilon=0.5, delta=1e-5, classes=[0, 1, 2]).fit(x, y).value(x[:40], y[:40])
     (release,) = result.privacy.releases
     assert release.sensitivity == pytest.approx(math.sqrt(3.0))
     # the dp-accounting event: 40 compositions (one per validation point) of a Poisson-sampled Gaussian
@@ -115,11 +117,14 @@ def test_dp_tknn_is_reproducible_from_an_explicit_seed_and_independent_of_chunki
     rng = np.random.default_rng(4)
     x, y = rng.normal(size=(150, 3)), rng.integers(0, 2, 150)
     values = [
-        TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, batch_size=b, noise_seed=7).fit(x, y).value(x[:30], y[:30]).values
+        TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, classes=[0, 1], batch_size=b, noise_seed=7)
+        .fit(x, y)
+        .value(x[:30], y[:30])
+        .values
         for b in (30, 7)
     ]
     np.testing.assert_allclose(values[0], values[1], atol=1e-12)
-    other = TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, noise_seed=8).fit(x, y).value(x[:30], y[:30])
+    other = TKNNShapley(-0.3, epsilon=1.0, delta=1e-4, classes=[0, 1], noise_seed=8).fit(x, y).value(x[:30], y[:30])
     assert not np.allclose(values[0], other.values)
 
 
@@ -129,7 +134,7 @@ def test_naive_dp_knn_adds_calibrated_noise_per_owner_and_validation_point(q):
 
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(400, 3)), rng.integers(0, 2, 400)
-    estimator = DPKNNShapley(5, epsilon=1.0, delta=1e-4, sampling_probability=q, noise_seed=3).fit(x, y)
+    estimator = DPKNNShapley(5, epsilon=1.0, delta=1e-4, sampling_probability=q, classes=[0, 1], noise_seed=3).fit(x, y)
     result = estimator.value(x[:50], y[:50])
     key = jax.random.key(3)  # the seeded stream's first release key
     (release,) = result.privacy.releases
@@ -152,3 +157,65 @@ def test_naive_dp_knn_adds_calibrated_noise_per_owner_and_validation_point(q):
     # independent N(0, sigma^2) per (owner, validation point): the sum has std sqrt(n_val) sigma
     noise = result.values - np.asarray(noiseless)
     assert noise.std() == pytest.approx(math.sqrt(50) * release.noise_std, rel=0.1)
+
+
+def _eq7(agree: int, m: int, p: int, n_classes: int) -> float:
+    """Eq. 7 (Wang et al. 2023, Thm 13) at integer counts: ball size m with the point, p same-label others."""
+    harmonic = sum(1.0 / j for j in range(1, m + 1))
+    inside = (agree / m - p / (m * (m - 1))) * (harmonic - 1.0) if m >= 2 else 0.0
+    return (agree - 1.0 / n_classes) / m + inside
+
+
+def test_dp_tknn_values_do_not_reveal_the_lone_point_of_a_class():
+    """D = D' + z, z the only point of class 2, far from the validation point. With the public classes [0, 1, 2]
+    and the same noise (q = 1, one seed), every other owner's DP-TKNN value is the same on D and D', and lies on the
+    Eq. 7 lattice of C = 3: C counted from the training labels (3 on D, 2 on D') told D from D' with certainty."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(40, 3)) + np.array([3.0, 0.0, 0.0]), rng.integers(0, 2, 40)
+    x_lone, y_lone = np.array([[-3.0, 0.0, 0.0]]), np.array([2])
+    x_val, y_val = np.array([[3.0, 0.0, 0.0]]), np.array([1])
+    lattice = {
+        (agree, n_classes): np.array([_eq7(agree, m, p, n_classes) for m in range(1, 60) for p in range(m)])
+        for agree in (0, 1)
+        for n_classes in (2, 3)
+    }
+    for seed in range(3):
+
+        def release(features, labels, seed=seed):
+            estimator = TKNNShapley(
+                -0.5,
+                epsilon=1.0,
+                delta=1e-5,
+                sampling_probability=1.0,
+                classes=[0, 1, 2],
+                noise_seed=seed,
+                allow_seed_reuse=True,
+            )
+            return estimator.fit(features, labels).value(x_val, y_val)
+
+        with_z = release(np.vstack([x, x_lone]), np.append(y, y_lone))
+        without_z = release(x, y)
+        np.testing.assert_array_equal(with_z.values[:40], without_z.values)
+        assert with_z.diagnostics["n_classes"] == without_z.diagnostics["n_classes"] == 3
+        for owner in np.flatnonzero(without_z.values):  # the in-ball owners
+            agree = int(y[owner] == y_val[0])
+            assert np.abs(lattice[agree, 3] - without_z.values[owner]).min() < 1e-12
+            assert np.abs(lattice[agree, 2] - without_z.values[owner]).min() > 1e-9
+
+
+def test_private_estimators_need_the_public_classes():
+    for build in (
+        lambda: TKNNShapley(-0.5, epsilon=1.0, delta=1e-5),
+        lambda: DPKNNShapley(5, epsilon=1.0, delta=1e-5),
+    ):
+        with pytest.raises(ValueError, match=r"needs classes=, the public list of class labels"):
+            build()
+    x, y = np.random.default_rng(1).normal(size=(20, 2)), np.arange(20) % 2
+    estimator = TKNNShapley(-0.5, epsilon=1.0, delta=1e-5, classes=[0, 1, 2]).fit(x, y)  # class 2 absent: no error
+    with pytest.raises(ValueError, match=r"y_val has labels outside classes: \[3\]; classes: \[0, 1, 2\]"):
+        estimator.value(x[:3], np.array([0, 3, 1]))
+    with pytest.raises(ValueError, match=r"y has labels outside classes: \[1\]; classes: \[0, 2\]"):
+        TKNNShapley(-0.5, epsilon=1.0, delta=1e-5, classes=[0, 2]).fit(x, y)
+    for bad, match in (([0], "at least 2 labels"), ([0, 1, 1], "each class once"), ("01", "1-D list")):
+        with pytest.raises(ValueError, match=match):
+            TKNNShapley(-0.5, classes=bad)

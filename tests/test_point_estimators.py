@@ -32,8 +32,8 @@ def _data(n=8, d=3, n_val=40, seed=0):
 ESTIMATORS = {
     "knn": lambda: KNNShapley(3),
     "tknn": lambda: TKNNShapley(),
-    "dp_tknn": lambda: TKNNShapley(epsilon=1.0, delta=1e-5, noise_seed=1, allow_seed_reuse=True),
-    "dp_knn": lambda: DPKNNShapley(3, epsilon=1.0, delta=1e-5, noise_seed=2, allow_seed_reuse=True),
+    "dp_tknn": lambda: TKNNShapley(epsilon=1.0, delta=1e-5, classes=[0, 1], noise_seed=1, allow_seed_reuse=True),
+    "dp_knn": lambda: DPKNNShapley(3, epsilon=1.0, delta=1e-5, classes=[0, 1], noise_seed=2, allow_seed_reuse=True),
     "layered": lambda: LayeredShapley(0.3, 0.3),
     "dp_layered": lambda: LayeredShapley(0.3, 0.3, epsilon=1.0, noise_seed=3, allow_seed_reuse=True),
     "monte_carlo": lambda: MonteCarloShapley(num_permutations=4),

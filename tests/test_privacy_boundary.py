@@ -58,13 +58,13 @@ def knn_data(rng):
 
 def test_private_values_differ_between_calls_without_an_explicit_noise_seed(rng):
     train, validation = knn_data(rng)
-    first = bv.valuate(TKNNShapley(-0.2, epsilon=0.5, delta=1e-5), train, validation=validation)
-    second = bv.valuate(TKNNShapley(-0.2, epsilon=0.5, delta=1e-5), train, validation=validation)
+    first = bv.valuate(TKNNShapley(-0.2, epsilon=0.5, delta=1e-5, classes=[0, 1]), train, validation=validation)
+    second = bv.valuate(TKNNShapley(-0.2, epsilon=0.5, delta=1e-5, classes=[0, 1]), train, validation=validation)
     assert not np.allclose(first.values, second.values)
-    estimator = TKNNShapley(-0.2, epsilon=0.5, delta=1e-5).fit(*train)
+    estimator = TKNNShapley(-0.2, epsilon=0.5, delta=1e-5, classes=[0, 1]).fit(*train)
     assert not np.allclose(estimator.value(*validation).values, estimator.value(*validation).values)
     with pytest.raises(ValueError, match="key apply to party models, not to TKNNShapley"):
-        bv.valuate(TKNNShapley(-0.2, epsilon=0.5, delta=1e-5), train, validation=validation, key=0)
+        bv.valuate(TKNNShapley(-0.2, epsilon=0.5, delta=1e-5, classes=[0, 1]), train, validation=validation, key=0)
 
 
 def test_party_noise_is_os_entropy_by_default_and_a_seed_reproduces(syn):
@@ -103,9 +103,9 @@ def test_two_parties_sharing_a_seed_are_refused(syn):
         bv.Party(X2, y2, epsilon=0.5, bounds=syn.bounds, name="b", noise_seed=4).release()
     with pytest.raises(SeedReuseError):  # the KNN family draws from the same kind of source
         rng = np.random.default_rng(0)
-        TKNNShapley(epsilon=1.0, delta=1e-5, noise_seed=4).fit(rng.normal(size=(20, 2)), np.arange(20) % 2).value(
-            rng.normal(size=(5, 2)), np.arange(5) % 2
-        )
+        TKNNShapley(epsilon=1.0, delta=1e-5, classes=[0, 1], noise_seed=4).fit(
+            rng.normal(size=(20, 2)), np.arange(20) % 2
+        ).value(rng.normal(size=(5, 2)), np.arange(5) % 2)
 
 
 def test_a_fresh_release_from_a_seeded_party_draws_new_noise(syn):

@@ -269,7 +269,7 @@ X_train, X_val = standardise(X_train, X_val)
 estimators = {
     "KNN-Shapley": bv.estimators.KNNShapley(5),
     "TKNN-Shapley": bv.estimators.TKNNShapley(tau=-0.5),
-    "DP-TKNN-Shapley (eps = 0.1)": bv.estimators.TKNNShapley(tau=-0.5, epsilon=0.1, delta=1e-4),
+    "DP-TKNN-Shapley (eps = 0.1)": bv.estimators.TKNNShapley(tau=-0.5, epsilon=0.1, delta=1e-4, classes=[0, 1]),
 }
 results = {name: bv.valuate(e, (X_train, y_noisy), validation=(X_val, y_val)) for name, e in estimators.items()}
 {name: round(bv.experiments.detection_auroc(r.values, np.asarray(flipped)), 3) for name, r in results.items()}"""

@@ -28,8 +28,9 @@ from bayesval.estimators.knn.values import (
     tknn_shapley_values,
 )
 from bayesval.privacy import PrivacyLedger
-from bayesval.privacy.release import PrivateRelease, check_noise_options, check_privacy
+from bayesval.privacy.release import PrivateRelease, check_noise_options, check_privacy, check_sampling_probability
 from bayesval.results.result import ValuationResult
+from bayesval.validation import check_labels
 
 
 def _check_count(name: str, value: int, minimum: int = 1) -> int:
@@ -38,16 +39,66 @@ def _check_count(name: str, value: int, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_public_classes(classes) -> np.ndarray | None:
+    """The public label set `classes` (None: none given), sorted: a 1-D list of at least two distinct labels, numbers
+    or strings, each named once."""
+    if classes is None:
+        return None
+    if np.ndim(classes) != 1 or isinstance(classes, (str, bytes)):
+        raise ValueError(f"classes must be a 1-D list of the class labels, e.g. classes=[0, 1], got {classes!r}")
+    labels = check_labels("classes", list(classes), len(classes), rows_name="classes")
+    distinct = np.unique(labels)
+    if distinct.size != labels.size:
+        raise ValueError(f"classes must name each class once, got {labels.tolist()}")
+    if distinct.size < 2:
+        raise ValueError(f"classes must hold at least 2 labels, got {labels.tolist()}")
+    return distinct
+
+
+def _public_codes(name: str, labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """`labels` as codes 0 .. C-1 of the public `classes`; a label outside them is an error."""
+    same_kind = (labels.dtype.kind in "US") == (classes.dtype.kind in "US")
+    codes = np.searchsorted(classes, labels).clip(0, classes.size - 1) if same_kind else None
+    unknown = np.ones(labels.shape, bool) if codes is None else classes[codes] != labels
+    if unknown.any():
+        outside = sorted(set(labels[unknown].tolist()))
+        raise ValueError(f"{name} has labels outside classes: {outside[:6]}; classes: {classes.tolist()}")
+    return codes
+
+
+_PRIVATE_CLASSES = (
+    "needs classes=, the public list of class labels (e.g. classes=[0, 1]): the number of classes C enters every "
+    "value through v(empty set) = 1/C, and C counted from the private training labels would change every owner's "
+    "value when the only point of a class is added or removed, which no noise covers"
+)
+
+
 class _NearestNeighbourValuation(PointEstimator):
     """The KNN family on the shared base: fit keeps the training rows (L2-normalised for the cosine distance) and
     their label codes; subclasses implement `_values(x_val, y_val, batch_size) -> (values, ledger, diagnostics)`,
-    a private one releasing through its `PrivateRelease` (`bayesval.privacy.release`)."""
+    a private one releasing through its `PrivateRelease` (`bayesval.privacy.release`). With public `classes` the label
+    codes and C are those of `classes`, not of the training labels (docs/knn.md, "Public classes")."""
 
     needs = "KNN valuation"
 
-    def __init__(self, distance: str, batch_size: int | None) -> None:
+    def __init__(self, distance: str, batch_size: int | None, classes=None) -> None:
         self.distance = check_distance(distance)
         self.batch_size = None if batch_size is None else _check_count("batch_size", batch_size)
+        self.classes = check_public_classes(classes)
+
+    def _training_codes(self, features: np.ndarray, y) -> np.ndarray:
+        """With public `classes`: codes of those (C = their number, whatever labels y holds); else the base's codes
+        of the classes seen in y."""
+        if self.classes is None:
+            return super()._training_codes(features, y)
+        self.classes_ = self.classes
+        return _public_codes("y", check_labels("y", y, features.shape[0]), self.classes)
+
+    def _validation_codes(self, features: np.ndarray, y_val) -> np.ndarray:
+        if self.classes is None:
+            return super()._validation_codes(features, y_val)
+        labels = check_labels("y_val", y_val, features.shape[0], rows_name="X_val")
+        return _public_codes("y_val", labels, self.classes)
 
     def _store(self, features, labels) -> None:
         self.x_train_ = jnp.asarray(prepare_features("X", features, self.distance))
@@ -89,9 +140,10 @@ class KNNShapley(_NearestNeighbourValuation):
         *,
         variant: str = "soft",
         distance: str = "cosine",
+        classes=None,
         batch_size: int | None = None,
     ) -> None:
-        super().__init__(distance, batch_size)
+        super().__init__(distance, batch_size, classes)
         self.n_neighbors = _check_count("n_neighbors", n_neighbors)
         if variant not in ("soft", "original"):
             raise ValueError(f"variant must be 'soft' or 'original', got {variant!r}")
@@ -122,6 +174,11 @@ class TKNNShapley(_NearestNeighbourValuation):
     point releases its three counts on a Poisson subsample of rate `sampling_probability` with
     Gaussian noise (l2 sensitivity sqrt(3)), rounded and clamped, shared by all owners (joint DP,
     Thm 16); the noise is calibrated for N_val compositions and the spent epsilon is in the ledger.
+
+    `classes` is the public label set. The private path requires it: C enters every value through v(empty set) = 1/C
+    (Eq. 3), so C counted from the private training labels would move every owner's value, un-noised, when the
+    only point of a class joins or leaves (docs/knn.md, "Public classes"). Without epsilon it is optional (default:
+    the classes seen in y). `sampling_probability` must lie in (0, 1] either way; only the private path uses it.
     """
 
     def __init__(
@@ -132,18 +189,22 @@ class TKNNShapley(_NearestNeighbourValuation):
         epsilon: float | None = None,
         delta: float | None = None,
         sampling_probability: float = 0.01,
+        classes=None,
         batch_size: int | None = None,
         noise_seed: int | None = None,
         allow_seed_reuse: bool = False,
     ) -> None:
-        super().__init__(distance, batch_size)
+        super().__init__(distance, batch_size, classes)
         self.tau = check_tau(tau, distance)
-        self.epsilon, self.delta, self.sampling_probability = epsilon, delta, sampling_probability
+        self.epsilon, self.delta = epsilon, delta
+        self.sampling_probability = check_sampling_probability(sampling_probability)
         private = check_privacy(epsilon, delta, required=False) is not None
         self.privacy = (
             PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse) if private else None
         )
         check_noise_options(private, noise_seed, allow_seed_reuse, "DP-TKNN-Shapley")
+        if private and self.classes is None:
+            raise ValueError(f"DP-TKNN-Shapley (epsilon and delta set) {_PRIVATE_CLASSES}")
         self.method = "tknn_shapley" if self.privacy is None else "dp_tknn_shapley"
 
     def _values(self, x_val, y_val, batch_size):
@@ -187,7 +248,9 @@ class DPKNNShapley(_NearestNeighbourValuation):
     The original KNN-Shapley has sensitivity 1/(K(K+1)) per validation point (Thm 10); each
     owner's value gets independent noise of std multiplier/(K(K+1)) per validation point,
     calibrated for N_val compositions. sampling_probability < 1 values each owner on a Poisson
-    subsample of the others (App. B.3.2). Not collusion-resistant; see TKNNShapley for that.
+    subsample of the others (App. B.3.2). Not collusion-resistant; see TKNNShapley for that. `classes`, the public
+    label set, is required: labels are checked against it, never against the private training labels (docs/knn.md,
+    "Public classes").
     """
 
     method = "dp_knn_shapley"
@@ -200,14 +263,21 @@ class DPKNNShapley(_NearestNeighbourValuation):
         delta: float,
         sampling_probability: float = 1.0,
         distance: str = "cosine",
+        classes=None,
         batch_size: int | None = None,
         noise_seed: int | None = None,
         allow_seed_reuse: bool = False,
     ) -> None:
-        super().__init__(distance, batch_size)
+        super().__init__(distance, batch_size, classes)
         self.n_neighbors = _check_count("n_neighbors", n_neighbors)
         self.epsilon, self.delta, self.sampling_probability = epsilon, delta, sampling_probability
         self.privacy = PrivateRelease(epsilon, delta, sampling_probability, noise_seed, allow_seed_reuse)
+        if self.classes is None:
+            raise ValueError(
+                "DPKNNShapley needs classes=, the public list of class labels (e.g. classes=[0, 1]): the number of "
+                "classes counted from the private training labels, and a refusal of validation labels they lack, "
+                "would reveal the training labels un-noised"
+            )
 
     def _values(self, x_val, y_val, batch_size):
         k = self.n_neighbors
