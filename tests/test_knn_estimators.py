@@ -140,3 +140,28 @@ def test_value_takes_no_key_and_needs_fit():
         TKNNShapley(epsilon=1.0, delta=1e-5, classes=[0, 1, 2]).fit(X, Y).value(X_VAL, Y_VAL, key=jax.random.key(0))
     with pytest.raises(RuntimeError, match=r"call TKNNShapley.fit\(X, y\) before"):
         TKNNShapley().value(X_VAL, Y_VAL)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        KNNShapley(3, distance="euclidean"),
+        KNNShapley(3, variant="original", distance="euclidean"),
+        TKNNShapley(2.0, distance="euclidean"),
+    ],
+    ids=lambda e: e.method,
+)
+def test_euclidean_values_ignore_a_large_common_offset(estimator):
+    """A column offset by 1.7e9 (a unix time) leaves every euclidean distance, so every value, as it was; expanded
+    as ||x||^2 - 2 x.v + ||v||^2 without centring, the distances of about 1 kept no significant digit. The column
+    holds quarters, exact at 1.7e9, so the offset data are the same points."""
+    generator = np.random.default_rng(7)
+    features = np.column_stack([generator.normal(size=(69, 3)), 0.25 * generator.integers(0, 12, 69)])
+    labels = generator.integers(0, 2, 69)
+    offset = np.array([0.0, 0.0, 0.0, 1.7e9])
+    plain = estimator.fit(features[:60], labels[:60]).value(features[60:], labels[60:])
+    shifted = estimator.fit(features[:60] + offset, labels[:60]).value(features[60:] + offset, labels[60:])
+    assert np.count_nonzero(plain.values) >= 10
+    np.testing.assert_allclose(shifted.values, plain.values, rtol=0, atol=1e-12)
+    if estimator.method == "tknn_shapley":
+        assert shifted.diagnostics["mean_neighbours"] == plain.diagnostics["mean_neighbours"]

@@ -20,7 +20,7 @@ import numpy as np
 
 from bayesval.batching import auto_batch_size
 from bayesval.estimators.base import PointEstimator
-from bayesval.estimators.knn.distances import check_distance, check_tau, prepare_features
+from bayesval.estimators.knn.distances import centre_features, check_distance, check_tau, prepare_features
 from bayesval.estimators.knn.values import (
     knn_shapley_values,
     noisy_knn_shapley_values,
@@ -75,9 +75,10 @@ _PRIVATE_CLASSES = (
 
 class _NearestNeighbourValuation(PointEstimator):
     """The KNN family on the shared base: fit keeps the training rows (L2-normalised for the cosine distance) and
-    their label codes; subclasses implement `_values(x_val, y_val, batch_size) -> (values, ledger, diagnostics)`,
-    a private one releasing through its `PrivateRelease` (`bayesval.privacy.release`). With public `classes` the label
-    codes and C are those of `classes`, not of the training labels (docs/knn.md, "Public classes")."""
+    their label codes; subclasses implement `_values(x_train, x_val, y_val, batch_size) -> (values, ledger,
+    diagnostics)` on the rows `centre_features` returns, a private one releasing through its `PrivateRelease`
+    (`bayesval.privacy.release`). With public `classes` the label codes and C are those of `classes`, not of the
+    training labels (docs/knn.md, "Public classes")."""
 
     needs = "KNN valuation"
 
@@ -106,8 +107,9 @@ class _NearestNeighbourValuation(PointEstimator):
 
     def _value(self, x_val, y_val) -> ValuationResult:
         x_val = prepare_features("X_val", x_val, self.distance)
-        batch = auto_batch_size(self.x_train_.shape[0], x_val.shape[0], self.batch_size)
-        values, ledger, diagnostics = self._values(x_val, y_val, batch)
+        x_train, x_val = centre_features(self.x_train_, x_val, self.distance)
+        batch = auto_batch_size(x_train.shape[0], x_val.shape[0], self.batch_size)
+        values, ledger, diagnostics = self._values(x_train, x_val, y_val, batch)
         diagnostics = {
             "n_train": values.shape[0],
             "n_val": int(x_val.shape[0]),
@@ -122,7 +124,7 @@ class _NearestNeighbourValuation(PointEstimator):
     def _inv_classes(self) -> float:
         return 1.0 / self.classes_.size
 
-    def _values(self, x_val, y_val, batch_size):
+    def _values(self, x_train, x_val, y_val, batch_size):
         raise NotImplementedError
 
 
@@ -150,9 +152,9 @@ class KNNShapley(_NearestNeighbourValuation):
         self.variant = variant
         self.method = "knn_shapley" if variant == "soft" else "knn_shapley_original"
 
-    def _values(self, x_val, y_val, batch_size):
+    def _values(self, x_train, x_val, y_val, batch_size):
         values = knn_shapley_values(
-            self.x_train_,
+            x_train,
             self.y_train_,
             x_val,
             y_val,
@@ -207,10 +209,10 @@ class TKNNShapley(_NearestNeighbourValuation):
             raise ValueError(f"DP-TKNN-Shapley (epsilon and delta set) {_PRIVATE_CLASSES}")
         self.method = "tknn_shapley" if self.privacy is None else "dp_tknn_shapley"
 
-    def _values(self, x_val, y_val, batch_size):
+    def _values(self, x_train, x_val, y_val, batch_size):
         if self.privacy is None:
             values, neighbours = tknn_shapley_values(
-                self.x_train_,
+                x_train,
                 self.y_train_,
                 x_val,
                 y_val,
@@ -229,7 +231,7 @@ class TKNNShapley(_NearestNeighbourValuation):
                     "validation_points_without_neighbours": int((neighbours == 0).sum()),
                 },
             )
-        inputs = (self.x_train_, self.y_train_, x_val, y_val, self.tau, self._inv_classes, self.sampling_probability)
+        inputs = (x_train, self.y_train_, x_val, y_val, self.tau, self._inv_classes, self.sampling_probability)
         (values, released), ledger, diagnostics = self.privacy.release(
             partial(private_tknn_shapley_values, distance=self.distance, batch_size=batch_size),
             inputs,
@@ -279,9 +281,9 @@ class DPKNNShapley(_NearestNeighbourValuation):
                 "would reveal the training labels un-noised"
             )
 
-    def _values(self, x_val, y_val, batch_size):
+    def _values(self, x_train, x_val, y_val, batch_size):
         k = self.n_neighbors
-        inputs = (self.x_train_, self.y_train_, x_val, y_val, self.sampling_probability)
+        inputs = (x_train, self.y_train_, x_val, y_val, self.sampling_probability)
         values, ledger, diagnostics = self.privacy.release(
             partial(
                 noisy_knn_shapley_values,
