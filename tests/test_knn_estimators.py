@@ -165,3 +165,20 @@ def test_euclidean_values_ignore_a_large_common_offset(estimator):
     np.testing.assert_allclose(shifted.values, plain.values, rtol=0, atol=1e-12)
     if estimator.method == "tknn_shapley":
         assert shifted.diagnostics["mean_neighbours"] == plain.diagnostics["mean_neighbours"]
+
+
+def test_cosine_ball_at_both_ends_of_tau():
+    """tau = 1 (cosine) holds every point, the opposite of the validation row too; tau = -1 holds the rows of its
+    direction, its exact copy too. Unclamped and compared exactly, rounding left the opposite row out at tau = 1 in
+    23 of 200 random cases and the copy out at tau = -1 in 62 of 200."""
+    generator = np.random.default_rng(3)
+    labels = np.array([1, 1, 0, 1])
+    for _ in range(100):
+        row = generator.normal(size=(1, 7))
+        others = generator.normal(size=(2, 7))
+        everyone = TKNNShapley(1.0).fit(np.vstack([-2.5 * row, row, others]), labels).value(row, np.array([1]))
+        assert everyone.diagnostics["mean_neighbours"] == 4
+        same_direction = TKNNShapley(-1.0).fit(np.vstack([row, 3.0 * row, others]), labels).value(row, np.array([1]))
+        assert same_direction.diagnostics["mean_neighbours"] == 2
+        # Eq. 7 with m = 2 same-label members, C = 2: (1 - 1/2) / 2 + (1/2 - 1/2) (H_2 - 1) = 1/4 each
+        np.testing.assert_allclose(same_direction.values, [0.25, 0.25, 0.0, 0.0], rtol=0, atol=1e-15)

@@ -73,6 +73,19 @@ def prepare_features(name: str, features: np.ndarray, distance: str) -> np.ndarr
     return scaled / row_norms(scaled)[:, None]
 
 
+# Rounding moves the cosine of a row and a copy of it (or of its opposite) up to 2.5 eps from +-1 (measured for 2 to
+# 1,000 features); a distance this many eps (relative to max(1, |tau|)) above tau still counts as within it.
+BALL_TOLERANCE_EPS = 8
+
+
+def within(dist, tau) -> jnp.ndarray:
+    """d <= tau up to rounding: the ball of Threshold-KNN (Wang et al. 2023, Eq. 3), with a tolerance of
+    `BALL_TOLERANCE_EPS` ulps so that at tau = -1 (cosine) an exact copy of the validation row is inside, and at
+    tau = 1 its opposite (docs/knn.md, "Distances")."""
+    slack = BALL_TOLERANCE_EPS * jnp.finfo(dist.dtype).eps * jnp.maximum(1.0, jnp.abs(tau))
+    return dist <= tau + slack
+
+
 def centre_features(x_train, x_val: np.ndarray, distance: str):
     """(x_train, x_val) both less the mean of x_val for the euclidean distance; unchanged for cosine.
 
@@ -96,7 +109,7 @@ def distance_row(x_val, x_train, train_sq_norms, distance: str) -> jnp.ndarray:
     """d(x_train[i], x_val) for every training row i (shape (N,)); rows prepared by `prepare_features`."""
     inner = x_train @ x_val
     if distance == "cosine":
-        return -inner
+        return -jnp.clip(inner, -1.0, 1.0)  # rounding leaves |cos| up to a few eps above 1
     return jnp.sqrt(jnp.maximum(train_sq_norms - 2.0 * inner + jnp.dot(x_val, x_val), 0.0))
 
 
@@ -107,5 +120,6 @@ __all__ = [
     "check_tau",
     "distance_row",
     "prepare_features",
+    "within",
     "squared_norms",
 ]

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayesval.batching import sum_over_validation
-from bayesval.estimators.knn.distances import distance_row, squared_norms
+from bayesval.estimators.knn.distances import distance_row, squared_norms, within
 from bayesval.privacy.mechanisms import add_noise
 
 
@@ -49,7 +49,7 @@ def tknn_from_counts(agree: jax.Array, m: jax.Array, p: jax.Array, inv_classes: 
 
 def tknn_shapley(dist: jax.Array, agree: jax.Array, tau: float, inv_classes: float) -> jax.Array:
     """TKNN-Shapley of every training point for one validation point (Thm 13; 0 outside the ball)."""
-    in_ball = dist <= tau
+    in_ball = within(dist, tau)
     m = jnp.sum(in_ball).astype(dist.dtype)
     p = jnp.sum(in_ball & agree).astype(dist.dtype) - agree
     return jnp.where(in_ball, tknn_from_counts(agree, m, p, inv_classes), 0.0)
@@ -87,7 +87,7 @@ def private_tknn_shapley(
     """
     dtype = dist.dtype
     sampled = jax.random.bernoulli(sample_key, sampling_probability, dist.shape)
-    in_ball = dist <= tau
+    in_ball = within(dist, tau)
     hits = in_ball & sampled
     counts = jnp.stack([jnp.sum(sampled), jnp.sum(hits), jnp.sum(hits & agree)]).astype(dtype)
     released = noisy_tknn_counts(noise_key, counts, noise_std)
@@ -228,7 +228,7 @@ def tknn_shapley_values(
 
     def point(x_v, y_v):
         dist, agree = geometry(x_v, y_v)
-        return tknn_shapley(dist, agree, tau, inv_classes), jnp.sum(dist <= tau)
+        return tknn_shapley(dist, agree, tau, inv_classes), jnp.sum(within(dist, tau))
 
     return sum_over_validation(point, (x_val, y_val), x_train.shape[0], batch_size)
 
