@@ -111,10 +111,12 @@ def test_invalid_epsilon_or_delta(epsilon, delta, match):
         DPKNNShapley(epsilon=epsilon, delta=delta)
 
 
-@pytest.mark.parametrize("q", [0.0, 1.5, -0.1])
+@pytest.mark.parametrize("q", [0.0, 1.5, -0.1, 7.0])
 def test_invalid_sampling_probability(q):
     with pytest.raises(ValueError, match=r"sampling_probability must lie in \(0, 1\]"):
         TKNNShapley(epsilon=1.0, delta=1e-5, sampling_probability=q)
+    with pytest.raises(ValueError, match=r"sampling_probability must lie in \(0, 1\]"):  # unused, still refused
+        TKNNShapley(-0.5, sampling_probability=q)
 
 
 def test_mismatched_or_unknown_validation_data():

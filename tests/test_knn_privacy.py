@@ -197,6 +197,7 @@ def test_dp_tknn_values_do_not_reveal_the_lone_point_of_a_class():
         without_z = release(x, y)
         np.testing.assert_array_equal(with_z.values[:40], without_z.values)
         assert with_z.diagnostics["n_classes"] == without_z.diagnostics["n_classes"] == 3
+        assert not {"mean_neighbours", "validation_points_without_neighbours"} & with_z.diagnostics.keys()
         for owner in np.flatnonzero(without_z.values):  # the in-ball owners
             agree = int(y[owner] == y_val[0])
             assert np.abs(lattice[agree, 3] - without_z.values[owner]).min() < 1e-12
