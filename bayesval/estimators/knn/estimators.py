@@ -295,7 +295,8 @@ class DPKNNShapley(_NearestNeighbourValuation):
             inputs,
             sensitivity=1.0 / (k * (k + 1)),
             compositions=len(y_val),
-            what="own KNN-Shapley value per validation point",
+            what="own KNN-Shapley value per validation point (each owner's value alone; the vector of every "
+            'owner\'s values is not jointly private: docs/knn.md, "Naive DP-KNN-Shapley baseline")',
             dimension=1,
         )
         return values, ledger, {"n_neighbors": k, **diagnostics}
