@@ -15,7 +15,6 @@ import bayesval as bv
 from bayesval.estimators import LayeredShapley, LogisticRegressionUtility, MonteCarloShapley, SklearnUtility
 from bayesval.estimators.layered.estimators import (
     _layer_statistics,
-    amplified_epsilon,
     expected_coalitions_with,
     layer_counts,
     layer_sample_sizes,
@@ -48,11 +47,25 @@ def test_worked_numbers_of_the_spec():
     assert expected_coalitions_with(per_layer) == pytest.approx(18.50, abs=0.01)  # spec Sec. 5, exact p
 
 
-def test_amplification_only_where_it_holds():
-    assert amplified_epsilon(1.0, 19.1, enumerated=True) == 1.0
-    assert amplified_epsilon(1.0, 0.5, enumerated=True) == 1.0
-    assert amplified_epsilon(1.0, 2.0, enumerated=False) == 1.0  # p >= 1: the formula would add noise
-    assert amplified_epsilon(1.0, 0.1, enumerated=False) == pytest.approx(math.log(1 + (math.e - 1) / 0.1))
+def test_no_amplification_by_subsampling_from_a_public_key():
+    """n = 10, c = 0.03: layer 1 draws 2 of its 9 coalitions and nothing is enumerated, so the realised p of
+    Appendix D's amplification was 0.44 and the old code calibrated to epsilon_0 = ln(1 + (e - 1) / 0.44) = 1.58
+    per value (15.8 in the ledger). The coalitions follow from the public key and the counts are published, so
+    the subsample is not secret: each value gets the unamplified Laplace scale Delta / epsilon and the ledger
+    n epsilon, epsilon per value."""
+    x, y, x_val, y_val = _data()
+    private = LayeredShapley(0.05, 0.05, c=0.03, epsilon=1.0, noise_seed=21)
+    result = private.fit(x, y).value(x_val, y_val)
+    assert result.diagnostics["enumerated_layers"] == [] and result.diagnostics["coalitions_per_layer"][1] == 2
+    assert expected_coalitions_with(result.diagnostics["coalitions_per_layer"]) < 1  # where App. D would amplify
+    unamplified = layered_sensitivity(10, 1.0, 1.0, 1.0, "replace-one") / 1.0  # the default utility's (L, kappa, l2)
+    [release] = result.privacy.releases
+    assert release.noise_scale == pytest.approx(unamplified, rel=1e-12)
+    assert result.diagnostics["noise_scale"] == pytest.approx(unamplified, rel=1e-12)
+    assert release.guarantee.epsilon == pytest.approx(10 * 1.0)  # ten values, each at most 1-DP
+    assert release.guarantee.epsilon / 10 <= 1.0
+    spent = result.privacy.spent(release.owner).epsilon  # dp-accounting's composition, at delta = 1e-5
+    assert 0.99 * 10 <= spent <= 10 * 1.0  # the old calibration spent 15.8
 
 
 def test_exhaustive_layers_give_the_exact_shapley_value_of_a_logistic_regression():

@@ -14,15 +14,16 @@ Each value's standard error estimates its spread over keys: the sampled layers' 
 corrected, a few-draw layer's shrunk toward its neighbouring layers') and the random inclusion of the layers of
 m_k < 1, whose moments are pooled over a point's drawn ones under the c / k scaling.
 
-DP Layered Shapley (Alg. 2) adds Laplace noise to each value, of scale Delta / epsilon_0 with the Appendix D
+DP Layered Shapley (Alg. 2) adds Laplace noise to each value, of scale Delta / epsilon with the Appendix D
 sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda), with s = 2 for replace-one neighbours (the paper's Def. 2.1),
 where a swap moves each loss by twice the removal stability of Def. 3.2, and s = 1, the paper's value, for
-add-or-remove. epsilon_0 = epsilon, except where amplification by subsampling holds (no layer enumerated and p < 1,
-p the expected number of sampled coalitions holding a given point): then epsilon_0 = ln(1 + (e^epsilon - 1) / p).
-Both are our reading of App. D, argued in docs/layered.md, "Where we depart from the paper". Each value is
-epsilon-DP for the other points; releasing all n composes to n epsilon, which is what the ledger records. A private
-result publishes nothing else computed from the data: its standard errors are the noise's, sqrt(2) b, and it has no
-fallback count.
+add-or-remove. No amplification by subsampling (Thm 3.5 and App. D divide by
+epsilon_0 = ln(1 + (e^epsilon - 1) / p) instead). That bound needs the subsample to be secret, and here the coalitions
+come from the sampling key, which is public (`bayesval.privacy.noise`), and the result publishes each point's draw
+counts; it also needs each point's own probability of being used, not App. D's expected count p. Both readings of
+App. D are argued in docs/layered.md, "Where we depart from the paper". Each value is epsilon-DP for the other
+points; releasing all n composes to n epsilon, which is what the ledger records. A private result publishes nothing
+else computed from the data: its standard errors are the noise's, sqrt(2) b, and it has no fallback count.
 """
 
 from __future__ import annotations
@@ -276,16 +277,6 @@ def layered_sensitivity(num_players: int, lipschitz: float, kappa: float, l2: fl
     return (2.0 if adjacency == "replace-one" else 1.0) * lipschitz**2 * kappa**2 * harmonic / (num_players * l2)
 
 
-def amplified_epsilon(epsilon: float, p: float, enumerated: bool) -> float:
-    """epsilon_0 = ln(1 + (e^epsilon - 1) / p), where amplification holds (p < 1, no layer enumerated), else
-    epsilon: with p >= 1 App. D's formula would give epsilon_0 < epsilon, more noise than no amplification, and an
-    enumerated layer touches every point for certain, so nothing is amplified (docs/layered.md, "Where we depart from
-    the paper")."""
-    if enumerated or p >= 1:
-        return epsilon
-    return math.log1p(math.expm1(epsilon) / p)
-
-
 class _RetrainingValuation(PointEstimator):
     """The retraining family on the shared base: fit keeps the points (at least two; their labels as given, which the
     utility checks), value builds the utility on the validation set and values every point."""
@@ -394,14 +385,13 @@ class LayeredShapley(_RetrainingValuation):
         result = replace(result, method=self.method)
         if self.epsilon is None:
             return result
-        p = expected_coalitions_with(result.diagnostics["coalitions_per_layer"])
-        enumerated = bool(result.diagnostics["enumerated_layers"])
-        epsilon_0 = amplified_epsilon(self.epsilon, p, enumerated)
+        # No amplification by subsampling: the coalitions follow from the public sampling key and the draw counts
+        # are published, so each value is the Laplace mechanism on known coalitions (docs/layered.md)
         sensitivity = layered_sensitivity(num_players, *stability, self.adjacency)
         mechanism = Mechanism.laplace(
-            num_players * epsilon_0, sensitivity, num_compositions=num_players, adjacency=self.adjacency
+            num_players * self.epsilon, sensitivity, num_compositions=num_players, adjacency=self.adjacency
         )
-        what = f"Layered Shapley values of {num_players} points, each {epsilon_0:g}-DP for the other points"
+        what = f"Layered Shapley values of {num_players} points, each {self.epsilon:g}-DP for the other points"
         released, ledger = perturb(mechanism, result.values, self.noise, what)
         self._record(ledger)
         return replace(
@@ -412,9 +402,6 @@ class LayeredShapley(_RetrainingValuation):
             diagnostics=result.diagnostics
             | {
                 "epsilon": self.epsilon,
-                "epsilon_0": epsilon_0,
-                "amplified": epsilon_0 != self.epsilon,
-                "p": p,
                 "sensitivity": sensitivity,
                 "noise_scale": mechanism.noise_scale,
                 "adjacency": self.adjacency,
@@ -511,7 +498,6 @@ class MonteCarloShapley(_RetrainingValuation):
 __all__ = [
     "LayeredShapley",
     "MonteCarloShapley",
-    "amplified_epsilon",
     "layer_counts",
     "layer_sample_sizes",
     "layered_sensitivity",
