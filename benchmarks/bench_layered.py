@@ -110,7 +110,7 @@ def calibration(keys: int, num_players: int, alpha: float = 0.05, beta: float = 
     the (alpha, beta) guarantee, P(|phi_hat_i - phi_i| >= alpha) <= beta (Watson et al., Thm 3.3)."""
     scores = np.random.default_rng(0).random(num_players)
     game = averaging_utility(scores, c)
-    target = averaging_shapley(scores, c) - c * scores / num_players  # Alg. 1 leaves out layer 0, v({i}) - v({})
+    target = averaging_shapley(scores, c)  # the Shapley value: layer 0, v({i}) - v({}), is valued by default
     start = time.perf_counter()
     runs = [layered_shapley(game, num_players, key, alpha=alpha, beta=beta, c=c) for key in range(keys)]
     elapsed = time.perf_counter() - start

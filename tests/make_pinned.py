@@ -24,6 +24,11 @@ valuations and the saved result files are still those of the redesign's commit):
   with the loops inside (the same operations, which XLA vectorises and rounds differently): every array moved by
   at most 9.8e-10 relative (a draw; every value, standard error and reward parameter by at most 1.4e-12), and no
   search took another trial.
+- `layered.npz`: Layered Shapley values layer 0, v({i}) - v({}), by default (`include_empty_layer=True`), so that
+  its values estimate the Shapley value its (alpha, beta) guarantee is stated for: every Layered and DP Layered
+  value moved by its layer-0 term (v({i}) - v({})) / n, at most 3.2e-3; each point's count rose by 1 and the
+  standard errors, the noise and the other draws are unchanged. `layered_at_save.npz` keeps the arrays
+  `layered_result.npz` was saved with.
 
 What it writes:
 - `party_1.release.json` ... `party_3.release.json`: the releases of the three parties of `bayesval demo` (Sim et

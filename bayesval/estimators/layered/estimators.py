@@ -7,8 +7,11 @@ m_k = c^2 / (2 alpha^2 k^2) ln(2n / beta) coalitions (Alg. 1, line 4): Hoeffding
 P(|phi_hat_i - phi_i| >= alpha) <= beta when |v_i(C)| <= c / k (Thm 3.3). Where Alg. 1 leaves gaps we fill them
 (docs/layered.md, "Where we depart from the paper"): a layer with ceil(m_k) >= binom(n-1, k) coalitions is
 enumerated; a layer with m_k < 1 is sampled with probability m_k (Sec. 3.2; estimate 0 when not); each layer's
-estimate is the mean of its realised draws (which the App. D sensitivity needs); the empty layer v({i}) - v({}) is
-added with `include_empty_layer`. The coalitions of every layer come from the game layer's stratified sampler in
+estimate is the mean of its realised draws (which the App. D sensitivity needs); the empty layer k = 0,
+v({i}) - v({}), which Eq. 1 and Thm 3.3's phi_i hold but Alg. 1's loop leaves out, is computed exactly by default
+(`include_empty_layer=True`), so that the guarantee is about the Shapley value itself; with
+`include_empty_layer=False` (Alg. 1 as printed) the target is the Shapley value less (v({i}) - v({})) / n, and the
+result's diagnostics["target"] says so. The coalitions of every layer come from the game layer's stratified sampler in
 its fixed mode (`bayesval.games.samplers.StratifiedSampler.fixed_draws`), given the counts per point and layer.
 Each value's standard error estimates its spread over keys: the sampled layers' variances (finite-population
 corrected, a few-draw layer's shrunk toward its neighbouring layers') and the random inclusion of the layers of
@@ -58,6 +61,10 @@ from bayesval.validation import (
     check_probability,
 )
 
+TARGETS = {  # what a value estimates, by include_empty_layer (docs/layered.md, "Where we depart from the paper")
+    True: "shapley value",
+    False: "shapley value less its layer-0 term (v({i}) - v({})) / n",
+}
 EVALUATION_BUDGET = 10**7  # utility evaluations a Monte Carlo plan may take without an explicit max_evaluations
 
 
@@ -90,7 +97,7 @@ def layered_shapley(
     alpha: float = 0.05,
     beta: float = 0.05,
     c: float = 0.5,
-    include_empty_layer: bool = False,
+    include_empty_layer: bool = True,
     batch_size: int = 4096,
 ) -> ValuationResult:
     """Layered Shapley values (Watson et al. 2023, Alg. 1, completed as in docs/layered.md, "Where we depart from
@@ -101,7 +108,12 @@ def layered_shapley(
     sampled layers' sampling variance and the rare layers' random inclusion (`_layer_statistics`); it is 0 only
     where every layer was enumerated or the point's draws vary nowhere (equal within each sampled layer, 0 in each
     rare one: a null player). It leaves out the estimate's bias,
-    E[phi_hat_i] = (1 / n) sum_k min(m_k, 1) phi_i^k, from the rare layers' estimate 0 when not drawn."""
+    E[phi_hat_i] = (1 / n) sum_k min(m_k, 1) phi_i^k, from the rare layers' estimate 0 when not drawn.
+
+    The target is the Shapley value phi_i of Eq. 1 with `include_empty_layer` (the default: layer 0,
+    v({i}) - v({}), valued exactly); without it, Alg. 1 as printed, it is phi_i - (v({i}) - v({})) / n, and
+    the (alpha, beta) guarantee of Thm 3.3 and the standard errors are about that (docs/layered.md, "The empty
+    layer"). diagnostics["target"] names it."""
     num_players = check_count("num_players", num_players, minimum=2)
     key = check_key("key", key)
     alpha, beta = check_probability("alpha", alpha), check_probability("beta", beta)
@@ -133,6 +145,7 @@ def layered_shapley(
             "beta": beta,
             "c": c,
             "include_empty_layer": include_empty_layer,
+            "target": TARGETS[include_empty_layer],
             "coalitions_per_layer": counts.mean(axis=0).tolist(),
             "enumerated_layers": [k for k in range(1, num_players) if counts[0, k] == comb(num_players - 1, k)],
             "marginals": len(gains),
@@ -318,12 +331,16 @@ class _RetrainingValuation(PointEstimator):
 class LayeredShapley(_RetrainingValuation):
     """Layered Shapley (Watson et al., Alg. 1), private with `epsilon` (Alg. 2, Laplace output noise).
 
-    alpha, beta    the (alpha, beta) guarantee: P(|phi_hat_i - phi_i| >= alpha) <= beta per point, in (0, 1)
+    alpha, beta    the (alpha, beta) guarantee: P(|phi_hat_i - phi_i| >= alpha) <= beta per point, in (0, 1), phi_i
+                   the Shapley value (Eq. 1; with include_empty_layer=False, less (v({i}) - v({})) / n)
     c              the diminishing-returns constant, |v_i(C)| <= c / |C| (taken as the marginals' range, as the
                    paper's Hoeffding step does; |v_i| <= c / k spans 2c / k, so pass 2c for a rigorous bound).
                    Default: from the utility's uniform stability gamma_k = L^2 kappa^2 / (2 lambda k) (Bousquet &
                    Elisseeff 2002, as Watson et al. use it in Sec. 3.1), c = L^2 kappa^2 / (2 lambda)
-    include_empty_layer   add the layer k = 0, v({i}) - v({}) (not in the paper's Alg. 1)
+    include_empty_layer   value the layer k = 0, v({i}) - v({}), exactly (default True: in Eq. 1 and in the phi_i of
+                   Thm 3.3, but not in Alg. 1's loop; v({}) is the utility's value of the empty coalition, for
+                   LogisticRegressionUtility an uninformed model's score). False follows Alg. 1 as printed and
+                   estimates the Shapley value less (v({i}) - v({})) / n
     epsilon        per-value DP budget (> 0); the n values together are n epsilon-DP (recorded in the ledger)
     adjacency      'replace-one' (the paper's Def. 2.1; sensitivity factor 2) or 'add-or-remove-one' (factor 1,
                    the paper's Appendix D)
@@ -340,7 +357,7 @@ class LayeredShapley(_RetrainingValuation):
         beta: float = 0.05,
         c: float | None = None,
         *,
-        include_empty_layer: bool = False,
+        include_empty_layer: bool = True,
         epsilon: float | None = None,
         adjacency: str = "replace-one",
         utility: Callable | None = None,
