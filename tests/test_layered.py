@@ -2,9 +2,11 @@
 the spread over keys on a 100-player game with a closed form, the spec's worked numbers, DP Layered Shapley's
 calibration and noise scale, the Monte Carlo baseline, the front door and bad input."""
 
+import itertools
 import math
 from functools import partial
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from bayesval.estimators.layered.estimators import (
     layered_shapley,
 )
 from bayesval.games import exact_semivalue
+from bayesval.games.samplers import ENUMERATION_LIMIT, StratifiedSampler, samples_without_replacement
 
 
 def _data(seed=0, n=10, d=3, n_val=80):
@@ -149,6 +152,49 @@ def test_a_few_equal_draws_borrow_the_variance_of_the_neighbouring_layers():
     # layer 3: window [2, 4] holds no spread, so the point's pool: spread / 2 / 3^2, shrunk / 2, over 2 draws, 1 - 2/4
     assert variance[0] == pytest.approx(spread / 8 / 3 / 3 / 2 + spread / 18 / 2 / 2 / 2)
     assert variance[1] == 0  # no spread in any layer: constant marginals, as in an additive game
+
+
+def _one_large_layer(key, count, n=30, k=4):
+    """Point 0's layer k of n players drawn `count` times by the stratified sampler, on the non-additive game
+    v(S) = (sum_S a)^2 / |S|: the draws' marginals, the layer statistics, and the number of distinct coalitions."""
+    a = np.random.default_rng(0).random(n)
+    counts = np.zeros((n, n), np.int64)
+    counts[0, k] = count
+    without, owners, layers = StratifiedSampler.fixed_draws(jax.random.key(key), counts)
+    with_point = without.copy()
+    with_point[:, 0] = True
+
+    def v(masks):
+        return (masks * a).sum(axis=1) ** 2 / np.maximum(masks.sum(axis=1), 1)
+
+    gains = v(with_point) - v(without)
+    sizes = np.where(np.arange(n) == k, float(count), 0.0)
+    means, variance = _layer_statistics(gains, owners, layers, counts, sizes, 1.0)
+    return gains, means[0, k], variance[0], len(np.unique(np.packbits(without, axis=1), axis=0))
+
+
+def test_a_layer_is_exact_only_where_it_is_enumerated():
+    """n = 30, k = 4: binom(29, 4) = 23,751 coalitions, more than the sampler lists (20,000). A count of all of them
+    (layer_counts' cap) is enumerated, each coalition once, so the layer mean is exact under every key and its
+    variance 0; the old sampler drew them independently (about 15,000 distinct, an estimate that moved with the key,
+    reported exact). A count of 20,001 is drawn independently, with replacement: its variance is s^2 / m, with no
+    finite-population correction (the old code multiplied it by 1 - 20,001 / 23,751 = 0.16)."""
+    n, k = 30, 4
+    total = math.comb(n - 1, k)
+    assert total > ENUMERATION_LIMIT
+    a = np.random.default_rng(0).random(n)
+    exact = []
+    for members in itertools.combinations(range(1, n), k):
+        inside = a[list(members)].sum()
+        exact.append((inside + a[0]) ** 2 / (k + 1) - inside**2 / k)
+    for key in (0, 1):
+        _, mean, variance, distinct = _one_large_layer(key, total)
+        assert distinct == total
+        assert mean == pytest.approx(np.mean(exact), rel=1e-12) and variance == 0
+    gains, _, variance, distinct = _one_large_layer(0, 20_001)
+    assert len(gains) == 20_001 and distinct < 20_001  # independent draws repeat
+    assert variance == pytest.approx(np.var(gains, ddof=1) / 20_001, rel=1e-9, abs=0)
+    assert not samples_without_replacement(n, np.full((n, n), 20_001))[0, k]
 
 
 def test_dp_layered_noise_is_laplace_of_the_calibrated_scale_and_is_recorded():

@@ -36,7 +36,8 @@ where the utility gives a coalition one value (`bayesval.games.utilities`); a ke
   two draws per index, and the rest where c_s sigma_s, with the honest layer spreads of the run so far
   (`bayesval.results.variance`), says the variance is.
   Its fixed mode, `StratifiedSampler.fixed_draws(key, counts)`, draws a given number of coalitions per index and
-  size in one go, without replacement where the size's coalitions can be listed: the layer sampling of Layered
+  size in one go, every coalition where the count asks for all of them, else without replacement where the size's
+  coalitions can be listed and independently (with replacement) where they cannot: the layer sampling of Layered
   Shapley (Watson et al. 2023, Alg. 1), whose counts come from its (alpha, beta) guarantee.
 * `SemivalueSampler`: coalitions drawn from the semivalue's own distribution, the size s with probability
   binom(n-1, s) w(s), then uniform members, so every draw has weight 1 (the exact sizes are valued on their own).
@@ -501,18 +502,21 @@ class StratifiedSampler:
     @staticmethod
     def fixed_draws(key, counts: np.ndarray):
         """The fixed mode: counts[i, s] uniform coalitions of size s of N minus i for every index i and size s, as
-        masks without the index (T, n), their index (T,) and size (T,), grouped by index and then size. A size of
-        at most `ENUMERATION_LIMIT` coalitions is listed and sampled without replacement (all of them where counts
-        asks for as many: the layer is exact); a larger one gets independent uniform coalitions, whose repeats are
-        negligible. The draws come from a NumPy generator seeded by the key's data, not from `sized_masks`' JAX
-        stream: the listed sizes need NumPy's draw without replacement, and one stream for both keeps a key's
-        coalitions, and so Layered Shapley's values (docs/layered.md), what they have always been."""
+        masks without the index (T, n), their index (T,) and size (T,), grouped by index and then size. A size whose
+        count is at least its binom(n-1, s) coalitions is enumerated, each coalition once (the layer is exact),
+        however many there are: the draws asked for would cost as much. Otherwise a size of at most
+        `ENUMERATION_LIMIT` coalitions is listed and sampled without replacement, and a larger one gets
+        independent uniform coalitions (with replacement; `samples_without_replacement` tells which). The draws
+        come from a NumPy generator seeded by the key's data, not from `sized_masks`' JAX stream: the listed sizes
+        need NumPy's draw without replacement, and one stream for both keeps a key's coalitions, and so Layered
+        Shapley's values (docs/layered.md), what they have always been."""
         rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).tolist())
         num_players = counts.shape[1]
         masks, owners, sizes, independent = [], [], [], []
         for player, size in zip(*np.nonzero(counts)):
             count, total = int(counts[player, size]), comb(num_players - 1, int(size))
-            if total > ENUMERATION_LIMIT:
+            count = min(count, total)
+            if count < total and total > ENUMERATION_LIMIT:
                 independent.append((player, size, count))
                 continue
             others = np.delete(np.arange(num_players), player)
@@ -533,6 +537,16 @@ class StratifiedSampler:
             owners.append(player)
             sizes.append(size)
         return np.concatenate(masks), np.concatenate(owners), np.concatenate(sizes)
+
+
+def samples_without_replacement(num_players: int, counts: np.ndarray) -> np.ndarray:
+    """Where `StratifiedSampler.fixed_draws` draws without replacement, by index and size (the shape of counts): a
+    size it enumerates (count >= binom(n-1, s)) or lists (binom(n-1, s) <= `ENUMERATION_LIMIT`). Elsewhere its
+    draws are independent, so their mean has no finite-population correction (Cochran, Sampling Techniques,
+    Thm 2.2 holds for draws without replacement only)."""
+    totals = np.array([comb(num_players - 1, s) for s in range(counts.shape[-1])], dtype=object)
+    listed = np.array([total <= ENUMERATION_LIMIT for total in totals])
+    return listed | (np.asarray(counts, dtype=object) >= totals).astype(bool)
 
 
 def largest_remainders(shares: np.ndarray, total: int) -> np.ndarray:

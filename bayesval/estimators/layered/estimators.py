@@ -44,7 +44,7 @@ import numpy as np
 from bayesval.batching import map_in_batches
 from bayesval.estimators.base import PointEstimator, sampling_key
 from bayesval.estimators.layered.utilities import LogisticRegressionUtility, power_of_two
-from bayesval.games.samplers import PermutationSampler, StratifiedSampler
+from bayesval.games.samplers import PermutationSampler, StratifiedSampler, samples_without_replacement
 from bayesval.games.semivalues import checked_values, semivalue
 from bayesval.games.stopping import MaxEvaluations
 from bayesval.games.utilities import KeylessUtility
@@ -179,7 +179,8 @@ def _layer_statistics(gains, owners, layers, counts, sample_sizes, c: float):
     squares = _squared_deviations(gains, owners, layers, drawn)
     totals = np.array([comb(num_players - 1, k) for k in range(num_players)], np.float64)
     rare = np.broadcast_to((sample_sizes < 1) & (np.arange(num_players) > 0), counts.shape)
-    variance = _sampled_layer_variance(squares, drawn, totals, rare) + _rare_layer_variance(
+    listed = samples_without_replacement(num_players, counts)
+    variance = _sampled_layer_variance(squares, drawn, totals, rare, listed) + _rare_layer_variance(
         sums, drawn > 0, sample_sizes, rare[0], c
     )
     return means, variance
@@ -203,15 +204,17 @@ def _squared_deviations(gains, owners, layers, drawn) -> np.ndarray:
     return np.maximum(squares - np.divide(sums**2, drawn, out=np.zeros_like(sums), where=drawn > 0), 0.0)
 
 
-def _sampled_layer_variance(squares, drawn, totals, rare) -> np.ndarray:
-    """sum_k s_k^2 / m_k (1 - m_k / N_k) per point over its layers of m_k >= 1 draws (without replacement from the
-    N_k = binom(n-1, k) coalitions, or independent where N_k is too large to list, which the correction then leaves
-    at 1; Cochran, Sampling Techniques, Thm 2.2). s_k^2 is the layer's sample variance shrunk toward its neighbours'
-    (`_shrunk_variances`); an enumerated layer (m_k = N_k) adds 0."""
+def _sampled_layer_variance(squares, drawn, totals, rare, listed) -> np.ndarray:
+    """sum_k s_k^2 / m_k (1 - m_k / N_k) per point over its layers of m_k >= 1 draws without replacement from the
+    N_k = binom(n-1, k) coalitions (`listed`; Cochran, Sampling Techniques, Thm 2.2), and s_k^2 / m_k over those
+    drawn independently, where N_k is too large to list (no finite-population correction: their draws repeat).
+    s_k^2 is the layer's sample variance shrunk toward its neighbours' (`_shrunk_variances`). Only an enumerated
+    layer, every coalition once (m_k = N_k, which `StratifiedSampler.fixed_draws` lists whatever N_k), is exact
+    and adds 0."""
     dof = np.maximum(drawn - 1.0, 0.0)  # 0 for a rare layer, drawn once at most
     variances = np.divide(squares, dof, out=np.zeros_like(squares), where=dof > 0)
-    sampled = ~rare & (drawn > 0) & (drawn < totals)
-    correction = 1.0 - drawn / totals
+    sampled = ~rare & (drawn > 0) & ~(listed & (drawn >= totals))
+    correction = np.where(listed, 1.0 - drawn / totals, 1.0)
     shrunk = _shrunk_variances(variances, dof)
     return np.where(sampled, shrunk / np.maximum(drawn, 1.0) * correction, 0.0).sum(axis=1)
 
