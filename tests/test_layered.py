@@ -260,6 +260,27 @@ def test_bad_arguments_are_refused_before_any_work(arguments, error, message):
         LayeredShapley(**arguments)
 
 
+def test_settings_where_every_layer_is_rare_are_refused():
+    """n = 10, alpha = beta = 0.05, c = 0.002: m_1 = c^2 ln(2n / beta) / (2 alpha^2) = 0.00479, so every layer would be
+    drawn with probability m_k only; keys 1 and 2 drew nothing and the old code crashed ('need at least one array
+    to concatenate'), key 0 returned values resting on a few coin flips. Refused before any fit, naming what to
+    change; the smallest c / alpha that gives m_1 >= 1 runs."""
+    x, y, x_val, y_val = _data()
+    sizes = layer_sample_sizes(10, 0.05, 0.05, 0.002)
+    assert sizes[1:].max() == sizes[1] == pytest.approx(0.002**2 * math.log(400) / (2 * 0.05**2))
+    assert sizes[1] < 1
+    said = r"m_1 = 0\.00479, for n=10, alpha=0\.05, beta=0\.05, c=0\.002.*Lower alpha or beta, or raise c"
+    for key in (0, 1, 2):
+        with pytest.raises(ValueError, match=said):
+            LayeredShapley(0.05, 0.05, c=0.002, epsilon=1.0, key=key).fit(x, y).value(x_val, y_val)
+    for empty in (True, False):
+        with pytest.raises(ValueError, match=said):
+            layered_shapley(averaging_utility(np.ones(10), 1.0), 10, 1, c=0.002, include_empty_layer=empty)
+    enough = 0.05 * math.sqrt(2 / math.log(400)) * (1 + 1e-9)  # m_1 just above 1
+    assert layer_sample_sizes(10, 0.05, 0.05, enough)[1] >= 1
+    assert len(layered_shapley(averaging_utility(np.ones(10), 1.0), 10, 1, c=enough).values) == 10
+
+
 def test_bad_data_and_utilities_are_refused():
     x, y, x_val, y_val = _data()
     with pytest.raises(ValueError, match="X has 1 rows; valuing data points needs at least 2"):

@@ -74,6 +74,21 @@ def layer_sample_sizes(num_players: int, alpha: float, beta: float, c: float) ->
     return np.concatenate([[0.0], c**2 / (2 * alpha**2 * sizes**2) * math.log(2 * num_players / beta)])
 
 
+def check_some_layer_sampled(num_players: int, alpha: float, beta: float, c: float) -> None:
+    """Refuse settings whose every m_k < 1 (Alg. 1, line 4; m_1 is the largest): each layer would then be drawn only
+    with probability m_k (Sec. 3.2), so the values would rest on a few coin flips, and under some keys on no
+    coalition at all."""
+    largest = layer_sample_sizes(num_players, alpha, beta, c)[1]
+    if largest < 1:
+        needed = math.sqrt(2 / math.log(2 * num_players / beta))
+        raise ValueError(
+            f"every layer's sample size m_k = c^2 ln(2n / beta) / (2 alpha^2 k^2) is below 1 (the largest, m_1 = "
+            f"{largest:.3g}, for n={num_players}, alpha={alpha:g}, beta={beta:g}, c={c:g}): Layered Shapley would "
+            "draw each layer only with probability m_k, a few coalitions or none. Lower alpha or beta, or raise c "
+            f"(m_1 >= 1 needs c / alpha >= {needed:.3g})"
+        )
+
+
 def layer_counts(key, num_players: int, alpha: float, beta: float, c: float, include_empty_layer: bool = False):
     """Coalitions drawn per point and layer, (n, n) int: min(binom(n-1, k), ceil(m_k)) where m_k >= 1, else one with
     probability m_k (Alg. 1's inclusion probability p_k of line 6 capped at 1, whole counts for m_k >= 1, and
@@ -120,6 +135,7 @@ def layered_shapley(
     c = check_positive("c", c)
     check_bool("include_empty_layer", include_empty_layer)
     batch_size = check_count("batch_size", batch_size, minimum=1)
+    check_some_layer_sampled(num_players, alpha, beta, c)
     started = time.perf_counter()
     counts_key, coalition_key, utility_key = jax.random.split(key, 3)
     counts = layer_counts(counts_key, num_players, alpha, beta, c, include_empty_layer)
