@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -184,3 +186,23 @@ def test_cosine_ball_at_both_ends_of_tau():
         assert same_direction.diagnostics["mean_neighbours"] == 2
         # Eq. 7 with m = 2 same-label members, C = 2: (1 - 1/2) / 2 + (1/2 - 1/2) (H_2 - 1) = 1/4 each
         np.testing.assert_allclose(same_direction.values, [0.25, 0.25, 0.0, 0.0], rtol=0, atol=1e-15)
+
+
+def test_copies_of_a_row_with_other_labels_are_counted_and_warned_of():
+    """Two copies of one row labelled 0 and 1 are tied at every distance: KNN-Shapley's tie-break by index decides
+    their values, which swap sign when the rows swap. The estimator counts them and warns; other duplicates (same
+    label) and distinct rows do not count."""
+    X = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [2.0, 1.0], [2.0, 1.0]])
+    y = np.array([0, 1, 0, 1, 1])
+    X_val, y_val = np.array([[0.0, 1.1]]), np.array([0])
+    estimator = KNNShapley(1, distance="euclidean")
+    with pytest.warns(UserWarning, match="2 training rows are copies of another row with a different label"):
+        values = estimator.fit(X, y).value(X_val, y_val)
+    assert values.diagnostics["conflicting_duplicates"] == 2
+    with pytest.warns(UserWarning, match="copies of another row"):
+        swapped = estimator.fit(X[[1, 0, 2, 3, 4]], y[[1, 0, 2, 3, 4]]).value(X_val, y_val)
+    assert values.values[0] != pytest.approx(swapped.values[1])  # the dependence the warning names
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clean = estimator.fit(X[1:], y[1:]).value(X_val, y_val)
+    assert clean.diagnostics["conflicting_duplicates"] == 0
