@@ -195,3 +195,60 @@ def test_distance_order_is_a_stable_argsort():
     np.testing.assert_array_equal(
         distance_order(jnp.asarray(dist, dtype=jnp.float32)), np.argsort(dist.astype(np.float32), kind="stable")
     )
+
+
+def tie_orders(dist):
+    """Every order of the points consistent with their distances (ties in any order), as a priority per point."""
+    groups = [np.flatnonzero(dist == d) for d in np.unique(dist)]
+    for arrangement in itertools.product(*(itertools.permutations(group) for group in groups)):
+        priority = np.empty(len(dist), int)
+        priority[np.concatenate(arrangement)] = np.arange(len(dist))
+        yield priority
+
+
+def tie_symmetric_shapley(dist, utility_of_order) -> np.ndarray:
+    """Shapley values of the game whose utility averages the KNN utility over every tie order: by linearity, the
+    mean over those orders of each order's brute-force Shapley values."""
+    orders = list(tie_orders(dist))
+    return np.mean([brute_force_shapley(len(dist), utility_of_order(priority)) for priority in orders], axis=0)
+
+
+def tied_games(seed: int, count: int):
+    """Random games whose distances take 2 or 3 values, so that most points tie with others."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = int(rng.integers(2, 7))
+        n_classes = int(rng.integers(2, 4))
+        dist = rng.choice(np.array([-0.6, 0.1, 0.7])[: int(rng.integers(2, 4))], n)
+        agree = rng.integers(0, n_classes, n) == 0
+        yield n, n_classes, dist, agree
+
+
+@pytest.mark.parametrize("variant", ["soft", "original"])
+def test_tied_distances_give_the_tie_symmetric_game_s_values_whatever_the_rows_order(variant):
+    """Where distances tie, the closed forms give the Shapley values of the game averaged over tie orders (brute
+    force over every order and subset), so that reordering the rows moves no value; before, ties were broken by
+    row index and two copies of one row with other labels swapped values when the rows swapped."""
+    checked = 0
+    for n, n_classes, dist, agree in tied_games(2026_12_06, 30):
+        for k in sorted({1, 2, 3, n + 1}):
+            if variant == "soft":
+                closed = np.asarray(knn_shapley_soft(jnp.asarray(dist), jnp.asarray(agree), k, 1.0 / n_classes))
+
+                def utility_of_order(priority, k=k, dist=dist, agree=agree, n_classes=n_classes):
+                    return knn_soft_utility(dist + 1e-9 * priority, agree, k, n_classes)
+            else:
+                closed = np.asarray(knn_shapley_original(jnp.asarray(dist), jnp.asarray(agree), k))
+
+                def utility_of_order(priority, k=k, dist=dist, agree=agree):
+                    return knn_original_utility(dist + 1e-9 * priority, agree, k)
+
+            np.testing.assert_allclose(closed, tie_symmetric_shapley(dist, utility_of_order), atol=1e-12)
+            order = np.random.default_rng(n * 10 + k).permutation(n)
+            if variant == "soft":
+                again = knn_shapley_soft(jnp.asarray(dist[order]), jnp.asarray(agree[order]), k, 1.0 / n_classes)
+            else:
+                again = knn_shapley_original(jnp.asarray(dist[order]), jnp.asarray(agree[order]), k)
+            np.testing.assert_allclose(np.asarray(again), closed[order], atol=1e-12)
+            checked += len(np.unique(dist)) < n
+    assert checked >= 50  # games with at least one tie

@@ -13,7 +13,6 @@ is the sum of its values over the validation points (Thm 1); names are the train
 from __future__ import annotations
 
 import math
-import warnings
 from functools import partial
 
 import jax.numpy as jnp
@@ -72,17 +71,6 @@ _PRIVATE_CLASSES = (
     "value through v(empty set) = 1/C, and C counted from the private training labels would change every owner's "
     "value when the only point of a class is added or removed, which no noise covers"
 )
-
-
-def conflicting_duplicates(features, labels) -> int:
-    """How many rows of `features` are identical to another row whose label differs: tied at every distance from
-    every validation point, so that KNN-Shapley's tie-break by index, not the data, decides which of them counts
-    among the K nearest (docs/knn.md, "Ties depend on row order")."""
-    _, rows = np.unique(np.asarray(features), axis=0, return_inverse=True)
-    rows = rows.reshape(-1)
-    pairs = np.unique(np.stack([rows, np.asarray(labels).reshape(-1)]), axis=1)  # distinct (row, label) pairs
-    labels_per_row = np.bincount(pairs[0], minlength=rows.max() + 1)
-    return int(np.sum(labels_per_row[rows] > 1))
 
 
 class _NearestNeighbourValuation(PointEstimator):
@@ -165,16 +153,6 @@ class KNNShapley(_NearestNeighbourValuation):
         self.method = "knn_shapley" if variant == "soft" else "knn_shapley_original"
 
     def _values(self, x_train, x_val, y_val, batch_size):
-        conflicting = conflicting_duplicates(self.x_train_, self.y_train_)
-        if conflicting:
-            warnings.warn(
-                f"{conflicting} training rows are copies of another row with a different label (as the "
-                f"{self.distance} distance sees them): KNN-Shapley breaks their distance ties by row order, so their "
-                "values depend on the order of the rows. Deduplicate them, or use TKNNShapley, whose ball has no order "
-                '(docs/knn.md, "Ties depend on row order")',
-                UserWarning,
-                stacklevel=4,
-            )
         values = knn_shapley_values(
             x_train,
             self.y_train_,
@@ -186,7 +164,7 @@ class KNNShapley(_NearestNeighbourValuation):
             distance=self.distance,
             batch_size=batch_size,
         )
-        return values, PrivacyLedger(), {"n_neighbors": self.n_neighbors, "conflicting_duplicates": conflicting}
+        return values, PrivacyLedger(), {"n_neighbors": self.n_neighbors}
 
 
 class TKNNShapley(_NearestNeighbourValuation):

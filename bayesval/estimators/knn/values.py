@@ -152,9 +152,19 @@ def _knn_original_sorted(agree: jax.Array, sampled: jax.Array, k: int, dtype) ->
 
 
 def knn_shapley_original(dist: jax.Array, agree: jax.Array, k: int) -> jax.Array:
-    """KNN-Shapley of Jia et al. 2019 (utility Eq. 5, base case 1[y_N = y_val] / max(K, N); Thm 8)."""
-    everyone = jnp.ones(dist.shape, dtype=bool)
-    return _in_distance_order(dist, lambda a, s: _knn_original_sorted(a, s, k, dist.dtype), agree, everyone)
+    """KNN-Shapley of Jia et al. 2019 (utility Eq. 5, base case 1[y_N = y_val] / max(K, N); Thm 8), of the
+    tie-symmetric game where distances tie (`_tie_symmetric`)."""
+
+    def symmetric(d, a):
+        everyone = jnp.ones(a.shape, dtype=bool)
+        n, (_, first, last) = a.shape[0], _tie_groups(d)
+        threshold = jnp.maximum(k, jnp.arange(1, n + 1)).astype(a.dtype)  # t_r = max(K, r), r the 1-based rank
+        start = jnp.maximum(threshold + 1.0, first + 1.0)  # the group's ranks j > t_r: start .. last + 1
+        inside = jnp.where(start <= last + 1.0, 1.0 / (start - 1.0) - 1.0 / (last + 1.0), 0.0)  # sum 1/((j-1) j)
+        values = partial(_knn_original_sorted, sampled=everyone, k=k, dtype=a.dtype)
+        return _tie_symmetric(d, a, values, 1.0 / threshold, 1.0 / threshold - inside)
+
+    return _in_distance_order(dist, symmetric, dist, agree.astype(dist.dtype))
 
 
 def subsampled_knn_shapley_original(
@@ -189,8 +199,60 @@ def _knn_soft_sorted(a: jax.Array, k: int, inv_classes: float) -> jax.Array:
 
 
 def knn_shapley_soft(dist: jax.Array, agree: jax.Array, k: int, inv_classes: float) -> jax.Array:
-    """Soft-label KNN-Shapley (utility Eq. 2 with v(empty) = 1/C; Wang et al. 2023, Thm 7)."""
-    return _in_distance_order(dist, lambda a: _knn_soft_sorted(a, k, inv_classes), agree.astype(dist.dtype))
+    """Soft-label KNN-Shapley (utility Eq. 2 with v(empty) = 1/C; Wang et al. 2023, Thm 7), of the tie-symmetric
+    game where distances tie (`_tie_symmetric`)."""
+    n = dist.shape[0]
+    values = partial(_knn_soft_sorted, k=k, inv_classes=inv_classes)
+    if n < k or n == 1:  # every point a neighbour: the TKNN game, whose values do not depend on the order
+        return _in_distance_order(dist, values, agree.astype(dist.dtype))
+
+    def symmetric(d, a):
+        # Thm 7 as `_knn_soft_sorted` computes it: V_r = last + sum_{i = r}^{n - 1} (a_i - a_{i + 1}) w_i, affine in
+        # a, with d last / d a_j = -(H_K - 1) / (n (n - 1)) for j < n and (H_K - 1) / n + 1 / n for j = n
+        h_k = harmonic(jnp.asarray(k, a.dtype))
+        i = jnp.arange(1, n, dtype=a.dtype)
+        w = jnp.append((h_k + (jnp.minimum(i, k) * (n - 1) / i - k) / k) / (n - 1), 0.0)  # w_n = 0
+        d_last = jnp.full(n, -(h_k - 1.0) / (n * (n - 1.0))).at[-1].set(h_k / n)
+        group, _, last = _tie_groups(d)
+        block = jax.ops.segment_sum(d_last, group, num_segments=n)[group] + w[last]  # (A 1_G)_r: r's group's sum
+        return _tie_symmetric(d, a, values, d_last + w, block)
+
+    return _in_distance_order(dist, symmetric, dist, agree.astype(dist.dtype))
+
+
+def _tie_groups(sorted_dist: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Per sorted position: the id of its group of equal distances, and the group's first and last positions."""
+    n = sorted_dist.shape[0]
+    starts = jnp.concatenate([jnp.ones(1, bool), sorted_dist[1:] != sorted_dist[:-1]])
+    group = jnp.cumsum(starts) - 1
+    positions = jnp.arange(n)
+    first = jax.ops.segment_min(positions, group, num_segments=n)[group]
+    last = jax.ops.segment_max(positions, group, num_segments=n)[group]
+    return group, first, last
+
+
+def _tie_symmetric(sorted_dist, a, values, diagonal, block) -> jax.Array:
+    """The Shapley values of the tie-symmetric game, E over uniform orders within each group of tied distances of
+    the values with ties broken by that order (by linearity, the Shapley value of the game whose utility is the
+    average over those orders): so tied points of one label get one value, whatever the rows' order.
+
+    `values` maps sorted labels a to the sorted values A a + b (affine in a), `diagonal` is A_rr and `block` is
+    (A 1_G)_r, the sum of row r of A over r's group G. A point p of label a_p lands at each rank r of G with
+    probability 1/g; the other g - 1 fill G's other ranks with mean label mu_p = (g m_G - a_p) / (g - 1), and every
+    other group's ranks take its mean m_G', so E[phi_p] = mean_{r in G} V_r(a_bar) + (a_p - mu_p)
+    (mean_{r in G} A_rr - mean_{r in G} (A 1_G)_r / g), a_bar the labels averaged within their groups. Without ties
+    it is A a + b exactly (docs/knn.md, "Ties")."""
+    n = a.shape[0]
+    group = _tie_groups(sorted_dist)[0]
+    size = jax.ops.segment_sum(jnp.ones(n, a.dtype), group, num_segments=n)
+
+    def mean(x):
+        return (jax.ops.segment_sum(x, group, num_segments=n) / jnp.maximum(size, 1.0))[group]
+
+    g = size[group]
+    smoothed = mean(a)
+    others = jnp.where(g > 1, (g * smoothed - a) / jnp.maximum(g - 1.0, 1.0), a)
+    return mean(values(smoothed)) + (a - others) * (mean(diagonal) - mean(block) / g)
 
 
 def _point_geometry(x_train, y_train, distance: str):
