@@ -189,13 +189,15 @@ class Mechanism:
         what: str,
         dimension: int,
         ledger: PrivacyLedger | None = None,
+        identity: Sequence[Any] = (),
     ) -> tuple[Any, Release]:
         """Release `program(privacy_key, *inputs)`, a computation that adds this mechanism's noise (via
         `add_noise` with `self.noise_scale`) to what it publishes. The key comes from `noise`, claimed by
-        the fingerprint of (owner, what, this mechanism, inputs)."""
+        the fingerprint of (owner, what, this mechanism, inputs, identity): `identity` holds what else makes the
+        program's release differ (its settings and sampling key), so one seed is not reused for another release."""
         if self.noise == "discrete_gaussian":
             raise ValueError("the discrete Gaussian releases an array through perturb(), not a JAX program")
-        key = self._claim_key(noise, owner, what, inputs)
+        key = self._claim_key(noise, owner, what, (*inputs, *identity))
         output = program(key, *inputs)
         return output, self._record(owner, what, dimension, ledger)
 

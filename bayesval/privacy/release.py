@@ -69,8 +69,12 @@ class PrivateRelease:
             )
         return self._mechanisms[sensitivity, compositions]
 
-    def release(self, program, inputs, *, sensitivity: float, compositions: int, what: str, dimension: int):
-        """Run `program(privacy_key, *inputs, noise_std)` as one release: (output, ledger, diagnostics)."""
+    def release(
+        self, program, inputs, *, sensitivity: float, compositions: int, what: str, dimension: int, identity=()
+    ):
+        """Run `program(privacy_key, *inputs, noise_std)` as one release: (output, ledger, diagnostics). `identity`:
+        the program's settings outside `inputs` (sampling key, model, release rule), part of the release's
+        fingerprint so that a seeded noise source refuses to perturb a different release with the same noise."""
         mechanism = self.mechanism(sensitivity, compositions)
         ledger = PrivacyLedger()
         output, release = mechanism.run(
@@ -81,6 +85,7 @@ class PrivateRelease:
             what=what,
             dimension=dimension,
             ledger=ledger,
+            identity=identity,
         )
         diagnostics = {
             "epsilon_target": self.guarantee.epsilon,
