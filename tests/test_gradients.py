@@ -21,9 +21,12 @@ from bayesval.estimators import (
     LogisticModel,
     MLPModel,
     burn_in_values,
+    dp_noise_covariance,
     gradient_marginals,
     mean_adjusted_variance,
     permutation_weights,
+    release_matrix_transpose,
+    release_variances,
     released_gradients,
     weighted_marginals,
 )
@@ -36,7 +39,7 @@ from bayesval.experiments.gradients import detection_auroc_bound, dp_variance_by
 from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley
 from bayesval.games.masks import coalition_masks
 from bayesval.games.weights import semivalue_matrix
-from bayesval.privacy import DPGuarantee, Mechanism, add_noise
+from bayesval.privacy import DPGuarantee, Mechanism, SeedReuseError, add_noise
 
 SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), beta_shapley(16, 1), beta_shapley(0.5, 2), LEAVE_ONE_OUT]
 
@@ -201,7 +204,10 @@ def test_values_are_the_burn_in_mean_of_weighted_marginals(cancer):
     result = estimator.fit(X, y).value(X_val, y_val)
     weighted = permutation_weights(BANZHAF, 40)[estimator.positions_] * estimator.marginals_
     np.testing.assert_allclose(result.values, weighted[14:].mean(axis=0))
-    np.testing.assert_allclose(result.stderr, weighted[14:].std(axis=0, ddof=1) / np.sqrt(6))
+    monte_carlo = weighted[14:].std(axis=0, ddof=1) / np.sqrt(6)
+    np.testing.assert_allclose(result.diagnostics["monte_carlo_stderr_without_shared_noise"], monte_carlo)
+    # X* shares its noise across permutations: the reported error adds the covariances the spread cannot see
+    assert np.all(result.stderr > monte_carlo)
     assert result.counts.tolist() == [6] * 40
     np.testing.assert_allclose(weighted_marginals(estimator.marginals_, estimator.positions_, BANZHAF), weighted)
     psi, _, kept = burn_in_values(weighted, 0.0)
@@ -307,3 +313,99 @@ def test_bad_data_and_non_finite_gradients_are_refused(cancer):
     with pytest.raises(FloatingPointError, match="non-finite gradients or utilities .* lower the learning rate"):
         diverging.value(X_val, y_val)
     assert len(diverging.ledger_) == 1  # the noise was drawn: the release counts
+
+
+@pytest.mark.parametrize("noise", ["iid", "correlated", "adaptive", "fl"])
+def test_release_matrix_transpose_and_variances_match_the_release_rule(noise):
+    """X^T D and diag(X X^T) against X read off the release rule itself (its releases of unit noise vectors), and
+    Cov[z*_s, z*_t] = 1/max(s, t) under X* (Zhou et al. 2024, Eq. 4)."""
+    k, variance = 9, 4.0
+    released = released_gradients(jax.random.key(0), jnp.zeros((k, 1)), 0.0, noise, gradient_variance=1.5)
+    assert np.allclose(released, 0.0)
+    cotangent = np.random.default_rng(1).normal(size=(k, 3))
+    identity = np.asarray(release_matrix_transpose(jnp.eye(k), noise, variance, 1.5))  # X^T I = X^T
+    np.testing.assert_allclose(
+        np.asarray(release_matrix_transpose(jnp.asarray(cotangent, jnp.float32), noise, variance, 1.5)),
+        identity @ cotangent,
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    x = identity.T
+    assert np.allclose(np.triu(x, 1), 0.0) and np.allclose(x.sum(axis=1), 1.0)  # causal, rows sum to 1 (P2)
+    np.testing.assert_allclose(release_variances(k, noise, variance, 1.5), np.sum(x**2, axis=1), rtol=1e-5)
+    if noise == "correlated":
+        t = np.arange(1, k + 1)
+        np.testing.assert_allclose(x @ x.T, 1.0 / np.maximum.outer(t, t), rtol=1e-5)
+    if noise == "iid":
+        np.testing.assert_allclose(x, np.eye(k))
+
+
+def test_stderr_is_calibrated_under_shared_noise(cancer):
+    """The reported error of one run against the spread of the values over runs with fresh keys and noise: under
+    X* and Y*(0.5) the Monte Carlo error over permutations alone is several times too small (the released noise is
+    shared across permutations, Cov = sigma^2 / max(s, t)), while the error with `dp_noise_covariance` is close to
+    the actual spread (docs/gradients.md, "Standard errors"; benchmarks/bench_gradient_stderr.py at full size)."""
+    X, y, X_val, y_val = cancer
+    for noise, q in [("correlated", 0.0), ("correlated", 0.5)]:
+        values, reported, monte_carlo = [], [], []
+        for run in range(12):
+            estimator = GradientSemivalues(
+                num_permutations=60,
+                learning_rate=0.003,
+                epsilon=1.0,
+                delta=5e-5,
+                noise=noise,
+                burn_in=q,
+                key=run,
+                noise_seed=9_310_000 + 100 * int(10 * q) + run,
+            )
+            result = estimator.fit(X[:6], y[:6]).value(X_val, y_val)
+            values.append(result.values)
+            reported.append(result.stderr)
+            monte_carlo.append(result.diagnostics["monte_carlo_stderr_without_shared_noise"])
+        spread = np.std(values, axis=0, ddof=1)
+        ratio = np.median(spread / np.mean(reported, axis=0))
+        assert np.median(spread / np.mean(monte_carlo, axis=0)) > 3.0  # the old error: far too small
+        assert 0.6 < ratio < 1.6, ratio
+
+
+def test_dp_noise_covariance_is_zero_for_independent_noise(cancer):
+    """Under i.i.d. noise the summands are independent: the reported error is the Monte Carlo one."""
+    X, y, X_val, y_val = cancer
+    result = (
+        GradientSemivalues(num_permutations=10, epsilon=1.0, delta=1e-5, noise="iid", noise_seed=9_320_001)
+        .fit(X[:6], y[:6])
+        .value(X_val, y_val)
+    )
+    np.testing.assert_array_equal(result.stderr, result.diagnostics["monte_carlo_stderr_without_shared_noise"])
+    gradients = np.ones((4, 3, 2, 5))
+    positions = np.tile(np.arange(3), (4, 1))
+    assert np.all(
+        dp_noise_covariance(gradients, positions, np.ones((4, 3)), noise="iid", noise_std=2.0, step_scale=0.1) == 0
+    )
+    # X*, the own-noise term alone (constant validation gradient, no change across a step): sigma^2 a^2 |g|^2
+    # sum_{s != t} 1/max(s, t) = sigma^2 a^2 |g|^2 sum_t 2 (t - 1) / t
+    covariance = dp_noise_covariance(
+        gradients, positions, np.ones((4, 3)), noise="correlated", noise_std=2.0, step_scale=0.1
+    )
+    expected = 4.0 * 0.01 * 5 * sum(2 * (t - 1) / t for t in range(1, 5))
+    np.testing.assert_allclose(covariance, expected, rtol=1e-5)
+
+
+def test_one_noise_seed_refuses_a_different_gradient_release(cancer):
+    """A seeded noise source perturbs one release only: a second GradientSemivalues with the same noise_seed but
+    another sampling key, release rule or learning rate is a different release and is refused (SeedReuseError), as
+    for every other private estimator; the same release repeated is not (docs/privacy.md)."""
+    X, y, X_val, y_val = cancer
+
+    def run(**settings):
+        options = dict(num_permutations=5, learning_rate=0.003, epsilon=1.0, delta=1e-5, noise="iid", key=0)
+        options.update(settings)
+        return GradientSemivalues(**options).fit(X[:6], y[:6]).value(X_val, y_val).values
+
+    first = run(noise_seed=9_330_001)
+    np.testing.assert_array_equal(run(noise_seed=9_330_001), first)  # the same release: the same noise
+    for change in [dict(key=1), dict(noise="correlated"), dict(learning_rate=0.01), dict(model="mlp")]:
+        with pytest.raises(SeedReuseError):
+            run(noise_seed=9_330_001, **change)
+    run(noise_seed=9_330_001, key=1, allow_seed_reuse=True)  # an experiment may still reuse it explicitly

@@ -79,18 +79,23 @@ def check_noise_mode(noise: str) -> int:
     return NOISE_MODES.index(noise)
 
 
+def release_diagonal(mode, t, k, noise_variance, gradient_variance):
+    """X_tt, the weight of the fresh noisy gradient in release t (1-based) under the noise mode of index `mode`."""
+    adaptive = (noise_variance + t * gradient_variance) / (t * (noise_variance + gradient_variance))
+    return jnp.select(
+        [mode == 0, mode == 1, mode == 2],
+        [jnp.ones_like(t), 1.0 / t, jnp.where(noise_variance + gradient_variance > 0, adaptive, 1.0 / t)],
+        jnp.where(t == 1, 1.0, 0.75 - 0.7 * t / k),
+    )
+
+
 def release_step(mode, buffer, noisy, t, k, noise_variance, gradient_variance):
     """One release of the correlated mechanism: (released gradient, new buffer) from the party's buffer and its
     fresh noisy gradient at permutation t (1-based). The buffer is the raw running mean R of the noisy gradients
     (Sec. 5.2; Algorithm 1 read literally would average the released gradients, docs/gradients.md, "Where we
     depart from the paper"), or for 'fl' the previous released gradient (App. D.2)."""
     t = jnp.asarray(t, noisy.dtype)
-    adaptive = (noise_variance + t * gradient_variance) / (t * (noise_variance + gradient_variance))
-    diagonal = jnp.select(
-        [mode == 0, mode == 1, mode == 2],
-        [jnp.ones_like(t), 1.0 / t, jnp.where(noise_variance + gradient_variance > 0, adaptive, 1.0 / t)],
-        jnp.where(t == 1, 1.0, 0.75 - 0.7 * t / k),
-    )
+    diagonal = release_diagonal(mode, t, k, noise_variance, gradient_variance)
     released = (1 - diagonal) * buffer + diagonal * noisy
     running_mean = buffer + (noisy - buffer) / t
     return released, jnp.where(mode == 3, released, running_mean)
@@ -124,7 +129,7 @@ def _clipped_sum(model, params, x, y, clip):
     return jnp.sum(gradients / jnp.maximum(1.0, norms / clip), axis=0), jnp.all(jnp.isfinite(gradients))
 
 
-@partial(jax.jit, static_argnames=("model", "num_permutations", "utility"))
+@partial(jax.jit, static_argnames=("model", "num_permutations", "utility", "with_gradients"))
 def gradient_marginals(
     noise_key: jax.Array,
     sampling_key: jax.Array,
@@ -141,7 +146,8 @@ def gradient_marginals(
     mode: int,
     gradient_variance: float = 0.0,
     utility: str = "loss",
-) -> tuple[jax.Array, jax.Array]:
+    with_gradients: bool = False,
+) -> tuple[jax.Array, ...]:
     """The gradient-trajectory game: (marginals, positions, finite) with marginals[t-1, j] = m_j(pi^t), the change
     of V over party j's step in permutation t, positions[t-1, j] its position in pi^t (0-based; r = position + 1),
     and whether every gradient and utility was finite. The trajectory does not depend on the semivalue: weight
@@ -152,6 +158,10 @@ def gradient_marginals(
     fold_in(noise_key, t). mode: the index of the noise mode in NOISE_MODES. The step is
     theta <- theta - learning_rate * released / B (the released sum of clipped gradients, averaged). The
     permutations form one `lax.scan` (`_permutation`), linked by the parties' buffers.
+
+    with_gradients: also return the gradients of V (k, n, 2, d) at the model each party stepped from ([:, j, 0])
+    and the one it stepped to ([:, j, 1]), functions of the releases and the public validation set, from which
+    `dp_noise_covariance` takes the values' first-order sensitivity to the released noise.
     """
     permutation = partial(
         _permutation,
@@ -161,10 +171,16 @@ def gradient_marginals(
         release=(mode, num_permutations, noise_std, noise_std**2, gradient_variance),
         model=model,
         step_size=(learning_rate, clip),
+        with_gradients=with_gradients,
     )
     buffer = jnp.zeros((party_x.shape[0], model.num_parameters), party_x.dtype)
-    _, (marginals, positions, finite) = jax.lax.scan(permutation, buffer, jnp.arange(1, num_permutations + 1))
-    return marginals, positions, jnp.all(finite) & jnp.all(jnp.isfinite(marginals))
+    _, (marginals, positions, finite, gradients) = jax.lax.scan(
+        permutation, buffer, jnp.arange(1, num_permutations + 1)
+    )
+    finite = jnp.all(finite) & jnp.all(jnp.isfinite(marginals))
+    if with_gradients:
+        return marginals, positions, finite & jnp.all(jnp.isfinite(gradients)), gradients
+    return marginals, positions, finite
 
 
 def _utility(model, utility: str, x_val, y_val, params):
@@ -174,10 +190,11 @@ def _utility(model, utility: str, x_val, y_val, params):
     return -model.loss(params, x_val, y_val)
 
 
-def _permutation(buffer, t, keys, data, value, release, model, step_size):
+def _permutation(buffer, t, keys, data, value, release, model, step_size, with_gradients=False):
     """Permutation t (1-based) of `gradient_marginals`: pi^t and a fresh model from fold_in(sampling_key, t), the
     noise of every party from fold_in(noise_key, t), then one clipped, released step per party in the order pi^t.
-    Returns the buffers after it and (marginals (n,), positions (n,), finite) by party."""
+    Returns the buffers after it and (marginals (n,), positions (n,), finite, gradients of V before and after each
+    party's step (n, 2, d), or None) by party."""
     (noise_key, sampling_key), (party_x, party_y) = keys, data
     mode, k, noise_std, noise_variance, gradient_variance = release
     learning_rate, clip = step_size
@@ -187,21 +204,30 @@ def _permutation(buffer, t, keys, data, value, release, model, step_size):
     params = model.init(init_key).astype(party_x.dtype)
     zeros = jnp.zeros((n, model.num_parameters), params.dtype)
     noise = add_noise(jax.random.fold_in(noise_key, t), zeros, noise_std)
+    if with_gradients:
+        evaluate = jax.value_and_grad(value)
+    else:
+
+        def evaluate(params):
+            return value(params), None
 
     def step(carry, position):  # each party steps once per permutation: its buffer row is read-only here
-        params, before, finite = carry
+        params, (before, grad_before), finite = carry
         j = order[position]
         gradient, ok = _clipped_sum(model, params, party_x[j], party_y[j], clip)
         noisy = gradient + noise[j]
         released, own = release_step(mode, buffer[j], noisy, t, k, noise_variance, gradient_variance)
         params = params - learning_rate * released / rows
-        after = value(params)
-        return (params, after, finite & ok), (after - before, own)
+        after, grad_after = evaluate(params)
+        pair = None if grad_after is None else jnp.stack([grad_before, grad_after])
+        return (params, (after, grad_after), finite & ok), (after - before, own, pair)
 
-    init = (params, value(params), jnp.asarray(True))
-    (_, _, finite), (marginals, owns) = jax.lax.scan(step, init, jnp.arange(n))
+    init = (params, evaluate(params), jnp.asarray(True))
+    (_, _, finite), (marginals, owns, pairs) = jax.lax.scan(step, init, jnp.arange(n))
     positions = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-    return buffer.at[order].set(owns), (jnp.zeros(n, marginals.dtype).at[order].set(marginals), positions, finite)
+    gradients = None if pairs is None else jnp.zeros_like(pairs).at[order].set(pairs)
+    by_party = jnp.zeros(n, marginals.dtype).at[order].set(marginals)
+    return buffer.at[order].set(owns), (by_party, positions, finite, gradients)
 
 
 def weighted_marginals(marginals, positions, semivalue: str | Semivalue) -> np.ndarray:
@@ -210,17 +236,111 @@ def weighted_marginals(marginals, positions, semivalue: str | Semivalue) -> np.n
     return permutation_weights(semivalue, positions.shape[1])[positions] * np.asarray(marginals, np.float64)
 
 
-def burn_in_values(marginals, burn_in: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
+def burn_in_values(marginals, burn_in: float = 0.0, noise_covariance=None) -> tuple[np.ndarray, np.ndarray, int]:
     """psi_j (Eq. 2, or Y's average over t > floor(kq), Sec. 5.3) with its standard error and the number of
     permutations averaged, from the (k, n) weighted marginals of one run: post-processing, so every q of one run
-    costs no extra privacy. The standard error is the Monte Carlo error over permutations, s / sqrt(count); from a
-    single permutation it is unknown, and reported as inf (not 0: one draw has no spread to measure, while its value
-    carries all of the permutation's variance and the DP noise)."""
+    costs no extra privacy.
+
+    Without `noise_covariance` the standard error is the Monte Carlo error over permutations, s / sqrt(count): the
+    whole error only where the summands are independent (no noise, or i.i.d. noise). Under shared noise (X*, Y*,
+    'adaptive', 'fl') pass the sum over s != t of the summands' covariances (`dp_noise_covariance`); with K
+    permutations averaged, E[s^2] = (sum_t Var_t - sum_{s!=t} Cov_st / (K - 1)) / K, so
+    Var[psi] = s^2 / K + sum_{s!=t} Cov_st / (K (K - 1)) (docs/gradients.md, "Standard errors"). A negative first-order
+    covariance is not trusted to shrink the error below s / sqrt(K). From a single permutation the error is unknown,
+    and reported as inf (not 0: one draw has no spread to measure, while its value carries all of the permutation's
+    variance and the DP noise)."""
     marginals = np.asarray(marginals, np.float64)
     kept = marginals[burn_in_count(marginals.shape[0], burn_in) :]
     count = kept.shape[0]
-    stderr = kept.std(axis=0, ddof=1) / np.sqrt(count) if count > 1 else np.full(kept.shape[1], np.inf)
-    return kept.mean(axis=0), stderr, count
+    if count < 2:
+        return kept.mean(axis=0), np.full(kept.shape[1], np.inf), count
+    variance = kept.var(axis=0, ddof=1) / count
+    if noise_covariance is not None:
+        variance = variance + np.maximum(np.asarray(noise_covariance, np.float64), 0.0) / (count * (count - 1))
+    return kept.mean(axis=0), np.sqrt(variance), count
+
+
+def release_matrix_transpose(cotangent, noise: str, noise_variance: float, gradient_variance: float = 0.0):
+    """X^T D for the (k, k) lower-triangular release matrix X of `noise` (z*_t = sum_l X_tl z_l, Zhou et al. 2024,
+    Sec. 5.2, Eq. 4 for X*) and D (k, ...): the vector-Jacobian product of the linear map `release_step` applies to
+    the raw noise, so it is X of the implementation by construction, at O(k) cost for any mode."""
+    mode = check_noise_mode(noise)
+    cotangent = jnp.asarray(cotangent)
+    k = cotangent.shape[0]
+
+    def released(raw):
+        def step(buffer, inputs):
+            t, z = inputs
+            return release_step(mode, buffer, z, t, k, noise_variance, gradient_variance)[::-1]
+
+        return jax.lax.scan(step, jnp.zeros_like(raw[0]), (jnp.arange(1, k + 1), raw))[1]
+
+    return jax.vjp(released, jnp.zeros_like(cotangent))[1](cotangent)[0]
+
+
+def release_variances(num_permutations: int, noise: str, noise_variance: float, gradient_variance: float = 0.0):
+    """M_tt = sum_l X_tl^2 (k,): Var[z*_t] / Var[z_t] of each release (1/t under X*). The fresh noise enters with
+    X_tt and is independent of the buffer, a running mean (or for 'fl' the previous release)."""
+    mode = check_noise_mode(noise)
+    k = check_count("num_permutations", num_permutations, minimum=1)
+    t = np.arange(1, k + 1, dtype=np.float64)
+    diagonal = np.asarray(release_diagonal(mode, jnp.asarray(t), k, noise_variance, gradient_variance), np.float64)
+    buffer, out = 0.0, np.empty(k)
+    for i in range(k):
+        out[i] = (1 - diagonal[i]) ** 2 * buffer + diagonal[i] ** 2
+        buffer = out[i] if mode == 3 else (1 - 1 / t[i]) ** 2 * buffer + 1 / t[i] ** 2
+    return out
+
+
+def dp_noise_covariance(
+    gradients,
+    positions,
+    weights,
+    *,
+    noise: str,
+    noise_std: float,
+    step_scale: float,
+    burn_in: float = 0.0,
+    gradient_variance: float = 0.0,
+) -> np.ndarray:
+    """sum_{s != t} Cov[p m_j(pi^s), p m_j(pi^t)] over the averaged permutations, per party (n,), to first order in
+    the released noise: the part of Var[psi_j] that the spread over permutations cannot see when the noise is shared.
+
+    Party i's released noise at permutation t is z*_it = sum_l X_tl z_il (Zhou et al. 2024, Sec. 5.2), so
+    Cov[z*_is, z*_it] = noise_std^2 M_st I with M = X X^T (1/max(s, t) under X*, Eq. 4; I under i.i.d. noise, where
+    this is 0), independent across parties. Holding the clipped gradients fixed (each moves by at most 2C against
+    noise of norm noise_std sqrt(d)), a step theta <- theta - step_scale (g + z*) gives
+    d m_j / d z*_j = -step_scale grad V(after j's step) and, for each party i before j in pi^t,
+    d m_j / d z*_i = -step_scale (grad V(after) - grad V(before)): `gradients` (k, n, 2, d) from
+    `gradient_marginals(..., with_gradients=True)`, `weights` (k, n) the p(r) of `weighted_marginals`, step_scale
+    = learning_rate / party size. Every input is a function of the releases and the public validation set, so this
+    is post-processing (docs/gradients.md, "Standard errors")."""
+    mode = check_noise_mode(noise)
+    gradients = np.asarray(gradients, np.float64)
+    positions, weights = np.asarray(positions), np.asarray(weights, np.float64)
+    k, n = positions.shape
+    if mode == 0 or noise_std == 0:
+        return np.zeros(n)
+    scale = -step_scale * weights
+    scale[: burn_in_count(k, burn_in)] = 0.0  # the burned-in permutations are not averaged
+    own = scale[..., None] * gradients[:, :, 1]  # (k, n, d)
+    change = scale[..., None] * (gradients[:, :, 1] - gradients[:, :, 0])
+    variance = noise_std**2
+    diagonal = release_variances(k, noise, variance, gradient_variance)
+    transpose = jax.jit(
+        partial(release_matrix_transpose, noise=noise, noise_variance=variance, gradient_variance=gradient_variance)
+    )
+    # sum_{s,t} M_st d_s . d_t = ||X^T D||^2, less the s = t terms
+    total = np.array(jnp.sum(transpose(jnp.asarray(own)) ** 2, axis=(0, 2)), np.float64)
+    total -= np.einsum("t,tjd->j", diagonal, own**2)
+    total -= np.einsum("t,tjd,tj->j", diagonal, change**2, positions.astype(np.float64))
+    block = max(1, int(2e7 // max(1, k * n * own.shape[2])))
+    for start in range(0, n, block):
+        parties = slice(start, min(n, start + block))
+        before = (positions[:, None, :] < positions[:, parties, None]).astype(np.float64)  # (k, b, i): i before j
+        cross = change[:, parties, None, :] * before[..., None]
+        total[parties] += np.asarray(jnp.sum(transpose(jnp.asarray(cross)) ** 2, axis=(0, 2, 3)), np.float64)
+    return variance * total
 
 
 def mean_adjusted_variance(marginals) -> float:
@@ -259,8 +379,11 @@ class GradientSemivalues(PointEstimator):
     `estimator.fit(X, y).value(X_val, y_val)` makes the k releases of each party once per call (one ledger record
     for all parties' k releases) and returns the values. The run's (k, n) `marginals_` and `positions_` give every
     other semivalue and burn-in of the same releases by post-processing (`weighted_marginals`, `burn_in_values`).
-    The trajectories run in float32. The stderr is the Monte Carlo error over the permutations averaged: inf (unknown)
-    where only one is (docs/gradients.md).
+    The trajectories run in float32. The stderr is the Monte Carlo error over the permutations averaged plus, under
+    noise shared across permutations (X*, Y*, 'adaptive', 'fl'), the covariance that shared noise adds to first
+    order (`dp_noise_covariance`; the Monte Carlo part alone is
+    `diagnostics["monte_carlo_stderr_without_shared_noise"]`): inf (unknown) where only one permutation is
+    averaged (docs/gradients.md, "Standard errors").
     """
 
     needs = "a classifier"
@@ -329,7 +452,21 @@ class GradientSemivalues(PointEstimator):
         """Run the k permutations (each party's k releases, when private) and value every party on (x_val, y_val)."""
         ledger, diagnostics = self._trajectories(x_val, y_val)
         weighted = weighted_marginals(self.marginals_, self.positions_, self.semivalue)
-        values, stderr, kept = burn_in_values(weighted, self.burn_in)
+        covariance = None
+        if self.gradients_ is not None:
+            covariance = dp_noise_covariance(
+                self.gradients_,
+                self.positions_,
+                weighted_marginals(np.ones_like(self.marginals_), self.positions_, self.semivalue),
+                noise=self.noise,
+                noise_std=diagnostics["noise_std"],
+                step_scale=self.learning_rate / self.party_size,
+                burn_in=self.burn_in,
+                gradient_variance=self.gradient_variance,
+            )
+            self.gradients_ = None  # (k, n, 2, d): not kept
+        values, stderr, kept = burn_in_values(weighted, self.burn_in, covariance)
+        monte_carlo = burn_in_values(weighted, self.burn_in)[1]
         averaged = weighted[self.num_permutations - kept :]
         diagnostics = {
             "num_permutations": self.num_permutations,
@@ -342,10 +479,25 @@ class GradientSemivalues(PointEstimator):
             "clip": self.clip,
             "party_size": self.party_size,
             "mean_adjusted_variance": mean_adjusted_variance(averaged) if kept > 1 else None,
+            # s / sqrt(count) alone: excludes the privacy noise shared across permutations (X*, Y*, adaptive, fl)
+            "monte_carlo_stderr_without_shared_noise": monte_carlo,
             **diagnostics,
         }
         counts = np.full(values.shape[0], kept)
         return self._result(values, stderr, ledger=ledger, diagnostics=diagnostics, counts=counts)
+
+    def _release_identity(self) -> tuple:
+        """What makes this estimator's gradient release differ beyond its data: the sampling key (permutations and
+        initialisations), model, release rule and step (burn-in and semivalue are post-processing of it)."""
+        return (
+            np.asarray(jax.random.key_data(self.key)),
+            repr(self.model_),
+            self.noise,
+            self.learning_rate,
+            self.gradient_variance,
+            self.utility,
+            self.party_size,
+        )
 
     def _trajectories(self, x_val, y_val):
         """One run of `gradient_marginals` (released when private and recorded in `ledger_` even if it then fails,
@@ -360,20 +512,23 @@ class GradientSemivalues(PointEstimator):
             gradient_variance=self.gradient_variance,
             utility=self.utility,
         )
+        shared = self.privacy is not None and self.noise != "iid"  # the spread over permutations misses its noise
         inputs = (self.party_x_, self.party_y_, jnp.asarray(x_val, self.party_x_.dtype), jnp.asarray(y_val))
         if self.privacy is None:
             (marginals, positions, finite), ledger = program(self.key, self.key, *inputs, 0.0), PrivacyLedger()
-            diagnostics = {}
+            diagnostics, self.gradients_ = {}, None
         else:
-            (marginals, positions, finite), ledger, diagnostics = self.privacy.release(
-                lambda noise_key, *args: program(noise_key, self.key, *args),
+            output, ledger, diagnostics = self.privacy.release(
+                lambda noise_key, *args: program(noise_key, self.key, *args, with_gradients=shared),
                 inputs,
                 sensitivity=self.clip,
                 compositions=self.num_permutations,
                 what="clipped gradient (sum of per-example clipped gradients) with Gaussian noise, once per "
                 "permutation",
                 dimension=self.model_.num_parameters,
+                identity=self._release_identity(),
             )
+            (marginals, positions, finite), self.gradients_ = output[:3], (output[3] if shared else None)
         self._record(ledger)
         if not bool(finite):
             raise FloatingPointError(
