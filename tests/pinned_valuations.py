@@ -203,7 +203,8 @@ def gradient_results() -> dict[str, bv.ValuationResult]:
 
 
 def gradient_valuation() -> dict[str, np.ndarray]:
-    """4. Gradient semivalues and their standard errors (Monte Carlo over the permutations, plus the shared noise's covariance under X*)."""
+    """4. Gradient semivalues and their standard errors (Monte Carlo over the permutations, plus under X* the
+    covariance of the noise shared across permutations)."""
     arrays = {}
     for name, result in gradient_results().items():
         arrays |= _point_arrays(name, result)
