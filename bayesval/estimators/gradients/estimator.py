@@ -281,15 +281,89 @@ def release_matrix_transpose(cotangent, noise: str, noise_variance: float, gradi
 def release_variances(num_permutations: int, noise: str, noise_variance: float, gradient_variance: float = 0.0):
     """M_tt = sum_l X_tl^2 (k,): Var[z*_t] / Var[z_t] of each release (1/t under X*). The fresh noise enters with
     X_tt and is independent of the buffer, a running mean (or for 'fl' the previous release)."""
+    return release_covariance(num_permutations, noise, noise_variance, gradient_variance)[0]
+
+
+def release_covariance(num_permutations: int, noise: str, noise_variance: float, gradient_variance: float = 0.0):
+    """M = X X^T of the release rule in the O(k) generator form (diagonal, h, r, w), each (k,) in float64:
+    M_tt = diagonal_t and, for s < t, M_st = h_t w_s prod_{u=s+1}^{t-1} r_u.
+
+    With a_t = X_tt (`release_diagonal`): a running-mean buffer (iid, X*, 'adaptive') releases
+    z*_t = (1 - a_t) R_{t-1} + a_t z_t with R_{t-1} the mean of z_1..z_{t-1}, so X_tl = (1 - a_t) / (t - 1) for
+    l < t; every row of X sums to 1 (a_1 = 1), hence M_st = X_tl for any l < t: h_t = (1 - a_t) / (t - 1), r = w = 1
+    (1/max(s, t) under X*, Zhou et al. 2024, Eq. 4). The 'fl' EMA of the previous release (App. D.2) has
+    z*_t = (1 - a_t) z*_{t-1} + a_t z_t, so M_st = (1 - a_t) M_{s,t-1}: h = r = 1 - a, w = diagonal."""
     mode = check_noise_mode(noise)
     k = check_count("num_permutations", num_permutations, minimum=1)
     t = np.arange(1, k + 1, dtype=np.float64)
-    diagonal = np.asarray(release_diagonal(mode, jnp.asarray(t), k, noise_variance, gradient_variance), np.float64)
-    buffer, out = 0.0, np.empty(k)
+    a = np.asarray(release_diagonal(mode, jnp.asarray(t), k, noise_variance, gradient_variance), np.float64)
+    buffer, diagonal = 0.0, np.empty(k)
     for i in range(k):
-        out[i] = (1 - diagonal[i]) ** 2 * buffer + diagonal[i] ** 2
-        buffer = out[i] if mode == 3 else (1 - 1 / t[i]) ** 2 * buffer + 1 / t[i] ** 2
-    return out
+        diagonal[i] = (1 - a[i]) ** 2 * buffer + a[i] ** 2
+        buffer = diagonal[i] if mode == 3 else (1 - 1 / t[i]) ** 2 * buffer + 1 / t[i] ** 2
+    if mode == 3:
+        return diagonal, 1 - a, 1 - a, diagonal
+    h = np.concatenate([[0.0], (1 - a[1:]) / (t[1:] - 1)])
+    return diagonal, h, np.ones(k), np.ones(k)
+
+
+def _block_coefficients(structure, block: int):
+    """The generator form of M cut into blocks of `block` releases (k padded with zero-weight releases): per block,
+    the weight h_t prod_{block start <= u < t} r_u of the state carried in from earlier blocks, the decay of that
+    state over the block, the weight w_s prod_{s < u <= block end} r_u with which release s enters the state carried
+    out, and M_st for s < t inside the block (strictly upper triangular, (block, block))."""
+    _, h, r, w = (np.asarray(v, np.float64) for v in structure)
+    k = h.shape[0]
+    pad = -k % block
+    h, w = np.pad(h, (0, pad)), np.pad(w, (0, pad))
+    r = np.pad(r, (0, pad), constant_values=1.0).reshape(-1, block)
+    h, w = h.reshape(r.shape), w.reshape(r.shape)
+    before = np.cumprod(np.concatenate([np.ones((r.shape[0], 1)), r[:, :-1]], axis=1), axis=1)  # prod_{u < t}
+    after = np.cumprod(np.concatenate([np.ones((r.shape[0], 1)), r[:, :0:-1]], axis=1), axis=1)[:, ::-1]  # s < u
+    # prod_{s < u < t} r_u for s < t: cumulative products of r along u, from s + 1
+    upper = np.triu(np.ones((block, block), bool), 1)
+    spans = np.where(upper[None], r[:, None, :], 1.0)  # [q, s, u] = r_u where u > s
+    spans = np.cumprod(spans, axis=2)  # prod_{s < u' <= u}
+    between = np.concatenate([np.ones((r.shape[0], block, 1)), spans[:, :, :-1]], axis=2)  # prod_{s < u' < t}
+    inside = np.where(upper[None], h[:, None, :] * w[:, :, None] * between, 0.0)
+    return h * before, before[:, -1] * r[:, -1], w * after, inside
+
+
+@partial(jax.jit, static_argnames=("block",))
+def _shared_noise_sums(parties, gradients, positions, scale, coefficients, block):
+    """sum_{s < t} M_st d_s . d_t for each party j of `parties` over its own term (d_t = own_t) and over every
+    predecessor i (d_t = change_t 1[i before j in pi^t]), as one scan over blocks of `block` releases: the pairs
+    inside a block from Gram matrices, the pairs across blocks from a carried state per predecessor,
+    Q_t = r_t Q_{t-1} + w_t d_t, read with weight h_t. Returns (own, cross), each (parties,)."""
+    k, n = positions.shape
+    chosen = gradients[:, parties].astype(jnp.float64) * scale[:, parties, None, None]  # (k, J, 2, d)
+    own, change = chosen[:, :, 1], chosen[:, :, 1] - chosen[:, :, 0]
+    pad = -k % block
+    own, change = (jnp.pad(v, ((0, pad), (0, 0), (0, 0))).reshape(-1, block, *v.shape[1:]) for v in (own, change))
+    rank = jnp.pad(positions, ((0, pad), (0, 0))).reshape(-1, block, n)
+
+    def step(carry, inputs):
+        state, own_state = carry  # (J, n, d), (J, d)
+        own_q, change_q, rank_q, (into, decay, out, inside) = inputs
+        before = (rank_q[:, None, :] < rank_q[:, parties, None]).astype(jnp.float64)  # (T, J, i): i before j
+        carried = jnp.einsum("tji,jid->tjd", before, state)
+        cross = jnp.einsum("t,tjd,tjd->j", into, change_q, carried)
+        common = jnp.einsum("sji,tji->jst", before, before)  # predecessors shared by releases s and t
+        cross += jnp.einsum("st,jst,jst->j", inside, common, jnp.einsum("sjd,tjd->jst", change_q, change_q))
+        owned = jnp.einsum("t,tjd,jd->j", into, own_q, own_state)
+        owned += jnp.einsum("st,sjd,tjd->j", inside, own_q, own_q)
+        state = decay * state + jnp.einsum("s,sji,sjd->jid", out, before, change_q)
+        own_state = decay * own_state + jnp.einsum("s,sjd->jd", out, own_q)
+        return (state, own_state), (owned, cross)
+
+    d = gradients.shape[-1]
+    init = (jnp.zeros((parties.shape[0], n, d)), jnp.zeros((parties.shape[0], d)))
+    _, (owned, cross) = jax.lax.scan(step, init, (own, change, rank, coefficients))
+    return owned.sum(axis=0), cross.sum(axis=0)
+
+
+COVARIANCE_MEMORY = 2**28
+"""Bytes that `dp_noise_covariance` lets one chunk of parties use (their carried states and Gram blocks)."""
 
 
 def dp_noise_covariance(
@@ -314,33 +388,35 @@ def dp_noise_covariance(
     d m_j / d z*_i = -step_scale (grad V(after) - grad V(before)): `gradients` (k, n, 2, d) from
     `gradient_marginals(..., with_gradients=True)`, `weights` (k, n) the p(r) of `weighted_marginals`, step_scale
     = learning_rate / party size. Every input is a function of the releases and the public validation set, so this
-    is post-processing (docs/gradients.md, "Standard errors")."""
+    is post-processing (docs/gradients.md, "Standard errors").
+
+    The sum is exact and costs O(k n^2 d): M has the generator form of `release_covariance`, so the pairs s < t are
+    summed in blocks of releases (Gram matrices inside a block, a carried state per predecessor across blocks) for
+    chunks of parties sized to `COVARIANCE_MEMORY` bytes."""
     mode = check_noise_mode(noise)
-    gradients = np.asarray(gradients, np.float64)
-    positions, weights = np.asarray(positions), np.asarray(weights, np.float64)
+    positions = jnp.asarray(positions, jnp.int32)
     k, n = positions.shape
     if mode == 0 or noise_std == 0:
         return np.zeros(n)
-    scale = -step_scale * weights
+    gradients = jnp.asarray(gradients)
+    scale = -step_scale * np.asarray(weights, np.float64)
     scale[: burn_in_count(k, burn_in)] = 0.0  # the burned-in permutations are not averaged
-    own = scale[..., None] * gradients[:, :, 1]  # (k, n, d)
-    change = scale[..., None] * (gradients[:, :, 1] - gradients[:, :, 0])
     variance = noise_std**2
-    diagonal = release_variances(k, noise, variance, gradient_variance)
-    transpose = jax.jit(
-        partial(release_matrix_transpose, noise=noise, noise_variance=variance, gradient_variance=gradient_variance)
-    )
-    # sum_{s,t} M_st d_s . d_t = ||X^T D||^2, less the s = t terms
-    total = np.array(jnp.sum(transpose(jnp.asarray(own)) ** 2, axis=(0, 2)), np.float64)
-    total -= np.einsum("t,tjd->j", diagonal, own**2)
-    total -= np.einsum("t,tjd,tj->j", diagonal, change**2, positions.astype(np.float64))
-    block = max(1, int(2e7 // max(1, k * n * own.shape[2])))
-    for start in range(0, n, block):
-        parties = slice(start, min(n, start + block))
-        before = (positions[:, None, :] < positions[:, parties, None]).astype(np.float64)  # (k, b, i): i before j
-        cross = change[:, parties, None, :] * before[..., None]
-        total[parties] += np.asarray(jnp.sum(transpose(jnp.asarray(cross)) ** 2, axis=(0, 2, 3)), np.float64)
-    return variance * total
+    block = min(32, k)
+    coefficients = _block_coefficients(release_covariance(k, noise, variance, gradient_variance), block)
+    d = gradients.shape[-1]
+    per_party = 8 * (4 * n * d + 6 * block * (n + d) + 6 * k * d)  # states, predecessor masks, the party's inputs
+    chunk = int(max(1, min(n, COVARIANCE_MEMORY // per_party)))
+    chunk = -(-n // -(-n // chunk))  # equal chunks: one compilation, little padding
+    total = np.empty(n)
+    for start in range(0, n, chunk):
+        parties = np.minimum(np.arange(start, start + chunk), n - 1)  # the last chunk repeats its last party
+        owned, cross = _shared_noise_sums(
+            jnp.asarray(parties), gradients, positions, jnp.asarray(scale), coefficients, block
+        )
+        stop = min(n, start + chunk)
+        total[start:stop] = np.asarray(owned + cross, np.float64)[: stop - start]
+    return 2 * variance * total
 
 
 def mean_adjusted_variance(marginals) -> float:
