@@ -3,6 +3,7 @@ the permutation importance weights by enumeration, the scanned trajectory agains
 Algorithm 1, the X* noise covariance, the calibration and ledger, the scaling of the DP variance with k, and bad
 input."""
 
+import importlib
 import itertools
 import math
 import warnings
@@ -338,6 +339,44 @@ def test_release_matrix_transpose_and_variances_match_the_release_rule(noise):
         np.testing.assert_allclose(x @ x.T, 1.0 / np.maximum.outer(t, t), rtol=1e-5)
     if noise == "iid":
         np.testing.assert_allclose(x, np.eye(k))
+
+
+@pytest.mark.parametrize("noise", ["iid", "correlated", "adaptive", "fl"])
+@pytest.mark.parametrize("k, n, d, burn_in", [(1, 3, 2, 0.0), (9, 4, 3, 0.3), (150, 7, 2, 0.5)])
+def test_dp_noise_covariance_is_the_sum_over_release_pairs(noise, k, n, d, burn_in, monkeypatch):
+    """The blocked, chunked sum against the brute-force sum_{s != t} M_st d_s . d_t with M = X X^T built densely
+    from the release rule (`release_matrix_transpose` of the identity), over the own term (d_t = own_t) and every
+    predecessor i of j (d_t = change_t 1[i before j in pi^t]): equal to 1e-8 across blocks of releases (k = 150),
+    chunks of parties (a small memory budget) and burn-in."""
+    estimator_module = importlib.import_module("bayesval.estimators.gradients.estimator")
+    monkeypatch.setattr(estimator_module, "COVARIANCE_MEMORY", 1)  # one party per chunk
+    rng = np.random.default_rng(k + n)
+    gradients = rng.normal(size=(k, n, 2, d))
+    positions = np.array([rng.permutation(n) for _ in range(k)])
+    weights = rng.uniform(0.5, 2.0, size=(k, n))
+    settings = dict(noise=noise, noise_std=1.7, step_scale=0.3, burn_in=burn_in, gradient_variance=0.8)
+    x = np.asarray(release_matrix_transpose(jnp.eye(k), noise, 1.7**2, 0.8)).T
+    pairs = x @ x.T
+    np.fill_diagonal(pairs, 0.0)  # s != t
+    scale = -0.3 * weights
+    scale[: int(np.floor(k * burn_in + 1e-9))] = 0.0
+    own = scale[..., None] * gradients[:, :, 1]
+    change = scale[..., None] * (gradients[:, :, 1] - gradients[:, :, 0])
+    expected = np.zeros(n)
+    for j in range(n):
+        expected[j] = np.sum(pairs * (own[:, j] @ own[:, j].T))
+        for i in range(n):
+            before = positions[:, i] < positions[:, j]
+            expected[j] += np.sum(pairs * np.outer(before, before) * (change[:, j] @ change[:, j].T))
+    expected *= 1.7**2
+    covariance = dp_noise_covariance(gradients, positions, weights, **settings)
+    if noise == "iid" or k == 1:
+        np.testing.assert_allclose(covariance, 0.0, atol=1e-12)
+        np.testing.assert_allclose(expected, 0.0, atol=1e-12)
+    else:
+        np.testing.assert_allclose(covariance, expected, rtol=1e-8)
+    monkeypatch.setattr(estimator_module, "COVARIANCE_MEMORY", 2**28)  # every party in one chunk
+    np.testing.assert_allclose(dp_noise_covariance(gradients, positions, weights, **settings), covariance, rtol=1e-12)
 
 
 def test_stderr_is_calibrated_under_shared_noise(cancer):

@@ -290,9 +290,10 @@ def release_covariance(num_permutations: int, noise: str, noise_variance: float,
 
     With a_t = X_tt (`release_diagonal`): a running-mean buffer (iid, X*, 'adaptive') releases
     z*_t = (1 - a_t) R_{t-1} + a_t z_t with R_{t-1} the mean of z_1..z_{t-1}, so X_tl = (1 - a_t) / (t - 1) for
-    l < t; every row of X sums to 1 (a_1 = 1), hence M_st = X_tl for any l < t: h_t = (1 - a_t) / (t - 1), r = w = 1
-    (1/max(s, t) under X*, Zhou et al. 2024, Eq. 4). The 'fl' EMA of the previous release (App. D.2) has
-    z*_t = (1 - a_t) z*_{t-1} + a_t z_t, so M_st = (1 - a_t) M_{s,t-1}: h = r = 1 - a, w = diagonal."""
+    l < t; every row of X sums to 1 (a_1 = 1), hence M_st = h_t sum_l X_sl = h_t with h_t = (1 - a_t) / (t - 1),
+    r = w = 1 (1/max(s, t) under X*, Zhou et al. 2024, Eq. 4; 0 under i.i.d. noise). The 'fl' EMA of the previous
+    release (App. D.2) has z*_t = (1 - a_t) z*_{t-1} + a_t z_t, so M_st = (1 - a_t) M_{s,t-1}: h = r = 1 - a,
+    w = diagonal."""
     mode = check_noise_mode(noise)
     k = check_count("num_permutations", num_permutations, minimum=1)
     t = np.arange(1, k + 1, dtype=np.float64)
@@ -332,33 +333,41 @@ def _block_coefficients(structure, block: int):
 @partial(jax.jit, static_argnames=("block",))
 def _shared_noise_sums(parties, gradients, positions, scale, coefficients, block):
     """sum_{s < t} M_st d_s . d_t for each party j of `parties` over its own term (d_t = own_t) and over every
-    predecessor i (d_t = change_t 1[i before j in pi^t]), as one scan over blocks of `block` releases: the pairs
-    inside a block from Gram matrices, the pairs across blocks from a carried state per predecessor,
-    Q_t = r_t Q_{t-1} + w_t d_t, read with weight h_t. Returns (own, cross), each (parties,)."""
+    predecessor i (d_t = change_t 1[i before j in pi^t]), as one scan over blocks of `block` releases. With the
+    generator form of M (`release_covariance`), sum_{s < t} M_st d_s . d_t = sum_t h_t d_t . Q_{t-1} for the state
+    Q_t = r_t Q_{t-1} + w_t d_t: the pairs across blocks read the state carried in (an (n, d) state per party j, a
+    row per predecessor i); the pairs inside a block are (predecessors shared by releases s and t) x
+    (change_s . change_t) x M_st from Gram matrices, so every product is a batched matrix product. Returns
+    (own, cross), each (parties,) (docs/gradients.md, "Standard errors")."""
     k, n = positions.shape
     chosen = gradients[:, parties].astype(jnp.float64) * scale[:, parties, None, None]  # (k, J, 2, d)
     own, change = chosen[:, :, 1], chosen[:, :, 1] - chosen[:, :, 0]
     pad = -k % block
-    own, change = (jnp.pad(v, ((0, pad), (0, 0), (0, 0))).reshape(-1, block, *v.shape[1:]) for v in (own, change))
+
+    def blocks(values):  # (k, J, ...) -> (blocks, J, block, ...)
+        values = jnp.pad(values, [(0, pad)] + [(0, 0)] * (values.ndim - 1))
+        return jnp.swapaxes(values.reshape(-1, block, *values.shape[1:]), 1, 2)
+
     rank = jnp.pad(positions, ((0, pad), (0, 0))).reshape(-1, block, n)
 
     def step(carry, inputs):
         state, own_state = carry  # (J, n, d), (J, d)
-        own_q, change_q, rank_q, (into, decay, out, inside) = inputs
-        before = (rank_q[:, None, :] < rank_q[:, parties, None]).astype(jnp.float64)  # (T, J, i): i before j
-        carried = jnp.einsum("tji,jid->tjd", before, state)
-        cross = jnp.einsum("t,tjd,tjd->j", into, change_q, carried)
-        common = jnp.einsum("sji,tji->jst", before, before)  # predecessors shared by releases s and t
-        cross += jnp.einsum("st,jst,jst->j", inside, common, jnp.einsum("sjd,tjd->jst", change_q, change_q))
-        owned = jnp.einsum("t,tjd,jd->j", into, own_q, own_state)
-        owned += jnp.einsum("st,sjd,tjd->j", inside, own_q, own_q)
-        state = decay * state + jnp.einsum("s,sji,sjd->jid", out, before, change_q)
-        own_state = decay * own_state + jnp.einsum("s,sjd->jd", out, own_q)
+        own_q, change_q, rank_q, (into, decay, out, inside) = inputs  # (J, T, d), (J, T, d), (T, n)
+        before = (rank_q[None] < rank_q[:, parties].T[:, :, None]).astype(jnp.float64)  # (J, T, i): i before j
+        carried = jnp.matmul(before, state)  # (J, T, d)
+        cross = jnp.einsum("t,jtd,jtd->j", into, change_q, carried)
+        common = jnp.matmul(before, jnp.swapaxes(before, 1, 2))  # (J, s, t): predecessors shared by s and t
+        gram = jnp.matmul(change_q, jnp.swapaxes(change_q, 1, 2))
+        cross += jnp.einsum("st,jst,jst->j", inside, common, gram)
+        owned = jnp.einsum("t,jtd,jd->j", into, own_q, own_state)
+        owned += jnp.einsum("st,jsd,jtd->j", inside, own_q, own_q)
+        state = decay * state + jnp.matmul(jnp.swapaxes(before, 1, 2), out[:, None] * change_q)
+        own_state = decay * own_state + jnp.einsum("s,jsd->jd", out, own_q)
         return (state, own_state), (owned, cross)
 
     d = gradients.shape[-1]
     init = (jnp.zeros((parties.shape[0], n, d)), jnp.zeros((parties.shape[0], d)))
-    _, (owned, cross) = jax.lax.scan(step, init, (own, change, rank, coefficients))
+    _, (owned, cross) = jax.lax.scan(step, init, (blocks(own), blocks(change), rank, coefficients))
     return owned.sum(axis=0), cross.sum(axis=0)
 
 
@@ -402,7 +411,7 @@ def dp_noise_covariance(
     scale = -step_scale * np.asarray(weights, np.float64)
     scale[: burn_in_count(k, burn_in)] = 0.0  # the burned-in permutations are not averaged
     variance = noise_std**2
-    block = min(32, k)
+    block = min(64, k)
     coefficients = _block_coefficients(release_covariance(k, noise, variance, gradient_variance), block)
     d = gradients.shape[-1]
     per_party = 8 * (4 * n * d + 6 * block * (n + d) + 6 * k * d)  # states, predecessor masks, the party's inputs
