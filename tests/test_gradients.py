@@ -342,7 +342,7 @@ def test_release_matrix_transpose_and_variances_match_the_release_rule(noise):
 
 
 @pytest.mark.parametrize("noise", ["iid", "correlated", "adaptive", "fl"])
-@pytest.mark.parametrize("k, n, d, burn_in", [(1, 3, 2, 0.0), (9, 4, 3, 0.3), (150, 7, 2, 0.5)])
+@pytest.mark.parametrize("k, n, d, burn_in", [(1, 3, 2, 0.0), (9, 4, 3, 0.3), (20, 6, 62, 0.0), (150, 7, 2, 0.5)])
 def test_dp_noise_covariance_is_the_sum_over_release_pairs(noise, k, n, d, burn_in, monkeypatch):
     """The blocked, chunked sum against the brute-force sum_{s != t} M_st d_s . d_t with M = X X^T built densely
     from the release rule (`release_matrix_transpose` of the identity), over the own term (d_t = own_t) and every
