@@ -351,7 +351,7 @@ def test_dp_noise_covariance_is_the_sum_over_release_pairs(noise, k, n, d, burn_
     estimator_module = importlib.import_module("bayesval.estimators.gradients.estimator")
     monkeypatch.setattr(estimator_module, "COVARIANCE_MEMORY", 1)  # one party per chunk
     rng = np.random.default_rng(k + n)
-    gradients = rng.normal(size=(k, n, 2, d))
+    gradients = rng.normal(size=(k, n, 2, d)).astype(np.float32)  # the trajectory's precision
     positions = np.array([rng.permutation(n) for _ in range(k)])
     weights = rng.uniform(0.5, 2.0, size=(k, n))
     settings = dict(noise=noise, noise_std=1.7, step_scale=0.3, burn_in=burn_in, gradient_variance=0.8)
@@ -360,8 +360,9 @@ def test_dp_noise_covariance_is_the_sum_over_release_pairs(noise, k, n, d, burn_
     np.fill_diagonal(pairs, 0.0)  # s != t
     scale = -0.3 * weights
     scale[: int(np.floor(k * burn_in + 1e-9))] = 0.0
-    own = scale[..., None] * gradients[:, :, 1]
-    change = scale[..., None] * (gradients[:, :, 1] - gradients[:, :, 0])
+    wide = gradients.astype(np.float64)
+    own = scale[..., None] * wide[:, :, 1]
+    change = scale[..., None] * (wide[:, :, 1] - wide[:, :, 0])
     expected = np.zeros(n)
     for j in range(n):
         expected[j] = np.sum(pairs * (own[:, j] @ own[:, j].T))
