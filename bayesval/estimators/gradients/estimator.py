@@ -411,8 +411,9 @@ def dp_noise_covariance(
     scale = -step_scale * np.asarray(weights, np.float64)
     scale[: burn_in_count(k, burn_in)] = 0.0  # the burned-in permutations are not averaged
     variance = noise_std**2
-    # at least 2 blocks: a scan of one block returned non-finite garbage for some shapes on the CPU backend
-    # (jax 0.10.2, k = 20, d = 62), which the test against the dense sum over release pairs covers
+    # at least 2 blocks: compiled, a scan of one block returned values of 1e250 for some shapes on the CPU backend
+    # (jax 0.10.2, k = 20, d = 62), where the same step run op by op (jax.disable_jit) is right; the test against the
+    # dense sum over release pairs covers it
     block = min(64, -(-k // 2))
     coefficients = _block_coefficients(release_covariance(k, noise, variance, gradient_variance), block)
     d = gradients.shape[-1]
