@@ -449,3 +449,23 @@ def test_one_noise_seed_refuses_a_different_gradient_release(cancer):
         with pytest.raises(SeedReuseError):
             run(noise_seed=9_330_001, **change)
     run(noise_seed=9_330_001, key=1, allow_seed_reuse=True)  # an experiment may still reuse it explicitly
+
+
+def test_shared_noise_whose_gradients_exceed_the_memory_budget_reports_an_unknown_error(cancer, monkeypatch):
+    """Where the validation gradients the shared-noise error needs would exceed GRADIENT_MEMORY, the run keeps none
+    and reports the error as inf with a warning, not the Monte Carlo part alone (which under X* is several times too
+    small); the values are those of the same release with the gradients kept."""
+    X, y, X_val, y_val = cancer
+    settings = {"num_permutations": 10, "epsilon": 1.0, "delta": 1e-5, "noise": "correlated", "allow_seed_reuse": True}
+    measured = GradientSemivalues(noise_seed=9_330_001, **settings).fit(X[:6], y[:6]).value(X_val, y_val)
+    estimator_module = importlib.import_module("bayesval.estimators.gradients.estimator")
+    monkeypatch.setattr(estimator_module, "GRADIENT_MEMORY", 1000)
+    with pytest.warns(UserWarning, match="reported as inf"):
+        unknown = GradientSemivalues(noise_seed=9_330_001, **settings).fit(X[:6], y[:6]).value(X_val, y_val)
+    assert np.isinf(unknown.stderr).all() and np.isfinite(measured.stderr).all()
+    np.testing.assert_allclose(unknown.values, measured.values, rtol=1e-6)
+    np.testing.assert_allclose(
+        unknown.diagnostics["monte_carlo_stderr_without_shared_noise"],
+        measured.diagnostics["monte_carlo_stderr_without_shared_noise"],
+        rtol=1e-6,
+    )

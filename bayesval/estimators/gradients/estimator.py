@@ -28,6 +28,7 @@ depend on each other through the buffer R); independent runs are batched with `v
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
 import jax
@@ -371,6 +372,10 @@ def _shared_noise_sums(parties, gradients, positions, scale, coefficients, block
     return owned.sum(axis=0), cross.sum(axis=0)
 
 
+GRADIENT_MEMORY = 2**32
+"""Bytes of validation gradients, (k, n, 2, d) in float32, that a shared-noise run may keep for its standard error;
+above, the error is reported unknown (inf) rather than the Monte Carlo part alone."""
+
 COVARIANCE_MEMORY = 2**28
 """Bytes that `dp_noise_covariance` lets one chunk of parties use (their carried states and Gram blocks)."""
 
@@ -555,6 +560,16 @@ class GradientSemivalues(PointEstimator):
             self.gradients_ = None  # (k, n, 2, d): not kept
         values, stderr, kept = burn_in_values(weighted, self.burn_in, covariance)
         monte_carlo = burn_in_values(weighted, self.burn_in)[1]
+        if self.shared_noise_unmeasured_:
+            warnings.warn(
+                f"the standard errors under {self.noise!r} noise need the validation gradients along the trajectory, "
+                f"{8 * self.num_permutations * len(values) * self.model_.num_parameters / 2**30:.1f} GiB, more than "
+                f"GRADIENT_MEMORY ({GRADIENT_MEMORY / 2**30:g} GiB): reported as inf (unknown). "
+                "diagnostics['monte_carlo_stderr_without_shared_noise'] excludes the shared privacy noise",
+                UserWarning,
+                stacklevel=3,
+            )
+            stderr = np.full_like(stderr, np.inf)
         averaged = weighted[self.num_permutations - kept :]
         diagnostics = {
             "num_permutations": self.num_permutations,
@@ -601,6 +616,9 @@ class GradientSemivalues(PointEstimator):
             utility=self.utility,
         )
         shared = self.privacy is not None and self.noise != "iid"  # the spread over permutations misses its noise
+        gradient_bytes = 4 * 2 * self.num_permutations * self.party_x_.shape[0] * self.model_.num_parameters
+        self.shared_noise_unmeasured_ = shared and gradient_bytes > GRADIENT_MEMORY
+        shared = shared and not self.shared_noise_unmeasured_
         inputs = (self.party_x_, self.party_y_, jnp.asarray(x_val, self.party_x_.dtype), jnp.asarray(y_val))
         if self.privacy is None:
             (marginals, positions, finite), ledger = program(self.key, self.key, *inputs, 0.0), PrivacyLedger()
