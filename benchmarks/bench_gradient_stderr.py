@@ -16,8 +16,7 @@ import time
 import numpy as np
 from sklearn.datasets import load_breast_cancer
 
-from bayesval.estimators import GradientSemivalues
-from bayesval.experiments import standardise
+from bayesval.experiments import standardise, stderr_calibration
 
 RULES = [("iid", 0.0), ("correlated", 0.0), ("correlated", 0.5), ("correlated", 0.9), ("fl", 0.0)]
 
@@ -33,24 +32,19 @@ def main() -> None:
     y_train, y_val = labels[order[:10]], labels[order[400:]]
     for rule, (noise, q) in enumerate(RULES):
         start = time.perf_counter()
-        values, reported, monte_carlo = [], [], []
-        for run in range(args.runs):
-            estimator = GradientSemivalues(
-                num_permutations=args.k,
-                learning_rate=0.003,
-                epsilon=1.0,
-                delta=5e-5,
-                noise=noise,
-                burn_in=q,
-                key=run,
-                noise_seed=1_000_000 + 1000 * rule + run,
-            )
-            result = estimator.fit(x_train, y_train).value(x_val, y_val)
-            values.append(result.values)
-            reported.append(result.stderr)
-            monte_carlo.append(result.diagnostics["monte_carlo_stderr_without_shared_noise"])
-        spread = np.std(values, axis=0, ddof=1)
-        ratio, old = spread / np.mean(reported, axis=0), spread / np.mean(monte_carlo, axis=0)
+        spread, reported, monte_carlo = stderr_calibration(
+            (x_train, y_train),
+            (x_val, y_val),
+            noise=noise,
+            burn_in=q,
+            runs=args.runs,
+            num_permutations=args.k,
+            seed=1_000_000 + 1000 * rule,
+            learning_rate=0.003,
+            epsilon=1.0,
+            delta=5e-5,
+        )
+        ratio, old = spread / reported, spread / monte_carlo
         print(
             f"{noise:10s} q={q}: sd / reported stderr median {np.median(ratio):.2f} "
             f"(min {ratio.min():.2f}, max {ratio.max():.2f}); sd / Monte Carlo stderr median {np.median(old):.2f}; "

@@ -36,7 +36,7 @@ from bayesval.experiments import (
     flip_labels,
     standardise,
 )
-from bayesval.experiments.gradients import detection_auroc_bound, dp_variance_by_k, fitted_slope
+from bayesval.experiments.gradients import detection_auroc_bound, dp_variance_by_k, fitted_slope, stderr_calibration
 from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley
 from bayesval.games.masks import coalition_masks
 from bayesval.games.weights import semivalue_matrix
@@ -387,25 +387,20 @@ def test_stderr_is_calibrated_under_shared_noise(cancer):
     the actual spread (docs/gradients.md, "Standard errors"; benchmarks/bench_gradient_stderr.py at full size)."""
     X, y, X_val, y_val = cancer
     for noise, q in [("correlated", 0.0), ("correlated", 0.5)]:
-        values, reported, monte_carlo = [], [], []
-        for run in range(12):
-            estimator = GradientSemivalues(
-                num_permutations=60,
-                learning_rate=0.003,
-                epsilon=1.0,
-                delta=5e-5,
-                noise=noise,
-                burn_in=q,
-                key=run,
-                noise_seed=9_310_000 + 100 * int(10 * q) + run,
-            )
-            result = estimator.fit(X[:6], y[:6]).value(X_val, y_val)
-            values.append(result.values)
-            reported.append(result.stderr)
-            monte_carlo.append(result.diagnostics["monte_carlo_stderr_without_shared_noise"])
-        spread = np.std(values, axis=0, ddof=1)
-        ratio = np.median(spread / np.mean(reported, axis=0))
-        assert np.median(spread / np.mean(monte_carlo, axis=0)) > 3.0  # the old error: far too small
+        spread, reported, monte_carlo = stderr_calibration(
+            (X[:6], y[:6]),
+            (X_val, y_val),
+            noise=noise,
+            burn_in=q,
+            runs=12,
+            num_permutations=60,
+            seed=9_310_000 + 100 * int(10 * q),
+            learning_rate=0.003,
+            epsilon=1.0,
+            delta=5e-5,
+        )
+        ratio = np.median(spread / reported)
+        assert np.median(spread / monte_carlo) > 3.0  # the old error: far too small
         assert 0.6 < ratio < 1.6, ratio
 
 

@@ -167,4 +167,23 @@ def mislabel_detection(
     return {s: {arm: np.asarray(aucs) for arm, aucs in row.items()} for s, row in table.items()}
 
 
-__all__ = ["detection_auroc_bound", "dp_variance_by_k", "fitted_slope", "mislabel_detection"]
+def stderr_calibration(
+    train, validation, *, noise: str, burn_in: float, runs: int, num_permutations: int, seed: int, **options
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How well a private `GradientSemivalues` run's standard errors describe its values' spread over runs with fresh
+    sampling keys and noise (docs/gradients.md, "Standard errors"): per party, the values' standard deviation over
+    `runs` runs, the mean reported standard error and the mean Monte Carlo error over permutations alone. Run r takes
+    key r and noise_seed seed + r; `options` go to the estimator (epsilon, delta, learning_rate, ...)."""
+    values, reported, monte_carlo = [], [], []
+    for run in range(check_count("runs", runs, minimum=2)):
+        estimator = GradientSemivalues(
+            num_permutations=num_permutations, noise=noise, burn_in=burn_in, key=run, noise_seed=seed + run, **options
+        )
+        result = estimator.fit(*train).value(*validation)
+        values.append(result.values)
+        reported.append(result.stderr)
+        monte_carlo.append(result.diagnostics["monte_carlo_stderr_without_shared_noise"])
+    return np.std(values, axis=0, ddof=1), np.mean(reported, axis=0), np.mean(monte_carlo, axis=0)
+
+
+__all__ = ["detection_auroc_bound", "dp_variance_by_k", "fitted_slope", "mislabel_detection", "stderr_calibration"]
