@@ -16,7 +16,8 @@ import time
 import numpy as np
 from sklearn.datasets import load_breast_cancer
 
-from bayesval.experiments import standardise, stderr_calibration
+from bayesval.experiments import standardise
+from bayesval.experiments.gradients import stderr_calibration
 
 RULES = [("iid", 0.0), ("correlated", 0.0), ("correlated", 0.5), ("correlated", 0.9), ("fl", 0.0)]
 

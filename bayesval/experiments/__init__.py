@@ -10,13 +10,7 @@ from bayesval.experiments.detection import (
     flip_labels,
     standardise,
 )
-from bayesval.experiments.gradients import (
-    detection_auroc_bound,
-    dp_variance_by_k,
-    fitted_slope,
-    mislabel_detection,
-    stderr_calibration,
-)
+from bayesval.experiments.gradients import detection_auroc_bound, dp_variance_by_k, fitted_slope, mislabel_detection
 from bayesval.experiments.removal import RemovalCurves, removal_curves
 
 __all__ = [
@@ -32,5 +26,4 @@ __all__ = [
     "mislabel_detection",
     "removal_curves",
     "standardise",
-    "stderr_calibration",
 ]
