@@ -26,11 +26,10 @@ from bayesval.estimators import (
     gradient_marginals,
     mean_adjusted_variance,
     permutation_weights,
-    release_matrix_transpose,
-    release_variances,
     released_gradients,
     weighted_marginals,
 )
+from bayesval.estimators.gradients.estimator import NOISE_MODES, release_covariance, release_step
 from bayesval.experiments import (
     detection_auroc,
     flip_labels,
@@ -51,6 +50,25 @@ def cancer():
     order = np.random.default_rng(0).permutation(len(y))
     X_train, X_val = standardise(X[order[:40]], X[order[400:]])
     return X_train, y[order[:40]], X_val, y[order[400:]]
+
+
+def release_matrix_transpose(cotangent, noise: str, noise_variance: float, gradient_variance: float = 0.0):
+    """X^T D for the (k, k) lower-triangular release matrix X of `noise` (z*_t = sum_l X_tl z_l, Zhou et al. 2024,
+    Sec. 5.2, Eq. 4 for X*) and D (k, ...): the vector-Jacobian product of the linear map `release_step` applies to
+    the raw noise, so it is X of the implementation by construction: the reference `release_covariance` is tested
+    against."""
+    mode = NOISE_MODES.index(noise)
+    cotangent = jnp.asarray(cotangent)
+    k = cotangent.shape[0]
+
+    def released(raw):
+        def step(buffer, inputs):
+            t, z = inputs
+            return release_step(mode, buffer, z, t, k, noise_variance, gradient_variance)[::-1]
+
+        return jax.lax.scan(step, jnp.zeros_like(raw[0]), (jnp.arange(1, k + 1), raw))[1]
+
+    return jax.vjp(released, jnp.zeros_like(cotangent))[1](cotangent)[0]
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 6])
@@ -333,7 +351,7 @@ def test_release_matrix_transpose_and_variances_match_the_release_rule(noise):
     )
     x = identity.T
     assert np.allclose(np.triu(x, 1), 0.0) and np.allclose(x.sum(axis=1), 1.0)  # causal, rows sum to 1 (P2)
-    np.testing.assert_allclose(release_variances(k, noise, variance, 1.5), np.sum(x**2, axis=1), rtol=1e-5)
+    np.testing.assert_allclose(release_covariance(k, noise, variance, 1.5)[0], np.sum(x**2, axis=1), rtol=1e-5)
     if noise == "correlated":
         t = np.arange(1, k + 1)
         np.testing.assert_allclose(x @ x.T, 1.0 / np.maximum.outer(t, t), rtol=1e-5)

@@ -16,8 +16,6 @@ from bayesval.estimators.gradients import (
     mean_adjusted_variance,
     permutation_weights,
     release_covariance,
-    release_matrix_transpose,
-    release_variances,
     released_gradients,
     weighted_marginals,
 )
@@ -37,8 +35,6 @@ __all__ = [
     "mean_adjusted_variance",
     "permutation_weights",
     "release_covariance",
-    "release_matrix_transpose",
-    "release_variances",
     "released_gradients",
     "DPKNNShapley",
     "KNNShapley",

@@ -10,8 +10,6 @@ from bayesval.estimators.gradients.estimator import (
     mean_adjusted_variance,
     permutation_weights,
     release_covariance,
-    release_matrix_transpose,
-    release_variances,
     released_gradients,
     weighted_marginals,
 )
@@ -29,8 +27,6 @@ __all__ = [
     "mean_adjusted_variance",
     "permutation_weights",
     "release_covariance",
-    "release_matrix_transpose",
-    "release_variances",
     "released_gradients",
     "weighted_marginals",
 ]

@@ -261,30 +261,6 @@ def burn_in_values(marginals, burn_in: float = 0.0, noise_covariance=None) -> tu
     return kept.mean(axis=0), np.sqrt(variance), count
 
 
-def release_matrix_transpose(cotangent, noise: str, noise_variance: float, gradient_variance: float = 0.0):
-    """X^T D for the (k, k) lower-triangular release matrix X of `noise` (z*_t = sum_l X_tl z_l, Zhou et al. 2024,
-    Sec. 5.2, Eq. 4 for X*) and D (k, ...): the vector-Jacobian product of the linear map `release_step` applies to
-    the raw noise, so it is X of the implementation by construction, at O(k) cost for any mode."""
-    mode = check_noise_mode(noise)
-    cotangent = jnp.asarray(cotangent)
-    k = cotangent.shape[0]
-
-    def released(raw):
-        def step(buffer, inputs):
-            t, z = inputs
-            return release_step(mode, buffer, z, t, k, noise_variance, gradient_variance)[::-1]
-
-        return jax.lax.scan(step, jnp.zeros_like(raw[0]), (jnp.arange(1, k + 1), raw))[1]
-
-    return jax.vjp(released, jnp.zeros_like(cotangent))[1](cotangent)[0]
-
-
-def release_variances(num_permutations: int, noise: str, noise_variance: float, gradient_variance: float = 0.0):
-    """M_tt = sum_l X_tl^2 (k,): Var[z*_t] / Var[z_t] of each release (1/t under X*). The fresh noise enters with
-    X_tt and is independent of the buffer, a running mean (or for 'fl' the previous release)."""
-    return release_covariance(num_permutations, noise, noise_variance, gradient_variance)[0]
-
-
 def release_covariance(num_permutations: int, noise: str, noise_variance: float, gradient_variance: float = 0.0):
     """M = X X^T of the release rule in the O(k) generator form (diagonal, h, r, w), each (k,) in float64:
     M_tt = diagonal_t and, for s < t, M_st = h_t w_s prod_{u=s+1}^{t-1} r_u.
