@@ -10,7 +10,8 @@ the shapes and declared bounds of Syn, Diab and CaliH (Sim et al. 2023, Sec. 6),
 first release includes the sensitivity check (a neighbour search); later ones (`fresh=True`) do not.
 attack: the precision attack of tests/precision_attack.py on one-entry releases of two neighbouring sums (0.3 and
 1.3, sensitivity 1) at (0.5, 1e-5)-DP, each release with fresh OS noise: its success rate on each path against the
-(e^eps + delta) / (1 + e^eps) that the ledger's epsilon allows.
+(e^eps + delta) / (1 + e^eps) that the ledger's epsilon allows; and on the float Laplace path at 0.5-DP, the
+mechanism DP Layered Shapley's values go through (`Mechanism.laplace`).
 parties: the first releases of n Syn parties (100 records each, epsilon 0.5, `release_all`), each party's claim
 checked by one shared search (today) against a search of its own (the path before): wall times and their ratio.
 """
@@ -87,6 +88,7 @@ def attack(releases: int) -> None:
     for path, mechanism in (
         ("float Gaussian", Mechanism.gaussian(guarantee, 1.0)),
         ("discrete Gaussian", Mechanism.discrete_gaussian(guarantee, 1.0, 1)),
+        ("float Laplace (DP Layered Shapley's)", Mechanism.laplace(guarantee.epsilon, 1.0)),
     ):
         secret = np.random.default_rng(2).integers(0, 2, releases)
         start = time.perf_counter()
@@ -99,9 +101,11 @@ def attack(releases: int) -> None:
             ]
         )
         elapsed = time.perf_counter() - start
-        success = float(np.mean(guess(outputs, first, second, mechanism.noise_scale) == secret))
+        noise = "laplace" if mechanism.noise == "laplace" else "gaussian"  # the discrete path: as a float Gaussian
+        success = float(np.mean(guess(outputs, first, second, mechanism.noise_scale, noise) == secret))
         error = math.sqrt(success * (1 - success) / releases)
-        bound = success_bound(epsilon_at(mechanism.event, guarantee.delta)[0], guarantee.delta)
+        delta = mechanism.guarantee.delta
+        bound = success_bound(epsilon_at(mechanism.event, delta)[0], delta)
         print(
             f"| {path} | {releases} | {success:.4f} ± {error:.4f} | {bound:.4f} | {1e3 * elapsed / releases:.2f} ms |"
         )

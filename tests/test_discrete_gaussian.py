@@ -158,15 +158,23 @@ def release_many(mechanism: Mechanism, secrets_: np.ndarray) -> np.ndarray:
     return np.asarray(outputs)
 
 
-def test_the_precision_attack_tells_neighbours_apart_on_the_float_path():
-    mechanism = Mechanism.gaussian(GUARANTEE, 1.0)
+@pytest.mark.parametrize("noise", ["gaussian", "laplace"])
+def test_the_precision_attack_tells_neighbours_apart_on_the_float_path(noise):
+    """Float Gaussian noise, and the float Laplace noise DP Layered Shapley's values get (`Mechanism.laplace`,
+    labelled an in-process experiment in the ledger; docs/privacy.md, "Limits")."""
+    if noise == "gaussian":
+        mechanism = Mechanism.gaussian(GUARANTEE, 1.0)
+    else:
+        mechanism = Mechanism.laplace(GUARANTEE.epsilon, 1.0)
     secret = np.random.default_rng(0).integers(0, 2, 400)  # which dataset: the attacker's unknown
     outputs = release_many(mechanism, secret)
     truth = np.where(secret == 1, SECOND, FIRST)
-    assert consistent_with(outputs, truth, mechanism.noise_scale).all()  # the attack inverts the sampler exactly
-    success = float(np.mean(guess(outputs, FIRST, SECOND, mechanism.noise_scale) == secret))
-    bound = success_bound(GUARANTEE.epsilon, GUARANTEE.delta)  # 0.622: what (0.5, 1e-5)-DP allows any attacker
-    assert success > 0.85 > bound + 0.2  # measured 0.95 over 1,000 releases (docs/privacy.md)
+    # the attack inverts the sampler exactly: every Gaussian draw, and all but a rare Laplace draw (1 in 400)
+    consistent = consistent_with(outputs, truth, mechanism.noise_scale, noise)
+    assert consistent.mean() >= (1.0 if noise == "gaussian" else 0.99)
+    success = float(np.mean(guess(outputs, FIRST, SECOND, mechanism.noise_scale, noise) == secret))
+    bound = success_bound(GUARANTEE.epsilon, mechanism.guarantee.delta)  # 0.622: what 0.5-DP allows any attacker
+    assert success > 0.85 > bound + 0.2  # measured 0.93-0.94 over 2,000 releases (docs/privacy.md)
 
 
 def test_the_precision_attack_does_no_better_than_epsilon_allows_on_the_discrete_path():
