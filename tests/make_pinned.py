@@ -29,6 +29,11 @@ valuations and the saved result files are still those of the redesign's commit):
   value moved by its layer-0 term (v({i}) - v({})) / n, at most 3.2e-3; each point's count rose by 1 and the
   standard errors, the noise and the other draws are unchanged. `layered_at_save.npz` keeps the arrays
   `layered_result.npz` was saved with.
+- `layered.npz` again (2026-12-06): DP Layered Shapley's noise is floating-point safe, each value rounded to a
+  power-of-two grid and the rounded Laplace noise drawn exactly from a seeded `random.Random`
+  (`Mechanism.laplace_on_grid`), where it was float Laplace noise from a JAX key: the DP values moved by their new
+  noise (at most 1.87) and their standard errors by the grid's rounding (at most 4.0e-4); the Layered values,
+  standard errors and draw counts are unchanged.
 
 What it writes:
 - `party_1.release.json` ... `party_3.release.json`: the releases of the three parties of `bayesval demo` (Sim et

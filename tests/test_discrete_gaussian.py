@@ -4,6 +4,7 @@ against the exact privacy profile, and the precision attack that breaks the floa
 import math
 import random
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pytest
@@ -18,19 +19,23 @@ from bayesval.privacy.discrete import (
     discrete_gaussian_pmf,
     discrete_gaussian_variance,
     grid_sensitivity,
+    rounded_laplace_pmf,
+    rounded_laplace_variance,
 )
 
 # A goodness-of-fit test below fails a correct sampler with this probability (over the OS-entropy draws).
 FALSE_FAILURE_RATE = 1e-3
 
 
-def chi_square_p_value(samples: list[int], sigma_squared: float, min_expected: float = 20.0) -> float:
-    """Pearson's chi-square of the samples against the exact pmf, with consecutive integers binned so that each bin
-    expects at least `min_expected` samples (the two tails are a bin each)."""
+def chi_square_p_value(samples: list[int], sigma_squared: float, min_expected: float = 20.0, pmf=None) -> float:
+    """Pearson's chi-square of the samples against the exact pmf (the discrete Gaussian's, or `pmf(values)` over
+    12 sigma), with consecutive integers binned so that each bin expects at least `min_expected` samples (the two
+    tails are a bin each)."""
     samples = np.asarray(samples)
     reach = math.ceil(12 * math.sqrt(sigma_squared)) + 1
     support = np.arange(-reach, reach + 1)
-    probabilities = np.asarray(discrete_gaussian_pmf(support.tolist(), sigma_squared))
+    pmf = pmf or (lambda values: discrete_gaussian_pmf(values, sigma_squared))
+    probabilities = np.asarray(pmf(support.tolist()))
     expected_per_value = probabilities * len(samples)
     edges, running = [support[0]], 0.0
     for value, expected in zip(support, expected_per_value):
@@ -50,6 +55,34 @@ def chi_square_p_value(samples: list[int], sigma_squared: float, min_expected: f
 def test_discrete_gaussian_matches_its_pmf(sigma_squared):
     samples = [ExactSampler().discrete_gaussian(sigma_squared) for _ in range(20_000)]
     assert chi_square_p_value(samples, float(sigma_squared)) > FALSE_FAILURE_RATE
+
+
+@pytest.mark.parametrize("scale", [1, 3, 40])
+def test_rounded_laplace_is_the_rounded_continuous_laplace(scale):
+    """round(X) for X ~ Laplace(0, t), drawn exactly (DP Layered Shapley's noise in grid steps): its pmf,
+    exp(-(m - 1/2) / t) - exp(-(m + 1/2) / t) at |m| >= 1 split over the two signs, its variance; a pmf off by
+    10 % in scale is rejected."""
+    sampler = ExactSampler(random.Random(scale))  # seeded: the rejection below is deterministic
+    samples = [sampler.rounded_laplace(scale) for _ in range(20_000)]
+    pmf = partial(rounded_laplace_pmf, scale=scale)
+    assert sum(pmf(range(-60 * scale, 60 * scale + 1))) == pytest.approx(1.0, abs=1e-12)
+    assert chi_square_p_value(samples, 2.0 * scale**2, pmf=pmf) > FALSE_FAILURE_RATE
+    wrong = partial(rounded_laplace_pmf, scale=1.1 * scale)
+    assert scale == 1 or chi_square_p_value(samples, 2.0 * scale**2, pmf=wrong) < FALSE_FAILURE_RATE
+    continuous = np.round(np.random.default_rng(scale).laplace(0.0, scale, 2_000_000))
+    assert rounded_laplace_variance(scale) == pytest.approx(np.var(continuous), rel=0.01)
+    assert np.var(samples) == pytest.approx(rounded_laplace_variance(scale), rel=0.06)
+
+
+@pytest.mark.parametrize("scale, shift", [(1, 1), (5, 3), (2050, 1025)])
+def test_rounded_laplace_on_neighbouring_integers_is_exactly_shift_over_scale_dp(scale, shift):
+    """Outputs c + round(X) and c + k + round(X): the largest log ratio of their probabilities over every output is
+    k / t, the Laplace mechanism's epsilon (attained in the tails), which the ledger's LaplaceDpEvent records."""
+    outputs = np.arange(-40 * scale, 40 * scale + shift + 1)
+    first = np.log(rounded_laplace_pmf(outputs.tolist(), scale))
+    second = np.log(rounded_laplace_pmf((outputs - shift).tolist(), scale))
+    finite = np.isfinite(first) & np.isfinite(second)
+    assert np.max(np.abs(first - second)[finite]) == pytest.approx(shift / scale, rel=1e-9)
 
 
 def test_the_goodness_of_fit_test_rejects_a_sampler_with_the_wrong_scale():
@@ -160,8 +193,8 @@ def release_many(mechanism: Mechanism, secrets_: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 def test_the_precision_attack_tells_neighbours_apart_on_the_float_path(noise):
-    """Float Gaussian noise, and the float Laplace noise DP Layered Shapley's values get (`Mechanism.laplace`,
-    labelled an in-process experiment in the ledger; docs/privacy.md, "Limits")."""
+    """Float Gaussian noise, and float Laplace noise (`Mechanism.laplace`, DP Layered Shapley's before its values
+    moved to a grid; labelled an in-process experiment in the ledger)."""
     if noise == "gaussian":
         mechanism = Mechanism.gaussian(GUARANTEE, 1.0)
     else:
@@ -177,13 +210,22 @@ def test_the_precision_attack_tells_neighbours_apart_on_the_float_path(noise):
     assert success > 0.85 > bound + 0.2  # measured 0.93-0.94 over 2,000 releases (docs/privacy.md)
 
 
-def test_the_precision_attack_does_no_better_than_epsilon_allows_on_the_discrete_path():
-    mechanism = Mechanism.discrete_gaussian(GUARANTEE, 1.0, 1)
+@pytest.mark.parametrize("noise", ["gaussian", "laplace"])
+def test_the_precision_attack_does_no_better_than_epsilon_allows_on_the_grid(noise):
+    """The discrete Gaussian, and DP Layered Shapley's Laplace on a grid (`Mechanism.laplace_on_grid`), attacked as
+    their float paths are."""
+    if noise == "gaussian":
+        mechanism = Mechanism.discrete_gaussian(GUARANTEE, 1.0, 1)
+    else:
+        mechanism = Mechanism.laplace_on_grid(GUARANTEE.epsilon, 1.0, 1)
     secret = np.random.default_rng(1).integers(0, 2, 2_000)
     outputs = release_many(mechanism, secret)
-    success = float(np.mean(guess(outputs, FIRST, SECOND, mechanism.noise_scale) == secret))
-    epsilon = epsilon_at(mechanism.event, GUARANTEE.delta)[0]
-    bound = success_bound(epsilon, GUARANTEE.delta)
+    assert np.all(outputs / mechanism.grid == np.round(outputs / mechanism.grid))  # multiples of the grid
+    success = float(np.mean(guess(outputs, FIRST, SECOND, mechanism.noise_scale, noise) == secret))
+    delta = mechanism.guarantee.delta
+    epsilon = epsilon_at(mechanism.event, delta)[0]
+    assert epsilon <= GUARANTEE.epsilon
+    bound = success_bound(epsilon, delta)
     assert success <= bound + 3 * math.sqrt(bound * (1 - bound) / len(secret))  # 10,000 releases: benchmarks/
 
 

@@ -30,7 +30,8 @@ The file is one JSON object. Its fields:
 - `count` (int >= 1): the number of records c_i.
 - `perturbed` (list of float): o_i = s_i + z_i, in the statistic's units, one entry per statistic entry. For
   discrete Gaussian noise every entry is an exact multiple of the release's grid.
-- `release` (object): the mechanism's record: owner, what, noise ("discrete_gaussian", "gaussian" or "laplace"),
+- `release` (object): the mechanism's record: owner, what, noise ("discrete_gaussian", "gaussian"; the ledger also
+  knows "laplace_on_grid" and "laplace", which no party release uses),
   sensitivity (l2, replace-one, statistic units), noise_scale (sigma; for the discrete Gaussian in statistic
   units, sigma_grid * grid), dimension, guarantee {epsilon, delta, rdp_order}, event (the dp-accounting
   `DpEvent` of the release as nested {"type": class name, field: value}), adjacency, release_id, grid (the

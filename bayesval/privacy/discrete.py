@@ -1,4 +1,5 @@
-"""The discrete Gaussian on a grid: exact sampling, its variance, and the grid a release is rounded to.
+"""The discrete Gaussian on a grid: exact sampling, its variance, and the grid a release is rounded to; and the
+rounded Laplace, round(X) for X ~ Laplace, sampled exactly for pure-DP values on a grid.
 
 Floating-point Gaussian noise leaks: the set of doubles `s + sigma * n` can reach depends on s, so the low-order bits
 of one output can tell neighbouring datasets apart (Mironov 2012, "On significance of the least significant bits for
@@ -48,23 +49,32 @@ def default_grid(sensitivity: float, dimension: int) -> float:
     return 2.0 ** math.floor(math.log2(ROUNDING_SHARE_DEFAULT * sensitivity / math.sqrt(dimension)))
 
 
-def check_grid(grid, sensitivity: float, dimension: int) -> float:
-    """`grid` if it is a power of two fine enough for this sensitivity, else a ValueError naming it."""
+def check_grid(grid, sensitivity: float, dimension: int, *, l1: bool = False) -> float:
+    """`grid` if it is a power of two fine enough for this sensitivity (l2, or l1 with `l1`), else a ValueError
+    naming it."""
     if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, numbers.Real) or not math.isfinite(grid) or grid <= 0:
         raise ValueError(f"grid must be a positive power of two (e.g. 2.0**-20), got {grid!r}")
     grid = float(grid)
     mantissa, _ = math.frexp(grid)
     if mantissa != 0.5:
         raise ValueError(f"grid must be a power of two, so that every multiple of it is an exact double; got {grid!r}")
-    coarsest = MAX_ROUNDING_SHARE * sensitivity / math.sqrt(dimension)
+    steps, norm = (dimension, "l1") if l1 else (math.sqrt(dimension), "l2")
+    coarsest = MAX_ROUNDING_SHARE * sensitivity / steps
     if grid > coarsest:
+        shift = f"{dimension}" if l1 else f"sqrt({dimension})"
+        default = default_l1_grid(sensitivity, dimension) if l1 else default_grid(sensitivity, dimension)
         raise ValueError(
-            f"grid {grid:g} is too coarse for a statistic of l2 sensitivity {sensitivity:.6g} in {dimension} entries: "
-            f"rounding to it would add sqrt({dimension}) * grid = {math.sqrt(dimension) * grid:.6g} to the sensitivity "
-            f"(more than {MAX_ROUNDING_SHARE:.0%}); use a grid <= {coarsest:.6g}, e.g. "
-            f"{default_grid(sensitivity, dimension):g} (the default)"
+            f"grid {grid:g} is too coarse for a statistic of {norm} sensitivity {sensitivity:.6g} in {dimension} "
+            f"entries: rounding to it would add {shift} * grid = {steps * grid:.6g} to the sensitivity "
+            f"(more than {MAX_ROUNDING_SHARE:.0%}); use a grid <= {coarsest:.6g}, e.g. {default:g} (the default)"
         )
     return grid
+
+
+def default_l1_grid(sensitivity: float, entries: int) -> float:
+    """The largest power of two g with entries * g <= ROUNDING_SHARE_DEFAULT * sensitivity: rounding `entries` entries
+    to it moves their l1 norm by at most that share of the sensitivity."""
+    return 2.0 ** math.floor(math.log2(ROUNDING_SHARE_DEFAULT * sensitivity / entries))
 
 
 def grid_sensitivity(sensitivity: float, grid: float, dimension: int) -> float:
@@ -126,6 +136,24 @@ def discrete_gaussian_variance(sigma_squared: float) -> float:
     return 2 * sum(j * j * w for j, w in zip(k, weights)) / (1 + 2 * sum(weights))
 
 
+def rounded_laplace_variance(scale: int) -> float:
+    """Var round(X) for X ~ Laplace(0, scale): exp(1 / (2 scale)) q (1 + q) / (1 - q)^2 with q = exp(-1 / scale),
+    from P[round(X) = +-m] = exp(1 / (2 scale)) (1 - q) q^m / 2 for m >= 1 (about 2 scale^2 + 1/12 for a large
+    scale)."""
+    q = math.exp(-1.0 / scale)
+    return math.exp(0.5 / scale) * q * (1.0 + q) / (1.0 - q) ** 2
+
+
+def rounded_laplace_pmf(values, scale: int) -> list[float]:
+    """P[round(X) = v] for X ~ Laplace(0, scale), each integer v of `values`."""
+    return [
+        -math.expm1(-0.5 / scale)
+        if v == 0
+        else 0.5 * (math.exp(-(abs(v) - 0.5) / scale) - math.exp(-(abs(v) + 0.5) / scale))
+        for v in values
+    ]
+
+
 def discrete_gaussian_pmf(values, sigma_squared: float) -> list[float]:
     """P[Z = k] for each k in `values`, Z ~ N_Z(0, sigma^2), normalised over |k| <= 40 sigma + 1 (the tail beyond
     holds less than exp(-800) of the mass)."""
@@ -167,20 +195,38 @@ class ExactSampler:
             k += 1
         return k % 2 == 1
 
+    def _geometric(self, scale: int) -> int:
+        """G >= 0 with P[G = g] proportional to exp(-g / scale), scale a positive integer (the magnitude step of
+        CKS 2020, Alg. 2: G = U + scale V, U uniform below scale kept with probability exp(-U / scale), V the
+        successes of Bernoulli(exp(-1)) before its first failure)."""
+        while True:
+            u = self._uniform_below(scale)
+            if self.bernoulli_exp(Fraction(u, scale)):
+                break
+        v = 0
+        while self.bernoulli_exp(Fraction(1)):
+            v += 1
+        return u + scale * v
+
     def discrete_laplace(self, scale: int) -> int:
         """Y with P[Y = y] proportional to exp(-|y| / scale), scale a positive integer (CKS 2020, Alg. 2 with s = 1)."""
         while True:
-            u = self._uniform_below(scale)
-            if not self.bernoulli_exp(Fraction(u, scale)):
-                continue
-            v = 0
-            while self.bernoulli_exp(Fraction(1)):
-                v += 1
-            magnitude = u + scale * v
+            magnitude = self._geometric(scale)
             negative = self._uniform_below(2) == 1
             if negative and magnitude == 0:
                 continue
             return -magnitude if negative else magnitude
+
+    def rounded_laplace(self, scale: int) -> int:
+        """round(X) for X ~ Laplace(0, scale) on the reals, scale a positive integer, drawn exactly: 0 with
+        probability 1 - exp(-1 / (2 scale)) (X within half a step of 0), else a fair sign times 1 + G, G geometric
+        with ratio exp(-1 / scale): P[|round(X)| = m] = exp(-(m - 1/2) / scale) - exp(-(m + 1/2) / scale) for m >= 1.
+        Added to an integer c, c + round(X) = round(c + X) is post-processing of the Laplace mechanism on c, so it
+        keeps that mechanism's whole privacy profile (`bayesval.privacy.Mechanism.laplace_on_grid`)."""
+        if not self.bernoulli_exp(Fraction(1, 2 * scale)):
+            return 0
+        magnitude = 1 + self._geometric(scale)
+        return -magnitude if self._uniform_below(2) == 1 else magnitude
 
     def discrete_gaussian(self, sigma_squared: Fraction) -> int:
         """Z ~ N_Z(0, sigma^2), sigma^2 > 0 rational, by rejection from the discrete Laplace of scale
@@ -197,9 +243,12 @@ __all__ = [
     "ExactSampler",
     "check_grid",
     "default_grid",
+    "default_l1_grid",
     "discrete_gaussian_pmf",
     "discrete_gaussian_variance",
     "grid_sensitivity",
+    "rounded_laplace_pmf",
+    "rounded_laplace_variance",
     "sigma_squared_for",
     "sigma_squared_from",
 ]

@@ -11,13 +11,19 @@ import attr
 
 import bayesval.privacy.dp_library as dp
 from bayesval.privacy.accounting import DPGuarantee, PrivacySpent, meets, privacy_spent
-from bayesval.privacy.discrete import discrete_gaussian_variance, grid_sensitivity, sigma_squared_from
+from bayesval.privacy.discrete import (
+    discrete_gaussian_variance,
+    grid_sensitivity,
+    rounded_laplace_variance,
+    sigma_squared_from,
+)
 from bayesval.results.serialisation import register
 from bayesval.validation import check_int, check_positive
 
-# "discrete_gaussian": exact integer noise on a grid, floating-point safe; "gaussian" and "laplace": float noise,
-# for in-process experiments (their low-order bits can reveal the exact input).
-NOISES = ("discrete_gaussian", "gaussian", "laplace")
+# "discrete_gaussian" and "laplace_on_grid": exact integer noise on a grid, floating-point safe; "gaussian" and
+# "laplace": float noise, for in-process experiments (their low-order bits can reveal the exact input).
+NOISES = ("discrete_gaussian", "laplace_on_grid", "gaussian", "laplace")
+ON_GRID = {"discrete_gaussian": "discrete Gaussian", "laplace_on_grid": "Laplace on a grid"}  # noise: its name
 ADJACENCIES = ("replace-one", "add-or-remove-one")
 _EVENT_TYPE_NAMES = (
     "GaussianDpEvent",
@@ -37,8 +43,9 @@ class Release:
     `event` describes the whole release (subsampling, compositions over validation points, ...) and must meet
     `guarantee` with a noise multiplier equal to noise_scale / sensitivity (for the discrete Gaussian: a
     `ZCDpEvent` with rho = (sensitivity / grid + sqrt(dimension))^2 / (2 (noise_scale / grid)^2)): a record
-    whose noise disagrees with its calibration is refused, whoever built it. `grid` is the discrete Gaussian's
-    grid step (None for float noise).
+    whose noise disagrees with its calibration is refused, whoever built it. `grid` is the grid step of noise on a
+    grid (None for float noise); for "laplace_on_grid" the event's multiplier is noise_scale over the rounded
+    entries' sensitivity, sensitivity + grid * (entries a composition).
     """
 
     owner: str
@@ -67,16 +74,18 @@ class Release:
         check_positive("Release.sensitivity", self.sensitivity)
         check_positive("Release.noise_scale", self.noise_scale)
         check_int("Release.dimension", self.dimension, minimum=1)
+        if self.noise in ON_GRID:
+            self._check_grid()
+        elif self.grid is not None:
+            raise ValueError(f"{self.owner}: a {self.noise} release has no grid, got grid={self.grid!r}")
         if self.noise == "discrete_gaussian":
             self._check_discrete_event()
         else:
-            if self.grid is not None:
-                raise ValueError(f"{self.owner}: a {self.noise} release has no grid, got grid={self.grid!r}")
             base = _base_mechanism(self.event)
             expected = dp.GaussianDpEvent if self.noise == "gaussian" else dp.LaplaceDpEvent
             if not isinstance(base, expected):
                 raise ValueError(f"{self.owner}: a {self.noise} release cannot carry the event {self.event}")
-            multiplier = self.noise_scale / self.sensitivity
+            multiplier = self.noise_scale / self.calibrated_sensitivity
             if not math.isclose(base.noise_multiplier, multiplier, rel_tol=1e-9):
                 raise ValueError(
                     f"{self.owner}: noise {self.noise_scale!r} / sensitivity {self.sensitivity!r} = {multiplier:.6g} "
@@ -88,12 +97,20 @@ class Release:
                 f"give the recorded guarantee {self.guarantee.describe()} (dp-accounting, event {self.event})"
             )
 
+    def _check_grid(self) -> None:
+        grid, name = self.grid, ON_GRID[self.noise]
+        if isinstance(grid, bool) or not isinstance(grid, (int, float)) or not math.isfinite(grid) or grid <= 0:
+            raise ValueError(f"{self.owner}: a {name} release needs its grid step > 0, got grid={grid!r}")
+        if math.frexp(grid)[0] != 0.5:
+            raise ValueError(f"{self.owner}: a {name}'s grid is a power of two, got grid={grid!r}")
+        if self.noise == "laplace_on_grid" and self.dimension % _compositions(self.event):
+            raise ValueError(
+                f"{self.owner}: {self.dimension} entries do not split into the {_compositions(self.event)} "
+                f"releases of its event {self.event}"
+            )
+
     def _check_discrete_event(self) -> None:
         grid = self.grid
-        if isinstance(grid, bool) or not isinstance(grid, (int, float)) or not math.isfinite(grid) or grid <= 0:
-            raise ValueError(f"{self.owner}: a discrete Gaussian release needs its grid step > 0, got grid={grid!r}")
-        if math.frexp(grid)[0] != 0.5:
-            raise ValueError(f"{self.owner}: a discrete Gaussian's grid is a power of two, got grid={grid!r}")
         if not isinstance(self.event, dp.ZCDpEvent) or self.event.xi != 0:
             raise ValueError(f"{self.owner}: a discrete Gaussian release carries a ZCDpEvent(rho), got {self.event}")
         sigma_squared = sigma_squared_from(self.noise_scale, grid)
@@ -111,19 +128,23 @@ class Release:
         for the discrete Gaussian that of the statistic rounded to the grid, sensitivity + grid sqrt(dimension)."""
         if self.noise == "discrete_gaussian":
             return self.grid * grid_sensitivity(self.sensitivity, self.grid, self.dimension)
+        if self.noise == "laplace_on_grid":  # l1: each of a composition's entries moves by at most a grid step
+            return self.sensitivity + self.grid * (self.dimension // _compositions(self.event))
         return self.sensitivity
 
     @property
     def floating_point_safe(self) -> bool:
         """Whether the output is safe against a reader of its low-order bits (the discrete Gaussian on a grid);
         float noise is for in-process experiments."""
-        return self.noise == "discrete_gaussian"
+        return self.noise in ON_GRID
 
     @property
     def mechanism_label(self) -> str:
         """How the release was perturbed, in words, for the ledger and the result."""
-        if self.floating_point_safe:
+        if self.noise == "discrete_gaussian":
             return f"discrete Gaussian on grid {self.grid:g} (floating-point safe)"
+        if self.noise == "laplace_on_grid":
+            return f"Laplace rounded to grid {self.grid:g} (floating-point safe)"
         return f"floating-point {self.noise} (in-process experiment: not safe to publish)"
 
     @property
@@ -132,10 +153,13 @@ class Release:
 
         For the discrete Gaussian: grid * sqrt(Var N_Z(0, sigma_grid^2) + 1/12), its exact variance (below sigma^2)
         plus the rounding to the grid, at most half a step per entry, counted as uniform noise of variance
-        grid^2 / 12 (it is of order 1e-7 of the noise variance at the default grid)."""
+        grid^2 / 12 (it is of order 1e-7 of the noise variance at the default grid). For the Laplace rounded to a
+        grid: grid * sqrt(Var round(X) + 1/12), X ~ Laplace of noise_scale / grid steps, the rounding likewise."""
         if self.noise == "discrete_gaussian":
             variance = discrete_gaussian_variance(sigma_squared_from(self.noise_scale, self.grid)) + 1 / 12
             return self.grid * math.sqrt(variance)
+        if self.noise == "laplace_on_grid":
+            return self.grid * math.sqrt(rounded_laplace_variance(round(self.noise_scale / self.grid)) + 1 / 12)
         return self.noise_scale if self.noise == "gaussian" else math.sqrt(2.0) * self.noise_scale
 
     def to_record(self) -> dict:
@@ -168,6 +192,11 @@ class Release:
             raise ValueError(f"release record has unknown fields {sorted(unknown)}")
         guarantee = DPGuarantee.from_record(record["guarantee"])
         return cls(**{**record, "guarantee": guarantee, "event": event_from_record(record["event"])})
+
+
+def _compositions(event: dp.DpEvent) -> int:
+    """How many releases a (self-composed) event is: its count, or 1."""
+    return event.count if isinstance(event, dp.SelfComposedDpEvent) else 1
 
 
 def _base_mechanism(event: dp.DpEvent) -> dp.DpEvent:

@@ -15,6 +15,9 @@ Two kinds of Gaussian noise:
 - `Mechanism.gaussian`: float noise (jax.random.normal scaled and added), fast and jit-able, for in-process
   experiments only: its low-order bits can reveal the exact input (docs/privacy.md shows the attack). Its
   releases are labelled `floating-point` in the ledger and refused by release files without the experiment flag.
+And two kinds of Laplace noise, likewise: `Mechanism.laplace_on_grid` (floating-point safe: the value rounded to a
+power-of-two grid, then c + round(X) for X ~ Laplace drawn exactly in integers, post-processing of the Laplace
+mechanism on the rounded value, so its dp-accounting `LaplaceDpEvent` holds whole) and `Mechanism.laplace` (float).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from bayesval.privacy.discrete import (
     ExactSampler,
     check_grid,
     default_grid,
+    default_l1_grid,
     grid_sensitivity,
     sigma_squared_for,
     sigma_squared_from,
@@ -147,12 +151,51 @@ class Mechanism:
         event = laplace_event(multiplier, num_compositions)
         return cls("laplace", sensitivity, multiplier * sensitivity, guarantee, event, adjacency)
 
+    @classmethod
+    def laplace_on_grid(
+        cls,
+        epsilon: float,
+        sensitivity: float,
+        dimension: int,
+        *,
+        num_compositions: int = 1,
+        adjacency: str = "replace-one",
+        grid: float | None = None,
+    ) -> Mechanism:
+        """The floating-point-safe Laplace mechanism, pure epsilon-DP over `num_compositions` releases, each of
+        dimension / num_compositions entries of l1 `sensitivity`: each entry rounded to `grid` (default: the largest
+        power of two whose rounding adds at most 0.1 % to a release's sensitivity), then the integer c + round(X),
+        X ~ Laplace(0, t) drawn exactly (`ExactSampler.rounded_laplace`), times the grid. In grid units a release's
+        rounded entries have l1 sensitivity k = sensitivity / grid + entries, t is the smallest integer with
+        num_compositions k / t <= epsilon, and c + round(X) is post-processing of the Laplace mechanism on c (round
+        commutes with an integer shift), so each release is the `LaplaceDpEvent` of multiplier t / k."""
+        guarantee = DPGuarantee(epsilon, delta=0.0)
+        sensitivity = check_positive("sensitivity", sensitivity)
+        dimension = check_int("dimension", dimension, minimum=1)
+        num_compositions, _ = check_composition(num_compositions, 1.0)
+        if adjacency not in ADJACENCIES:
+            raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
+        if dimension % num_compositions:
+            raise ValueError(
+                f"dimension={dimension} entries do not split into num_compositions={num_compositions} equal releases"
+            )
+        entries = dimension // num_compositions
+        grid = (
+            default_l1_grid(sensitivity, entries) if grid is None else check_grid(grid, sensitivity, entries, l1=True)
+        )
+        calibrated = sensitivity / grid + entries  # in grid units
+        steps = math.ceil(num_compositions * calibrated / guarantee.epsilon)
+        if not steps < LARGEST_EXACT_COUNT:
+            raise ValueError(_laplace_steps_error(steps, grid))
+        event = laplace_event(steps / calibrated, num_compositions)
+        return cls("laplace_on_grid", sensitivity, steps * grid, guarantee, event, adjacency, grid, dimension)
+
     def at_sensitivity(self, sensitivity: float) -> Mechanism:
         """This float mechanism's calibration at another l2 sensitivity: the noise scales with it, the event (a
         function of the noise multiplier) is unchanged. The discrete Gaussian's grid depends on the sensitivity:
         calibrate it with `discrete_gaussian` instead."""
-        if self.noise == "discrete_gaussian":
-            raise ValueError("a discrete Gaussian's grid depends on its sensitivity: use Mechanism.discrete_gaussian")
+        if self.grid is not None:
+            raise ValueError(f"a {self.noise} grid depends on its sensitivity: calibrate the mechanism again")
         sensitivity = check_positive("sensitivity", sensitivity)
         return replace(self, sensitivity=sensitivity, noise_scale=self.noise_scale / self.sensitivity * sensitivity)
 
@@ -168,7 +211,7 @@ class Mechanism:
     ) -> tuple[np.ndarray, Release]:
         """Release `value + noise` (a float64 array) with its record."""
         value = np.asarray(value, dtype=np.float64)
-        if self.noise == "discrete_gaussian":
+        if self.grid is not None:
             return self._perturb_on_grid(value, noise=noise, owner=owner, what=what, ledger=ledger)
 
         def program(key, exact):
@@ -195,8 +238,8 @@ class Mechanism:
         `add_noise` with `self.noise_scale`) to what it publishes. The key comes from `noise`, claimed by
         the fingerprint of (owner, what, this mechanism, inputs, identity): `identity` holds what else makes the
         program's release differ (its settings and sampling key), so one seed is not reused for another release."""
-        if self.noise == "discrete_gaussian":
-            raise ValueError("the discrete Gaussian releases an array through perturb(), not a JAX program")
+        if self.grid is not None:
+            raise ValueError(f"{self.noise} noise releases an array through perturb(), not a JAX program")
         key = self._claim_key(noise, owner, what, (*inputs, *identity))
         output = program(key, *inputs)
         return output, self._record(owner, what, dimension, ledger)
@@ -227,10 +270,11 @@ class Mechanism:
     def _perturb_on_grid(
         self, value: np.ndarray, *, noise: NoiseSource, owner: str, what: str, ledger: PrivacyLedger | None
     ) -> tuple[np.ndarray, Release]:
-        """g (round(value / g) + Z), Z exact discrete Gaussian per entry: every output is an exact double."""
+        """g (round(value / g) + Z), Z exact integer noise per entry (the discrete Gaussian, or round(X) for X
+        Laplace): every output is an exact double."""
         if value.size != self.dimension:
             raise ValueError(
-                f"{owner}: this discrete Gaussian mechanism was calibrated for {self.dimension} entries (its grid "
+                f"{owner}: this {self.noise} mechanism was calibrated for {self.dimension} entries (its grid "
                 f"rounding is accounted per entry), got {value.size}"
             )
         if not np.all(np.isfinite(value)):
@@ -238,9 +282,15 @@ class Mechanism:
         key = self._claim_key(noise, owner, what, (value,))
         # Seeded (an experiment): a reproducible stream from the claimed key; else the OS's cryptographic source.
         rng = random.Random(np.asarray(jax.random.key_data(key)).tobytes()) if noise.is_seeded else None
-        sampler, sigma_squared = ExactSampler(rng), self.sigma_squared_grid
+        sampler = ExactSampler(rng)
+        if self.noise == "discrete_gaussian":
+            sigma_squared = self.sigma_squared_grid
+            draw = lambda: sampler.discrete_gaussian(sigma_squared)  # noqa: E731
+        else:
+            steps = round(self.noise_scale / self.grid)  # exact: an integer times a power of two
+            draw = lambda: sampler.rounded_laplace(steps)  # noqa: E731
         counts = [round(v) for v in (value.ravel() / self.grid).tolist()]  # exact: the grid is a power of two
-        noisy = [c + sampler.discrete_gaussian(sigma_squared) for c in counts]
+        noisy = [c + draw() for c in counts]
         if max(abs(c) for c in noisy) >= LARGEST_EXACT_COUNT:
             raise ValueError(
                 f"{owner}: the {what} is too large for the grid {self.grid:g}: its multiples of the grid exceed 2^53 "
@@ -248,6 +298,13 @@ class Mechanism:
             )
         output = (np.asarray(noisy, dtype=np.float64) * self.grid).reshape(value.shape)
         return output, self._record(owner, what, value.size, ledger)
+
+
+def _laplace_steps_error(steps: int, grid: float) -> str:
+    return (
+        f"Laplace noise of {steps} steps of the grid {grid!r} is too wide to draw as exact doubles: choose a coarser "
+        "grid (grid=) or a larger epsilon"
+    )
 
 
 __all__ = ["Mechanism", "add_noise"]

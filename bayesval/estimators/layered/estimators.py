@@ -17,10 +17,12 @@ Each value's standard error estimates its spread over keys: the sampled layers' 
 corrected, a few-draw layer's shrunk toward its neighbouring layers') and the random inclusion of the layers of
 m_k < 1, whose moments are pooled over a point's drawn ones under the c / k scaling.
 
-DP Layered Shapley (Alg. 2) adds Laplace noise to each value, of scale Delta / epsilon with the Appendix D
-sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda), with s = 2 for replace-one neighbours (the paper's Def. 2.1),
-where a swap moves each loss by twice the removal stability of Def. 3.2, and s = 1, the paper's value, for
-add-or-remove. No amplification by subsampling (Thm 3.5 and App. D divide by
+DP Layered Shapley (Alg. 2) adds Laplace noise to each value, of scale about Delta / epsilon, floating-point safe:
+each value rounded to a power-of-two grid and the rounded Laplace noise drawn exactly in integers
+(`bayesval.privacy.Mechanism.laplace_on_grid`; float Laplace noise would give the value away through its low-order
+bits, docs/privacy.md), with the Appendix D sensitivity Delta = s L^2 kappa^2 H_{n-1} / (n lambda), with s = 2 for
+replace-one neighbours (the paper's Def. 2.1), where a swap moves each loss by twice the removal stability of
+Def. 3.2, and s = 1, the paper's value, for add-or-remove. No amplification by subsampling (Thm 3.5 and App. D divide by
 epsilon_0 = ln(1 + (e^epsilon - 1) / p) instead). That bound needs the subsample to be secret, and here the coalitions
 come from the sampling key, which is public (`bayesval.privacy.noise`), and the result publishes each point's draw
 counts; it also needs each point's own probability of being used, not App. D's expected count p. Both readings of
@@ -424,16 +426,17 @@ class LayeredShapley(_RetrainingValuation):
         # No amplification by subsampling: the coalitions follow from the public sampling key and the draw counts
         # are published, so each value is the Laplace mechanism on known coalitions (docs/layered.md)
         sensitivity = layered_sensitivity(num_players, *stability, self.adjacency)
-        mechanism = Mechanism.laplace(
-            num_players * self.epsilon, sensitivity, num_compositions=num_players, adjacency=self.adjacency
+        mechanism = Mechanism.laplace_on_grid(
+            num_players * self.epsilon, sensitivity, num_players, num_compositions=num_players, adjacency=self.adjacency
         )
         what = f"Layered Shapley values of {num_players} points, each {self.epsilon:g}-DP for the other points"
         released, ledger = perturb(mechanism, result.values, self.noise, what)
         self._record(ledger)
+        [release] = ledger.releases
         return replace(
             result,
             values=released,
-            stderr=np.full(num_players, math.sqrt(2.0) * mechanism.noise_scale),  # the noise's; nothing un-noised
+            stderr=np.full(num_players, release.noise_std),  # the noise's; nothing un-noised
             privacy=ledger,
             diagnostics=result.diagnostics
             | {
