@@ -19,6 +19,7 @@ from bayesval.privacy import (
     gaussian_sigma_for_rdp,
     rdp_to_approx_dp,
 )
+from bayesval.privacy.accounting import epsilon_at
 from bayesval.statistics import Bounds, LinearRegressionStatistic
 
 
@@ -74,6 +75,30 @@ def test_laplace_mechanism_noise_scale_and_event():
     assert record.noise_scale == pytest.approx(4.0)  # b = sensitivity / epsilon
     assert np.mean(np.abs(released)) == pytest.approx(4.0, rel=0.01)  # E|Laplace(b)| = b
     assert isinstance(record.event, dp_accounting.LaplaceDpEvent) and record.event.noise_multiplier == 2.0
+
+
+def test_laplace_on_a_grid_is_calibrated_to_the_rounded_sensitivity_and_refuses_what_it_cannot_draw():
+    """Ten values of sensitivity 0.1 at 10-DP in all (1 each): grid 2^-14 (0.1 % of 0.1), t = ceil(0.1 / 2^-14 + 1)
+    steps, the LaplaceDpEvent's multiplier t / (0.1 / 2^-14 + 1), pure epsilon at most 10; the noise has the
+    Laplace's spread; a split that is not even, a coarse grid and a scale beyond exact doubles are refused."""
+    mechanism = Mechanism.laplace_on_grid(10.0, 0.1, 10, num_compositions=10)
+    steps = math.ceil(0.1 / 2**-14 + 1)
+    assert mechanism.grid == 2**-14 and mechanism.noise_scale == steps * 2**-14
+    assert mechanism.event == dp_accounting.SelfComposedDpEvent(
+        dp_accounting.LaplaceDpEvent(steps / (0.1 * 2**14 + 1)), 10
+    )
+    assert 10.0 * (1 - 1 / steps) <= epsilon_at(mechanism.event, 0.0)[0] <= 10.0  # t rounded up to whole steps
+    released, record = Mechanism.laplace_on_grid(0.5, 2.0, 200_000).perturb(
+        np.zeros(200_000), noise=NoiseSource(), owner="a", what="test"
+    )
+    assert record.floating_point_safe and record.noise_std == pytest.approx(np.sqrt(2) * record.noise_scale)
+    assert np.mean(np.abs(released)) == pytest.approx(record.noise_scale, rel=0.01)  # E|Laplace(b)| = b
+    with pytest.raises(ValueError, match="do not split into num_compositions=3 equal releases"):
+        Mechanism.laplace_on_grid(1.0, 1.0, 10, num_compositions=3)
+    with pytest.raises(ValueError, match="too coarse for a statistic of l1 sensitivity 1 in 1 entries"):
+        Mechanism.laplace_on_grid(1.0, 1.0, 2, num_compositions=2, grid=0.5)
+    with pytest.raises(ValueError, match="too wide to draw as exact doubles"):
+        Mechanism.laplace_on_grid(1e-310, 1.0, 1)
 
 
 def test_explicitly_reused_seed_gives_nested_noise_across_epsilon():

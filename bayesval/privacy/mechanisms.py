@@ -184,9 +184,10 @@ class Mechanism:
             default_l1_grid(sensitivity, entries) if grid is None else check_grid(grid, sensitivity, entries, l1=True)
         )
         calibrated = sensitivity / grid + entries  # in grid units
-        steps = math.ceil(num_compositions * calibrated / guarantee.epsilon)
-        if not steps < LARGEST_EXACT_COUNT:
-            raise ValueError(_laplace_steps_error(steps, grid))
+        scale = num_compositions * calibrated / guarantee.epsilon  # t in grid units, before rounding up
+        if not scale < LARGEST_EXACT_COUNT:  # also where it overflows a double
+            raise ValueError(_laplace_steps_error(scale, grid))
+        steps = math.ceil(scale)
         event = laplace_event(steps / calibrated, num_compositions)
         return cls("laplace_on_grid", sensitivity, steps * grid, guarantee, event, adjacency, grid, dimension)
 
@@ -195,7 +196,9 @@ class Mechanism:
         function of the noise multiplier) is unchanged. The discrete Gaussian's grid depends on the sensitivity:
         calibrate it with `discrete_gaussian` instead."""
         if self.grid is not None:
-            raise ValueError(f"a {self.noise} grid depends on its sensitivity: calibrate the mechanism again")
+            raise ValueError(
+                f"the grid of {self.noise} noise depends on its sensitivity: calibrate the mechanism again"
+            )
         sensitivity = check_positive("sensitivity", sensitivity)
         return replace(self, sensitivity=sensitivity, noise_scale=self.noise_scale / self.sensitivity * sensitivity)
 
@@ -300,10 +303,10 @@ class Mechanism:
         return output, self._record(owner, what, value.size, ledger)
 
 
-def _laplace_steps_error(steps: int, grid: float) -> str:
+def _laplace_steps_error(steps: float, grid: float) -> str:
     return (
-        f"Laplace noise of {steps} steps of the grid {grid!r} is too wide to draw as exact doubles: choose a coarser "
-        "grid (grid=) or a larger epsilon"
+        f"Laplace noise of {steps:.3g} steps of the grid {grid!r} is too wide to draw as exact doubles (2^53 at most): "
+        "choose a coarser grid (grid=) or a larger epsilon"
     )
 
 
