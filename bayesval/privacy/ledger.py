@@ -134,8 +134,8 @@ class Release:
 
     @property
     def floating_point_safe(self) -> bool:
-        """Whether the output is safe against a reader of its low-order bits (the discrete Gaussian on a grid);
-        float noise is for in-process experiments."""
+        """Whether the output is safe against a reader of its low-order bits (integer noise on a grid: the discrete
+        Gaussian, or the rounded Laplace); float noise is for in-process experiments."""
         return self.noise in ON_GRID
 
     @property

@@ -52,7 +52,7 @@ from bayesval.privacy.discrete import (
     sigma_squared_for,
     sigma_squared_from,
 )
-from bayesval.privacy.ledger import ADJACENCIES, PrivacyLedger, Release
+from bayesval.privacy.ledger import ADJACENCIES, ON_GRID, PrivacyLedger, Release
 from bayesval.privacy.noise import NoiseSource, fingerprint
 from bayesval.validation import check_int, check_positive
 
@@ -277,7 +277,7 @@ class Mechanism:
         Laplace): every output is an exact double."""
         if value.size != self.dimension:
             raise ValueError(
-                f"{owner}: this {self.noise} mechanism was calibrated for {self.dimension} entries (its grid "
+                f"{owner}: this {ON_GRID[self.noise]} mechanism was calibrated for {self.dimension} entries (its grid "
                 f"rounding is accounted per entry), got {value.size}"
             )
         if not np.all(np.isfinite(value)):
