@@ -44,9 +44,15 @@ WHOLE_SIGMA_SQUARED = 2**20
 MAX_SIGMA_STEPS = 2**26  # sigma in grid units below which sigma^2 is held exactly (sigma^2 < 2^52)
 
 
-def default_grid(sensitivity: float, dimension: int) -> float:
-    """The largest power of two g with sqrt(dimension) g <= ROUNDING_SHARE_DEFAULT * sensitivity."""
-    return 2.0 ** math.floor(math.log2(ROUNDING_SHARE_DEFAULT * sensitivity / math.sqrt(dimension)))
+def _rounding_steps(dimension: int, l1: bool) -> float:
+    """How far, in grid steps, rounding `dimension` entries can move them: sqrt(dimension) in l2, dimension in l1."""
+    return dimension if l1 else math.sqrt(dimension)
+
+
+def default_grid(sensitivity: float, dimension: int, *, l1: bool = False) -> float:
+    """The largest power of two g whose rounding moves `dimension` entries (l2, or l1 with `l1`) by at most
+    ROUNDING_SHARE_DEFAULT * sensitivity."""
+    return 2.0 ** math.floor(math.log2(ROUNDING_SHARE_DEFAULT * sensitivity / _rounding_steps(dimension, l1)))
 
 
 def check_grid(grid, sensitivity: float, dimension: int, *, l1: bool = False) -> float:
@@ -58,23 +64,17 @@ def check_grid(grid, sensitivity: float, dimension: int, *, l1: bool = False) ->
     mantissa, _ = math.frexp(grid)
     if mantissa != 0.5:
         raise ValueError(f"grid must be a power of two, so that every multiple of it is an exact double; got {grid!r}")
-    steps, norm = (dimension, "l1") if l1 else (math.sqrt(dimension), "l2")
+    steps, norm = _rounding_steps(dimension, l1), "l1" if l1 else "l2"
     coarsest = MAX_ROUNDING_SHARE * sensitivity / steps
     if grid > coarsest:
         shift = f"{dimension}" if l1 else f"sqrt({dimension})"
-        default = default_l1_grid(sensitivity, dimension) if l1 else default_grid(sensitivity, dimension)
+        default = default_grid(sensitivity, dimension, l1=l1)
         raise ValueError(
             f"grid {grid:g} is too coarse for a statistic of {norm} sensitivity {sensitivity:.6g} in {dimension} "
             f"entries: rounding to it would add {shift} * grid = {steps * grid:.6g} to the sensitivity "
             f"(more than {MAX_ROUNDING_SHARE:.0%}); use a grid <= {coarsest:.6g}, e.g. {default:g} (the default)"
         )
     return grid
-
-
-def default_l1_grid(sensitivity: float, entries: int) -> float:
-    """The largest power of two g with entries * g <= ROUNDING_SHARE_DEFAULT * sensitivity: rounding `entries` entries
-    to it moves their l1 norm by at most that share of the sensitivity."""
-    return 2.0 ** math.floor(math.log2(ROUNDING_SHARE_DEFAULT * sensitivity / entries))
 
 
 def grid_sensitivity(sensitivity: float, grid: float, dimension: int) -> float:
@@ -243,7 +243,6 @@ __all__ = [
     "ExactSampler",
     "check_grid",
     "default_grid",
-    "default_l1_grid",
     "discrete_gaussian_pmf",
     "discrete_gaussian_variance",
     "grid_sensitivity",

@@ -47,7 +47,6 @@ from bayesval.privacy.discrete import (
     ExactSampler,
     check_grid,
     default_grid,
-    default_l1_grid,
     grid_sensitivity,
     sigma_squared_for,
     sigma_squared_from,
@@ -181,7 +180,9 @@ class Mechanism:
             )
         entries = dimension // num_compositions
         grid = (
-            default_l1_grid(sensitivity, entries) if grid is None else check_grid(grid, sensitivity, entries, l1=True)
+            default_grid(sensitivity, entries, l1=True)
+            if grid is None
+            else check_grid(grid, sensitivity, entries, l1=True)
         )
         calibrated = sensitivity / grid + entries  # in grid units
         scale = num_compositions * calibrated / guarantee.epsilon  # t in grid units, before rounding up
