@@ -151,10 +151,10 @@ SLOWEST_FIRST = (
 # two tiers", says what each tier costs). Each is a check at a size or across a process boundary, and is listed only
 # where leaving it out saves its time: a test whose programs a quick test compiles too only hands their compiling to
 # that test (measured: the weighted-voting semivalue game's calibration, 110 s, moved 113 s onto the next game's).
-# The quick suite keeps a sibling of each: the default route's values pinned bit for bit (test_behaviour_pinned.py)
-# and checked against closed forms at negligible noise, so a change of behaviour fails CI, and these say whether the
-# new behaviour is still right. Seconds of test time on 2 cores: a clean clone of f0cb12e with a cold cache, an AMD
-# EPYC sandbox on a slow hour, 2026-12-06 (4,684 s of test time in all).
+# The quick suite keeps a sibling of each: the Gibbs route's values pinned bit for bit (test_behaviour_pinned.py), and
+# every route checked against closed forms at negligible noise, so that a change of the default behaviour fails CI and
+# these say whether the new behaviour is still right. Seconds of test time on 2 cores: a clean clone of f0cb12e with a
+# cold cache, an AMD EPYC sandbox on a slow hour, 2026-12-06 (4,684 s of test time in all).
 SLOW = {
     # across processes and devices: the quick suite's valuations run in one process on one device
     "test_coalition_batches.py::test_four_devices_give_the_values_of_one": 157,
