@@ -10,8 +10,10 @@ the shapes and declared bounds of Syn, Diab and CaliH (Sim et al. 2023, Sec. 6),
 first release includes the sensitivity check (a neighbour search); later ones (`fresh=True`) do not.
 attack: the precision attack of tests/precision_attack.py on one-entry releases of two neighbouring sums (0.3 and
 1.3, sensitivity 1) at (0.5, 1e-5)-DP, each release with fresh OS noise: its success rate on each path against the
-(e^eps + delta) / (1 + e^eps) that the ledger's epsilon allows; and on the two Laplace paths at 0.5-DP: float
-(`Mechanism.laplace`, DP Layered Shapley's before 2026-12-06) and on a grid (`Mechanism.laplace_on_grid`, its now).
+(e^eps + delta) / (1 + e^eps) that the ledger's epsilon allows: the float Gaussian, the discrete Gaussian, and the
+Gaussian rounded to a grid (`Mechanism.gaussian_on_grid`, the DP-gradient semivalues' since 2026-12-06); and on the
+two Laplace paths at 0.5-DP: float (`Mechanism.laplace`, DP Layered Shapley's before 2026-12-06) and on a grid
+(`Mechanism.laplace_on_grid`, its now).
 parties: the first releases of n Syn parties (100 records each, epsilon 0.5, `release_all`), each party's claim
 checked by one shared search (today) against a search of its own (the path before): wall times and their ratio.
 """
@@ -88,6 +90,7 @@ def attack(releases: int) -> None:
     for path, mechanism in (
         ("float Gaussian", Mechanism.gaussian(guarantee, 1.0)),
         ("discrete Gaussian", Mechanism.discrete_gaussian(guarantee, 1.0, 1)),
+        ("Gaussian rounded to a grid (the DP-gradient semivalues')", Mechanism.gaussian_on_grid(guarantee, 1.0, 1)),
         ("float Laplace", Mechanism.laplace(guarantee.epsilon, 1.0)),
         ("Laplace on a grid (DP Layered Shapley's)", Mechanism.laplace_on_grid(guarantee.epsilon, 1.0, 1)),
     ):

@@ -34,6 +34,10 @@ valuations and the saved result files are still those of the redesign's commit):
   (`Mechanism.laplace_on_grid`), where it was float Laplace noise from a JAX key: the DP values moved by their new
   noise (at most 1.87) and their standard errors by the grid's rounding (at most 4.0e-4); the Layered values,
   standard errors and draw counts are unchanged.
+- `gradient.npz` (2026-12-06): the DP-gradient semivalues' releases are floating-point safe, each example's clipped
+  gradient rounded to a power-of-two grid and round(X), X Gaussian, drawn exactly from a seeded `random.Random`
+  (`Mechanism.gaussian_on_grid`), where it was float Gaussian noise from a JAX key: the DP values moved by their
+  new noise (at most 0.23) and their standard errors with it (at most 0.052); the no-DP arrays are unchanged.
 
 What it writes:
 - `party_1.release.json` ... `party_3.release.json`: the releases of the three parties of `bayesval demo` (Sim et

@@ -39,7 +39,8 @@ from bayesval.experiments.gradients import detection_auroc_bound, dp_variance_by
 from bayesval.games import BANZHAF, LEAVE_ONE_OUT, SHAPLEY, beta_shapley
 from bayesval.games.masks import coalition_masks
 from bayesval.games.weights import semivalue_matrix
-from bayesval.privacy import DPGuarantee, Mechanism, SeedReuseError, add_noise
+from bayesval.privacy import DPGuarantee, Mechanism, SeedReuseError
+from bayesval.privacy.rounded_gaussian import RandomWords, RoundedGaussianSampler
 
 SEMIVALUES = [SHAPLEY, BANZHAF, beta_shapley(4, 1), beta_shapley(16, 1), beta_shapley(0.5, 2), LEAVE_ONE_OUT]
 
@@ -103,8 +104,9 @@ def test_permutation_weights_closed_forms():
     np.testing.assert_allclose(permutation_weights(LEAVE_ONE_OUT, n), n * (r == n))
 
 
-def algorithm_1(noise_key, sampling_key, model, party_x, party_y, x_val, y_val, k, alpha, clip, noise_std, mode, s2):
-    """Algorithm 1 (corrected: the buffer is the raw running mean, A2) as a literal loop over t and j."""
+def algorithm_1(noise, grid, sampling_key, model, party_x, party_y, x_val, y_val, k, alpha, clip, noise_std, mode, s2):
+    """Algorithm 1 (corrected: the buffer is the raw running mean, A2) as a literal loop over t and j, each release
+    grid * (the party's clipped gradients in whole grid steps, summed, + its integer noise)."""
     n, rows = party_x.shape[:2]
     d = model.num_parameters
     running_mean, previous = np.zeros((n, d)), np.zeros((n, d))
@@ -115,14 +117,13 @@ def algorithm_1(noise_key, sampling_key, model, party_x, party_y, x_val, y_val, 
         perm_key, init_key = jax.random.split(jax.random.fold_in(sampling_key, t))
         order = np.asarray(jax.random.permutation(perm_key, n))
         theta = np.asarray(model.init(init_key), np.float64)
-        noise = np.asarray(add_noise(jax.random.fold_in(noise_key, t), jnp.zeros((n, d)), noise_std))
         before = -float(loss(theta, x_val, y_val))
         for j in order:
-            clipped = np.zeros(d)
+            steps = np.zeros(d)
             for b in range(rows):
                 g = np.asarray(grad(theta, party_x[j, b : b + 1], party_y[j, b : b + 1]))
-                clipped += g / max(1.0, np.linalg.norm(g) / clip)
-            noisy = clipped + noise[j]
+                steps += np.round(g / max(1.0, np.linalg.norm(g) / clip) / grid)
+            noisy = (steps + noise[t - 1, j]) * grid
             if mode == "iid":
                 released = noisy
             elif mode == "fl":
@@ -147,14 +148,18 @@ def test_the_scanned_trajectory_is_algorithm_1(mode, s2):
     model = LogisticModel(f, 3)
     party_x, party_y = rng.normal(size=(n, rows, f)), rng.integers(0, 3, (n, rows))
     x_val, y_val = rng.normal(size=(20, f)), rng.integers(0, 3, 20)
-    keys = jax.random.key(5), jax.random.key(6)
-    marginals, positions, finite = gradient_marginals(
-        *keys, party_x, party_y, x_val, y_val, 0.7, model=model, num_permutations=k, learning_rate=0.5, clip=0.8,
-        mode=bv.estimators.NOISE_MODES.index(mode), gradient_variance=s2,
+    grid = 2.0**-10
+    noise = RoundedGaussianSampler(RandomWords(b"noise")).sample(717, k * n * model.num_parameters)
+    noise = noise.reshape(k, n, model.num_parameters)  # 0.7 / grid steps
+    marginals, positions, finite, within = gradient_marginals(
+        jax.random.key(6), party_x, party_y, x_val, y_val, jnp.asarray(noise, jnp.int32), 0.7, model=model,
+        num_permutations=k, learning_rate=0.5, clip=0.8, mode=bv.estimators.NOISE_MODES.index(mode), grid=grid,
+        gradient_variance=s2,
     )  # fmt: skip
-    expected = algorithm_1(*keys, model, party_x, party_y, x_val, y_val, k, 0.5, 0.8, 0.7, mode, s2)
+    data = (party_x, party_y, x_val, y_val)
+    expected = algorithm_1(noise, grid, jax.random.key(6), model, *data, k, 0.5, 0.8, 0.7, mode, s2)
     np.testing.assert_allclose(np.asarray(marginals), expected, rtol=1e-9, atol=1e-12)
-    assert bool(finite)
+    assert bool(finite) and bool(within)
     assert sorted(np.asarray(positions)[0].tolist()) == list(range(n))
 
 
@@ -207,6 +212,8 @@ def test_private_valuation_is_calibrated_for_k_releases_and_recorded(cancer):
     (release,) = result.privacy.releases
     assert release.event.count == 200 and release.event.event.noise_multiplier == pytest.approx(47.5, rel=2e-3)
     assert release.sensitivity == 1.0 and release.adjacency == "add-or-remove-one"
+    assert release.noise == "gaussian_on_grid" and release.floating_point_safe  # docs/privacy.md
+    assert result.diagnostics["grid"] == release.grid and release.grid * math.sqrt(62) <= 1e-3
     assert result.privacy.spent(release.owner).epsilon <= 1.0 + 1e-3
     estimator.value(X_val, y_val)  # asking again is a new release
     assert len(estimator.ledger_) == 2

@@ -25,6 +25,7 @@ from bayesval.estimators.gradients.estimator import (
 from bayesval.experiments.detection import detection_auroc, flip_labels
 from bayesval.games.weights import Semivalue, as_semivalue
 from bayesval.privacy import DPGuarantee, Mechanism
+from bayesval.privacy.rounded_gaussian import RandomWords, RoundedGaussianSampler
 from bayesval.validation import check_count, check_positive
 
 
@@ -69,7 +70,8 @@ def dp_variance_by_k(
     (epsilon, delta). One compiled run of max(ks) permutations serves every k: under 'iid' and 'correlated' a
     run of k permutations is the first k rows of a longer one with the same noise scale.
 
-    The noise keys here are explicit experiment seeds (this measures the noise; it releases nothing).
+    The noise is the private runs' (the Gaussian rounded to a grid, `Mechanism.gaussian_on_grid`), drawn from
+    explicit experiment seeds (this measures the noise; it releases nothing).
     Returns {(mode, q): {'variance': (len(ks),), 'mean_adjusted_variance': (len(ks),)}}.
     """
     ks = [check_count("k", k, minimum=2) for k in ks]
@@ -83,24 +85,28 @@ def dp_variance_by_k(
         jnp.asarray(a, dtype if jnp.issubdtype(jnp.asarray(a).dtype, jnp.floating) else None)
         for a in (party_x, party_y, x_val, y_val)
     )
-    settings = {"model": model, "num_permutations": max(ks), "learning_rate": learning_rate, "clip": 1.0}
+    grid = Mechanism.gaussian_on_grid(guarantee, 1.0, model.num_parameters).grid  # the same for every k
+    settings = {"model": model, "num_permutations": max(ks), "learning_rate": learning_rate, "clip": 1.0, "grid": grid}
     runs = jax.jit(jax.vmap(partial(_noise_trial, jax.random.key(key), inputs, settings), (0, None, None)))
     results = {arm: {"variance": [], "mean_adjusted_variance": []} for arm in arms}
     for k in ks:
-        noise_std = jnp.asarray(Mechanism.gaussian(guarantee, 1.0, num_compositions=k).noise_scale, dtype)
-        noise_keys = jax.random.split(jax.random.fold_in(jax.random.key(key + 1), k), trials)
+        mechanism = Mechanism.gaussian_on_grid(guarantee, 1.0, model.num_parameters, num_compositions=k, grid=grid)
+        sampler = RoundedGaussianSampler(RandomWords(f"dp_variance_by_k {key} {k}".encode()))
+        shape = (trials, max(ks), len(inputs[0]), model.num_parameters)
+        noise = jnp.asarray(sampler.sample(mechanism.grid_steps, math.prod(shape)).reshape(shape), jnp.int32)
+        noise_std = jnp.asarray(mechanism.noise_std, dtype)
         for mode in dict.fromkeys(mode for mode, _ in arms):
-            marginals = np.asarray(runs(noise_keys, noise_std, NOISE_MODES.index(mode)))[:, :k]
+            marginals = np.asarray(runs(noise, noise_std, NOISE_MODES.index(mode)))[:, :k]
             for arm in (arm for arm in arms if arm[0] == mode):
                 for name, value in _noise_spread(marginals, arm[1]).items():
                     results[arm][name].append(value)
     return {arm: {name: np.asarray(v) for name, v in values.items()} for arm, values in results.items()}
 
 
-def _noise_trial(sampling_key, inputs, settings, noise_key, noise_std, mode):
-    """The (k, n) marginals of one noise draw, the permutations and initialisations fixed by `sampling_key`."""
-    marginals, _, _ = gradient_marginals(noise_key, sampling_key, *inputs, noise_std, mode=mode, **settings)
-    return marginals
+def _noise_trial(sampling_key, inputs, settings, noise, noise_std, mode):
+    """The (k, n) marginals of one draw of the integer noise, the permutations and initialisations fixed by
+    `sampling_key`."""
+    return gradient_marginals(sampling_key, *inputs, noise, noise_std, mode=mode, **settings)[0]
 
 
 def _noise_spread(marginals: np.ndarray, burn_in: float) -> dict[str, float]:

@@ -15,6 +15,7 @@ ratio, so the accountants' add-or-remove conventions give the same epsilon for r
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -204,7 +205,20 @@ def pure_epsilon(event: dp.DpEvent) -> float:
 def epsilon_at(event: dp.DpEvent, delta: float) -> tuple[float, str]:
     """epsilon of (epsilon, delta)-DP that dp-accounting certifies for `event`, and the accountant used:
     PLD (tight) where it is fast, the RDP accountant where a multiplier is too small for the PLD grid.
-    delta = 0 asks for pure DP (Laplace events only)."""
+    delta = 0 asks for pure DP (Laplace events only). Remembered per (event, delta) for hashable events: every
+    release record is checked against its guarantee, and a run's releases share their event."""
+    try:
+        return _remembered_epsilon_at(event, delta)
+    except TypeError:  # an event holding a list (ComposedDpEvent) has no hash
+        return _epsilon_at(event, delta)
+
+
+@functools.lru_cache(maxsize=256)
+def _remembered_epsilon_at(event: dp.DpEvent, delta: float) -> tuple[float, str]:
+    return _epsilon_at(event, delta)
+
+
+def _epsilon_at(event: dp.DpEvent, delta: float) -> tuple[float, str]:
     if delta == 0:
         return pure_epsilon(event), "pure"
     if _pld_accountant_for(event):

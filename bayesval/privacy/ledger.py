@@ -17,13 +17,18 @@ from bayesval.privacy.discrete import (
     rounded_laplace_variance,
     sigma_squared_from,
 )
+from bayesval.privacy.rounded_gaussian import rounded_gaussian_variance
 from bayesval.results.serialisation import register
 from bayesval.validation import check_int, check_positive
 
-# "discrete_gaussian" and "laplace_on_grid": exact integer noise on a grid, floating-point safe; "gaussian" and
-# "laplace": float noise, for in-process experiments (their low-order bits can reveal the exact input).
-NOISES = ("discrete_gaussian", "laplace_on_grid", "gaussian", "laplace")
-ON_GRID = {"discrete_gaussian": "discrete Gaussian", "laplace_on_grid": "Laplace on a grid"}  # noise: its name
+# "discrete_gaussian", "gaussian_on_grid" and "laplace_on_grid": exact integer noise on a grid, floating-point safe;
+# "gaussian" and "laplace": float noise, for in-process experiments (their low-order bits can reveal the exact input).
+NOISES = ("discrete_gaussian", "gaussian_on_grid", "laplace_on_grid", "gaussian", "laplace")
+ON_GRID = {  # noise: its name
+    "discrete_gaussian": "discrete Gaussian",
+    "gaussian_on_grid": "Gaussian rounded to a grid",
+    "laplace_on_grid": "Laplace on a grid",
+}
 ADJACENCIES = ("replace-one", "add-or-remove-one")
 _EVENT_TYPE_NAMES = (
     "GaussianDpEvent",
@@ -35,6 +40,23 @@ _EVENT_TYPE_NAMES = (
 )  # the dp-accounting events a release record may hold
 
 
+def entry_noise_std(noise: str, noise_scale: float, grid: float | None) -> float:
+    """Standard deviation of the noise of each coordinate a mechanism releases.
+
+    For the discrete Gaussian: grid * sqrt(Var N_Z(0, sigma_grid^2) + 1/12), its exact variance (below sigma^2)
+    plus the rounding to the grid, at most half a step per entry, counted as uniform noise of variance
+    grid^2 / 12 (it is of order 1e-7 of the noise variance at the default grid). For the Gaussian or the
+    Laplace rounded to a grid: grid * sqrt(Var round(X) + 1/12), X of noise_scale / grid steps, the rounding
+    likewise. Float noise: the Gaussian's std, or sqrt(2) b for the Laplace."""
+    if noise == "discrete_gaussian":
+        return grid * math.sqrt(discrete_gaussian_variance(sigma_squared_from(noise_scale, grid)) + 1 / 12)
+    if noise == "gaussian_on_grid":
+        return grid * math.sqrt(rounded_gaussian_variance(noise_scale / grid) + 1 / 12)
+    if noise == "laplace_on_grid":
+        return grid * math.sqrt(rounded_laplace_variance(round(noise_scale / grid)) + 1 / 12)
+    return noise_scale if noise == "gaussian" else math.sqrt(2.0) * noise_scale
+
+
 @dataclass(frozen=True)
 class Release:
     """One output of the mechanism: who released what, with which noise, and its dp-accounting event.
@@ -44,8 +66,10 @@ class Release:
     `guarantee` with a noise multiplier equal to noise_scale / sensitivity (for the discrete Gaussian: a
     `ZCDpEvent` with rho = (sensitivity / grid + sqrt(dimension))^2 / (2 (noise_scale / grid)^2)): a record
     whose noise disagrees with its calibration is refused, whoever built it. `grid` is the grid step of noise on a
-    grid (None for float noise); for "laplace_on_grid" the event's multiplier is noise_scale over the rounded
-    entries' sensitivity, sensitivity + grid * (entries a composition).
+    grid (None for float noise); for "gaussian_on_grid" the event is the Gaussian's, its multiplier noise_scale
+    over the rounded entries' l2 sensitivity, sensitivity + grid sqrt(dimension) (dimension: the entries of one
+    composition), and noise_scale a whole number of grid steps; for "laplace_on_grid" the event's multiplier is
+    noise_scale over the rounded entries' l1 sensitivity, sensitivity + grid * (entries a composition).
     """
 
     owner: str
@@ -82,7 +106,7 @@ class Release:
             self._check_discrete_event()
         else:
             base = _base_mechanism(self.event)
-            expected = dp.GaussianDpEvent if self.noise == "gaussian" else dp.LaplaceDpEvent
+            expected = dp.LaplaceDpEvent if self.noise in ("laplace", "laplace_on_grid") else dp.GaussianDpEvent
             if not isinstance(base, expected):
                 raise ValueError(f"{self.owner}: a {self.noise} release cannot carry the event {self.event}")
             multiplier = self.noise_scale / self.calibrated_sensitivity
@@ -103,6 +127,11 @@ class Release:
             raise ValueError(f"{self.owner}: a {name} release needs its grid step > 0, got grid={grid!r}")
         if math.frexp(grid)[0] != 0.5:
             raise ValueError(f"{self.owner}: a {name}'s grid is a power of two, got grid={grid!r}")
+        if self.noise == "gaussian_on_grid" and not float(self.noise_scale / grid).is_integer():
+            raise ValueError(
+                f"{self.owner}: a {name}'s noise is a whole number of grid steps, got {self.noise_scale!r} on grid "
+                f"{grid!r}"
+            )
         if self.noise == "laplace_on_grid" and self.dimension % _compositions(self.event):
             raise ValueError(
                 f"{self.owner}: {self.dimension} entries do not split into the {_compositions(self.event)} "
@@ -124,9 +153,10 @@ class Release:
 
     @property
     def calibrated_sensitivity(self) -> float:
-        """The l2 sensitivity, in the statistic's units, the noise is calibrated to: `sensitivity` for float noise;
-        for the discrete Gaussian that of the statistic rounded to the grid, sensitivity + grid sqrt(dimension)."""
-        if self.noise == "discrete_gaussian":
+        """The sensitivity, in the statistic's units, the noise is calibrated to: `sensitivity` for float noise;
+        for the discrete Gaussian and the Gaussian rounded to a grid that of the statistic rounded to the grid,
+        sensitivity + grid sqrt(dimension) (l2); for the Laplace on a grid, sensitivity + grid entries (l1)."""
+        if self.noise in ("discrete_gaussian", "gaussian_on_grid"):
             return self.grid * grid_sensitivity(self.sensitivity, self.grid, self.dimension)
         if self.noise == "laplace_on_grid":  # l1: each of a composition's entries moves by at most a grid step
             return self.sensitivity + self.grid * (self.dimension // _compositions(self.event))
@@ -143,24 +173,14 @@ class Release:
         """How the release was perturbed, in words, for the ledger and the result."""
         if self.noise == "discrete_gaussian":
             return f"discrete Gaussian on grid {self.grid:g} (floating-point safe)"
-        if self.noise == "laplace_on_grid":
-            return f"Laplace rounded to grid {self.grid:g} (floating-point safe)"
+        if self.noise in ("gaussian_on_grid", "laplace_on_grid"):
+            return f"{self.noise.split('_')[0].capitalize()} rounded to grid {self.grid:g} (floating-point safe)"
         return f"floating-point {self.noise} (in-process experiment: not safe to publish)"
 
     @property
     def noise_std(self) -> float:
-        """Standard deviation of the noise of each released coordinate.
-
-        For the discrete Gaussian: grid * sqrt(Var N_Z(0, sigma_grid^2) + 1/12), its exact variance (below sigma^2)
-        plus the rounding to the grid, at most half a step per entry, counted as uniform noise of variance
-        grid^2 / 12 (it is of order 1e-7 of the noise variance at the default grid). For the Laplace rounded to a
-        grid: grid * sqrt(Var round(X) + 1/12), X ~ Laplace of noise_scale / grid steps, the rounding likewise."""
-        if self.noise == "discrete_gaussian":
-            variance = discrete_gaussian_variance(sigma_squared_from(self.noise_scale, self.grid)) + 1 / 12
-            return self.grid * math.sqrt(variance)
-        if self.noise == "laplace_on_grid":
-            return self.grid * math.sqrt(rounded_laplace_variance(round(self.noise_scale / self.grid)) + 1 / 12)
-        return self.noise_scale if self.noise == "gaussian" else math.sqrt(2.0) * self.noise_scale
+        """Standard deviation of the noise of each released coordinate (`entry_noise_std`)."""
+        return entry_noise_std(self.noise, self.noise_scale, self.grid)
 
     def to_record(self) -> dict:
         """A JSON-ready dict (the event as nested dicts of dp-accounting's fields)."""

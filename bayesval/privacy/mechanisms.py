@@ -51,8 +51,9 @@ from bayesval.privacy.discrete import (
     sigma_squared_for,
     sigma_squared_from,
 )
-from bayesval.privacy.ledger import ADJACENCIES, ON_GRID, PrivacyLedger, Release
+from bayesval.privacy.ledger import ADJACENCIES, ON_GRID, PrivacyLedger, Release, entry_noise_std
 from bayesval.privacy.noise import NoiseSource, fingerprint
+from bayesval.privacy.rounded_gaussian import MAX_SCALE, RandomWords, RoundedGaussianSampler
 from bayesval.validation import check_int, check_positive
 
 
@@ -120,20 +121,46 @@ class Mechanism:
     ) -> Mechanism:
         """The Gaussian mechanism meeting `guarantee` over `num_compositions` releases, each optionally on a
         Poisson subsample (rate `sampling_probability`, add-or-remove adjacency)."""
-        if not isinstance(guarantee, DPGuarantee):
-            raise TypeError(
-                f"guarantee must be a bayesval DPGuarantee(epsilon, delta), got {guarantee!r} "
-                f"({type(guarantee).__name__})"
-            )
-        sensitivity = check_positive("sensitivity", sensitivity)
-        num_compositions, sampling_probability = check_composition(num_compositions, sampling_probability)
-        if adjacency not in ADJACENCIES:
-            raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
-        if sampling_probability < 1 and adjacency != "add-or-remove-one":
-            raise ValueError("Poisson subsampling amplifies privacy under add-or-remove-one adjacency only")
-        multiplier = gaussian_multiplier_for(guarantee, num_compositions, sampling_probability)
+        sensitivity, multiplier = _gaussian_calibration(
+            guarantee, sensitivity, num_compositions, sampling_probability, adjacency
+        )
         event = gaussian_event(multiplier, num_compositions, sampling_probability)
         return cls("gaussian", sensitivity, multiplier * sensitivity, guarantee, event, adjacency)
+
+    @classmethod
+    def gaussian_on_grid(
+        cls,
+        guarantee: DPGuarantee,
+        sensitivity: float,
+        dimension: int,
+        *,
+        num_compositions: int = 1,
+        sampling_probability: float = 1.0,
+        adjacency: str = "replace-one",
+        grid: float | None = None,
+    ) -> Mechanism:
+        """The floating-point-safe Gaussian mechanism, calibrated as `gaussian` is (PLD accountant, compositions,
+        Poisson subsampling), for releases of `dimension` entries of l2 `sensitivity`: each entry rounded to `grid`
+        (default: the largest power of two whose rounding adds at most 0.1 % to the sensitivity), then the integer
+        c + round(X), X ~ N(0, s^2) drawn exactly (`bayesval.privacy.rounded_gaussian`), times the grid. In grid
+        units the rounded entries have l2 sensitivity Delta_g = sensitivity / grid + sqrt(dimension); s is the
+        smallest whole number of steps with s / Delta_g at least the multiplier the guarantee needs; and
+        c + round(X) = round(c + X) is post-processing of the Gaussian mechanism on c, so each release is the
+        `GaussianDpEvent` of multiplier s / Delta_g, subsampled and composed as for `gaussian`."""
+        sensitivity, multiplier = _gaussian_calibration(
+            guarantee, sensitivity, num_compositions, sampling_probability, adjacency
+        )
+        dimension = check_int("dimension", dimension, minimum=1)
+        grid = default_grid(sensitivity, dimension) if grid is None else check_grid(grid, sensitivity, dimension)
+        calibrated = grid_sensitivity(sensitivity, grid, dimension)
+        steps = math.ceil(multiplier * calibrated)
+        if not steps < MAX_SCALE:  # also where sensitivity / grid overflows a double
+            raise ValueError(
+                f"Gaussian noise of {multiplier * calibrated:.3g} steps of the grid {grid!r} is too wide to draw "
+                "exactly (2^31 steps at most): choose a coarser grid (grid=) or a larger epsilon"
+            )
+        event = gaussian_event(steps / calibrated, num_compositions, sampling_probability)
+        return cls("gaussian_on_grid", sensitivity, steps * grid, guarantee, event, adjacency, grid, dimension)
 
     @classmethod
     def laplace(
@@ -248,6 +275,50 @@ class Mechanism:
         output = program(key, *inputs)
         return output, self._record(owner, what, dimension, ledger)
 
+    def run_on_grid(
+        self,
+        program: Callable[..., Any],
+        inputs: Sequence[Any],
+        *,
+        noise_shape: tuple[int, ...],
+        noise: NoiseSource,
+        owner: str,
+        what: str,
+        ledger: PrivacyLedger | None = None,
+        identity: Sequence[Any] = (),
+    ) -> tuple[Any, Release]:
+        """Release `program(counts, *inputs)` for a Gaussian rounded to a grid: `counts` (int64, `noise_shape`) holds
+        round(X) per entry in grid steps, drawn exactly here, and the program adds it in integers to its statistic
+        rounded to `self.grid` (in grid steps) before anything reads the sum (the gradient trajectories of
+        `bayesval.estimators.GradientSemivalues`). The key is claimed as in `run`."""
+        if self.noise != "gaussian_on_grid":
+            raise ValueError(f"{self.noise} noise does not release through run_on_grid()")
+        key = self._claim_key(noise, owner, what, (*inputs, *identity))
+        counts = self._rounded_gaussian(noise, key).sample(self.grid_steps, math.prod(noise_shape))
+        output = program(counts.reshape(noise_shape), *inputs)
+        return output, self._record(owner, what, self.dimension, ledger)
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the noise of each released entry (`bayesval.privacy.ledger.entry_noise_std`)."""
+        return entry_noise_std(self.noise, self.noise_scale, self.grid)
+
+    @property
+    def grid_steps(self) -> int:
+        """The noise scale in whole grid steps (noise on a grid)."""
+        if self.grid is None:
+            raise ValueError(f"a {self.noise} mechanism has no grid")
+        return round(self.noise_scale / self.grid)  # exact: a whole number times a power of two
+
+    @staticmethod
+    def _exact_seed(noise: NoiseSource, key: jax.Array) -> bytes | None:
+        """Seeded (an experiment): a reproducible stream from the claimed key; else None, the OS's cryptographic
+        source."""
+        return np.asarray(jax.random.key_data(key)).tobytes() if noise.is_seeded else None
+
+    def _rounded_gaussian(self, noise: NoiseSource, key: jax.Array) -> RoundedGaussianSampler:
+        return RoundedGaussianSampler(RandomWords(self._exact_seed(noise, key)))
+
     def _claim_key(self, noise: NoiseSource, owner: str, what: str, inputs: Sequence[Any]) -> jax.Array:
         if not isinstance(noise, NoiseSource):
             raise TypeError(f"privacy noise must come from a bayesval NoiseSource, got {type(noise).__name__}")
@@ -284,17 +355,18 @@ class Mechanism:
         if not np.all(np.isfinite(value)):
             raise ValueError(f"{owner}: the {what} to release holds non-finite values")
         key = self._claim_key(noise, owner, what, (value,))
-        # Seeded (an experiment): a reproducible stream from the claimed key; else the OS's cryptographic source.
-        rng = random.Random(np.asarray(jax.random.key_data(key)).tobytes()) if noise.is_seeded else None
-        sampler = ExactSampler(rng)
-        if self.noise == "discrete_gaussian":
-            sigma_squared = self.sigma_squared_grid
-            draw = lambda: sampler.discrete_gaussian(sigma_squared)  # noqa: E731
-        else:
-            steps = round(self.noise_scale / self.grid)  # exact: an integer times a power of two
-            draw = lambda: sampler.rounded_laplace(steps)  # noqa: E731
+        seed = self._exact_seed(noise, key)
         counts = [round(v) for v in (value.ravel() / self.grid).tolist()]  # exact: the grid is a power of two
-        noisy = [c + draw() for c in counts]
+        if self.noise == "gaussian_on_grid":
+            draws = self._rounded_gaussian(noise, key).sample(self.grid_steps, len(counts)).tolist()
+        else:
+            sampler = ExactSampler(None if seed is None else random.Random(seed))
+            if self.noise == "discrete_gaussian":
+                sigma_squared = self.sigma_squared_grid
+                draws = [sampler.discrete_gaussian(sigma_squared) for _ in counts]
+            else:
+                draws = [sampler.rounded_laplace(self.grid_steps) for _ in counts]
+        noisy = [c + z for c, z in zip(counts, draws)]
         if max(abs(c) for c in noisy) >= LARGEST_EXACT_COUNT:
             raise ValueError(
                 f"{owner}: the {what} is too large for the grid {self.grid:g}: its multiples of the grid exceed 2^53 "
@@ -302,6 +374,24 @@ class Mechanism:
             )
         output = (np.asarray(noisy, dtype=np.float64) * self.grid).reshape(value.shape)
         return output, self._record(owner, what, value.size, ledger)
+
+
+def _gaussian_calibration(
+    guarantee: DPGuarantee, sensitivity: float, num_compositions: int, sampling_probability: float, adjacency: str
+) -> tuple[float, float]:
+    """(sensitivity, noise multiplier) of a Gaussian mechanism for `guarantee` over `num_compositions` releases on
+    Poisson subsamples of rate `sampling_probability`, its arguments checked."""
+    if not isinstance(guarantee, DPGuarantee):
+        raise TypeError(
+            f"guarantee must be a bayesval DPGuarantee(epsilon, delta), got {guarantee!r} ({type(guarantee).__name__})"
+        )
+    sensitivity = check_positive("sensitivity", sensitivity)
+    num_compositions, sampling_probability = check_composition(num_compositions, sampling_probability)
+    if adjacency not in ADJACENCIES:
+        raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
+    if sampling_probability < 1 and adjacency != "add-or-remove-one":
+        raise ValueError("Poisson subsampling amplifies privacy under add-or-remove-one adjacency only")
+    return sensitivity, gaussian_multiplier_for(guarantee, num_compositions, sampling_probability)
 
 
 def _laplace_steps_error(steps: float, grid: float) -> str:

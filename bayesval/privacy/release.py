@@ -56,18 +56,24 @@ class PrivateRelease:
         self.noise = NoiseSource(noise_seed, allow_reuse=allow_seed_reuse)
         self._mechanisms: dict[tuple[float, int], Mechanism] = {}
 
-    def mechanism(self, sensitivity: float, compositions: int) -> Mechanism:
-        """Gaussian noise for the guarantee over `compositions` releases (one per validation point), each on a
-        Poisson subsample: calibrated by dp-accounting's PLD accountant (the paper uses PRV; PLD is tighter)."""
-        if (sensitivity, compositions) not in self._mechanisms:
-            self._mechanisms[sensitivity, compositions] = Mechanism.gaussian(
-                self.guarantee,
-                sensitivity,
+    def mechanism(self, sensitivity: float, compositions: int, dimension: int | None = None) -> Mechanism:
+        """Gaussian noise for the guarantee over `compositions` releases (one per validation point, or per
+        permutation), each on a Poisson subsample: calibrated by dp-accounting's PLD accountant (the paper uses PRV;
+        PLD is tighter). With `dimension` (entries a release), the Gaussian rounded to a grid
+        (`Mechanism.gaussian_on_grid`), floating-point safe; without, float noise."""
+        calibration = (sensitivity, compositions, dimension)
+        if calibration not in self._mechanisms:
+            settings = dict(
                 num_compositions=compositions,
                 sampling_probability=self.sampling_probability,
                 adjacency="add-or-remove-one",
             )
-        return self._mechanisms[sensitivity, compositions]
+            self._mechanisms[calibration] = (
+                Mechanism.gaussian(self.guarantee, sensitivity, **settings)
+                if dimension is None
+                else Mechanism.gaussian_on_grid(self.guarantee, sensitivity, dimension, **settings)
+            )
+        return self._mechanisms[calibration]
 
     def release(
         self, program, inputs, *, sensitivity: float, compositions: int, what: str, dimension: int, identity=()
@@ -87,13 +93,36 @@ class PrivateRelease:
             ledger=ledger,
             identity=identity,
         )
-        diagnostics = {
+        return output, ledger, self._diagnostics(mechanism, release)
+
+    def release_on_grid(
+        self, program, inputs, *, sensitivity: float, compositions: int, what: str, noise_shape, identity=()
+    ):
+        """Run `program(counts, *inputs, grid=, noise_std=)` as one floating-point-safe release: `counts` holds
+        round(X) in grid steps per entry of `noise_shape` (its last axis the entries of one release), drawn exactly,
+        which the program adds in integers to its statistic rounded to the grid (`Mechanism.run_on_grid`).
+        (output, ledger, diagnostics); `identity` as for `release`."""
+        mechanism = self.mechanism(sensitivity, compositions, dimension=noise_shape[-1])
+        ledger = PrivacyLedger()
+        output, release = mechanism.run_on_grid(
+            lambda counts, *args: program(counts, *args, grid=mechanism.grid, noise_std=mechanism.noise_std),
+            inputs,
+            noise_shape=noise_shape,
+            noise=self.noise,
+            owner=OWNERS,
+            what=what,
+            ledger=ledger,
+            identity=identity,
+        )
+        return output, ledger, {**self._diagnostics(mechanism, release), "grid": mechanism.grid}
+
+    def _diagnostics(self, mechanism: Mechanism, release) -> dict:
+        return {
             "epsilon_target": self.guarantee.epsilon,
             "epsilon_spent": epsilon_at(release.event, self.guarantee.delta)[0],
             "delta": self.guarantee.delta,
             "sampling_probability": self.sampling_probability,
-            "noise_std": mechanism.noise_scale,
-            "noise_multiplier": mechanism.noise_scale / sensitivity,
+            "noise_std": release.noise_std,
+            "noise_multiplier": release.noise_scale / release.calibrated_sensitivity,
             "privacy_noise": repr(self.noise),
         }
-        return output, ledger, diagnostics

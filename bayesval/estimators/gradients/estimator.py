@@ -28,6 +28,7 @@ depend on each other through the buffer R); independent runs are batched with `v
 
 from __future__ import annotations
 
+import math
 import warnings
 from functools import partial
 
@@ -123,40 +124,57 @@ def released_gradients(
     return released
 
 
-def _clipped_sum(model, params, x, y, clip):
-    """Sum over the party's rows of each row's loss gradient clipped to l2 norm `clip` (sensitivity `clip`)."""
+def _clipped_sum(model, params, x, y, clip, grid):
+    """Sum over the party's rows of each row's loss gradient clipped to l2 norm `clip` (sensitivity `clip`): as
+    floats without a grid; with one, each clipped gradient rounded to it, in whole grid steps (int32), so that the
+    sum is exact and one row moves it by that row's steps, of l2 norm at most clip / grid + sqrt(d) / 2 (plus
+    float32's clipping error, far inside the sqrt(d) / 2 the sensitivity leaves: the third flag checks it).
+    Returns (sum, every gradient finite, every row's steps within clip / grid + sqrt(d))."""
     gradients = jax.vmap(jax.grad(lambda p, xi, yi: model.loss(p, xi[None], yi[None])), (None, 0, 0))(params, x, y)
     norms = jnp.linalg.norm(gradients, axis=1, keepdims=True)
-    return jnp.sum(gradients / jnp.maximum(1.0, norms / clip), axis=0), jnp.all(jnp.isfinite(gradients))
+    clipped = gradients / jnp.maximum(1.0, norms / clip)
+    finite = jnp.all(jnp.isfinite(gradients))
+    if grid is None:
+        return jnp.sum(clipped, axis=0), finite, jnp.asarray(True)
+    steps = jnp.round(clipped / grid).astype(jnp.int32)  # dividing by a power of two is exact
+    bound = clip / grid + float(np.sqrt(model.num_parameters))
+    within = jnp.all(jnp.sum(jnp.square(steps.astype(jnp.float64)), axis=1) <= bound**2)
+    return jnp.sum(steps, axis=0), finite, within
 
 
-@partial(jax.jit, static_argnames=("model", "num_permutations", "utility", "with_gradients"))
+@partial(jax.jit, static_argnames=("model", "num_permutations", "utility", "with_gradients", "grid"))
 def gradient_marginals(
-    noise_key: jax.Array,
     sampling_key: jax.Array,
     party_x: jax.Array,
     party_y: jax.Array,
     x_val: jax.Array,
     y_val: jax.Array,
-    noise_std: jax.Array,
+    noise: jax.Array | None = None,
+    noise_std: jax.Array = 0.0,
     *,
     model: LogisticModel | MLPModel,
     num_permutations: int,
     learning_rate: float,
     clip: float,
     mode: int,
+    grid: float | None = None,
     gradient_variance: float = 0.0,
     utility: str = "loss",
     with_gradients: bool = False,
 ) -> tuple[jax.Array, ...]:
-    """The gradient-trajectory game: (marginals, positions, finite) with marginals[t-1, j] = m_j(pi^t), the change
-    of V over party j's step in permutation t, positions[t-1, j] its position in pi^t (0-based; r = position + 1),
-    and whether every gradient and utility was finite. The trajectory does not depend on the semivalue: weight
-    the marginals by `permutation_weights(semivalue, n)[positions]` for any semivalue (`weighted_marginals`).
+    """The gradient-trajectory game: (marginals, positions, finite, within) with marginals[t-1, j] = m_j(pi^t), the
+    change of V over party j's step in permutation t, positions[t-1, j] its position in pi^t (0-based;
+    r = position + 1), whether every gradient and utility was finite, and whether every row's rounded clipped
+    gradient stayed within the sensitivity the noise was calibrated for. The trajectory does not depend on the
+    semivalue: weight the marginals by `permutation_weights(semivalue, n)[positions]` for any semivalue
+    (`weighted_marginals`).
 
     party_x (n, B, f), party_y (n, B): each party's B rows. Permutation t (1-based) draws pi^t and a fresh model
-    from fold_in(sampling_key, t); party j's noise at permutation t is row j of one (n, d) `add_noise` draw from
-    fold_in(noise_key, t). mode: the index of the noise mode in NOISE_MODES. The step is
+    from fold_in(sampling_key, t). Private (a `grid`): party j's release at permutation t is
+    grid * (its clipped gradients in whole grid steps, summed + noise[t-1, j]), the integer noise (k, n, d) drawn
+    exactly beforehand (`bayesval.privacy.Mechanism.run_on_grid`), so the release is the Gaussian rounded to a grid;
+    noise_std is that noise's std in the gradient's units (for the 'adaptive' rule). Without a grid (no DP): the
+    clipped gradients' float sum, no noise. mode: the index of the noise mode in NOISE_MODES. The step is
     theta <- theta - learning_rate * released / B (the released sum of clipped gradients, averaged). The
     permutations form one `lax.scan` (`_permutation`), linked by the parties' buffers.
 
@@ -164,24 +182,25 @@ def gradient_marginals(
     and the one it stepped to ([:, j, 1]), functions of the releases and the public validation set, from which
     `dp_noise_covariance` takes the values' first-order sensitivity to the released noise.
     """
+    noise_std = jnp.asarray(noise_std, party_x.dtype)
     permutation = partial(
         _permutation,
-        keys=(noise_key, sampling_key),
+        sampling_key=sampling_key,
         data=(party_x, party_y),
         value=partial(_utility, model, utility, x_val, y_val),
-        release=(mode, num_permutations, noise_std, noise_std**2, gradient_variance),
+        release=(mode, num_permutations, noise_std**2, gradient_variance, grid),
         model=model,
         step_size=(learning_rate, clip),
         with_gradients=with_gradients,
     )
     buffer = jnp.zeros((party_x.shape[0], model.num_parameters), party_x.dtype)
-    _, (marginals, positions, finite, gradients) = jax.lax.scan(
-        permutation, buffer, jnp.arange(1, num_permutations + 1)
+    _, (marginals, positions, finite, within, gradients) = jax.lax.scan(
+        permutation, buffer, (jnp.arange(1, num_permutations + 1), noise)
     )
     finite = jnp.all(finite) & jnp.all(jnp.isfinite(marginals))
     if with_gradients:
-        return marginals, positions, finite & jnp.all(jnp.isfinite(gradients)), gradients
-    return marginals, positions, finite
+        return marginals, positions, finite & jnp.all(jnp.isfinite(gradients)), jnp.all(within), gradients
+    return marginals, positions, finite, jnp.all(within)
 
 
 def _utility(model, utility: str, x_val, y_val, params):
@@ -191,20 +210,19 @@ def _utility(model, utility: str, x_val, y_val, params):
     return -model.loss(params, x_val, y_val)
 
 
-def _permutation(buffer, t, keys, data, value, release, model, step_size, with_gradients=False):
-    """Permutation t (1-based) of `gradient_marginals`: pi^t and a fresh model from fold_in(sampling_key, t), the
-    noise of every party from fold_in(noise_key, t), then one clipped, released step per party in the order pi^t.
-    Returns the buffers after it and (marginals (n,), positions (n,), finite, gradients of V before and after each
-    party's step (n, 2, d), or None) by party."""
-    (noise_key, sampling_key), (party_x, party_y) = keys, data
-    mode, k, noise_std, noise_variance, gradient_variance = release
+def _permutation(buffer, inputs, sampling_key, data, value, release, model, step_size, with_gradients=False):
+    """Permutation t (1-based) of `gradient_marginals`, with every party's integer noise at t (n, d) or None: pi^t
+    and a fresh model from fold_in(sampling_key, t), then one clipped, released step per party in the order pi^t.
+    Returns the buffers after it and (marginals (n,), positions (n,), finite, within the sensitivity, gradients of
+    V before and after each party's step (n, 2, d), or None) by party."""
+    t, noise = inputs
+    party_x, party_y = data
+    mode, k, noise_variance, gradient_variance, grid = release
     learning_rate, clip = step_size
     n, rows = party_x.shape[0], party_x.shape[1]
     perm_key, init_key = jax.random.split(jax.random.fold_in(sampling_key, t))
     order = jax.random.permutation(perm_key, n)
     params = model.init(init_key).astype(party_x.dtype)
-    zeros = jnp.zeros((n, model.num_parameters), params.dtype)
-    noise = add_noise(jax.random.fold_in(noise_key, t), zeros, noise_std)
     if with_gradients:
         evaluate = jax.value_and_grad(value)
     else:
@@ -213,22 +231,22 @@ def _permutation(buffer, t, keys, data, value, release, model, step_size, with_g
             return value(params), None
 
     def step(carry, position):  # each party steps once per permutation: its buffer row is read-only here
-        params, (before, grad_before), finite = carry
+        params, (before, grad_before), finite, within = carry
         j = order[position]
-        gradient, ok = _clipped_sum(model, params, party_x[j], party_y[j], clip)
-        noisy = gradient + noise[j]
+        gradient, ok, inside = _clipped_sum(model, params, party_x[j], party_y[j], clip, grid)
+        noisy = gradient if grid is None else (gradient + noise[j]).astype(params.dtype) * grid
         released, own = release_step(mode, buffer[j], noisy, t, k, noise_variance, gradient_variance)
         params = params - learning_rate * released / rows
         after, grad_after = evaluate(params)
         pair = None if grad_after is None else jnp.stack([grad_before, grad_after])
-        return (params, (after, grad_after), finite & ok), (after - before, own, pair)
+        return (params, (after, grad_after), finite & ok, within & inside), (after - before, own, pair)
 
-    init = (params, evaluate(params), jnp.asarray(True))
-    (_, _, finite), (marginals, owns, pairs) = jax.lax.scan(step, init, jnp.arange(n))
+    init = (params, evaluate(params), jnp.asarray(True), jnp.asarray(True))
+    (_, _, finite, within), (marginals, owns, pairs) = jax.lax.scan(step, init, jnp.arange(n))
     positions = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
     gradients = None if pairs is None else jnp.zeros_like(pairs).at[order].set(pairs)
     by_party = jnp.zeros(n, marginals.dtype).at[order].set(marginals)
-    return buffer.at[order].set(owns), (by_party, positions, finite, gradients)
+    return buffer.at[order].set(owns), (by_party, positions, finite, within, gradients)
 
 
 def weighted_marginals(marginals, positions, semivalue: str | Semivalue) -> np.ndarray:
@@ -578,6 +596,17 @@ class GradientSemivalues(PointEstimator):
             self.party_size,
         )
 
+    def _private_run(self, program, counts, *inputs, grid, noise_std, shared: bool, rows: int):
+        """The private trajectories on integer noise `counts` (k, n, d): checked to fit int32 with every party's
+        rounded gradients (at most rows (clip / grid + sqrt(d)) steps an entry), then `program`."""
+        largest = int(np.abs(counts).max(initial=0)) + rows * math.ceil(self.clip / grid + math.sqrt(counts.shape[-1]))
+        if largest >= 2**31:
+            raise ValueError(
+                f"the released gradients reach {largest} steps of the grid {grid:g}, beyond int32: use fewer rows a "
+                "party (party_size) or a larger epsilon"
+            )
+        return program(self.key, *inputs, jnp.asarray(counts, jnp.int32), noise_std, grid=grid, with_gradients=shared)
+
     def _trajectories(self, x_val, y_val):
         """One run of `gradient_marginals` (released when private and recorded in `ledger_` even if it then fails,
         since its noise was drawn), kept as `marginals_`, `positions_`: (the run's ledger, privacy diagnostics)."""
@@ -597,20 +626,26 @@ class GradientSemivalues(PointEstimator):
         shared = shared and not self.shared_noise_unmeasured_
         inputs = (self.party_x_, self.party_y_, jnp.asarray(x_val, self.party_x_.dtype), jnp.asarray(y_val))
         if self.privacy is None:
-            (marginals, positions, finite), ledger = program(self.key, self.key, *inputs, 0.0), PrivacyLedger()
+            (marginals, positions, finite, _), ledger = program(self.key, *inputs), PrivacyLedger()
             diagnostics, self.gradients_ = {}, None
         else:
-            output, ledger, diagnostics = self.privacy.release(
-                lambda noise_key, *args: program(noise_key, self.key, *args, with_gradients=shared),
+            parties, rows = self.party_x_.shape[:2]
+            output, ledger, diagnostics = self.privacy.release_on_grid(
+                partial(self._private_run, program, shared=shared, rows=rows),
                 inputs,
                 sensitivity=self.clip,
                 compositions=self.num_permutations,
-                what="clipped gradient (sum of per-example clipped gradients) with Gaussian noise, once per "
-                "permutation",
-                dimension=self.model_.num_parameters,
+                what="clipped gradient (sum of per-example clipped gradients, rounded to the grid) with Gaussian "
+                "noise rounded to the grid, once per permutation",
+                noise_shape=(self.num_permutations, parties, self.model_.num_parameters),
                 identity=self._release_identity(),
             )
-            (marginals, positions, finite), self.gradients_ = output[:3], (output[3] if shared else None)
+            (marginals, positions, finite, within), self.gradients_ = output[:4], (output[4] if shared else None)
+            if not bool(within):
+                raise RuntimeError(
+                    "a row's clipped gradient, rounded to the grid, exceeded the sensitivity its noise was "
+                    "calibrated for (float32 clipping error beyond sqrt(d) / 2 grid steps): no values are returned"
+                )
         self._record(ledger)
         if not bool(finite):
             raise FloatingPointError(
