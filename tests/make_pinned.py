@@ -38,6 +38,13 @@ valuations and the saved result files are still those of the redesign's commit):
   gradient rounded to a power-of-two grid and round(X), X Gaussian, drawn exactly from a seeded `random.Random`
   (`Mechanism.gaussian_on_grid`), where it was float Gaussian noise from a JAX key: the DP values moved by their
   new noise (at most 0.23) and their standard errors with it (at most 0.052); the no-DP arrays are unchanged.
+- `knn.npz` (2026-12-06): DP-TKNN-Shapley's counts and the naive DP-KNN baseline's values get the Gaussian rounded
+  to a grid, drawn exactly from a seeded `random.Random` (`Mechanism.gaussian_on_grid`), where they got float
+  Gaussian noise from a JAX key: the DP-TKNN values moved by their new noise and subsamples (at most 1.57) and the
+  DP-KNN values by their new noise (at most 17.1 over 80 values, where two independent draws differ by a std of
+  7.0: noise std 0.79 per validation point, summed over 40); only the `dp_` arrays were re-pinned (a full re-run
+  moved the TKNN values by 1.1e-16, kept as they were). `knn_at_save.npz` keeps the arrays `dp_tknn_result.npz`
+  was saved with.
 
 What it writes:
 - `party_1.release.json` ... `party_3.release.json`: the releases of the three parties of `bayesval demo` (Sim et

@@ -77,7 +77,7 @@ def test_saved_party_result_with_rewards_still_loads_to_the_pinned_numbers():
 
 
 @pytest.mark.parametrize(
-    ("file", "valuation", "prefix"), [("layered", "layered_at_save", "layered"), ("dp_tknn", "knn", "dp_tknn")]
+    ("file", "valuation", "prefix"), [("layered", "layered_at_save", "layered"), ("dp_tknn", "knn_at_save", "dp_tknn")]
 )
 def test_saved_data_point_result_still_loads_to_the_pinned_numbers(file, valuation, prefix):
     result = bv.ValuationResult.load(PINNED / f"{file}_result.npz")

@@ -171,6 +171,13 @@ def test_a_gaussian_on_a_grid_is_calibrated_as_the_float_one_at_the_rounded_sens
         Release.from_record({**record, "noise_scale": release.noise_scale + release.grid / 2})
     with pytest.raises(ValueError, match="disagrees with the noise multiplier"):
         Release.from_record({**record, "noise_scale": release.noise_scale + release.grid})
+    with pytest.raises(ValueError, match="disagrees with the noise multiplier"):  # whole numbers: nothing rounded
+        Release.from_record({**record, "integer_statistic": True})
+    counts = Mechanism.gaussian_on_grid(guarantee, 2.0, 62, **settings, integer_statistic=True)
+    assert counts.grid == grid_mechanism.grid and counts.noise_scale < grid_mechanism.noise_scale
+    assert counts.event.event.event.noise_multiplier == pytest.approx(counts.noise_scale / 2.0, rel=1e-12)
+    with pytest.raises(ValueError, match="grids up to 1"):
+        Mechanism.gaussian_on_grid(guarantee, 2.0, 62, grid=2.0, integer_statistic=True)
     again = grid_mechanism.perturb(np.linspace(-1, 1, 62), noise=NoiseSource(6), owner="o", what="w")[0]
     assert not np.array_equal(values, again)
     with pytest.raises(ValueError, match="calibrated for 62 entries"):

@@ -115,11 +115,11 @@ def test_tknn_efficiency_sums_to_utility_gain():
 
 @pytest.mark.parametrize("q", [1.0, 0.5])
 def test_dp_tknn_without_noise_equals_brute_force_on_each_owners_subsample(q):
-    """DP-TKNN with noise_std = 0: owner l's value is the TKNN-Shapley of l in (B minus {l}) plus {l}."""
+    """DP-TKNN with zero noise: owner l's value is the TKNN-Shapley of l in (B minus {l}) plus {l}."""
     for seed, (n, c, dist, agree, _) in enumerate(random_games(seed=31, count=25)):
-        sample_key, noise_key = jax.random.split(jax.random.PRNGKey(seed))
+        sample_key = jax.random.PRNGKey(seed)
         closed, released = private_tknn_shapley(
-            sample_key, noise_key, jnp.asarray(dist), jnp.asarray(agree), 0.3, 1.0 / c, q, 0.0
+            sample_key, jnp.zeros(3), jnp.asarray(dist), jnp.asarray(agree), 0.3, 1.0 / c, q
         )
         sampled = np.asarray(jax.random.bernoulli(sample_key, q, (n,)))
         assert released[0] == sampled.sum()

@@ -12,9 +12,10 @@ import pytest
 
 import bayesval  # noqa: F401  (64-bit mode)
 from bayesval.estimators import DPKNNShapley, TKNNShapley
-from bayesval.estimators.knn.values import noisy_tknn_counts
+from bayesval.estimators.knn.values import noisy_knn_shapley_values, noisy_tknn_counts, private_tknn_shapley_values
 from bayesval.privacy import DPGuarantee, Mechanism
 from bayesval.privacy.accounting import epsilon_at, gaussian_event, gaussian_sigma_for_approx_dp
+from bayesval.privacy.rounded_gaussian import RandomWords, RoundedGaussianSampler
 
 REFERENCE_SIGMA = 3.795  # prv_accountant.find_noise_multiplier at these settings (spec Sec. 2.6)
 
@@ -44,28 +45,30 @@ def test_unsubsampled_calibration_uses_exact_gaussian_composition():
     assert 0.099 <= epsilon_at(mechanism.event, 1e-4)[0] <= 0.1 + 1e-6
 
 
-def test_released_counts_have_the_calibrated_noise_std():
+def test_released_counts_are_the_counts_plus_their_exact_noise_rounded():
+    """The released counts are round(c + noise), the noise whole steps of the grid (exact dyadic numbers), so the
+    release before rounding is exact, and rounding to whole counts is post-processing."""
     counts = jnp.array([10_000.0, 5_000.0, 2_000.0])
-    released = jax.vmap(lambda k: noisy_tknn_counts(k, counts, 6.27))(jax.random.split(jax.random.PRNGKey(0), 40_000))
-    noise = np.asarray(released - counts)
-    assert np.all(noise == np.round(noise))  # rounded to integers
-    expected = math.sqrt(6.27**2 + 1 / 12)  # rounding adds a uniform(-1/2, 1/2) error
-    np.testing.assert_allclose(noise.std(axis=0), expected, rtol=0.02)
-    np.testing.assert_allclose(noise.mean(axis=0), 0.0, atol=0.1)
+    grid = 2.0**-10
+    noise = RoundedGaussianSampler(RandomWords(b"counts")).sample(6420, 3 * 40_000).reshape(40_000, 3) * grid
+    released = jax.vmap(lambda z: noisy_tknn_counts(counts, z))(jnp.asarray(noise))
+    np.testing.assert_array_equal(np.asarray(released), np.round(np.asarray(counts) + noise))
+    error = np.asarray(released - counts)
+    expected = math.sqrt((6420 * grid) ** 2 + 1 / 12)  # rounding to whole counts adds a uniform(-1/2, 1/2) error
+    np.testing.assert_allclose(error.std(axis=0), expected, rtol=0.02)
+    np.testing.assert_allclose(error.mean(axis=0), 0.0, atol=0.1)
 
 
 def test_released_counts_are_clamped():
-    released = jax.vmap(lambda k: noisy_tknn_counts(k, jnp.array([1.0, 1.0, 1.0]), 5.0))(
-        jax.random.split(jax.random.PRNGKey(1), 2_000)
-    )
+    noise = np.random.default_rng(1).normal(0.0, 5.0, (2_000, 3))
+    released = jax.vmap(lambda z: noisy_tknn_counts(jnp.array([1.0, 1.0, 1.0]), z))(jnp.asarray(noise))
     assert float(released.min()) == 0.0
     assert bool(jnp.all(released[:, 2] <= released[:, 1]))
 
 
 def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
-    """End to end with q = 1 and tau = 1 (every point a neighbour): released c_x - N ~ N(0, sigma^2)."""
-    from bayesval.estimators.knn.values import private_tknn_shapley_values
-
+    """End to end with q = 1 and tau = 1 (every point a neighbour): released c_x - N has the recorded noise std, and
+    the release is floating-point safe (the Gaussian rounded to a grid, the counts whole numbers)."""
     rng = np.random.default_rng(0)
     n_train, n_val = 20_000, 1_000
     x_train, y_train = rng.normal(size=(n_train, 4)), rng.integers(0, 2, n_train)
@@ -73,9 +76,21 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
     estimator = TKNNShapley(1.0, epsilon=5.0, delta=1e-4, sampling_probability=1.0, classes=[0, 1]).fit(
         x_train, y_train
     )
-    sigma = estimator.value(x_val, y_val).diagnostics["noise_std"]
+    result = estimator.value(x_val, y_val)
+    (release,) = result.privacy.releases
+    assert release.noise == "gaussian_on_grid" and release.integer_statistic and release.floating_point_safe
+    assert release.calibrated_sensitivity == release.sensitivity  # counts: nothing rounded
+    sigma = result.diagnostics["noise_std"]
+    assert sigma == pytest.approx(release.noise_scale, rel=1e-9) and sigma / release.grid >= 1_000
+    mechanism = Mechanism.gaussian_on_grid(
+        DPGuarantee(5.0, 1e-4), math.sqrt(3.0), 3, num_compositions=n_val, adjacency="add-or-remove-one",
+        integer_statistic=True,
+    )  # fmt: skip
+    assert mechanism.noise_scale == release.noise_scale
+    steps = RoundedGaussianSampler(RandomWords(b"tknn")).sample(mechanism.grid_steps, n_val * 3).reshape(n_val, 3)
     _, released = private_tknn_shapley_values(
         jax.random.key(2),
+        steps * mechanism.grid,
         estimator.x_train_,
         estimator.y_train_,
         x_val / np.linalg.norm(x_val, axis=1, keepdims=True),
@@ -83,7 +98,6 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
         1.0,
         0.5,
         1.0,
-        sigma,
         distance="cosine",
         batch_size=100,
     )
@@ -91,6 +105,7 @@ def test_dp_tknn_adds_the_calibrated_noise_to_each_validation_points_counts():
     noise = np.asarray(released) - np.stack([np.full(n_val, n_train), np.full(n_val, n_train), same], axis=1)
     assert 20 < sigma < n_train / 100  # far from the clamps
     np.testing.assert_allclose(noise.std(axis=0), math.sqrt(sigma**2 + 1 / 12), rtol=0.08)
+    np.testing.assert_array_equal(noise, np.round(steps * mechanism.grid + 0.0))
 
 
 def test_dp_tknn_ledger_records_the_release():
@@ -103,7 +118,8 @@ def test_dp_tknn_ledger_records_the_release():
     event = release.event
     assert isinstance(event, dp_accounting.SelfComposedDpEvent) and event.count == 40
     assert isinstance(event.event, dp_accounting.PoissonSampledDpEvent) and event.event.sampling_probability == 0.01
-    assert event.event.event.noise_multiplier == pytest.approx(release.noise_std / math.sqrt(3.0), rel=1e-12)
+    assert event.event.event.noise_multiplier == pytest.approx(release.noise_scale / math.sqrt(3.0), rel=1e-12)
+    assert release.noise == "gaussian_on_grid" and release.integer_statistic  # counts: nothing rounded
     assert release.dimension == 3 and release.guarantee == DPGuarantee(0.5, 1e-5)
     assert release.noise_std == pytest.approx(result.diagnostics["noise_std"])
     assert result.method == "dp_tknn_shapley"
@@ -130,32 +146,33 @@ def test_dp_tknn_is_reproducible_from_an_explicit_seed_and_independent_of_chunki
 
 @pytest.mark.parametrize("q", [1.0, 0.01])
 def test_naive_dp_knn_adds_calibrated_noise_per_owner_and_validation_point(q):
-    from bayesval.estimators.knn.values import noisy_knn_shapley_values
-
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(400, 3)), rng.integers(0, 2, 400)
     estimator = DPKNNShapley(5, epsilon=1.0, delta=1e-4, sampling_probability=q, classes=[0, 1], noise_seed=3).fit(x, y)
     result = estimator.value(x[:50], y[:50])
-    key = jax.random.key(3)  # the seeded stream's first release key
     (release,) = result.privacy.releases
     assert release.sensitivity == pytest.approx(1 / 30)
-    assert release.event == gaussian_event(release.noise_std / release.sensitivity, 50, q)
-    assert release.noise_std == pytest.approx(release.sensitivity * result.diagnostics["noise_multiplier"])
+    assert release.noise == "gaussian_on_grid" and release.floating_point_safe
+    assert release.event == gaussian_event(release.noise_scale / release.calibrated_sensitivity, 50, q)
+    assert release.noise_std == pytest.approx(release.calibrated_sensitivity * result.diagnostics["noise_multiplier"])
+    assert np.all(result.values / release.grid == np.round(result.values / release.grid))  # sums of grid steps
     noiseless = noisy_knn_shapley_values(
-        key,
+        jax.random.key(3),  # the seeded stream's first release key: the same subsamples
+        np.zeros((50, 400), np.int64),
         estimator.x_train_,
         estimator.y_train_,
         estimator.x_train_[:50],
         estimator.y_train_[:50],
         q,
-        0.0,
+        release.grid,
         k=5,
         subsample=q < 1,
         distance="cosine",
         batch_size=50,
     )
-    # independent N(0, sigma^2) per (owner, validation point): the sum has std sqrt(n_val) sigma
+    # independent noise of std sigma per (owner, validation point): the sum has std sqrt(n_val) sigma
     noise = result.values - np.asarray(noiseless)
+    assert np.all(noise / release.grid == np.round(noise / release.grid))
     assert noise.std() == pytest.approx(math.sqrt(50) * release.noise_std, rel=0.1)
 
 

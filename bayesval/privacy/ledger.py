@@ -40,18 +40,19 @@ _EVENT_TYPE_NAMES = (
 )  # the dp-accounting events a release record may hold
 
 
-def entry_noise_std(noise: str, noise_scale: float, grid: float | None) -> float:
+def entry_noise_std(noise: str, noise_scale: float, grid: float | None, integer_statistic: bool = False) -> float:
     """Standard deviation of the noise of each coordinate a mechanism releases.
 
     For the discrete Gaussian: grid * sqrt(Var N_Z(0, sigma_grid^2) + 1/12), its exact variance (below sigma^2)
     plus the rounding to the grid, at most half a step per entry, counted as uniform noise of variance
     grid^2 / 12 (it is of order 1e-7 of the noise variance at the default grid). For the Gaussian or the
     Laplace rounded to a grid: grid * sqrt(Var round(X) + 1/12), X of noise_scale / grid steps, the rounding
-    likewise. Float noise: the Gaussian's std, or sqrt(2) b for the Laplace."""
+    likewise, unless the statistic was whole numbers (`integer_statistic`: nothing rounded). Float noise: the
+    Gaussian's std, or sqrt(2) b for the Laplace."""
     if noise == "discrete_gaussian":
         return grid * math.sqrt(discrete_gaussian_variance(sigma_squared_from(noise_scale, grid)) + 1 / 12)
     if noise == "gaussian_on_grid":
-        return grid * math.sqrt(rounded_gaussian_variance(noise_scale / grid) + 1 / 12)
+        return grid * math.sqrt(rounded_gaussian_variance(noise_scale / grid) + (0 if integer_statistic else 1 / 12))
     if noise == "laplace_on_grid":
         return grid * math.sqrt(rounded_laplace_variance(round(noise_scale / grid)) + 1 / 12)
     return noise_scale if noise == "gaussian" else math.sqrt(2.0) * noise_scale
@@ -68,8 +69,10 @@ class Release:
     whose noise disagrees with its calibration is refused, whoever built it. `grid` is the grid step of noise on a
     grid (None for float noise); for "gaussian_on_grid" the event is the Gaussian's, its multiplier noise_scale
     over the rounded entries' l2 sensitivity, sensitivity + grid sqrt(dimension) (dimension: the entries of one
-    composition), and noise_scale a whole number of grid steps; for "laplace_on_grid" the event's multiplier is
-    noise_scale over the rounded entries' l1 sensitivity, sensitivity + grid * (entries a composition).
+    composition; sensitivity alone where `integer_statistic`: whole numbers, such as counts, lie on the grid and
+    are not rounded), and noise_scale a whole number of grid steps; for "laplace_on_grid"
+    the event's multiplier is noise_scale over the rounded entries' l1 sensitivity, sensitivity + grid * (entries
+    a composition).
     """
 
     owner: str
@@ -83,6 +86,7 @@ class Release:
     adjacency: str = "replace-one"
     release_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     grid: float | None = None
+    integer_statistic: bool = False
 
     def __post_init__(self) -> None:
         for name in ("owner", "what", "release_id"):  # printed, and keys of tables: one printable line each
@@ -98,6 +102,13 @@ class Release:
         check_positive("Release.sensitivity", self.sensitivity)
         check_positive("Release.noise_scale", self.noise_scale)
         check_int("Release.dimension", self.dimension, minimum=1)
+        if not isinstance(self.integer_statistic, bool) or (
+            self.integer_statistic and self.noise != "gaussian_on_grid"
+        ):
+            raise ValueError(
+                f"{self.owner}: integer_statistic is True only for a Gaussian rounded to a grid, got "
+                f"{self.integer_statistic!r} for {self.noise} noise"
+            )
         if self.noise in ON_GRID:
             self._check_grid()
         elif self.grid is not None:
@@ -156,6 +167,8 @@ class Release:
         """The sensitivity, in the statistic's units, the noise is calibrated to: `sensitivity` for float noise;
         for the discrete Gaussian and the Gaussian rounded to a grid that of the statistic rounded to the grid,
         sensitivity + grid sqrt(dimension) (l2); for the Laplace on a grid, sensitivity + grid entries (l1)."""
+        if self.integer_statistic:  # nothing rounded
+            return self.sensitivity
         if self.noise in ("discrete_gaussian", "gaussian_on_grid"):
             return self.grid * grid_sensitivity(self.sensitivity, self.grid, self.dimension)
         if self.noise == "laplace_on_grid":  # l1: each of a composition's entries moves by at most a grid step
@@ -180,7 +193,7 @@ class Release:
     @property
     def noise_std(self) -> float:
         """Standard deviation of the noise of each released coordinate (`entry_noise_std`)."""
-        return entry_noise_std(self.noise, self.noise_scale, self.grid)
+        return entry_noise_std(self.noise, self.noise_scale, self.grid, self.integer_statistic)
 
     def to_record(self) -> dict:
         """A JSON-ready dict (the event as nested dicts of dp-accounting's fields)."""
@@ -196,6 +209,7 @@ class Release:
             "adjacency": self.adjacency,
             "release_id": self.release_id,
             "grid": self.grid,
+            **({"integer_statistic": True} if self.integer_statistic else {}),
         }
 
     @classmethod
@@ -207,7 +221,7 @@ class Release:
         missing = fields - set(record)
         if missing:
             raise ValueError(f"release record lacks {sorted(missing)}")
-        unknown = set(record) - fields - {"adjacency", "release_id", "grid"}
+        unknown = set(record) - fields - {"adjacency", "release_id", "grid", "integer_statistic"}
         if unknown:
             raise ValueError(f"release record has unknown fields {sorted(unknown)}")
         guarantee = DPGuarantee.from_record(record["guarantee"])

@@ -76,7 +76,8 @@ class Mechanism:
 
     For the discrete Gaussian, `grid` is the power-of-two grid step the output lies on, `dimension` the number of
     entries the rounding was accounted for, and `noise_scale` the parameter sigma of N_Z(0, sigma^2) in the
-    statistic's units (grid * sigma_grid)."""
+    statistic's units (grid * sigma_grid); likewise for the Gaussian rounded to a grid, whose `integer_statistic`
+    says the statistic needed no rounding."""
 
     noise: str
     sensitivity: float
@@ -86,6 +87,7 @@ class Mechanism:
     adjacency: str = "replace-one"
     grid: float | None = None
     dimension: int | None = None
+    integer_statistic: bool = False
 
     @classmethod
     def discrete_gaussian(
@@ -138,6 +140,7 @@ class Mechanism:
         sampling_probability: float = 1.0,
         adjacency: str = "replace-one",
         grid: float | None = None,
+        integer_statistic: bool = False,
     ) -> Mechanism:
         """The floating-point-safe Gaussian mechanism, calibrated as `gaussian` is (PLD accountant, compositions,
         Poisson subsampling), for releases of `dimension` entries of l2 `sensitivity`: each entry rounded to `grid`
@@ -146,13 +149,22 @@ class Mechanism:
         units the rounded entries have l2 sensitivity Delta_g = sensitivity / grid + sqrt(dimension); s is the
         smallest whole number of steps with s / Delta_g at least the multiplier the guarantee needs; and
         c + round(X) = round(c + X) is post-processing of the Gaussian mechanism on c, so each release is the
-        `GaussianDpEvent` of multiplier s / Delta_g, subsampled and composed as for `gaussian`."""
+        `GaussianDpEvent` of multiplier s / Delta_g, subsampled and composed as for `gaussian`.
+
+        integer_statistic: the statistic is whole numbers (counts), so it lies on every power-of-two grid up to 1
+        and nothing is rounded: Delta_g = sensitivity / grid, and the default grid is at most 1."""
         sensitivity, multiplier = _gaussian_calibration(
             guarantee, sensitivity, num_compositions, sampling_probability, adjacency
         )
         dimension = check_int("dimension", dimension, minimum=1)
-        grid = default_grid(sensitivity, dimension) if grid is None else check_grid(grid, sensitivity, dimension)
-        calibrated = grid_sensitivity(sensitivity, grid, dimension)
+        if integer_statistic:
+            grid = min(1.0, default_grid(sensitivity, dimension)) if grid is None else check_grid(grid, math.inf, 1)
+            if grid > 1:
+                raise ValueError(f"whole numbers lie on power-of-two grids up to 1, got grid={grid!r}")
+            calibrated = sensitivity / grid
+        else:
+            grid = default_grid(sensitivity, dimension) if grid is None else check_grid(grid, sensitivity, dimension)
+            calibrated = grid_sensitivity(sensitivity, grid, dimension)
         steps = math.ceil(multiplier * calibrated)
         if not steps < MAX_SCALE:  # also where sensitivity / grid overflows a double
             raise ValueError(
@@ -160,7 +172,8 @@ class Mechanism:
                 "exactly (2^31 steps at most): choose a coarser grid (grid=) or a larger epsilon"
             )
         event = gaussian_event(steps / calibrated, num_compositions, sampling_probability)
-        return cls("gaussian_on_grid", sensitivity, steps * grid, guarantee, event, adjacency, grid, dimension)
+        mechanism = cls("gaussian_on_grid", sensitivity, steps * grid, guarantee, event, adjacency, grid, dimension)
+        return replace(mechanism, integer_statistic=bool(integer_statistic))
 
     @classmethod
     def laplace(
@@ -287,21 +300,22 @@ class Mechanism:
         ledger: PrivacyLedger | None = None,
         identity: Sequence[Any] = (),
     ) -> tuple[Any, Release]:
-        """Release `program(counts, *inputs)` for a Gaussian rounded to a grid: `counts` (int64, `noise_shape`) holds
-        round(X) per entry in grid steps, drawn exactly here, and the program adds it in integers to its statistic
-        rounded to `self.grid` (in grid steps) before anything reads the sum (the gradient trajectories of
-        `bayesval.estimators.GradientSemivalues`). The key is claimed as in `run`."""
+        """Release `program(privacy_key, counts, *inputs)` for a Gaussian rounded to a grid: `counts` (int64,
+        `noise_shape`) holds round(X) per entry in grid steps, drawn exactly here, and the program adds it in
+        integers to its statistic in grid steps before anything reads the sum (the gradient trajectories of
+        `bayesval.estimators.GradientSemivalues`, the KNN family's counts and values). The key is claimed as in
+        `run`; the program may draw its secret subsamples from it."""
         if self.noise != "gaussian_on_grid":
             raise ValueError(f"{self.noise} noise does not release through run_on_grid()")
         key = self._claim_key(noise, owner, what, (*inputs, *identity))
         counts = self._rounded_gaussian(noise, key).sample(self.grid_steps, math.prod(noise_shape))
-        output = program(counts.reshape(noise_shape), *inputs)
+        output = program(key, counts.reshape(noise_shape), *inputs)
         return output, self._record(owner, what, self.dimension, ledger)
 
     @property
     def noise_std(self) -> float:
         """Standard deviation of the noise of each released entry (`bayesval.privacy.ledger.entry_noise_std`)."""
-        return entry_noise_std(self.noise, self.noise_scale, self.grid)
+        return entry_noise_std(self.noise, self.noise_scale, self.grid, self.integer_statistic)
 
     @property
     def grid_steps(self) -> int:
@@ -337,6 +351,7 @@ class Mechanism:
             event=self.event,
             adjacency=self.adjacency,
             grid=self.grid,
+            integer_statistic=self.integer_statistic,
         )
         if ledger is not None:
             ledger.record(release)

@@ -1,8 +1,8 @@
 """The privacy of a data-point estimator's releases, for every family on `bayesval.estimators.base.PointEstimator`:
 the KNN family and DP-gradient semivalues release through :class:`PrivateRelease` (a checked (epsilon, delta),
-Poisson subsampling rate and noise source, each valuation one release through a Gaussian mechanism calibrated by
-dp-accounting), DP Layered Shapley perturbs its values once through a Laplace mechanism (`perturb`). Each returns
-the release's own ledger, which the estimator records in its `ledger_` (docs/privacy.md)."""
+Poisson subsampling rate and noise source, each valuation one release through the Gaussian rounded to a grid,
+calibrated by dp-accounting), DP Layered Shapley perturbs its values once through a Laplace mechanism (`perturb`).
+Each returns the release's own ledger, which the estimator records in its `ledger_` (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -54,58 +54,50 @@ class PrivateRelease:
         self.guarantee = DPGuarantee(*check_privacy(epsilon, delta, required=True))
         self.sampling_probability = check_sampling_probability(sampling_probability)
         self.noise = NoiseSource(noise_seed, allow_reuse=allow_seed_reuse)
-        self._mechanisms: dict[tuple[float, int], Mechanism] = {}
+        self._mechanisms: dict[tuple, Mechanism] = {}
 
-    def mechanism(self, sensitivity: float, compositions: int, dimension: int | None = None) -> Mechanism:
-        """Gaussian noise for the guarantee over `compositions` releases (one per validation point, or per
-        permutation), each on a Poisson subsample: calibrated by dp-accounting's PLD accountant (the paper uses PRV;
-        PLD is tighter). With `dimension` (entries a release), the Gaussian rounded to a grid
-        (`Mechanism.gaussian_on_grid`), floating-point safe; without, float noise."""
-        calibration = (sensitivity, compositions, dimension)
+    def mechanism(self, sensitivity: float, compositions: int, dimension: int, **grid_settings) -> Mechanism:
+        """The Gaussian rounded to a grid (`Mechanism.gaussian_on_grid`, floating-point safe; `grid_settings`: grid,
+        integer_statistic) for the guarantee over `compositions` releases of `dimension` entries (one per
+        validation point, or per permutation), each on a Poisson subsample: calibrated by dp-accounting's PLD
+        accountant (the paper uses PRV; PLD is tighter)."""
+        calibration = (sensitivity, compositions, dimension, tuple(sorted(grid_settings.items())))
         if calibration not in self._mechanisms:
-            settings = dict(
+            self._mechanisms[calibration] = Mechanism.gaussian_on_grid(
+                self.guarantee,
+                sensitivity,
+                dimension,
                 num_compositions=compositions,
                 sampling_probability=self.sampling_probability,
                 adjacency="add-or-remove-one",
-            )
-            self._mechanisms[calibration] = (
-                Mechanism.gaussian(self.guarantee, sensitivity, **settings)
-                if dimension is None
-                else Mechanism.gaussian_on_grid(self.guarantee, sensitivity, dimension, **settings)
+                **grid_settings,
             )
         return self._mechanisms[calibration]
 
     def release(
-        self, program, inputs, *, sensitivity: float, compositions: int, what: str, dimension: int, identity=()
+        self,
+        program,
+        inputs,
+        *,
+        sensitivity: float,
+        compositions: int,
+        what: str,
+        noise_shape,
+        identity=(),
+        **grid_settings,
     ):
-        """Run `program(privacy_key, *inputs, noise_std)` as one release: (output, ledger, diagnostics). `identity`:
-        the program's settings outside `inputs` (sampling key, model, release rule), part of the release's
-        fingerprint so that a seeded noise source refuses to perturb a different release with the same noise."""
-        mechanism = self.mechanism(sensitivity, compositions)
-        ledger = PrivacyLedger()
-        output, release = mechanism.run(
-            lambda key, *args: program(key, *args, mechanism.noise_scale),
-            inputs,
-            noise=self.noise,
-            owner=OWNERS,
-            what=what,
-            dimension=dimension,
-            ledger=ledger,
-            identity=identity,
-        )
-        return output, ledger, self._diagnostics(mechanism, release)
-
-    def release_on_grid(
-        self, program, inputs, *, sensitivity: float, compositions: int, what: str, noise_shape, identity=()
-    ):
-        """Run `program(counts, *inputs, grid=, noise_std=)` as one floating-point-safe release: `counts` holds
-        round(X) in grid steps per entry of `noise_shape` (its last axis the entries of one release), drawn exactly,
-        which the program adds in integers to its statistic rounded to the grid (`Mechanism.run_on_grid`).
-        (output, ledger, diagnostics); `identity` as for `release`."""
-        mechanism = self.mechanism(sensitivity, compositions, dimension=noise_shape[-1])
+        """Run `program(privacy_key, counts, *inputs, grid=, noise_std=)` as one floating-point-safe release:
+        `counts` holds round(X) in grid steps per entry of `noise_shape` (its last axis the entries of one release),
+        drawn exactly, which the program adds in integers to its statistic in grid steps (`Mechanism.run_on_grid`);
+        the key is for what else the release draws in secret (Poisson subsamples). `identity`: the program's
+        settings outside `inputs` (sampling key, model, release rule), part of the release's fingerprint so that a
+        seeded noise source refuses to perturb a different release with the same noise. `grid_settings`: the grid,
+        and integer_statistic for a statistic of whole numbers (counts), which is not rounded. Returns (output,
+        ledger, diagnostics)."""
+        mechanism = self.mechanism(sensitivity, compositions, noise_shape[-1], **grid_settings)
         ledger = PrivacyLedger()
         output, release = mechanism.run_on_grid(
-            lambda counts, *args: program(counts, *args, grid=mechanism.grid, noise_std=mechanism.noise_std),
+            lambda key, counts, *args: program(key, counts, *args, grid=mechanism.grid, noise_std=mechanism.noise_std),
             inputs,
             noise_shape=noise_shape,
             noise=self.noise,
@@ -114,15 +106,14 @@ class PrivateRelease:
             ledger=ledger,
             identity=identity,
         )
-        return output, ledger, {**self._diagnostics(mechanism, release), "grid": mechanism.grid}
-
-    def _diagnostics(self, mechanism: Mechanism, release) -> dict:
-        return {
+        diagnostics = {
             "epsilon_target": self.guarantee.epsilon,
             "epsilon_spent": epsilon_at(release.event, self.guarantee.delta)[0],
             "delta": self.guarantee.delta,
             "sampling_probability": self.sampling_probability,
             "noise_std": release.noise_std,
             "noise_multiplier": release.noise_scale / release.calibrated_sensitivity,
+            "grid": release.grid,
             "privacy_noise": repr(self.noise),
         }
+        return output, ledger, diagnostics

@@ -596,9 +596,10 @@ class GradientSemivalues(PointEstimator):
             self.party_size,
         )
 
-    def _private_run(self, program, counts, *inputs, grid, noise_std, shared: bool, rows: int):
+    def _private_run(self, program, privacy_key, counts, *inputs, grid, noise_std, shared: bool, rows: int):
         """The private trajectories on integer noise `counts` (k, n, d): checked to fit int32 with every party's
-        rounded gradients (at most rows (clip / grid + sqrt(d)) steps an entry), then `program`."""
+        rounded gradients (at most rows (clip / grid + sqrt(d)) steps an entry), then `program`. The privacy key
+        goes unused: the trajectories draw nothing secret but that noise."""
         largest = int(np.abs(counts).max(initial=0)) + rows * math.ceil(self.clip / grid + math.sqrt(counts.shape[-1]))
         if largest >= 2**31:
             raise ValueError(
@@ -630,7 +631,7 @@ class GradientSemivalues(PointEstimator):
             diagnostics, self.gradients_ = {}, None
         else:
             parties, rows = self.party_x_.shape[:2]
-            output, ledger, diagnostics = self.privacy.release_on_grid(
+            output, ledger, diagnostics = self.privacy.release(
                 partial(self._private_run, program, shared=shared, rows=rows),
                 inputs,
                 sensitivity=self.clip,

@@ -233,12 +233,13 @@ class TKNNShapley(_NearestNeighbourValuation):
             )
         inputs = (x_train, self.y_train_, x_val, y_val, self.tau, self._inv_classes, self.sampling_probability)
         (values, released), ledger, diagnostics = self.privacy.release(
-            partial(private_tknn_shapley_values, distance=self.distance, batch_size=batch_size),
+            partial(_private_tknn, batch_size=batch_size, distance=self.distance),
             inputs,
             sensitivity=math.sqrt(3.0),
             compositions=len(y_val),
             what="TKNN counts (|B|, |NB(B)|, same-label |NB(B)|) on a Poisson subsample B, per validation point",
-            dimension=3,
+            noise_shape=(len(y_val), 3),
+            integer_statistic=True,
         )
         mean_released = float(np.asarray(released)[:, 1].mean())
         return values, ledger, {"tau": self.tau, **diagnostics, "mean_released_neighbours": mean_released}
@@ -284,22 +285,35 @@ class DPKNNShapley(_NearestNeighbourValuation):
     def _values(self, x_train, x_val, y_val, batch_size):
         k = self.n_neighbors
         inputs = (x_train, self.y_train_, x_val, y_val, self.sampling_probability)
+        sensitivity = 1.0 / (k * (k + 1))
         values, ledger, diagnostics = self.privacy.release(
             partial(
-                noisy_knn_shapley_values,
+                _noisy_knn,
                 k=k,
                 subsample=self.sampling_probability < 1,
                 distance=self.distance,
                 batch_size=batch_size,
             ),
             inputs,
-            sensitivity=1.0 / (k * (k + 1)),
+            sensitivity=sensitivity,
             compositions=len(y_val),
             what="own KNN-Shapley value per validation point (each owner's value alone; the vector of every "
             'owner\'s values is not jointly private: docs/knn.md, "Naive DP-KNN-Shapley baseline")',
-            dimension=1,
+            noise_shape=(len(y_val), len(self.y_train_)),
         )
         return values, ledger, {"n_neighbors": k, **diagnostics}
+
+
+def _private_tknn(key, noise, *inputs, grid, noise_std, distance, batch_size):
+    """DP-TKNN-Shapley on the counts' exact noise (`Mechanism.run_on_grid`: `noise` in steps of `grid`)."""
+    del noise_std  # the counts' noise std is the ledger's
+    return private_tknn_shapley_values(key, noise * grid, *inputs, distance=distance, batch_size=batch_size)
+
+
+def _noisy_knn(key, noise, *inputs, grid, noise_std, **settings):
+    """Naive DP-KNN-Shapley on the values' exact noise in steps of `grid` (`Mechanism.run_on_grid`)."""
+    del noise_std
+    return noisy_knn_shapley_values(key, noise, *inputs, grid, **settings)
 
 
 __all__ = ["DPKNNShapley", "KNNShapley", "TKNNShapley"]

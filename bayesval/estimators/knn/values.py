@@ -25,7 +25,6 @@ import numpy as np
 
 from bayesval.batching import sum_over_validation
 from bayesval.estimators.knn.distances import distance_row, squared_norms, within
-from bayesval.privacy.mechanisms import add_noise
 
 
 def harmonic(m: jax.Array) -> jax.Array:
@@ -55,29 +54,31 @@ def tknn_shapley(dist: jax.Array, agree: jax.Array, tau: float, inv_classes: flo
     return jnp.where(in_ball, tknn_from_counts(agree, m, p, inv_classes), 0.0)
 
 
-def noisy_tknn_counts(key: jax.Array, counts: jax.Array, noise_std: float) -> jax.Array:
-    """Release (c, c_x, c_+) + N(0, noise_std^2 I_3), rounded and clamped (Thm 14, App. D.2.3).
+def noisy_tknn_counts(counts: jax.Array, noise: jax.Array) -> jax.Array:
+    """Release (c, c_x, c_+) + noise, rounded and clamped (Thm 14, App. D.2.3): `noise` is the Gaussian noise of the
+    counts already rounded to their grid (`bayesval.privacy.Mechanism.gaussian_on_grid` with integer counts, drawn
+    exactly), so the sum is exact and is the release.
 
-    Clamped onto the counts' valid range, c >= 0, c_x >= 0 and 0 <= c_+ <= c_x (post-processing, so the guarantee
-    is unchanged; docs/knn.md, "Where we depart from the paper"). The l2 sensitivity of the count vector is
-    sqrt(3) under add/remove-one adjacency (Sec. 5.1).
+    Rounded to whole counts and clamped onto their valid range, c >= 0, c_x >= 0 and 0 <= c_+ <= c_x
+    (post-processing, so the guarantee is unchanged; docs/knn.md, "Where we depart from the paper"). The l2
+    sensitivity of the count vector is sqrt(3) under add/remove-one adjacency (Sec. 5.1).
     """
-    noisy = jnp.round(add_noise(key, counts, noise_std))
+    noisy = jnp.round(counts + noise)
     in_ball = jnp.maximum(noisy[1], 0.0)
     return jnp.stack([jnp.maximum(noisy[0], 0.0), in_ball, jnp.clip(noisy[2], 0.0, in_ball)])
 
 
 def private_tknn_shapley(
     sample_key: jax.Array,
-    noise_key: jax.Array,
+    noise: jax.Array,
     dist: jax.Array,
     agree: jax.Array,
     tau: float,
     inv_classes: float,
     sampling_probability: float,
-    noise_std: float,
 ) -> tuple[jax.Array, jax.Array]:
-    """DP-TKNN-Shapley for one validation point, and the released noisy counts (Sec. 5, App. D.2).
+    """DP-TKNN-Shapley for one validation point, and the released noisy counts (Sec. 5, App. D.2); `noise` (3,)
+    is the counts' noise (`noisy_tknn_counts`).
 
     One Poisson subsample B (rate q) and one noisy count vector on it, reused by every owner
     (Thm 16, joint DP). Every in-ball point of the full D is valued as a player joining
@@ -90,7 +91,7 @@ def private_tknn_shapley(
     in_ball = within(dist, tau)
     hits = in_ball & sampled
     counts = jnp.stack([jnp.sum(sampled), jnp.sum(hits), jnp.sum(hits & agree)]).astype(dtype)
-    released = noisy_tknn_counts(noise_key, counts, noise_std)
+    released = noisy_tknn_counts(counts, noise.astype(dtype))
     own = sampled.astype(dtype)
     m = jnp.maximum(released[1] - own + 1.0, 1.0)
     p = jnp.clip(released[2] - own * agree, 0.0, m - 1.0)
@@ -298,6 +299,7 @@ def tknn_shapley_values(
 @partial(jax.jit, static_argnames=("distance", "batch_size"))
 def private_tknn_shapley_values(
     key,
+    noise,
     x_train,
     y_train,
     x_val,
@@ -305,65 +307,62 @@ def private_tknn_shapley_values(
     tau,
     inv_classes,
     sampling_probability,
-    noise_std,
     *,
     distance: str,
     batch_size: int,
 ) -> tuple[jax.Array, jax.Array]:
     """DP-TKNN-Shapley summed over the validation set, and the released counts (N_val, 3).
 
-    `key` is the privacy key of the release (`Mechanism.run`): the Poisson subsamples are secret too, or
-    they would amplify nothing. Subsampling and noise draw from separate streams, one key per point.
+    `key` is the privacy key of the release (`Mechanism.run_on_grid`): the Poisson subsamples are secret too, or
+    they would amplify nothing, one key per point. `noise` (N_val, 3): each point's count noise in counts, drawn
+    exactly on the grid (`noisy_tknn_counts`).
     """
     geometry = _point_geometry(x_train, y_train, distance)
-    n_val = x_val.shape[0]
-    sample_root, noise_root = jax.random.split(key)
 
-    def point(x_v, y_v, sample_key, noise_key):
+    def point(x_v, y_v, sample_key, point_noise):
         dist, agree = geometry(x_v, y_v)
-        return private_tknn_shapley(
-            sample_key, noise_key, dist, agree, tau, inv_classes, sampling_probability, noise_std
-        )
+        return private_tknn_shapley(sample_key, point_noise, dist, agree, tau, inv_classes, sampling_probability)
 
-    per_point = (x_val, y_val, jax.random.split(sample_root, n_val), jax.random.split(noise_root, n_val))
+    per_point = (x_val, y_val, jax.random.split(key, x_val.shape[0]), noise)
     return sum_over_validation(point, per_point, x_train.shape[0], batch_size)
 
 
 @partial(jax.jit, static_argnames=("k", "subsample", "distance", "batch_size"))
 def noisy_knn_shapley_values(
     key,
+    noise,
     x_train,
     y_train,
     x_val,
     y_val,
     sampling_probability,
-    noise_std,
+    grid,
     *,
     k: int,
     subsample: bool,
     distance: str,
     batch_size: int,
 ) -> jax.Array:
-    """Naive DP-KNN-Shapley (App. B.4): KNN-OLD (on a subsample if `subsample`) + N(0, noise_std^2).
+    """Naive DP-KNN-Shapley (App. B.4): KNN-OLD (on a subsample if `subsample`) + N(0, noise_std^2), on a grid.
 
-    Independent noise per (owner, validation point), summed over the validation set; App. B.4's N(0, 1/(K(K+1)))
-    read as noise_std = multiplier / (K(K+1)), the sensitivity of Thm 10 (docs/knn.md, "Where we depart from the
-    paper").
+    Each owner's value at each validation point is rounded to the power-of-two `grid` and gets its own noise
+    (`noise` (N_val, N), in grid steps, drawn exactly: `bayesval.privacy.Mechanism.gaussian_on_grid`), so every
+    release is whole grid steps; their sum over the validation set is exact, times the grid. App. B.4's
+    N(0, 1/(K(K+1))) is read as noise_std = multiplier / (K(K+1)), the sensitivity of Thm 10 (docs/knn.md, "Where
+    we depart from the paper"). Without noise (zeros), the values rounded to the grid. `key` draws the subsamples.
     """
     geometry = _point_geometry(x_train, y_train, distance)
-    n_val = x_val.shape[0]
-    sample_root, noise_root = jax.random.split(key)
 
-    def point(x_v, y_v, sample_key, noise_key):
+    def point(x_v, y_v, sample_key, point_noise):
         dist, agree = geometry(x_v, y_v)
         if subsample:
             values = subsampled_knn_shapley_original(sample_key, dist, agree, k, sampling_probability)
         else:
             values = knn_shapley_original(dist, agree, k)
-        return add_noise(noise_key, values, noise_std), ()
+        return jnp.round(values / grid) + point_noise.astype(values.dtype), ()
 
-    per_point = (x_val, y_val, jax.random.split(sample_root, n_val), jax.random.split(noise_root, n_val))
-    return sum_over_validation(point, per_point, x_train.shape[0], batch_size)[0]
+    per_point = (x_val, y_val, jax.random.split(key, x_val.shape[0]), noise)
+    return sum_over_validation(point, per_point, x_train.shape[0], batch_size)[0] * grid
 
 
 __all__ = [
