@@ -12,7 +12,7 @@ from precision_attack import consistent_with, guess, success_bound
 from scipy import stats
 
 import bayesval as bv
-from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource
+from bayesval.privacy import DPGuarantee, Mechanism, NoiseSource, rounded_gaussian
 from bayesval.privacy.accounting import epsilon_at
 from bayesval.privacy.discrete import (
     ExactSampler,
@@ -120,6 +120,25 @@ def test_rounded_gaussian_at_a_scale_of_2_to_the_30_reads_x_past_its_first_digit
         RoundedGaussianSampler(RandomWords()).sample(2**31, 1)
     with pytest.raises(ValueError, match="whole number of grid steps"):
         RoundedGaussianSampler(RandomWords()).sample(2.5, 1)
+
+
+def test_a_seeded_rounded_gaussian_draw_is_the_same_on_any_number_of_cores(monkeypatch):
+    """Batches run on a thread per core, each from its own stream of the seed: the draw does not depend on the
+    number of cores, a second draw from the same sampler continues the streams (new numbers), and the first batch
+    is the seed's own stream."""
+    monkeypatch.setattr(rounded_gaussian, "BATCH", 1_000)
+    draws = []
+    for cores in (1, 2, 3):
+        monkeypatch.setattr(rounded_gaussian.os, "cpu_count", lambda cores=cores: cores)
+        sampler = RoundedGaussianSampler(RandomWords(b"cores"))
+        draws.append((sampler.sample(50, 4_500), sampler.sample(50, 10)))
+    for first, second in draws[1:]:
+        np.testing.assert_array_equal(first, draws[0][0])
+        np.testing.assert_array_equal(second, draws[0][1])
+    assert not np.array_equal(draws[0][1], draws[0][0][:10])
+    monkeypatch.setattr(rounded_gaussian, "BATCH", 2**20)
+    np.testing.assert_array_equal(RoundedGaussianSampler(RandomWords(b"cores")).sample(50, 1_000), draws[0][0][:1_000])
+    assert RoundedGaussianSampler(RandomWords()).sample(50, 0).shape == (0,)
 
 
 def test_rounded_gaussian_variance_matches_rounded_float_draws():

@@ -16,7 +16,9 @@ it, and round(s (k + x)), for a whole number s, reads only as many digits of x a
 Vectorised: a batch's samples advance together in NumPy, each comparison on the deviates' first digit (32 random
 bits). The comparisons the first digits leave open (equal digits, probability 2^-32 each) are finished one sample
 at a time in Python integers, and so is the rounding where x's first 32 bits leave it open (probability about
-s / 2^32). `digit_bits` narrows the digits so that tests run those paths often.
+s / 2^32). `digit_bits` narrows the digits so that tests run those paths often. Batches of BATCH samples run on a
+thread per core, each from its own stream of the source (`RandomWords.stream`), so that a seeded draw does not
+depend on the number of cores.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -41,7 +44,15 @@ class RandomWords:
     seeded experiment, from a `random.Random` seeded with `seed` (bytes: the release's claimed key)."""
 
     def __init__(self, seed: bytes | None = None) -> None:
+        self._seed = seed
         self._rng = None if seed is None else random.Random(seed)
+
+    def stream(self, index: int) -> RandomWords:
+        """An independent source for the `index`-th batch of a draw: a seeded source's seed with the index appended
+        (index 0: the seed itself, from its start), or the operating system's."""
+        if self._seed is None:
+            return RandomWords()
+        return RandomWords(self._seed if index == 0 else self._seed + b"/batch %d" % index)
 
     def draw(self, count: int, width: int = WORD_BITS) -> np.ndarray:
         """`count` uniform integers of `width` bits (a divisor of 64) as uint64, cut from whole words."""
@@ -102,16 +113,27 @@ class RoundedGaussianSampler:
             raise ValueError(f"digit_bits must be one of {WIDTHS}, got {digit_bits!r}")
         self._words = words
         self._bits = digit_bits
+        self._streams = 0  # batches drawn so far: each takes the next stream of `words`
 
     def sample(self, scale: int, count: int) -> np.ndarray:
-        """`count` independent draws of round(scale X) as int64."""
+        """`count` independent draws of round(scale X) as int64: batches of BATCH samples, each from its own stream
+        of the source (so a seeded draw does not depend on how many threads ran it), on one thread per core."""
         if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or not 1 <= scale < MAX_SCALE:
             raise ValueError(f"scale must be a whole number of grid steps in [1, 2^31), got {scale!r}")
-        out = np.empty(int(count), np.int64)
-        for start in range(0, out.size, BATCH):
-            stop = min(start + BATCH, out.size)
-            out[start:stop] = self._batch(int(scale), stop - start)
-        return out
+        starts = range(0, int(count), BATCH)
+        streams = [self._words.stream(self._streams + index) for index in range(len(starts))]
+        self._streams += len(starts)
+
+        def batch(start: int, words: RandomWords) -> np.ndarray:
+            return RoundedGaussianSampler(words, self._bits)._batch(int(scale), min(BATCH, int(count) - start))
+
+        workers = min(len(starts), os.cpu_count() or 1)
+        if workers <= 1:
+            parts = [batch(start, words) for start, words in zip(starts, streams)]
+        else:  # NumPy and os.urandom release the GIL on whole batches
+            with ThreadPoolExecutor(workers) as pool:
+                parts = list(pool.map(batch, starts, streams))
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     # Uniform digits and deviates -----------------------------------------------------------------------------------
 
