@@ -2,16 +2,22 @@
 
 A `Mechanism` is calibrated once by the accountant (noise scale and dp-accounting event for a
 sensitivity and a guarantee) and then releases: `perturb(value, ...)` for an array, `run(program,
-inputs, ...)` for a JAX program that draws its noise inside (the KNN family's noisy counts, one per
-validation point). Both take the privacy key from a `NoiseSource` (never a sampling key), hand it
-to the computation, and return the output with its `Release` record, recorded in the ledger if one
-is given. `add_noise` draws the floating-point noise; programs call it with the key `run` gives them.
+inputs, ...)` for a JAX program that draws float noise inside, and `run_on_grid(program, inputs, ...)` for a JAX
+program that adds integer noise drawn exactly beforehand (the gradient trajectories, the
+KNN family's counts and values, one row per validation point). Each takes the privacy key from a `NoiseSource`
+(never a sampling key), hands it to the computation, and returns the output with its `Release` record, recorded in
+the ledger if one is given. `add_noise` draws the floating-point noise; programs call it with the key `run` gives
+them.
 
-Two kinds of Gaussian noise:
+Three kinds of Gaussian noise:
 - `Mechanism.discrete_gaussian`: floating-point safe, for every release that leaves the process (release files,
   the CLI, `Party.release` by default). The statistic is rounded to a power-of-two grid and exact discrete Gaussian
   noise is added in integers (Canonne, Kamath & Steinke 2020; `bayesval.privacy.discrete`); the event is the
   zCDP bound rho = Delta_grid^2 / (2 sigma^2) (CKS 2020, Thm. 14), a dp-accounting `ZCDpEvent`.
+- `Mechanism.gaussian_on_grid`: floating-point safe with the float Gaussian's calibration (PLD accountant,
+  compositions, Poisson subsampling): the statistic rounded to a power-of-two grid, plus round(X) for X Gaussian,
+  drawn exactly (`bayesval.privacy.rounded_gaussian`), post-processing of the Gaussian mechanism on the rounded
+  statistic, so its `GaussianDpEvent` holds whole. The DP-gradient semivalues and the KNN family release through it.
 - `Mechanism.gaussian`: float noise (jax.random.normal scaled and added), fast and jit-able, for in-process
   experiments only: its low-order bits can reveal the exact input (docs/privacy.md shows the attack). Its
   releases are labelled `floating-point` in the ledger and refused by release files without the experiment flag.

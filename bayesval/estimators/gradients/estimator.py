@@ -108,7 +108,9 @@ def released_gradients(
 ) -> jax.Array:
     """The k released gradients (k, d) of one party whose clipped gradients at permutations 1..k are `clipped`
     (k, d): g~_t = clipped_t + N(0, noise_std^2 I) (`add_noise`, key fold_in(key, t)) passed through
-    `release_step`. Under 'correlated' (X*) the released noise has Cov(z*_s, z*_t) = noise_std^2 / max(s, t)."""
+    `release_step`. Under 'correlated' (X*) the released noise has Cov(z*_s, z*_t) = noise_std^2 / max(s, t).
+    The release rule alone, on float noise, for studying it: it releases nothing and records nothing (a private
+    valuation's releases are the Gaussian rounded to a grid, `gradient_marginals`)."""
     mode = check_noise_mode(noise)
     clipped = jnp.asarray(check_finite_array("clipped gradients", clipped, ndim=2))
     noise_std = check_non_negative("noise_std", noise_std)
