@@ -129,7 +129,7 @@ def test_a_seeded_rounded_gaussian_draw_is_the_same_on_any_number_of_cores(monke
     monkeypatch.setattr(rounded_gaussian, "BATCH", 1_000)
     draws = []
     for cores in (1, 2, 3):
-        monkeypatch.setattr(rounded_gaussian.os, "cpu_count", lambda cores=cores: cores)
+        monkeypatch.setattr(rounded_gaussian, "_cores", lambda cores=cores: cores)
         sampler = RoundedGaussianSampler(RandomWords(b"cores"))
         draws.append((sampler.sample(50, 4_500), sampler.sample(50, 10)))
     for first, second in draws[1:]:

@@ -92,6 +92,11 @@ def rounded_gaussian_variance(scale: float) -> float:
     return 2 * sum(m * m * p for m, p in zip(reach, rounded_gaussian_pmf(reach, scale)))
 
 
+def _cores() -> int:
+    """The cores this process may run on (its affinity where the system reports one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _bit_lengths(values: np.ndarray) -> np.ndarray:
     """The bit length of each uint64 entry."""
     lengths = np.zeros(values.size, np.uint64)
@@ -127,7 +132,7 @@ class RoundedGaussianSampler:
         def batch(start: int, words: RandomWords) -> np.ndarray:
             return RoundedGaussianSampler(words, self._bits)._batch(int(scale), min(BATCH, int(count) - start))
 
-        workers = min(len(starts), os.cpu_count() or 1)
+        workers = min(len(starts), _cores())
         if workers <= 1:
             parts = [batch(start, words) for start, words in zip(starts, streams)]
         else:  # NumPy and os.urandom release the GIL on whole batches
