@@ -141,6 +141,21 @@ def test_a_seeded_rounded_gaussian_draw_is_the_same_on_any_number_of_cores(monke
     assert RoundedGaussianSampler(RandomWords()).sample(50, 0).shape == (0,)
 
 
+def test_the_uniform_integers_below_a_bound_are_uniform_and_bit_lengths_exact():
+    """Algorithm B's choice among 2k + 2 cases is uniform by rejection on the bound's bit length: the bit lengths are
+    exact over all 64 bits (a double would round 2^64 - 1 up to 2^64, one bit longer), and the draws below 2, 6 (bytes)
+    and 1,000 (whole words) are uniform (chi-square)."""
+    edges = [0, 1, 2, 3, 255, 256, 2**32 - 1, 2**32, 2**53 + 1, 2**63, 2**64 - 1]
+    lengths = rounded_gaussian._bit_lengths(np.array(edges, np.uint64))
+    assert lengths.tolist() == [value.bit_length() for value in edges]
+    sampler = RoundedGaussianSampler(RandomWords(b"below"))
+    for bound in (2, 6, 1_000):
+        draws = sampler._below(np.full(60_000, bound, np.uint64))
+        assert draws.max() < bound
+        counts = np.bincount(draws.astype(np.int64), minlength=bound)
+        assert stats.chisquare(counts).pvalue > FALSE_FAILURE_RATE
+
+
 def test_rounded_gaussian_variance_matches_rounded_float_draws():
     for scale in (0.3, 1.0, 1.9, 3.0):
         rounded = np.round(np.random.default_rng(0).normal(0.0, scale, 2_000_000))

@@ -55,14 +55,15 @@ class RandomWords:
         return RandomWords(self._seed if index == 0 else self._seed + b"/batch %d" % index)
 
     def draw(self, count: int, width: int = WORD_BITS) -> np.ndarray:
-        """`count` uniform integers of `width` bits (a divisor of 64) as uint64, cut from whole words."""
+        """`count` uniform integers of `width` bits (a divisor of 64), cut from whole words: unsigned integers of that
+        width where it is whole bytes (a view of the bytes drawn, not a copy), else uint64."""
         if width not in WIDTHS:
             raise ValueError(f"width must divide {WORD_BITS}, got {width!r}")
         per_word = WORD_BITS // width
         size = 8 * -(-int(count) // per_word)
         raw = os.urandom(size) if self._rng is None else self._rng.randbytes(size)
         if width >= 8:  # whole bytes: read them as little-endian integers of that width
-            return np.frombuffer(raw, dtype=f"<u{width // 8}")[:count].astype(np.uint64)
+            return np.frombuffer(raw, dtype=f"<u{width // 8}")[:count]
         words = np.frombuffer(raw, dtype="<u8")
         shifts = np.arange(per_word, dtype=np.uint64) * np.uint64(width)
         return ((words[:, None] >> shifts) & np.uint64((1 << width) - 1)).ravel()[:count]
@@ -98,13 +99,12 @@ def _cores() -> int:
 
 
 def _bit_lengths(values: np.ndarray) -> np.ndarray:
-    """The bit length of each uint64 entry."""
-    lengths = np.zeros(values.size, np.uint64)
-    rest = values.copy()
-    while (rest > 0).any():
-        lengths += rest > 0
-        rest >>= np.uint64(1)
-    return lengths
+    """The bit length of each uint64 entry: the binary exponent of its high or low 32-bit half, each exact as a
+    double (`np.frexp(v)` gives v = m 2^e with 1/2 <= m < 1, so e is v's bit length, and 0 for 0)."""
+    values = values.astype(np.uint64)
+    high = np.frexp((values >> np.uint64(32)).astype(np.float64))[1]
+    low = np.frexp((values & np.uint64(0xFFFFFFFF)).astype(np.float64))[1]
+    return np.where(high > 0, high + 32, low).astype(np.uint64)
 
 
 class RoundedGaussianSampler:
@@ -187,11 +187,9 @@ class RoundedGaussianSampler:
     def _exp_minus_half(self, ids: np.ndarray) -> np.ndarray:
         """Bernoulli(exp(-1/2)) per sample (Karney's Algorithm H, von Neumann's method): the length n of the run
         1/2 > U_1 > U_2 > ... > U_n of uniform deviates is even with probability exp(-1/2)."""
-        result = np.zeros(ids.size, bool)
         first = self._digits(ids.size)
-        high = (first >> np.uint64(self._bits - 1)) == 1  # U_1 >= 1/2 (its first bit): n = 0
-        result[high] = True
-        where = np.flatnonzero(~high)
+        result = (first >> (self._bits - 1)) == 1  # U_1 >= 1/2 (its first bit): n = 0
+        where = np.flatnonzero(~result)
         heads, tails, length = first[where], {}, 1
         while where.size:
             below, heads, tails = self._fresh_below(heads, tails, ids[where])
@@ -228,9 +226,10 @@ class RoundedGaussianSampler:
         where, previous, previous_tails, steps = np.arange(ids.size), x, x_tails, 0
         while where.size:
             below, fresh, fresh_tails = self._fresh_below(previous, previous_tails, ids[where])
-            case = self._below(2 * k[where] + 2)
-            passes = below & (case < 2 * k[where].astype(np.uint64))
-            test = np.flatnonzero(below & (case == 2 * k[where].astype(np.uint64)))
+            twice_k = 2 * k[where].astype(np.uint64)
+            case = self._below(twice_k + np.uint64(2))
+            passes = below & (case < twice_k)
+            test = np.flatnonzero(below & (case == twice_k))
             if test.size:
                 passes[test] = self._fresh_below(x[where[test]], x_tails, ids[where[test]])[0]
             result[where[~passes]] = steps % 2 == 0
