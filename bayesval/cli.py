@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import sys
+import tempfile
 import textwrap
 import time
 import warnings
@@ -29,7 +31,8 @@ from bayesval.compilation import use_persistent_cache
 from bayesval.datasets.tables import TABLE_SUFFIXES, check_class_labels, is_table, read_table, read_tables
 from bayesval.inference.batching import use_cpu_cores
 from bayesval.inference.diagnostics import ESS_THRESHOLD, R_HAT_THRESHOLD
-from bayesval.validation import IMAGE_SUFFIXES, check_output_path, check_seed
+from bayesval.outputs import IMAGE_SUFFIXES, check_output_path
+from bayesval.validation import check_seed
 
 # The samplers, the parties and the Syn data are imported inside the commands that use them, after the arguments and
 # the output paths are checked: a command that fails on them fails before NumPyro, the party path and the signing
@@ -144,7 +147,13 @@ def release(
         warnings.simplefilter("always")
         released = party.release(statistic)
     released = dataclasses.replace(released, columns=Columns(target, tuple(columns)))  # the file names them
-    output_path = released.save(output_path, experiment=experiment, signing_key=signing_key)
+    try:
+        output_path = released.save(output_path, experiment=experiment, signing_key=signing_key)
+    except OSError as error:  # the path was checked before the release: the disk is full, or gone
+        raise OSError(
+            f"-o {str(output_path)!r} could not be written ({error.strerror or error}); nothing was written, and the "
+            "release never left this process, so releasing again spends no more privacy"
+        ) from None
     print(
         f"{name}: released a {MODELS[model]} statistic of {released.count} records under "
         f"{party.guarantee.describe()} (noise std {released.noise_std:.4g}, {released.release.mechanism_label}"
@@ -320,9 +329,27 @@ def knn(
         print("\nPrivacy:")
         print("\n".join(_privacy_lines(result)))
     if save:
-        print(f"saved to {result.save(save)}")
+        _save(result, save)
     _plot(result, plot)
     return result
+
+
+def _save(result: bv.ValuationResult, path: str) -> None:
+    """Write the result to --save `path` (checked before the work, so what fails here is the disk: full, or gone).
+    Where that fails, the finished result, which may hold the only record of the releases a valuation of tables
+    made, goes to a file of its own in the system's temporary folder instead, and the command fails naming both."""
+    try:
+        print(f"saved to {result.save(path)}")
+    except OSError as error:
+        rescue = Path(tempfile.gettempdir()) / f"bayesval-result-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.npz"
+        why = f"--save {path!r} could not be written ({error.strerror or error})"
+        try:
+            result.save(rescue)
+        except OSError as second:
+            raise OSError(f"{why}, nor {str(rescue)!r} ({second.strerror or second}): the result is lost") from None
+        raise OSError(
+            f"{why}; the result was saved to {str(rescue)!r} instead (bayesval.ValuationResult.load reads it)"
+        ) from None
 
 
 def _plot(result: bv.ValuationResult, path: str | None) -> None:
@@ -415,7 +442,7 @@ def _valuate_and_report(
         "(sampling and compiling; reading the data and this report not included)"
     )
     if save:
-        print(f"saved to {result.save(save)}")
+        _save(result, save)
     return result
 
 
@@ -690,10 +717,18 @@ def main(argv: list[str] | None = None) -> None:
     if holds_no_party_data(args):
         use_persistent_cache()
     try:
-        args.run(args)
-    except (ValueError, TypeError, FileNotFoundError) as error:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            args.run(args)
+    except (ValueError, TypeError, OSError) as error:  # a file that cannot be read or written, in one line
         print(f"bayesval {args.command}: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command's own line on stderr (`warning: ...`, as `release` prints its party's), not Python's
+    report of the file and line that raised it."""
+    print(f"warning: {message}", file=sys.stderr if file is None else file)
 
 
 def holds_no_party_data(args: argparse.Namespace) -> bool:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -330,40 +328,6 @@ def check_labels(name: str, y, n_rows: int, rows_name: str = "X") -> np.ndarray:
     return labels
 
 
-IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".tif", ".tiff", ".eps", ".ps", ".webp", ".gif")
-
-
-def check_output_path(name: str, path, *, suffixes: tuple[str, ...] = ()) -> Path:
-    """`path` as a file that can be written now: a str or path-like, not a directory, in a directory that exists and
-    can be written to, and ending in one of `suffixes` where given (case-insensitive). Checked before the work whose
-    result it keeps, so that a bad path costs nothing; `name` is the argument as the caller knows it (`path`,
-    `--plot`)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file path (a str or a Path), got {_describe(path)}")
-    text = os.fspath(path)
-    if not isinstance(text, str) or not text.strip() or "\0" in text:
-        raise ValueError(f"{name} must be a file path, got {_show(text)}")
-    path = Path(text)
-    try:
-        _check_writable(name, text, path, suffixes)
-    except OSError as error:  # a name too long for the file system, a broken mount
-        raise ValueError(f"{name} {text!r} cannot be written: {error.strerror or error}") from None
-    return path
-
-
-def _check_writable(name: str, text: str, path: Path, suffixes: tuple[str, ...]) -> None:
-    if path.is_dir():
-        raise ValueError(f"{name} {text!r} is a directory; give a file name inside it")
-    folder = path.parent
-    if not folder.is_dir():
-        what = "is not a directory" if folder.exists() else "does not exist"
-        raise ValueError(f"{name} {text!r}: the directory {str(folder)!r} {what}; create it or choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ValueError(f"{name} {text!r}: no permission to write there; choose another path")
-    if suffixes and not path.name.lower().endswith(suffixes):
-        raise ValueError(f"{name} {text!r} has no known extension: end it in one of {', '.join(suffixes)}")
-
-
 __all__ = [
     "MAX_COUNT",
     "check_bool",
@@ -374,7 +338,6 @@ __all__ = [
     "check_key",
     "check_labels",
     "check_non_negative",
-    "check_output_path",
     "check_positive",
     "check_probability",
     "check_real",

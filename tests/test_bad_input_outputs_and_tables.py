@@ -12,7 +12,11 @@ commands issue 57 names, with the sampler and the release replaced by stubs that
 
 from __future__ import annotations
 
+import errno
 import gzip
+import os
+import stat
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -28,6 +32,9 @@ import bayesval as bv
 from bayesval.cli import main as cli_main
 from bayesval.datasets.tables import read_table, read_tables
 from bayesval.estimators import KNNShapley
+from bayesval.outputs import write_whole
+from bayesval.parties import boundary
+from bayesval.results import serialisation
 from bayesval.results.plotting import plot_privacy_tradeoff
 
 LINEAR = ["--model", "linear", "--target", "y", "--epsilon", "1", "--bounds", "3,3"]
@@ -833,6 +840,9 @@ def test_bad_output_paths_fail_in_under_2_s_before_the_work(world, monkeypatch, 
         "release -o folder": world.release_cli(output=str(world.directory)),
         "release -o existing": world.release_cli(output=str(world.existing)),
     }
+    if Path("/proc/self").is_dir():  # a folder `os.access` calls writable for a superuser, that takes no new file
+        commands["release -o /proc"] = world.release_cli(output="/proc/bayesval-test.release.json")
+        commands["valuate --save /proc"] = world.valuate_cli("--save", "/proc/bayesval-test.npz")
     for command, argv in commands.items():
         start = time.perf_counter()
         with pytest.raises(SystemExit) as stop:
@@ -843,3 +853,69 @@ def test_bad_output_paths_fail_in_under_2_s_before_the_work(world, monkeypatch, 
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (command, err)
     assert world.existing.read_bytes() == before
+
+
+def _disk_full_at(target: Path, write_whole):
+    """`write_whole` as it is, but for `target`, where the disk fills after part of the content is written."""
+
+    def writing(path, write):
+        if Path(path) != target:
+            return write_whole(path, write)
+
+        def part_then_full(partial):
+            partial.write_bytes(b"the first part")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(partial))
+
+        return write_whole(path, part_then_full)
+
+    return writing
+
+
+def test_a_file_is_written_whole_or_not_at_all(tmp_path):
+    """A write that fails part way leaves the earlier file as it was and no partial file; one that succeeds replaces
+    it, with the permissions a new file gets."""
+    target = tmp_path / "result.npz"
+    target.write_bytes(b"the earlier result")
+
+    def part_then_full(partial):
+        partial.write_bytes(b"the first part")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(OSError, match="No space left"):
+        write_whole(target, part_then_full)
+    assert target.read_bytes() == b"the earlier result" and os.listdir(tmp_path) == ["result.npz"]
+    write_whole(target, lambda partial: partial.write_bytes(b"the new result"))
+    assert target.read_bytes() == b"the new result" and os.listdir(tmp_path) == ["result.npz"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+
+
+def test_a_result_the_disk_refuses_after_the_work_is_saved_elsewhere_and_named(world, tmp_path, monkeypatch, capsys):
+    """`--save` was checked before the work; where the disk fills when the result is written, the finished result
+    goes to the temporary folder, the command fails in one line naming both files, and nothing is left at --save."""
+    target, rescue_folder = tmp_path / "k.npz", tmp_path / "temporary"
+    rescue_folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(rescue_folder))
+    monkeypatch.setattr(serialisation, "write_whole", _disk_full_at(target, serialisation.write_whole))
+    with pytest.raises(SystemExit) as stop:
+        cli_main(world.knn_cli("labels.csv", "labels_val.csv", "--save", str(target)))
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    (rescued,) = rescue_folder.iterdir()
+    assert f"--save {str(target)!r} could not be written (No space left on device)" in err and str(rescued) in err
+    assert bv.ValuationResult.load(rescued).values.shape == (40,)
+    assert not target.exists() and os.listdir(tmp_path) == ["temporary"]
+
+
+def test_a_release_the_disk_refuses_leaves_no_file_and_says_nothing_left_the_process(world, monkeypatch, capsys):
+    target = world.tmp / "full.release.json"
+    monkeypatch.setattr(boundary, "write_whole", _disk_full_at(target, boundary.write_whole))
+    before = sorted(os.listdir(world.tmp))
+    with warnings.catch_warnings(), pytest.raises(SystemExit) as stop:
+        warnings.simplefilter("ignore")
+        cli_main(world.release_cli(output=str(target)))
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "No space left on device" in err and "releasing again spends no more privacy" in err
+    assert sorted(os.listdir(world.tmp)) == before

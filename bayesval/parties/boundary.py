@@ -95,10 +95,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from bayesval.outputs import check_output_path, write_whole
 from bayesval.parties.signing import Keyring, ReleaseSignature, sign
 from bayesval.privacy.ledger import Release
 from bayesval.statistics import Bounds, LinearRegressionStatistic, LogisticRegressionStatistic
-from bayesval.validation import check_bool, check_finite_array, check_int, check_output_path
+from bayesval.validation import check_bool, check_finite_array, check_int
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -384,8 +385,7 @@ class PerturbedStatistic:
         if signing_key is not None:
             record["signature"] = sign(_canonical(record), signing_key).to_record()
         record["checksum"] = _checksum(record)
-        path.write_text(json.dumps(record, indent=1) + "\n")
-        return path
+        return write_whole(path, lambda partial: partial.write_text(json.dumps(record, indent=1) + "\n"))
 
     @classmethod
     def load(

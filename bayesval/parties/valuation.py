@@ -924,7 +924,8 @@ def warn_if_unconverged(diagnostics: dict) -> None:
         f"some coalition posteriors did not converge (max R-hat {worst_r_hat:.3f}, min bulk ESS {worst_ess:.0f}; "
         f"wanted R-hat <= {R_HAT_THRESHOLD} and ESS >= {ESS_THRESHOLD}, or every chain dropped for low BFMI or stuck"
         + (f"; {rerun} sampled again with longer chains" if rerun else "")
-        + "); see result.diagnostics and raise num_warmup / num_samples",
+        + "); see result.diagnostics and raise num_warmup / num_samples (bayesval valuate: --num-warmup / "
+        "--num-samples)",
         stacklevel=user_stacklevel(),
     )
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bayesval.outputs import IMAGE_SUFFIXES, check_output_path, write_whole
 from bayesval.results.ranking import detection_auroc
-from bayesval.validation import IMAGE_SUFFIXES, check_output_path
 
 
 def plot_result(result, path: str | Path | None = None, *, corrupted=None):
@@ -54,7 +54,7 @@ def plot_result(result, path: str | Path | None = None, *, corrupted=None):
     note = "error bars: ± Monte Carlo standard error given these releases (a fresh release varies more)"
     figure.suptitle(f"{result.method}\n{note}" if parties else result.method, fontsize="medium")
     if path is not None:
-        figure.savefig(path, dpi=120)
+        write_whole(path, lambda partial: figure.savefig(partial, dpi=120))
     return figure
 
 
@@ -193,7 +193,7 @@ def plot_privacy_tradeoff(results, party: str, path: str | Path | None = None):
     ax.set_title(f"privacy trade-off of {party}")
     ax.legend(fontsize=8)
     if path is not None:
-        figure.savefig(path, dpi=120)
+        write_whole(path, lambda partial: figure.savefig(partial, dpi=120))
     return figure
 
 

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bayesval.outputs import check_output_path
 from bayesval.results.serialisation import (
     Record,
     decode,
@@ -31,13 +32,7 @@ from bayesval.results.serialisation import (
 )
 from bayesval.results.state import CoalitionEstimates, SemivalueState, describe_error
 from bayesval.results.variance import judged
-from bayesval.validation import (
-    check_bool,
-    check_count_array,
-    check_finite_array,
-    check_output_path,
-    check_real_array,
-)
+from bayesval.validation import check_bool, check_count_array, check_finite_array, check_real_array
 
 LEDGER_KIND = "bayesval.privacy_ledger"  # the record kind `bayesval.privacy.PrivacyLedger` registers
 

@@ -53,6 +53,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from bayesval.outputs import write_whole
+
 ARCHIVE_FORMAT = "bayesval.archive"
 ARCHIVE_VERSION = 1
 META_ENTRY = "_meta"  # the archive member holding the JSON metadata
@@ -194,14 +196,18 @@ def jsonable(value: Any) -> Any:
 
 
 def write_archive(path: Path, record) -> Path:
-    """Write a registered record to `path` as an archive (an .npz with its envelope in `_meta`; see the contract)."""
+    """Write a registered record to `path` as an archive (an .npz with its envelope in `_meta`; see the contract),
+    whole or not at all (`bayesval.outputs.write_whole`)."""
     envelope, arrays = encode(record)
     meta = {"format": ARCHIVE_FORMAT, "format_version": ARCHIVE_VERSION} | envelope
     if META_ENTRY in arrays:
         raise ValueError(f"a record may not hold an array named {META_ENTRY!r}")
-    with path.open("wb") as handle:
-        np.savez(handle, **{META_ENTRY: np.array(json.dumps(meta))}, **arrays)
-    return path
+
+    def write(partial: Path) -> None:
+        with partial.open("wb") as handle:
+            np.savez(handle, **{META_ENTRY: np.array(json.dumps(meta))}, **arrays)
+
+    return write_whole(path, write)
 
 
 def read_archive(path: Path, kind: str, *, noun: str, writer: str) -> tuple[int, Any, Arrays]:
