@@ -745,7 +745,7 @@ def _add_demo(commands) -> None:
     run.add_argument("--seed", type=int, default=0, help="data and sampler seed (privacy noise is OS entropy)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--save", default=None, help="write the result to this .npz file")
-    run.add_argument("--force", action="store_true", help=FORCE_HELP)
+    run.add_argument("--force", action="store_true", help="overwrite the --save file if it exists")
     run.set_defaults(run=lambda args: demo(args.seed, not args.no_progress, args.save, budget=args, force=args.force))
 
 

@@ -919,3 +919,19 @@ def test_a_release_the_disk_refuses_leaves_no_file_and_says_nothing_left_the_pro
     assert stop.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "No space left on device" in err and "releasing again spends no more privacy" in err
     assert sorted(os.listdir(world.tmp)) == before
+
+
+def test_parties_of_different_bounds_are_valued_with_a_warning_naming_each(world, monkeypatch):
+    """Each party's noise is calibrated to its own bounds, so the valuation is sound, but rows clipped to different
+    bounds are differently shrunk data: a warning names every party's bounds, before any sampling."""
+    monkeypatch.setattr(party_path, "CoalitionSurprise", _NoSampling)
+    bounds = (bv.Bounds(3.0, 3.0), bv.Bounds(3.0, 3.0), bv.Bounds(1.5, 3.0))
+    parties = [bv.Party(world.X, world.y, epsilon=1.0, bounds=b, name=f"p{i}") for i, b in enumerate(bounds)]
+    with pytest.warns(UserWarning, match=r"declared different bounds \(p0: 3,3; p1: 3,3; p2: 1.5,3\)"):
+        with pytest.raises(SamplingStarted):
+            bv.valuate(bv.models.LinearRegression(), parties, progress_bar=False)
+    same = [bv.Party(world.X, world.y, epsilon=1.0, bounds=bounds[0], name=f"q{i}") for i in range(2)]
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(SamplingStarted):
+        warnings.simplefilter("always")
+        bv.valuate(bv.models.LinearRegression(), same, progress_bar=False)
+    assert not any("different bounds" in str(w.message) for w in caught)

@@ -75,6 +75,7 @@ from bayesval.parties.surprise import (
 from bayesval.privacy import PrivacyLedger
 from bayesval.results.result import ValuationResult
 from bayesval.results.variance import TRUSTED_DOF
+from bayesval.statistics import Bounds
 from bayesval.validation import check_bool, check_int, check_key, check_positive, user_stacklevel
 
 SURROGATE = "the model's surrogate"  # the control variate's name in results, where the surrogate gives none
@@ -431,6 +432,15 @@ def _warn_about_releases(parties, provenance: dict[str, str]) -> None:
             "docs/privacy.md)",
             stacklevel=user_stacklevel(),
         )
+    declared = {p.name if isinstance(p, Party) else p.owner: p.bounds for p in parties if p.bounds is not None}
+    if len(set(declared.values())) > 1:
+        described = "; ".join(f"{owner}: {_described(bounds)}" for owner, bounds in declared.items())
+        warnings.warn(
+            f"the parties declared different bounds ({described}): each clipped its rows to its own, so their "
+            "statistics describe differently clipped data; agree on one set before the releases (docs/own_data.md, "
+            "section 2)",
+            stacklevel=user_stacklevel(),
+        )
     reused = [name for name, how in provenance.items() if how == "reused"]
     if reused:
         warnings.warn(
@@ -438,6 +448,11 @@ def _warn_about_releases(parties, provenance: dict[str, str]) -> None:
             "makes a new release, which composes in the ledger)",
             stacklevel=user_stacklevel(),
         )
+
+
+def _described(bounds: Bounds) -> str:
+    """Bounds as the command line declares them: X_NORM, or X_NORM,Y_ABS."""
+    return f"{bounds.x_norm:g}" + ("" if bounds.y_abs is None else f",{bounds.y_abs:g}")
 
 
 def coalition_game(model, releases: Releases, settings: PartyValuationSettings, key) -> CoalitionSurprise:
