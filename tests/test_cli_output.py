@@ -58,6 +58,7 @@ def test_demo_progress_bars_say_what_they_sample(demo_output):
     descriptions = progress_descriptions(err)
     assert descriptions, f"no progress bar on stderr:\n{err[-2000:]}"
     assert "Gibbs" not in descriptions  # no bare sampler name
+    assert ", compiling]" in err  # the wait before the first sweep is said, not a bar at 0 with no rate
     assert all(description.endswith("[Gibbs]") and ": " in description for description in descriptions), descriptions
     assert "valuation: posteriors p(theta | o_C) of 7 coalitions x 2 repeats [Gibbs]" in descriptions
     # the rewards compare with the valuation's own draws of the grand coalition and each party: no second sampling

@@ -191,9 +191,12 @@ class GibbsRun(NamedTuple):
         compile_ahead(_initial_states, *self.start).result()
         on_rows = on_rows_of(self.row_keys)
         states = _initial_states(*self.start)
-        sweep_program.result()
         settings, kept, done, segments = self.settings, [], 0, len(self.warmup) + self.sampling
         with tqdm(total=segments, desc=describe("Gibbs"), disable=not shown(self.progress_bar), unit="segment") as bar:
+            bar.set_postfix_str("compiling", refresh=True)  # on a cold cache, a minute before the first sweep
+            sweep_program.result()
+            bar.reset()  # the rate and its estimate of the time left count sweeps, not compiling
+            bar.set_postfix_str("", refresh=False)
             for index in range(segments):
                 warming = index < len(self.warmup)
                 adapt = np.bool_(is_adapting(index, len(self.warmup)))
@@ -210,6 +213,9 @@ class GibbsRun(NamedTuple):
                         drawn = int(np.count_nonzero(sweeps))
                         kept.append(jax.tree.map(lambda a, drawn=drawn: np.asarray(a)[:, :, :drawn], draws))
                         done += drawn
+                # `_advance` returns once dispatched (JAX's asynchronous dispatch), before its sweeps are done: the
+                # bar advances when they are. The next segment needs these states, so waiting costs no sampling time.
+                jax.block_until_ready(states)
                 bar.update()
         if not self.conditionals:
             return CoalitionDraws.all_kept(np.concatenate(kept, axis=2))
