@@ -706,10 +706,18 @@ def _bounds(text: str) -> bv.Bounds:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "expected one argument" also says why a value may have gone missing: one that starts
+    with '-' and is not a plain number (`--bounds -1,2`) is read as an option."""
+
+    def error(self, message: str):
+        if message.endswith("expected one argument"):
+            message += " (a value that starts with '-' is read as an option: write it as --OPTION=VALUE)"
+        super().error(message)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="bayesval", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    parser = _Parser(prog="bayesval", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     for add_command in (_add_demo, _add_release, _add_valuate, _add_knn, _add_keygen):
         add_command(commands)

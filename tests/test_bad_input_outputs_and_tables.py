@@ -935,3 +935,15 @@ def test_parties_of_different_bounds_are_valued_with_a_warning_naming_each(world
         warnings.simplefilter("always")
         bv.valuate(bv.models.LinearRegression(), same, progress_bar=False)
     assert not any("different bounds" in str(w.message) for w in caught)
+
+
+def test_a_value_read_as_an_option_is_explained(world, capsys):
+    """`--bounds -1,2` reads -1,2 as an option, so argparse says --bounds lacks its value: the message says why and
+    how to write it, and written so, the value is checked as any other."""
+    with pytest.raises(SystemExit) as stop:
+        cli_main(world.tables_cli("other.csv", "--bounds", "-1,2"))
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "argument --bounds: expected one argument" in err and "--OPTION=VALUE" in err
+    with pytest.raises(SystemExit):
+        cli_main(world.tables_cli("other.csv", "--bounds=-1,2"))
+    assert "Bounds.x_norm must be a finite number > 0, got -1.0" in capsys.readouterr().err
