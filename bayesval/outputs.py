@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from bayesval.validation import _describe, _show
+from bayesval.validation import describe_value, show_value
 
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".tif", ".tiff", ".eps", ".ps", ".webp", ".gif")
 
@@ -26,10 +26,10 @@ def check_output_path(name: str, path, *, suffixes: tuple[str, ...] = ()) -> Pat
     result it keeps, so that a bad path costs nothing; `name` is the argument as the caller knows it (`path`,
     `--plot`)."""
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file path (a str or a Path), got {_describe(path)}")
+        raise TypeError(f"{name} must be a file path (a str or a Path), got {describe_value(path)}")
     text = os.fspath(path)
     if not isinstance(text, str) or not text.strip() or "\0" in text:
-        raise ValueError(f"{name} must be a file path, got {_show(text)}")
+        raise ValueError(f"{name} must be a file path, got {show_value(text)}")
     path = Path(text)
     try:
         _check_writable(name, text, path, suffixes)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def _show(value) -> str:
+def show_value(value) -> str:
     """`value` as shown in an error: its repr, shortened."""
     try:
         text = repr(value)
@@ -27,9 +27,9 @@ def _show(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _describe(value) -> str:
+def describe_value(value) -> str:
     """`value` as shown in an error: its repr (shortened) and its type."""
-    return f"{_show(value)} ({type(value).__name__})"
+    return f"{show_value(value)} ({type(value).__name__})"
 
 
 def _is_bool(value) -> bool:
@@ -43,11 +43,11 @@ def to_float(name: str, value) -> float:
     or a 0-d numeric array), not a bool, a string or None. Returns it as a float, which may be NaN or
     +-inf: the caller checks the range and words that error itself."""
     if _is_bool(value):
-        raise TypeError(f"{name} must be a number, got {_describe(value)}")
+        raise TypeError(f"{name} must be a number, got {describe_value(value)}")
     kind = getattr(getattr(value, "dtype", None), "kind", None)
     numeric_0d = getattr(value, "shape", None) == () and kind in ("i", "u", "f")  # a 0-d numpy or JAX array
     if not (isinstance(value, numbers.Real) or numeric_0d):
-        raise TypeError(f"{name} must be a number, got {_describe(value)}")
+        raise TypeError(f"{name} must be a number, got {describe_value(value)}")
     try:
         return float(value)
     except OverflowError:  # a python int beyond float64
@@ -58,7 +58,7 @@ def check_real(name: str, value) -> float:
     """`value` must be a finite real number (not a bool); returned as a float."""
     number = to_float(name, value)
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {_show(value)}")
+        raise ValueError(f"{name} must be a finite number, got {show_value(value)}")
     return number
 
 
@@ -66,7 +66,7 @@ def check_positive(name: str, value) -> float:
     """`value` must be a finite number > 0."""
     number = to_float(name, value)
     if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {_show(value)}")
+        raise ValueError(f"{name} must be a finite number > 0, got {show_value(value)}")
     return number
 
 
@@ -74,7 +74,7 @@ def check_non_negative(name: str, value) -> float:
     """`value` must be a finite number >= 0."""
     number = to_float(name, value)
     if not (math.isfinite(number) and number >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {_show(value)}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {show_value(value)}")
     return number
 
 
@@ -82,7 +82,7 @@ def check_probability(name: str, value) -> float:
     """`value` must lie in the open interval (0, 1)."""
     number = to_float(name, value)
     if not 0 < number < 1:
-        raise ValueError(f"{name} must lie in (0, 1), got {_show(value)}")
+        raise ValueError(f"{name} must lie in (0, 1), got {show_value(value)}")
     return number
 
 
@@ -102,7 +102,7 @@ def check_int(name: str, value, minimum: int | None = None, maximum: int | None 
     )
     if _is_bool(value) or not integral:
         hint = f" (write {int(value)})" if isinstance(value, float) and value.is_integer() else ""
-        raise TypeError(f"{name} must be {valid}, got {_describe(value)}{hint}")
+        raise TypeError(f"{name} must be {valid}, got {describe_value(value)}{hint}")
     number = int(value)
     if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
         raise ValueError(f"{name} must be {valid}, got {number}")
@@ -120,7 +120,7 @@ def check_count(name: str, value, minimum: int = 0) -> int:
     if number > MAX_COUNT:
         raise ValueError(
             f"{name} must be an integer >= {minimum} and at most 2^31 - 1 (it becomes a JAX loop bound or array "
-            f"size), got {_show(value)}"
+            f"size), got {show_value(value)}"
         )
     return number
 
@@ -128,7 +128,7 @@ def check_count(name: str, value, minimum: int = 0) -> int:
 def check_bool(name: str, value) -> bool:
     """`value` must be True or False (a python or numpy bool; 0 and 1 are not accepted)."""
     if not _is_bool(value):
-        raise TypeError(f"{name} must be True or False, got {_describe(value)}")
+        raise TypeError(f"{name} must be True or False, got {describe_value(value)}")
     return bool(value)
 
 
@@ -163,7 +163,7 @@ def check_key(name: str, key) -> jax.Array:
     if raw:
         return jax.random.wrap_key_data(jnp.asarray(key))
     raise TypeError(
-        f"{name} must be an int seed or a jax.random.key(seed), got {_describe(key)}"
+        f"{name} must be an int seed or a jax.random.key(seed), got {describe_value(key)}"
         + (f" of dtype {dtype} and shape {shape}" if dtype is not None else "")
     )
 
@@ -197,7 +197,7 @@ def check_real_array(name: str, array, ndim: int) -> np.ndarray:
         if bad:
             where = list(np.unravel_index(bad[0], raw.shape)) if raw.ndim else []
             raise TypeError(
-                f"{name} must hold numbers, got {_describe(flat[bad[0]])} at index {[int(i) for i in where]}"
+                f"{name} must hold numbers, got {describe_value(flat[bad[0]])} at index {[int(i) for i in where]}"
             )
     elif kind in "US":
         first = raw.reshape(-1)[0].item() if raw.size else ""
@@ -259,7 +259,8 @@ def check_count_array(name: str, array, ndim: int = 1, maximum: int | None = Non
         index = _first_index(bad)
         entry = raw[tuple(index)]
         raise ValueError(
-            f"{name} must hold counts ({valid}), got {_show(entry.item() if isinstance(entry, np.generic) else entry)} "
+            f"{name} must hold counts ({valid}), got "
+            f"{show_value(entry.item() if isinstance(entry, np.generic) else entry)} "
             f"at index {index}" + (f" ({int(bad.sum())} such entries)" if bad.sum() > 1 else "")
         )
     return values.astype(np.int64)
@@ -304,7 +305,9 @@ def check_labels(name: str, y, n_rows: int, rows_name: str = "X") -> np.ndarray:
         neither = ~(is_text | is_number)
         if neither.any():
             index = int(np.flatnonzero(neither)[0])
-            raise TypeError(f"{name} must hold numbers or strings, got {_describe(labels[index])} at index {index}")
+            raise TypeError(
+                f"{name} must hold numbers or strings, got {describe_value(labels[index])} at index {index}"
+            )
         if is_text.any() and is_number.any():
             index = int(np.flatnonzero(is_text != is_text[0])[0])
             raise TypeError(
@@ -342,7 +345,9 @@ __all__ = [
     "check_probability",
     "check_real",
     "check_real_array",
+    "describe_value",
     "row_norms",
+    "show_value",
     "to_float",
 ]
 
