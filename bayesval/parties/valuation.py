@@ -437,8 +437,8 @@ def _warn_about_releases(parties, provenance: dict[str, str]) -> None:
         described = "; ".join(f"{owner}: {_described(bounds)}" for owner, bounds in declared.items())
         warnings.warn(
             f"the parties declared different bounds ({described}): each clipped its rows to its own, so their "
-            "statistics describe differently clipped data; agree on one set before the releases (docs/own_data.md, "
-            "section 2)",
+            "statistics describe differently clipped data; agree on one set before the releases "
+            "(docs/own_data.md, section 2)",
             stacklevel=user_stacklevel(),
         )
     reused = [name for name, how in provenance.items() if how == "reused"]
